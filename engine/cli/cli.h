@@ -1,0 +1,26 @@
+/* cli.h - shared declarations of the thin `sdnpu` command-line program: one function per
+ * subcommand (cmd_*.c), and small option-parsing helpers that name the option at fault. */
+#ifndef SDN_CLI_H
+#define SDN_CLI_H
+
+#include <stdint.h>
+
+typedef int (*sdn_cmd_fn)(int argc, char **argv);
+
+/* Subcommands (argv[0] is the subcommand name). Each returns the process exit code. */
+int cmd_run(int argc, char **argv);
+int cmd_info(int argc, char **argv);
+int cmd_make_model(int argc, char **argv);
+int cmd_demo(int argc, char **argv);
+int cmd_bench_model(int argc, char **argv);
+int cmd_bench_sam(int argc, char **argv);
+
+/* Option helpers: parse the value of option `opt`; print "sdnpu: option OPT: ..." and
+ * return -1 on a bad value. */
+int cli_int(const char *opt, const char *val, long lo, long hi, long *out);
+int cli_float(const char *opt, const char *val, double lo, double hi, double *out);
+/* Returns the next argument as the value of `opt` (advancing *i), or NULL after printing
+ * "option OPT needs a value". */
+const char *cli_value(int argc, char **argv, int *i, const char *opt);
+
+#endif

@@ -1,0 +1,71 @@
+/* main.c - entry point of the `sdnpu` program: dispatches to one subcommand per file
+ * (cmd_*.c). The CLI only parses options and calls libsdnpu. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/cli/cli.h"
+
+static const struct {
+    const char *name;
+    sdn_cmd_fn fn;
+    const char *help;
+} commands[] = {
+    {"demo", cmd_demo, "the built-in default: a seeded model and request, run end to end (no download)"},
+    {"run", cmd_run, "generate text for a prompt (and context documents) with a model file"},
+    {"info", cmd_info, "describe a model file: architecture, shapes, tensor types, tokenizer, memory"},
+    {"make-model", cmd_make_model, "write a seeded random-weight GGUF of a named shape"},
+    {"bench-sam", cmd_bench_sam, "micro-benchmark of the suffix automaton and baseline drafters"},
+};
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: sdnpu COMMAND [options]   (sdnpu COMMAND --help for its options)\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(f, "  %-12s %s\n", commands[i].name, commands[i].help);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (!strcmp(argv[1], commands[i].name)) return commands[i].fn(argc - 1, argv + 1);
+    fprintf(stderr, "sdnpu: unknown command '%s'\n", argv[1]);
+    usage(stderr);
+    return 2;
+}
+
+int cli_int(const char *opt, const char *val, long lo, long hi, long *out) {
+    char *end;
+    errno = 0;
+    long v = strtol(val, &end, 10);
+    if (errno || end == val || *end || v < lo || v > hi) {
+        fprintf(stderr, "sdnpu: option %s: '%s' is not an integer in [%ld, %ld]\n", opt, val, lo, hi);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+int cli_float(const char *opt, const char *val, double lo, double hi, double *out) {
+    char *end;
+    errno = 0;
+    double v = strtod(val, &end);
+    if (errno || end == val || *end || !isfinite(v) || v < lo || v > hi) {
+        fprintf(stderr, "sdnpu: option %s: '%s' is not a number in [%g, %g]\n", opt, val, lo, hi);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+const char *cli_value(int argc, char **argv, int *i, const char *opt) {
+    if (*i + 1 >= argc) {
+        fprintf(stderr, "sdnpu: option %s needs a value\n", opt);
+        return NULL;
+    }
+    return argv[++*i];
+}

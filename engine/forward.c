@@ -1,0 +1,544 @@
+/* forward.c - the transformer forward pass (Llama / Qwen2 family) over a batch of tokens.
+ *
+ * Reads top to bottom like llama2.c's run.c, but batched:
+ *   x = embed(tokens)
+ *   per layer: xb = rmsnorm(x); q,k,v = xb W{q,k,v} (+bias); rope(q, k); append k, v to
+ *              the cache; att = attention(q, cache, mask); x += att Wo;
+ *              xb = rmsnorm(x); x += (silu(xb Wgate) * (xb Wup)) Wdown
+ *   logits = rmsnorm(x[rows]) Wout
+ *
+ * Matmuls go through mm_group(): batch-invariant kernels (matmul.h) split over the thread
+ * pool by output rows, or OpenBLAS SGEMM over F32 weight tiles for large prefill batches.
+ * Attention is computed per (row, head) over an explicit list of KV slots (the committed
+ * prefix plus the batch rows the mask allows, in slot order), which makes a row's result
+ * identical to the result of plain decoding at the same position; large causal prefill
+ * batches use SGEMM-based attention instead. */
+#include "engine/forward.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#endif
+
+#include "common/sdn_util.h"
+#include "engine/matmul.h"
+#include "engine/model_internal.h"
+#include "engine/quant.h"
+#include "engine/threadpool.h"
+
+/* OpenBLAS-specific thread control (declared in its cblas.h as well). */
+extern void openblas_set_num_threads(int num_threads);
+
+#define SGEMM_TILE_FLOATS (8u << 20) /* dequantized weight tile for SGEMM: 32 MiB */
+
+struct sdn_ctx {
+    const sdn_model *m;
+    sdn_pool *pool;
+    int n_threads, n_ctx, max_batch, n_kv;
+    int qd, kvd;
+    float *k_cache, *v_cache; /* [layer][n_ctx][kvd] */
+    /* activations, max_batch rows each */
+    float *x, *xb, *xb2, *q, *k, *v, *att, *hb, *hb2;
+    float *rope_cs;           /* [max_batch][rope_dims/2][2] cos, sin */
+    double *inv_freq;         /* [rope_dims/2] */
+    void *act[2];             /* prepared activations for up to two weight types */
+    size_t act_cap[2];
+    float *wtile;             /* SGEMM weight tile */
+    float *scores;            /* row attention: [n_threads][n_ctx]; GEMM attention: [max_batch][n_ctx] */
+    int32_t *slots;           /* [n_threads][n_ctx] attended slot list */
+    sdn_fwd_stats st;
+};
+
+/* ------------------------------------------------------------------ context ---- */
+
+int sdn_ctx_new(const sdn_model *m, const sdn_ctx_params *p, sdn_ctx **out, sdn_err *err) {
+    *out = NULL;
+    const sdn_model_config *cfg = &m->cfg;
+    sdn_ctx *c = calloc(1, sizeof *c);
+    if (!c) return sdn_fail(err, SDN_ENOMEM, "out of memory");
+    c->m = m;
+    c->n_ctx = p && p->n_ctx > 0 ? p->n_ctx : (cfg->ctx_len < 4096 ? cfg->ctx_len : 4096);
+    c->n_threads = p && p->n_threads > 0 ? p->n_threads : 1;
+    c->max_batch = p && p->max_batch > 0 ? p->max_batch : 256;
+    if (c->max_batch < SDN_INVARIANT_MAX_ROWS) c->max_batch = SDN_INVARIANT_MAX_ROWS;
+    if (c->n_ctx < 2 || c->n_ctx > (1 << 22)) {
+        free(c);
+        return sdn_fail(err, SDN_EINVAL, "context size %d is out of range", p ? p->n_ctx : 0);
+    }
+    c->qd = cfg->n_heads * cfg->head_dim;
+    c->kvd = cfg->n_kv_heads * cfg->head_dim;
+    size_t B = (size_t)c->max_batch, kv = (size_t)cfg->n_layers * c->n_ctx * c->kvd;
+    size_t wide = (size_t)(cfg->hidden > c->qd ? cfg->hidden : c->qd);
+    if (wide < (size_t)cfg->dim) wide = (size_t)cfg->dim;
+    c->k_cache = malloc(kv * sizeof(float));
+    c->v_cache = malloc(kv * sizeof(float));
+    c->x = malloc(B * cfg->dim * sizeof(float));
+    c->xb = malloc(B * wide * sizeof(float));
+    c->xb2 = malloc(B * cfg->dim * sizeof(float));
+    c->q = malloc(B * c->qd * sizeof(float));
+    c->k = malloc(B * c->kvd * sizeof(float));
+    c->v = malloc(B * c->kvd * sizeof(float));
+    c->att = malloc(B * c->qd * sizeof(float));
+    c->hb = malloc(B * cfg->hidden * sizeof(float));
+    c->hb2 = malloc(B * cfg->hidden * sizeof(float));
+    c->rope_cs = malloc(B * (size_t)cfg->rope_dims * sizeof(float));
+    c->inv_freq = malloc((size_t)cfg->rope_dims / 2 * sizeof(double));
+    size_t sc_rows = B > (size_t)c->n_threads ? B : (size_t)c->n_threads;
+    c->scores = malloc(sc_rows * (size_t)c->n_ctx * sizeof(float));
+    c->slots = malloc((size_t)c->n_threads * c->n_ctx * sizeof(int32_t));
+    c->pool = sdn_pool_new(c->n_threads);
+    if (!c->k_cache || !c->v_cache || !c->x || !c->xb || !c->xb2 || !c->q || !c->k || !c->v || !c->att || !c->hb ||
+        !c->hb2 || !c->rope_cs || !c->inv_freq || !c->scores || !c->slots || !c->pool) {
+        size_t need = 2 * kv * sizeof(float);
+        sdn_ctx_free(c);
+        return sdn_fail(err, SDN_ENOMEM, "out of memory allocating the context (KV cache alone needs %zu MiB for %d positions)",
+                        need >> 20, p ? p->n_ctx : 0);
+    }
+    c->n_threads = sdn_pool_size(c->pool);
+    /* RoPE inverse frequencies: theta_j = base^(-2j/rope_dims), divided by the Llama 3
+     * frequency factor of pair j when the model has them. */
+    for (int j = 0; j < cfg->rope_dims / 2; j++) {
+        double f = pow((double)cfg->rope_theta, -2.0 * j / cfg->rope_dims);
+        if (m->rope_freqs) f /= m->rope_freqs[j];
+        c->inv_freq[j] = f;
+    }
+    *out = c;
+    return SDN_OK;
+}
+
+void sdn_ctx_free(sdn_ctx *c) {
+    if (!c) return;
+    sdn_pool_free(c->pool);
+    free(c->k_cache); free(c->v_cache); free(c->x); free(c->xb); free(c->xb2); free(c->q); free(c->k); free(c->v);
+    free(c->att); free(c->hb); free(c->hb2); free(c->rope_cs); free(c->inv_freq); free(c->scores); free(c->slots);
+    free(c->act[0]); free(c->act[1]); free(c->wtile);
+    free(c);
+}
+
+const sdn_model *sdn_ctx_model(const sdn_ctx *c) { return c->m; }
+int sdn_ctx_n_ctx(const sdn_ctx *c) { return c->n_ctx; }
+int sdn_ctx_max_batch(const sdn_ctx *c) { return c->max_batch; }
+int sdn_ctx_threads(const sdn_ctx *c) { return c->n_threads; }
+int sdn_kv_len(const sdn_ctx *c) { return c->n_kv; }
+void sdn_ctx_stats(const sdn_ctx *c, sdn_fwd_stats *out) { *out = c->st; }
+void sdn_ctx_reset_stats(sdn_ctx *c) { memset(&c->st, 0, sizeof c->st); }
+
+void sdn_kv_truncate(sdn_ctx *c, int n) {
+    if (n >= 0 && n < c->n_kv) c->n_kv = n;
+}
+
+int sdn_kv_keep(sdn_ctx *c, int first, const int32_t *keep, int n_keep, sdn_err *err) {
+    if (first < 0 || first > c->n_kv || n_keep < 0 || n_keep > c->n_kv - first)
+        return sdn_fail(err, SDN_EINVAL, "kv_keep: range first=%d n_keep=%d invalid for %d entries", first, n_keep, c->n_kv);
+    for (int i = 0; i < n_keep; i++)
+        if (keep[i] < 0 || first + keep[i] >= c->n_kv || (i && keep[i] <= keep[i - 1]))
+            return sdn_fail(err, SDN_EINVAL, "kv_keep: index %d (%d) is not ascending within the %d new entries", i, keep[i],
+                            c->n_kv - first);
+    size_t row = (size_t)c->kvd * sizeof(float);
+    for (int l = 0; l < c->m->cfg.n_layers; l++) {
+        float *K = c->k_cache + (size_t)l * c->n_ctx * c->kvd, *V = c->v_cache + (size_t)l * c->n_ctx * c->kvd;
+        for (int i = 0; i < n_keep; i++) {
+            if (keep[i] == i) continue;
+            memcpy(K + (size_t)(first + i) * c->kvd, K + (size_t)(first + keep[i]) * c->kvd, row);
+            memcpy(V + (size_t)(first + i) * c->kvd, V + (size_t)(first + keep[i]) * c->kvd, row);
+        }
+    }
+    c->n_kv = first + n_keep;
+    return SDN_OK;
+}
+
+/* ------------------------------------------------------------------ matmuls ---- */
+
+typedef struct mm_job {
+    sdn_ctx *c;
+    const sdn_weight *w[3];
+    float *y[3];
+    int nw, n;
+    const void *act[3];
+    /* activation preparation */
+    const float *x;
+    int prep_types;
+    uint32_t ptype[2];
+    int64_t in;
+} mm_job;
+
+static void prep_worker(void *arg, int ith, int nth) {
+    mm_job *j = arg;
+    long b, e;
+    sdn_pool_range(j->n, ith, nth, 1, &b, &e);
+    for (int t = 0; t < j->prep_types; t++) {
+        size_t rowb = sdn_act_bytes(j->ptype[t], j->in, 1);
+        if (e > b) sdn_act_prepare(j->ptype[t], j->x + b * j->in, j->in, (int)(e - b), j->in, (char *)j->c->act[t] + b * rowb);
+    }
+}
+
+static void mm_worker(void *arg, int ith, int nth) {
+    mm_job *j = arg;
+    for (int i = 0; i < j->nw; i++) {
+        const sdn_weight *w = j->w[i];
+        long b, e;
+        sdn_pool_range(w->out, ith, nth, 16, &b, &e);
+        if (e > b) sdn_matmul_rows(w->type, w->data, w->row_bytes, w->in, j->act[i], j->n, j->y[i], w->out, b, e);
+    }
+}
+
+typedef struct deq_job {
+    const sdn_weight *w;
+    float *dst;
+    long r0, r1;
+} deq_job;
+
+static void deq_worker(void *arg, int ith, int nth) {
+    deq_job *d = arg;
+    long b, e;
+    sdn_pool_range(d->r1 - d->r0, ith, nth, 1, &b, &e);
+    for (long r = b; r < e; r++)
+        sdn_dequantize_row(d->w->type, (const char *)d->w->data + (size_t)(d->r0 + r) * d->w->row_bytes, d->dst + r * d->w->in,
+                           d->w->in);
+}
+
+static int ensure_act(sdn_ctx *c, int slot, size_t bytes) {
+    if (c->act_cap[slot] >= bytes) return 0;
+    void *p = realloc(c->act[slot], bytes);
+    if (!p) return -1;
+    c->act[slot] = p;
+    c->act_cap[slot] = bytes;
+    return 0;
+}
+
+/* Y_i = X W_i^T for up to three weights sharing the input X (n rows of `in`). */
+static int mm_group(sdn_ctx *c, const sdn_weight *const *ws, float *const *ys, int nw, const float *X, int n, int invariant,
+                    sdn_err *err) {
+    double t0 = sdn_now();
+    int64_t in = ws[0]->in;
+    if (invariant || n <= SDN_INVARIANT_MAX_ROWS) {
+        mm_job j = {.c = c, .nw = nw, .n = n, .x = X, .in = in};
+        for (int i = 0; i < nw; i++) {
+            j.w[i] = ws[i];
+            j.y[i] = ys[i];
+            int t;
+            for (t = 0; t < j.prep_types && j.ptype[t] != ws[i]->type; t++) {}
+            if (t == j.prep_types) {
+                if (t == 2) return sdn_fail(err, SDN_EUNSUP, "more than two weight types in one matmul group");
+                j.ptype[t] = ws[i]->type;
+                j.prep_types++;
+                if (ensure_act(c, t, sdn_act_bytes(ws[i]->type, in, n))) return sdn_fail(err, SDN_ENOMEM, "out of memory (activations)");
+            }
+            j.act[i] = c->act[t];
+        }
+        if (n >= 8 && c->n_threads > 1) sdn_pool_run(c->pool, prep_worker, &j);
+        else prep_worker(&j, 0, 1);
+        sdn_pool_run(c->pool, mm_worker, &j);
+    } else {
+        for (int i = 0; i < nw; i++) {
+            const sdn_weight *w = ws[i];
+            if (w->type == SDN_TYPE_F32 || w->f32) {
+                const float *W = w->f32 ? w->f32 : (const float *)w->data;
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, (int)w->out, (int)in, 1.0f, X, (int)in, W, (int)in, 0.0f,
+                            ys[i], (int)w->out);
+                continue;
+            }
+            if (!c->wtile) {
+                c->wtile = malloc(SGEMM_TILE_FLOATS * sizeof(float));
+                if (!c->wtile) return sdn_fail(err, SDN_ENOMEM, "out of memory (weight tile)");
+            }
+            long rows = (long)(SGEMM_TILE_FLOATS / (size_t)in);
+            if (rows < 1) return sdn_fail(err, SDN_EUNSUP, "matrix row of %lld elements exceeds the SGEMM tile", (long long)in);
+            for (long r0 = 0; r0 < w->out; r0 += rows) {
+                long r1 = r0 + rows < w->out ? r0 + rows : w->out;
+                deq_job d = {w, c->wtile, r0, r1};
+                sdn_pool_run(c->pool, deq_worker, &d);
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, (int)(r1 - r0), (int)in, 1.0f, X, (int)in, c->wtile,
+                            (int)in, 0.0f, ys[i] + r0, (int)w->out);
+            }
+        }
+    }
+    c->st.matmul_s += sdn_now() - t0;
+    return SDN_OK;
+}
+
+static int mm(sdn_ctx *c, const sdn_weight *w, const float *X, int n, float *Y, int invariant, sdn_err *err) {
+    return mm_group(c, &w, &Y, 1, X, n, invariant, err);
+}
+
+/* ------------------------------------------------------------- elementwise ---- */
+
+static void rmsnorm(float *o, const float *x, const float *w, int d, float eps) {
+    float ss = 0.0f;
+    for (int i = 0; i < d; i++) ss += x[i] * x[i];
+    ss /= (float)d;
+    ss += eps;
+    ss = 1.0f / sqrtf(ss);
+    for (int i = 0; i < d; i++) o[i] = w[i] * (ss * x[i]);
+}
+
+/* Fixed-order dot product used for attention scores: the same code for every row and
+ * batch, so scores are bit-reproducible. */
+static inline float dot_f32(const float *a, const float *b, int n) {
+#if defined(__AVX2__) && defined(__FMA__)
+    if ((n & 7) == 0) {
+        __m256 acc = _mm256_setzero_ps();
+        for (int i = 0; i < n; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc);
+        __m128 s = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
+        s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+        s = _mm_add_ss(s, _mm_movehdup_ps(s));
+        return _mm_cvtss_f32(s);
+    }
+#endif
+    float s = 0.0f;
+    for (int i = 0; i < n; i++) s += a[i] * b[i];
+    return s;
+}
+
+static void rope_tables(sdn_ctx *c, const sdn_batch *b) {
+    const sdn_model_config *cfg = &c->m->cfg;
+    int half = cfg->rope_dims / 2;
+    for (int i = 0; i < b->n; i++) {
+        double p = (double)(b->pos ? b->pos[i] : c->n_kv + i) / cfg->rope_scale;
+        float *cs = c->rope_cs + (size_t)i * cfg->rope_dims;
+        for (int j = 0; j < half; j++) {
+            double a = p * c->inv_freq[j];
+            cs[2 * j] = (float)cos(a);
+            cs[2 * j + 1] = (float)sin(a);
+        }
+    }
+}
+
+/* Rotate n_h heads of one row in place. llama ("normal") rotates pairs (2j, 2j+1); NeoX
+ * style (qwen2) rotates pairs (j, j + rope_dims/2). */
+static void rope_row(const sdn_model_config *cfg, float *v, int n_h, const float *cs) {
+    int half = cfg->rope_dims / 2;
+    for (int h = 0; h < n_h; h++) {
+        float *x = v + (size_t)h * cfg->head_dim;
+        for (int j = 0; j < half; j++) {
+            int i0 = cfg->rope_neox ? j : 2 * j, i1 = cfg->rope_neox ? j + half : 2 * j + 1;
+            float c = cs[2 * j], s = cs[2 * j + 1], a = x[i0], bb = x[i1];
+            x[i0] = a * c - bb * s;
+            x[i1] = a * s + bb * c;
+        }
+    }
+}
+
+/* ---------------------------------------------------------------- attention ---- */
+
+typedef struct att_job {
+    sdn_ctx *c;
+    const sdn_batch *b;
+    int layer, n;
+} att_job;
+
+/* Attention for (row, head) tasks over an explicit slot list: committed slots [0, n_kv0)
+ * then the batch rows the mask allows, in slot order. */
+static void att_rows_worker(void *arg, int ith, int nth) {
+    att_job *j = arg;
+    sdn_ctx *c = j->c;
+    const sdn_model_config *cfg = &c->m->cfg;
+    int n = j->n, hd = cfg->head_dim, H = cfg->n_heads, grp = cfg->n_heads / cfg->n_kv_heads;
+    int n_kv0 = c->n_kv; /* entries before this batch */
+    const float *K = c->k_cache + (size_t)j->layer * c->n_ctx * c->kvd;
+    const float *V = c->v_cache + (size_t)j->layer * c->n_ctx * c->kvd;
+    float *sc = c->scores + (size_t)ith * c->n_ctx;
+    int32_t *sl = c->slots + (size_t)ith * c->n_ctx;
+    float scale = 1.0f / sqrtf((float)hd);
+    long tb, te;
+    sdn_pool_range((long)n * H, ith, nth, 1, &tb, &te);
+    int cur_row = -1, ns = 0;
+    for (long t = tb; t < te; t++) {
+        int i = (int)(t / H), h = (int)(t % H), kh = h / grp;
+        if (i != cur_row) {
+            cur_row = i;
+            ns = 0;
+            for (int s = 0; s < n_kv0; s++) sl[ns++] = s;
+            for (int r = 0; r < n; r++) {
+                int vis = j->b->mask ? j->b->mask[(size_t)i * n + r] != 0 : r <= i;
+                if (vis) sl[ns++] = n_kv0 + r;
+            }
+        }
+        const float *q = c->q + (size_t)i * c->qd + (size_t)h * hd;
+        float mx = -INFINITY;
+        for (int s = 0; s < ns; s++) {
+            float v = dot_f32(q, K + (size_t)sl[s] * c->kvd + (size_t)kh * hd, hd) * scale;
+            sc[s] = v;
+            if (v > mx) mx = v;
+        }
+        float sum = 0.0f;
+        for (int s = 0; s < ns; s++) {
+            sc[s] = expf(sc[s] - mx);
+            sum += sc[s];
+        }
+        float *o = c->att + (size_t)i * c->qd + (size_t)h * hd;
+        memset(o, 0, (size_t)hd * sizeof(float));
+        for (int s = 0; s < ns; s++) {
+            const float *vv = V + (size_t)sl[s] * c->kvd + (size_t)kh * hd;
+            float p = sc[s];
+            for (int d = 0; d < hd; d++) o[d] += p * vv[d];
+        }
+        float inv = 1.0f / sum;
+        for (int d = 0; d < hd; d++) o[d] *= inv;
+    }
+}
+
+typedef struct sm_job {
+    sdn_ctx *c;
+    int n, n_kv0;
+} sm_job;
+
+/* Causal softmax of the GEMM attention score rows: row i sees slots [0, n_kv0 + i]. */
+static void softmax_rows_worker(void *arg, int ith, int nth) {
+    sm_job *j = arg;
+    int L = j->n_kv0 + j->n;
+    long b, e;
+    sdn_pool_range(j->n, ith, nth, 1, &b, &e);
+    for (long i = b; i < e; i++) {
+        float *s = j->c->scores + (size_t)i * L;
+        int lim = j->n_kv0 + (int)i + 1;
+        float mx = -INFINITY, sum = 0.0f;
+        for (int k = 0; k < lim; k++) if (s[k] > mx) mx = s[k];
+        for (int k = 0; k < lim; k++) { s[k] = expf(s[k] - mx); sum += s[k]; }
+        float inv = 1.0f / sum;
+        for (int k = 0; k < lim; k++) s[k] *= inv;
+        for (int k = lim; k < L; k++) s[k] = 0.0f;
+    }
+}
+
+static void attention(sdn_ctx *c, const sdn_batch *b, int layer) {
+    const sdn_model_config *cfg = &c->m->cfg;
+    int n = b->n;
+    if (b->invariant || b->mask || n <= SDN_INVARIANT_MAX_ROWS) {
+        att_job j = {c, b, layer, n};
+        sdn_pool_run(c->pool, att_rows_worker, &j);
+        return;
+    }
+    /* Prefill: per head, S = scale * Q K^T over all slots, causal softmax, O = S V. */
+    int hd = cfg->head_dim, grp = cfg->n_heads / cfg->n_kv_heads, L = c->n_kv + n;
+    const float *K = c->k_cache + (size_t)layer * c->n_ctx * c->kvd;
+    const float *V = c->v_cache + (size_t)layer * c->n_ctx * c->kvd;
+    float scale = 1.0f / sqrtf((float)hd);
+    for (int h = 0; h < cfg->n_heads; h++) {
+        int kh = h / grp;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, L, hd, scale, c->q + (size_t)h * hd, c->qd, K + (size_t)kh * hd,
+                    c->kvd, 0.0f, c->scores, L);
+        sm_job sj = {c, n, c->n_kv};
+        sdn_pool_run(c->pool, softmax_rows_worker, &sj);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, hd, L, 1.0f, c->scores, L, V + (size_t)kh * hd, c->kvd, 0.0f,
+                    c->att + (size_t)h * hd, c->qd);
+    }
+}
+
+/* ------------------------------------------------------------------ forward ---- */
+
+static int check_batch(const sdn_ctx *c, const sdn_batch *b, sdn_err *err) {
+    if (b->n < 1 || b->n > c->max_batch) return sdn_fail(err, SDN_EINVAL, "batch of %d tokens (1..%d allowed)", b->n, c->max_batch);
+    if (c->n_kv + b->n > c->n_ctx)
+        return sdn_fail(err, SDN_EINVAL, "context full: %d cached + %d new tokens exceed the context size %d (raise --ctx)", c->n_kv,
+                        b->n, c->n_ctx);
+    for (int i = 0; i < b->n; i++) {
+        if (b->tokens[i] < 0 || b->tokens[i] >= c->m->cfg.vocab)
+            return sdn_fail(err, SDN_EINVAL, "token id %d at batch row %d is outside the vocabulary (0..%d)", b->tokens[i], i,
+                            c->m->cfg.vocab - 1);
+        if (b->pos && b->pos[i] < 0) return sdn_fail(err, SDN_EINVAL, "negative position at batch row %d", i);
+        if (b->mask) {
+            if (!b->mask[(size_t)i * b->n + i]) return sdn_fail(err, SDN_EINVAL, "mask: row %d does not attend itself", i);
+            for (int j = i + 1; j < b->n; j++)
+                if (b->mask[(size_t)i * b->n + j]) return sdn_fail(err, SDN_EINVAL, "mask: row %d attends later row %d", i, j);
+        }
+    }
+    if (b->n_logits > b->n || b->n_logits < -1) return sdn_fail(err, SDN_EINVAL, "n_logits %d out of range", b->n_logits);
+    for (int i = 0; i < b->n_logits; i++)
+        if (!b->logit_rows || b->logit_rows[i] < 0 || b->logit_rows[i] >= b->n || (i && b->logit_rows[i] <= b->logit_rows[i - 1]))
+            return sdn_fail(err, SDN_EINVAL, "logit_rows must be ascending rows of the batch");
+    return SDN_OK;
+}
+
+int sdn_forward(sdn_ctx *c, const sdn_batch *b, float *logits, sdn_err *err) {
+    int rc = check_batch(c, b, err);
+    if (rc) return rc;
+    double t_start = sdn_now(), t_mm0 = c->st.matmul_s, t_att = 0;
+    const sdn_model *m = c->m;
+    const sdn_model_config *cfg = &m->cfg;
+    int n = b->n, dim = cfg->dim, hid = cfg->hidden, inv = b->invariant;
+    openblas_set_num_threads(c->n_threads);
+
+    for (int i = 0; i < n; i++)
+        sdn_dequantize_row(m->tok_embd.type, (const char *)m->tok_embd.data + (size_t)b->tokens[i] * m->tok_embd.row_bytes,
+                           c->x + (size_t)i * dim, dim);
+    rope_tables(c, b);
+
+    for (int l = 0; l < cfg->n_layers; l++) {
+        const sdn_layer *y = &m->layers[l];
+        for (int i = 0; i < n; i++) rmsnorm(c->xb + (size_t)i * dim, c->x + (size_t)i * dim, y->attn_norm, dim, cfg->rms_eps);
+        const sdn_weight *qkv[3] = {&y->wq, &y->wk, &y->wv};
+        float *qkv_out[3] = {c->q, c->k, c->v};
+        if ((rc = mm_group(c, qkv, qkv_out, 3, c->xb, n, inv, err))) return rc;
+        float *K = c->k_cache + ((size_t)l * c->n_ctx + c->n_kv) * c->kvd;
+        float *V = c->v_cache + ((size_t)l * c->n_ctx + c->n_kv) * c->kvd;
+        for (int i = 0; i < n; i++) {
+            float *q = c->q + (size_t)i * c->qd, *k = c->k + (size_t)i * c->kvd, *v = c->v + (size_t)i * c->kvd;
+            if (y->bq) {
+                for (int d = 0; d < c->qd; d++) q[d] += y->bq[d];
+                for (int d = 0; d < c->kvd; d++) { k[d] += y->bk[d]; v[d] += y->bv[d]; }
+            }
+            const float *cs = c->rope_cs + (size_t)i * cfg->rope_dims;
+            rope_row(cfg, q, cfg->n_heads, cs);
+            rope_row(cfg, k, cfg->n_kv_heads, cs);
+        }
+        memcpy(K, c->k, (size_t)n * c->kvd * sizeof(float));
+        memcpy(V, c->v, (size_t)n * c->kvd * sizeof(float));
+        double ta = sdn_now();
+        attention(c, b, l);
+        t_att += sdn_now() - ta;
+        if ((rc = mm(c, &y->wo, c->att, n, c->xb2, inv, err))) return rc;
+        for (size_t i = 0; i < (size_t)n * dim; i++) c->x[i] += c->xb2[i];
+        for (int i = 0; i < n; i++) rmsnorm(c->xb + (size_t)i * dim, c->x + (size_t)i * dim, y->ffn_norm, dim, cfg->rms_eps);
+        const sdn_weight *gu[2] = {&y->w_gate, &y->w_up};
+        float *gu_out[2] = {c->hb, c->hb2};
+        if ((rc = mm_group(c, gu, gu_out, 2, c->xb, n, inv, err))) return rc;
+        for (size_t i = 0; i < (size_t)n * hid; i++) {
+            float g = c->hb[i];
+            c->hb[i] = g / (1.0f + expf(-g)) * c->hb2[i];
+        }
+        if ((rc = mm(c, &y->w_down, c->hb, n, c->xb2, inv, err))) return rc;
+        for (size_t i = 0; i < (size_t)n * dim; i++) c->x[i] += c->xb2[i];
+    }
+    c->n_kv += n;
+
+    int nl = b->n_logits < 0 ? n : b->n_logits;
+    for (int r = 0; r < nl; r++) {
+        int row = b->n_logits < 0 ? r : b->logit_rows[r];
+        rmsnorm(c->xb + (size_t)r * dim, c->x + (size_t)row * dim, m->out_norm, dim, cfg->rms_eps);
+    }
+    /* logits in chunks of max_batch rows (the xb buffer holds that many) */
+    if (nl > 0 && (rc = mm(c, &m->output, c->xb, nl, logits, inv, err))) return rc;
+
+    double total = sdn_now() - t_start;
+    c->st.attention_s += t_att;
+    c->st.other_s += total - t_att - (c->st.matmul_s - t_mm0);
+    c->st.forwards++;
+    c->st.rows += n;
+    return SDN_OK;
+}
+
+/* ------------------------------------------------------------ F32 layout ---- */
+
+int sdn_model_materialize_f32(sdn_model *m, int on, size_t *bytes, sdn_err *err) {
+    size_t total = 0;
+    for (int l = 0; l < m->cfg.n_layers; l++) {
+        sdn_layer *y = &m->layers[l];
+        sdn_weight *ws[] = {&y->wq, &y->wk, &y->wv, &y->wo, &y->w_gate, &y->w_up, &y->w_down};
+        for (int i = 0; i < 7; i++) {
+            sdn_weight *w = ws[i];
+            if (!on) { free(w->f32); w->f32 = NULL; continue; }
+            if (w->type == SDN_TYPE_F32 || w->f32) { if (w->f32) total += (size_t)w->out * w->in * 4; continue; }
+            w->f32 = malloc((size_t)w->out * w->in * sizeof(float));
+            if (!w->f32) return sdn_fail(err, SDN_ENOMEM, "out of memory materializing F32 weights (layer %d)", l);
+            for (int64_t r = 0; r < w->out; r++)
+                sdn_dequantize_row(w->type, (const char *)w->data + (size_t)r * w->row_bytes, w->f32 + r * w->in, w->in);
+            total += (size_t)w->out * w->in * 4;
+        }
+    }
+    if (bytes) *bytes = total;
+    return SDN_OK;
+}

@@ -1,0 +1,75 @@
+/* forward.h - inference context and the transformer forward pass.
+ *
+ * An sdn_ctx holds a model's KV cache, scratch buffers and thread pool. sdn_forward runs a
+ * batch of n tokens with explicit positions and an explicit attention mask over the batch
+ * (every row also sees all committed KV entries), appends the batch's n KV entries, and
+ * writes logits only for the rows asked for. Verification passes a tree mask, then keeps a
+ * subset of the new entries with sdn_kv_keep.
+ *
+ * Two kernel paths: with batch->invariant set (decode and verification), every matmul and
+ * attention row uses the batch-invariant kernels of matmul.h, so a row's output bits do not
+ * depend on n, on the other rows or on the thread count. Otherwise (prefill) batches of more
+ * than SDN_INVARIANT_MAX_ROWS rows use OpenBLAS SGEMM on F32 weights (dequantized in tiles,
+ * or the model's resident F32 copy when loaded) and GEMM-based causal attention. */
+#ifndef SDN_FORWARD_H
+#define SDN_FORWARD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/sdn_err.h"
+#include "engine/model.h"
+
+#define SDN_INVARIANT_MAX_ROWS 64
+
+typedef struct sdn_ctx sdn_ctx;
+
+typedef struct sdn_ctx_params {
+    int n_ctx;     /* KV cache capacity in tokens (0: min(model ctx_len, 4096)) */
+    int n_threads; /* worker threads incl. the caller (0: 1) */
+    int max_batch; /* largest batch sdn_forward accepts (0: 256) */
+} sdn_ctx_params;
+
+int sdn_ctx_new(const sdn_model *m, const sdn_ctx_params *p, sdn_ctx **out, sdn_err *err);
+void sdn_ctx_free(sdn_ctx *c);
+const sdn_model *sdn_ctx_model(const sdn_ctx *c);
+int sdn_ctx_n_ctx(const sdn_ctx *c);
+int sdn_ctx_max_batch(const sdn_ctx *c);
+int sdn_ctx_threads(const sdn_ctx *c);
+
+typedef struct sdn_batch {
+    int n;
+    const int32_t *tokens;     /* [n] token ids */
+    const int32_t *pos;        /* [n] RoPE positions; NULL: n_kv + i */
+    const uint8_t *mask;       /* [n*n]: row i attends batch row j iff mask[i*n+j] != 0 (row i must
+                                  attend itself and only rows j <= i); NULL: causal */
+    const int32_t *logit_rows; /* rows whose logits are wanted (ascending) */
+    int n_logits;              /* number of those rows; -1 = all rows; 0 = none */
+    int invariant;             /* 1: batch-invariant kernels for all rows */
+} sdn_batch;
+
+/* Run the batch; logits (n_logits x vocab floats, in logit_rows order) go to `logits`.
+ * On success the KV cache holds n more entries (slots n_kv .. n_kv+n-1). */
+int sdn_forward(sdn_ctx *c, const sdn_batch *b, float *logits, sdn_err *err);
+
+/* Number of committed KV entries. */
+int sdn_kv_len(const sdn_ctx *c);
+/* Keep only entries first+keep[0], first+keep[1], ... (keep ascending, all < n_kv - first)
+ * and move them to slots first, first+1, ...; the KV length becomes first + n_keep. */
+int sdn_kv_keep(sdn_ctx *c, int first, const int32_t *keep, int n_keep, sdn_err *err);
+/* Drop entries from slot n on. */
+void sdn_kv_truncate(sdn_ctx *c, int n);
+
+/* Time spent in the forward pass by part, accumulated since creation / last reset. */
+typedef struct sdn_fwd_stats {
+    double matmul_s, attention_s, other_s;
+    long forwards, rows;
+} sdn_fwd_stats;
+void sdn_ctx_stats(const sdn_ctx *c, sdn_fwd_stats *out);
+void sdn_ctx_reset_stats(sdn_ctx *c);
+
+/* Materialize (or free) F32 copies of all layer weights so large batches skip the
+ * per-call dequantization. Returns bytes held. */
+int sdn_model_materialize_f32(sdn_model *m, int on, size_t *bytes, sdn_err *err);
+
+#endif

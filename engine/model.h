@@ -1,0 +1,68 @@
+/* model.h - loading a model file (GGUF `llama`/`qwen2`, or a llama2.c checkpoint) into an
+ * opaque sdn_model: configuration, weights (kept in the file's layout through mmap), its
+ * tokenizer and a content fingerprint. Inference state lives in sdn_ctx (forward.h). */
+#ifndef SDN_MODEL_H
+#define SDN_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/sdn_err.h"
+
+typedef struct sdn_model sdn_model;
+struct sdn_tokenizer;
+
+typedef enum sdn_arch { SDN_ARCH_LLAMA = 0, SDN_ARCH_QWEN2 = 1 } sdn_arch;
+
+/* The shape and numerics of a model, as read from its file. */
+typedef struct sdn_model_config {
+    sdn_arch arch;
+    int n_layers;
+    int dim;          /* embedding width */
+    int hidden;       /* feed-forward width */
+    int n_heads;
+    int n_kv_heads;   /* GQA: n_heads % n_kv_heads == 0 */
+    int head_dim;
+    int vocab;
+    int ctx_len;      /* trained context length */
+    float rms_eps;
+    float rope_theta;
+    float rope_scale; /* linear position scaling (1 = none) */
+    int rope_neox;    /* 1: rotate pairs (i, i + d/2) (qwen2); 0: pairs (2i, 2i+1) (llama) */
+    int rope_dims;    /* leading dims of each head that get rotated */
+    int has_qkv_bias;
+    int has_rope_freqs; /* Llama 3 frequency factors tensor present */
+    int tied_output;  /* output projection shares token_embd */
+} sdn_model_config;
+
+typedef struct sdn_model_load_opts {
+    const char *tokenizer_path; /* llama2.c tokenizer.bin (needed for llama2.c checkpoints) */
+    int no_tokenizer;           /* skip the tokenizer (tests of bare weights) */
+} sdn_model_load_opts;
+
+/* Load `path`. GGUF files are recognised by their magic; anything else is read as a
+ * llama2.c checkpoint (legacy v0 or the "ak42" v1 export). Every problem is reported with
+ * the file name and the field or tensor at fault. */
+int sdn_model_load(const char *path, const sdn_model_load_opts *opts, sdn_model **out, sdn_err *err);
+void sdn_model_free(sdn_model *m);
+
+const sdn_model_config *sdn_model_cfg(const sdn_model *m);
+const char *sdn_model_path(const sdn_model *m);
+/* "gguf" or "llama2c" */
+const char *sdn_model_format(const sdn_model *m);
+/* Tokenizer (NULL when the model was loaded with no_tokenizer). */
+struct sdn_tokenizer *sdn_model_tokenizer(const sdn_model *m);
+/* 64-bit fingerprint: XXH3 of the file's metadata and tensor table plus sampled weight
+ * bytes (identifies the model in history stores, traces and profiles). */
+uint64_t sdn_model_fingerprint(const sdn_model *m);
+/* Bytes of weights a forward pass over all layers reads (the file's layout). */
+size_t sdn_model_weight_bytes(const sdn_model *m);
+/* Bytes read per decoded token: all layer weights + output projection (+1 embedding row). */
+size_t sdn_model_bytes_per_token(const sdn_model *m);
+/* KV cache bytes for n_ctx positions. */
+size_t sdn_model_kv_bytes(const sdn_model *m, int n_ctx);
+/* Human-readable description of the model (architecture, shapes, tensor types per
+ * role, tokenizer, memory) for `sdnpu info`. malloc'd string. */
+char *sdn_model_describe(const sdn_model *m, int n_ctx);
+
+#endif

@@ -1,0 +1,93 @@
+/* model_info.c - the human-readable model description printed by `sdnpu info`. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/gguf.h"
+#include "engine/model_internal.h"
+#include "engine/tensor_types.h"
+#include "engine/tokenizer.h"
+
+typedef struct sb { char *p; size_t n, cap; } sb;
+static void add(sb *b, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    char tmp[1024];
+    int k = vsnprintf(tmp, sizeof tmp, fmt, ap);
+    va_end(ap);
+    if (k < 0) return;
+    if ((size_t)k >= sizeof tmp) k = sizeof tmp - 1;
+    if (b->n + (size_t)k + 1 > b->cap) {
+        b->cap = (b->n + (size_t)k + 1) * 2;
+        b->p = realloc(b->p, b->cap);
+    }
+    memcpy(b->p + b->n, tmp, (size_t)k + 1);
+    b->n += (size_t)k;
+}
+
+static const char *mib(size_t bytes, char *buf) {
+    snprintf(buf, 32, "%.1f MiB", (double)bytes / (1 << 20));
+    return buf;
+}
+
+char *sdn_model_describe(const sdn_model *m, int n_ctx) {
+    const sdn_model_config *c = &m->cfg;
+    sb b = {0};
+    char t1[32], t2[32], t3[32];
+    add(&b, "file:          %s (%s)\n", m->path, m->format);
+    if (m->gguf) {
+        const char *name = sdn_gguf_str_or_null(m->gguf, "general.name");
+        add(&b, "name:          %s\n", name ? name : "-");
+        add(&b, "gguf:          version %u, %d metadata keys, %d tensors\n", sdn_gguf_version(m->gguf), sdn_gguf_n_kv(m->gguf),
+            sdn_gguf_n_tensors(m->gguf));
+    }
+    add(&b, "architecture:  %s%s%s\n", c->arch == SDN_ARCH_QWEN2 ? "qwen2" : "llama", c->has_qkv_bias ? " (QKV bias)" : "",
+        c->has_rope_freqs ? " (Llama 3 rope frequency factors)" : "");
+    add(&b, "shape:         %d layers, dim %d, ffn %d, heads %d (kv %d, head dim %d), vocab %d\n", c->n_layers, c->dim, c->hidden,
+        c->n_heads, c->n_kv_heads, c->head_dim, c->vocab);
+    add(&b, "numerics:      rms eps %g, rope theta %g (%s%s), trained context %d\n", c->rms_eps, c->rope_theta,
+        c->rope_neox ? "NeoX pairs" : "interleaved pairs", c->rope_scale != 1 ? ", linear scaling" : "", c->ctx_len);
+    add(&b, "output:        %s\n", c->tied_output ? "tied to token embedding" : "separate matrix");
+    /* tensor types by role */
+    struct { const char *role; uint32_t types[16]; int n; } roles[] = {{"attn_q/k/v", {0}, 0}, {"attn_output", {0}, 0},
+                                                                     {"ffn_gate/up", {0}, 0}, {"ffn_down", {0}, 0}};
+    for (int l = 0; l < c->n_layers; l++) {
+        const sdn_layer *y = &m->layers[l];
+        const sdn_weight *ws[4][3] = {{&y->wq, &y->wk, &y->wv}, {&y->wo, NULL, NULL}, {&y->w_gate, &y->w_up, NULL}, {&y->w_down, NULL, NULL}};
+        for (int r = 0; r < 4; r++)
+            for (int k = 0; k < 3 && ws[r][k]; k++) {
+                int seen = 0;
+                for (int i = 0; i < roles[r].n; i++) seen |= roles[r].types[i] == ws[r][k]->type;
+                if (!seen && roles[r].n < 16) roles[r].types[roles[r].n++] = ws[r][k]->type;
+            }
+    }
+    add(&b, "tensor types:  token_embd %s, output %s", sdn_type_name(m->tok_embd.type), sdn_type_name(m->output.type));
+    for (int r = 0; r < 4; r++) {
+        add(&b, ", %s ", roles[r].role);
+        for (int i = 0; i < roles[r].n; i++) add(&b, "%s%s", i ? "+" : "", sdn_type_name(roles[r].types[i]));
+    }
+    add(&b, "\n");
+    if (m->tok)
+        add(&b, "tokenizer:     %s, %d tokens, bos %d, eos %d, add_bos %s\n", sdn_tokenizer_kind_of(m->tok) == SDN_TOKENIZER_SPM ? "SentencePiece (scores, byte fallback)" : "byte-level BPE", sdn_tokenizer_n_vocab(m->tok),
+            sdn_tokenizer_bos(m->tok), sdn_tokenizer_eos(m->tok), sdn_tokenizer_add_bos(m->tok) ? "yes" : "no");
+    else
+        add(&b, "tokenizer:     none (prompts as token ids)\n");
+    if (m->gguf) {
+        const char *tmpl = sdn_gguf_str_or_null(m->gguf, "tokenizer.chat_template");
+        add(&b, "chat template: %s\n", tmpl ? "present" : "none");
+    }
+    size_t wb = sdn_model_weight_bytes(m), tok = sdn_model_bytes_per_token(m), kv = sdn_model_kv_bytes(m, n_ctx);
+    add(&b, "memory:        layer weights %s (mapped), read per decoded token %s, KV cache for %d positions %s\n", mib(wb, t1),
+        mib(tok, t2), n_ctx, mib(kv, t3));
+    size_t f32 = 0;
+    for (int l = 0; l < c->n_layers; l++) {
+        const sdn_layer *y = &m->layers[l];
+        const sdn_weight *ws[] = {&y->wq, &y->wk, &y->wv, &y->wo, &y->w_gate, &y->w_up, &y->w_down};
+        for (int i = 0; i < 7; i++) f32 += (size_t)ws[i]->in * (size_t)ws[i]->out * 4;
+    }
+    add(&b, "               a session needs about %s resident (weights + KV cache); the F32 prefill layout of all layers adds %s\n",
+        mib(tok + kv, t1), mib(f32, t2));
+    add(&b, "fingerprint:   %016llx\n", (unsigned long long)m->fingerprint);
+    return b.p;
+}

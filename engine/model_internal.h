@@ -1,0 +1,46 @@
+/* model_internal.h - the sdn_model structure, shared by the engine's own files (loader,
+ * forward pass, graph layouts). Not part of the public API. */
+#ifndef SDN_MODEL_INTERNAL_H
+#define SDN_MODEL_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/model.h"
+
+/* A weight matrix y = W x with W of `out` rows of `in` elements, in the file's layout. */
+typedef struct sdn_weight {
+    const char *name;
+    uint32_t type;
+    int64_t in, out;
+    const void *data; /* row o at data + o * row_bytes */
+    size_t row_bytes;
+    float *f32;       /* optional materialized F32 copy (prefill layout), out x in */
+} sdn_weight;
+
+typedef struct sdn_layer {
+    float *attn_norm, *ffn_norm;   /* [dim], owned F32 copies */
+    float *bq, *bk, *bv;           /* biases or NULL */
+    sdn_weight wq, wk, wv, wo;
+    sdn_weight w_gate, w_up, w_down;
+} sdn_layer;
+
+struct sdn_gguf;
+
+struct sdn_model {
+    char *path;
+    const char *format;
+    sdn_model_config cfg;
+    struct sdn_gguf *gguf;      /* GGUF models */
+    void *map;                  /* llama2.c: mmap of the checkpoint */
+    size_t map_size;
+    sdn_weight tok_embd;        /* vocab rows of dim */
+    sdn_weight output;          /* vocab rows of dim (== tok_embd when tied) */
+    float *out_norm;            /* [dim] */
+    float *rope_freqs;          /* [rope_dims/2] Llama 3 frequency factors or NULL */
+    sdn_layer *layers;
+    struct sdn_tokenizer *tok;
+    uint64_t fingerprint;
+};
+
+#endif

@@ -1,0 +1,25 @@
+/* request.h - turning a user request (documents, a prompt) into the prompt tokens the
+ * model sees: the model's chat template when it has one (or the one forced by name), or
+ * plain text (documents, a blank line, the prompt) for base models such as TinyStories.
+ * The one place where requests become tokens, shared by run, bench and trace. */
+#ifndef SDN_REQUEST_H
+#define SDN_REQUEST_H
+
+#include <stdint.h>
+
+#include "common/sdn_err.h"
+#include "engine/model.h"
+
+typedef struct sdn_request {
+    const char *const *documents; /* context documents (may be NULL when n_docs == 0) */
+    int n_docs;
+    const char *prompt;           /* the instruction or question */
+    const char *system;           /* system prompt; NULL: the template's default */
+    const char *chat_template;    /* NULL or "auto": from the model; "none": plain text;
+                                     or a template name (chatml, llama3, llama2, vicuna, plain) */
+} sdn_request;
+
+/* Render and tokenize. *ids is malloc'd. *text (optional) receives the rendered text. */
+int sdn_request_tokens(const sdn_model *m, const sdn_request *r, int32_t **ids, int *n_ids, char **text, sdn_err *err);
+
+#endif
