@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# install-deps.sh - install sdnpu's build and test dependencies from Debian packages.
+# Only packages that are missing are installed; uses sudo when not run as root.
+set -euo pipefail
+pkgs=(build-essential cmake pkg-config libopenblas-dev libsqlite3-dev libxxhash-dev
+      libpcre2-dev libcjson-dev libcmocka-dev)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+echo "sdnpu: installing Debian packages: ${missing[*]}" >&2
+SUDO=""
+[ "$(id -u)" -ne 0 ] && SUDO="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
