@@ -1,4 +1,4 @@
-/* session.c - prefill and the decode loop (see session.h). */
+/* session.c - prefill and the draft -> verify -> accept -> compact loop (see session.h). */
 #include "engine/session.h"
 
 #include <stdlib.h>
@@ -6,6 +6,9 @@
 
 #include "common/sdn_util.h"
 #include "engine/model.h"
+#include "verify/verify.h"
+
+double sdn_gen_mean_accepted(const sdn_gen_stats *s) { return s->steps ? (double)s->n_gen / s->steps : 0.0; }
 
 int sdn_generate(sdn_ctx *c, const int32_t *prompt, int n_prompt, const sdn_gen_params *p, int (*eog)(void *, int32_t),
                  void *ud_eog, sdn_token_cb cb, void *ud, int32_t **out, int *n_out, sdn_gen_stats *st, sdn_err *err) {
@@ -21,13 +24,27 @@ int sdn_generate(sdn_ctx *c, const int32_t *prompt, int n_prompt, const sdn_gen_
     if (max_new > n_ctx - n_prompt) max_new = n_ctx - n_prompt;
     int chunk = p->prefill_chunk > 0 ? p->prefill_chunk : sdn_ctx_max_batch(c);
     if (chunk > sdn_ctx_max_batch(c)) chunk = sdn_ctx_max_batch(c);
-    int32_t *gen = malloc(((size_t)max_new + 1) * sizeof(int32_t));
-    float *logits = malloc((size_t)vocab * sizeof(float));
+    sdn_draft_caps caps = p->caps;
+    int budget = SDN_INVARIANT_MAX_ROWS - 1;
+    if (caps.max_nodes <= 0 || caps.max_nodes > budget) caps.max_nodes = budget;
+    if (caps.max_depth <= 0) caps.max_depth = caps.max_nodes;
+    if (caps.max_branch <= 0) caps.max_branch = 1;
+    int greedy = !(p->sampling.temp > 0);
+
+    int32_t *gen = malloc(((size_t)max_new + SDN_INVARIANT_MAX_ROWS + 1) * sizeof(int32_t));
+    float *logits = malloc((size_t)SDN_INVARIANT_MAX_ROWS * vocab * sizeof(float));
+    int32_t *argmax = malloc((size_t)SDN_INVARIANT_MAX_ROWS * sizeof(int32_t));
+    sdn_tree tree = {0};
+    sdn_vbatch vb = {0};
+    sdn_accept acc = {0};
     sdn_dist dist = {0};
     sdn_rng rng;
     sdn_rng_seed(&rng, p->sampling.seed);
     int rc = SDN_OK;
-    if (!gen || !logits) { rc = sdn_fail(err, SDN_ENOMEM, "out of memory"); goto done; }
+    if (!gen || !logits || !argmax) { rc = sdn_fail(err, SDN_ENOMEM, "out of memory"); goto done; }
+    if ((rc = sdn_tree_init(&tree, caps.max_nodes, err)) || (rc = sdn_vbatch_init(&vb, caps.max_nodes + 1, err)) ||
+        (rc = sdn_accept_init(&acc, caps.max_nodes, err)))
+        goto done;
     sdn_kv_truncate(c, 0);
     s.n_prompt = n_prompt;
 
@@ -39,23 +56,61 @@ int sdn_generate(sdn_ctx *c, const int32_t *prompt, int n_prompt, const sdn_gen_
         if ((rc = sdn_forward(c, &b, NULL, err))) goto done;
     }
     s.t_prefill = sdn_now() - t0;
-
-    double td = sdn_now();
-    int32_t root = prompt[n_prompt - 1];
-    int n_gen = 0;
-    while (n_gen < max_new) {
-        int32_t row0 = 0;
-        sdn_batch b = {.n = 1, .tokens = &root, .logit_rows = &row0, .n_logits = 1, .invariant = 1};
-        if ((rc = sdn_forward(c, &b, logits, err))) goto done;
-        s.steps++;
-        int32_t next = sdn_sample(&p->sampling, &rng, logits, vocab, &dist);
-        if (s.steps == 1) s.t_first_token = sdn_now() - t0;
-        if (!p->ignore_eog && eog && eog(ud_eog, next)) break;
-        gen[n_gen++] = next;
-        root = next;
-        if (cb && cb(ud, &next, 1)) break;
+    if (p->drafter) {
+        double td = sdn_now();
+        if ((rc = sdn_drafter_begin(p->drafter, prompt, n_prompt, NULL, err))) goto done;
+        s.t_draft += sdn_now() - td;
     }
-    s.t_decode = sdn_now() - td;
+
+    double tdec = sdn_now();
+    int32_t root = prompt[n_prompt - 1];
+    int n_gen = 0, stop = 0;
+    while (n_gen < max_new && !stop) {
+        /* draft */
+        double ta = sdn_now();
+        sdn_tree_clear(&tree);
+        sdn_draft_caps sc = caps;
+        int room = max_new - n_gen - 1; /* tokens beyond the bonus still allowed */
+        int kv_room = n_ctx - sdn_kv_len(c) - 1;
+        if (sc.max_nodes > room) sc.max_nodes = room;
+        if (sc.max_nodes > kv_room) sc.max_nodes = kv_room;
+        if (p->drafter && sc.max_nodes > 0 && (rc = sdn_drafter_propose(p->drafter, &tree, &sc, err))) goto done;
+        double tb = sdn_now();
+        s.t_draft += tb - ta;
+        /* verify */
+        int n_past = sdn_kv_len(c);
+        if ((rc = sdn_vbatch_build(&vb, &tree, root, n_past, err))) goto done;
+        sdn_batch b = {.n = vb.n, .tokens = vb.tokens, .pos = vb.pos, .mask = tree.n ? vb.mask : NULL, .logit_rows = vb.rows,
+                       .n_logits = vb.n, .invariant = 1};
+        if ((rc = sdn_forward(c, &b, logits, err))) goto done;
+        if (greedy) sdn_verify_greedy(&tree, logits, vocab, &acc, argmax);
+        else if ((rc = sdn_verify_sample(&tree, logits, vocab, &p->sampling, &rng, &dist, &acc, err))) goto done;
+        if ((rc = sdn_kv_keep(c, n_past, acc.keep, acc.n_acc + 1, err))) goto done;
+        s.steps++;
+        s.drafted += tree.n;
+        s.accepted += acc.n_acc;
+        s.accept_hist[acc.n_acc < SDN_ACCEPT_HIST ? acc.n_acc : SDN_ACCEPT_HIST - 1]++;
+        double tc = sdn_now();
+        s.t_verify += tc - tb;
+        if (s.steps == 1) s.t_first_token = tc - t0;
+        /* commit */
+        int n_new = acc.n_acc + 1, first_new = n_gen;
+        for (int i = 0; i < n_new && n_gen < max_new; i++) {
+            int32_t tk = acc.tokens[i];
+            if (!p->ignore_eog && eog && eog(ud_eog, tk)) { stop = 1; break; }
+            gen[n_gen++] = tk;
+        }
+        if (cb && n_gen > first_new && cb(ud, gen + first_new, n_gen - first_new)) stop = 1;
+        root = acc.tokens[acc.n_acc];
+        if (p->drafter && !stop && n_gen < max_new) {
+            double tf = sdn_now();
+            sdn_draft_feedback fb = {.accepted = acc.tokens, .n_accepted = n_new, .tree = &tree,
+                                     .node_argmax = greedy ? argmax + 1 : NULL, .root_argmax = greedy ? argmax[0] : -1};
+            if ((rc = sdn_drafter_feedback(p->drafter, &fb, err))) goto done;
+            s.t_draft += sdn_now() - tf;
+        }
+    }
+    s.t_decode = sdn_now() - tdec;
     s.n_gen = n_gen;
     if (out) { *out = gen; gen = NULL; }
     if (n_out) *n_out = n_gen;
@@ -64,6 +119,10 @@ done:
     if (st) *st = s;
     free(gen);
     free(logits);
+    free(argmax);
+    sdn_tree_free(&tree);
+    sdn_vbatch_free(&vb);
+    sdn_accept_free(&acc);
     sdn_dist_free(&dist);
     return rc;
 }

@@ -2,32 +2,47 @@
  * prompt, then the decode loop until an end-of-generation token or the token limit, with
  * tokens streamed to a callback as they are committed, and per-run statistics.
  *
- * Decode steps always run the batch-invariant kernels with the newest committed token as
- * row 0 (its KV entry is computed in the step), so plain decoding is the special case of
- * speculative decoding with an empty draft. */
+ * Every decode step is one verification step: the newest committed token (the root, whose
+ * KV entry is computed in the step) plus the drafter's token tree run through the
+ * batch-invariant kernels in one forward pass, greedy or lossless stochastic acceptance,
+ * KV compaction to the accepted path, drafter feedback. Plain decoding is the same loop
+ * with no drafter (an empty tree), so both produce identical greedy output. */
 #ifndef SDN_SESSION_H
 #define SDN_SESSION_H
 
 #include <stdint.h>
 
 #include "common/sdn_err.h"
+#include "draft/drafter.h"
 #include "engine/forward.h"
 #include "engine/sampler.h"
+
+#define SDN_ACCEPT_HIST 65 /* histogram buckets: accepted draft tokens 0..64 */
 
 typedef struct sdn_gen_params {
     int max_tokens;        /* new tokens to generate at most */
     sdn_sampling sampling; /* temp <= 0: greedy */
     int prefill_chunk;     /* prompt tokens per prefill forward (0: the context's max batch) */
     int ignore_eog;        /* keep generating past end-of-generation tokens */
+    sdn_drafter *drafter;  /* NULL: plain decoding */
+    sdn_draft_caps caps;   /* draft limits (max_nodes <= SDN_INVARIANT_MAX_ROWS - 1) */
+    int prefill_topk;      /* > 0: keep top-k predictions per context position for the drafter */
 } sdn_gen_params;
 
 typedef struct sdn_gen_stats {
     int n_prompt, n_gen;
-    int steps;             /* decode forward passes */
-    double t_prefill, t_decode; /* seconds */
-    double t_first_token;  /* prefill + first decode step */
-    size_t peak_rss;       /* bytes, process high-water mark */
+    int steps;                   /* verification (decode) steps */
+    long drafted;                /* draft tokens proposed in total */
+    long accepted;               /* draft tokens accepted in total */
+    int accept_hist[SDN_ACCEPT_HIST]; /* steps by number of accepted draft tokens */
+    double t_prefill, t_decode;  /* seconds: prefill; all decode steps */
+    double t_draft, t_verify;    /* parts of t_decode: drafting + feedback; forward + acceptance */
+    double t_first_token;        /* prefill + first step */
+    size_t peak_rss;             /* bytes, process high-water mark */
 } sdn_gen_stats;
+
+/* Mean accepted tokens per step, counting the bonus token (= n_gen / steps). */
+double sdn_gen_mean_accepted(const sdn_gen_stats *s);
 
 /* Called with newly committed tokens; return nonzero to stop generation. */
 typedef int (*sdn_token_cb)(void *ud, const int32_t *tokens, int n);

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "engine/cli/bench_util.h"
 #include "engine/cli/cli.h"
 #include "engine/cli/run_common.h"
 #include "engine/make_model.h"
@@ -16,25 +17,6 @@
 #define DEMO_SHAPE "small-llama"
 #define DEMO_TYPE "Q8_0"
 #define DEMO_SEED 42
-
-static int mkdirs(char *path) {
-    for (char *p = path + 1; *p; p++) {
-        if (*p != '/') continue;
-        *p = 0;
-        if (mkdir(path, 0755) && errno != EEXIST) { *p = '/'; return -1; }
-        *p = '/';
-    }
-    return mkdir(path, 0755) && errno != EEXIST ? -1 : 0;
-}
-
-/* $SDNPU_CACHE, else $XDG_CACHE_HOME/sdnpu, else ~/.cache/sdnpu, else /tmp/sdnpu-cache. */
-static void cache_dir(char *out, size_t n) {
-    const char *e = getenv("SDNPU_CACHE"), *x = getenv("XDG_CACHE_HOME"), *h = getenv("HOME");
-    if (e && *e) snprintf(out, n, "%s", e);
-    else if (x && *x) snprintf(out, n, "%s/sdnpu", x);
-    else if (h && *h) snprintf(out, n, "%s/.cache/sdnpu", h);
-    else snprintf(out, n, "/tmp/sdnpu-cache");
-}
 
 int cmd_demo(int argc, char **argv) {
     sdn_run_opts o;
@@ -53,12 +35,8 @@ int cmd_demo(int argc, char **argv) {
         fprintf(stderr, "sdnpu demo: unknown option %s\n", argv[i]);
         return 2;
     }
-    char dir[1024], model[1200], doc[1200];
-    cache_dir(dir, sizeof dir);
-    if (mkdirs(dir)) {
-        fprintf(stderr, "sdnpu demo: cannot create cache directory %s: %s\n", dir, strerror(errno));
-        return 1;
-    }
+    char model[1200], doc[1200];
+    const char *dir = bench_cache_dir();
     snprintf(model, sizeof model, "%s/demo-%s-%s-seed%d.gguf", dir, DEMO_SHAPE, DEMO_TYPE, DEMO_SEED);
     snprintf(doc, sizeof doc, "%s/demo-document.txt", dir);
     if (access(model, R_OK) != 0) {

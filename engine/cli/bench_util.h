@@ -1,0 +1,20 @@
+/* bench_util.h - helpers shared by the benchmark commands: medians, a streaming-read
+ * memory bandwidth probe, and the cache directory for generated benchmark models. */
+#ifndef SDN_BENCH_UTIL_H
+#define SDN_BENCH_UTIL_H
+
+#include <stddef.h>
+
+/* Median of n values (the array is sorted in place). */
+double bench_median(double *v, int n);
+/* Streaming-read bandwidth in GB/s (1e9 bytes/s) with `threads` threads over a buffer of
+ * `bytes` (much larger than the caches): median of `reps` passes. Each thread sums its
+ * contiguous share with AVX2 loads when available. */
+double bench_read_bandwidth(int threads, size_t bytes, int reps);
+/* The cache directory ($SDNPU_CACHE, $XDG_CACHE_HOME/sdnpu, ~/.cache/sdnpu), created. */
+const char *bench_cache_dir(void);
+/* Path of a cached make-model model of shape/type (written on first use). NULL on error
+ * (message printed). vocab_from may be NULL. */
+const char *bench_model(const char *shape, const char *type, const char *vocab_from);
+
+#endif

@@ -1,0 +1,94 @@
+/* test_util.c - see test_util.h. */
+#include "support/test_util.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <setjmp.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "engine/make_model.h"
+
+static char *rot(void) {
+    static char bufs[8][1024];
+    static int k;
+    return bufs[k++ & 7];
+}
+
+const char *tu_shared(void) {
+    static int done;
+    static char path[1024];
+    static const char *res;
+    if (!done) {
+        done = 1;
+        const char *e = getenv("SDN_SHARED");
+        const char *cands[] = {e, "../shared", "../../shared", "../../../shared"};
+        for (size_t i = 0; i < sizeof cands / sizeof cands[0]; i++) {
+            if (!cands[i]) continue;
+            snprintf(path, sizeof path, "%s/DESIGN.md", cands[i]);
+            if (access(path, R_OK) == 0) {
+                snprintf(path, sizeof path, "%s", cands[i]);
+                res = path;
+                break;
+            }
+        }
+    }
+    if (!res) {
+        const char *ci = getenv("CI");
+        if (ci && !strcmp(ci, "true")) fail_msg("../shared is missing but CI=true: shared test data must be present");
+    }
+    return res;
+}
+
+const char *tu_shared_path(const char *rel) {
+    char *b = rot();
+    snprintf(b, 1024, "%s/%s", tu_shared() ? tu_shared() : "../shared", rel);
+    return b;
+}
+
+const char *tu_tmpdir(void) {
+    static char dir[512];
+    if (!dir[0]) {
+        const char *b = getenv("SDN_BUILD");
+        snprintf(dir, sizeof dir, "%s/test-tmp-%d", b ? b : "/tmp", (int)getpid());
+        mkdir(dir, 0755);
+    }
+    return dir;
+}
+
+const char *tu_tmp(const char *name) {
+    char *b = rot();
+    snprintf(b, 1024, "%s/%s", tu_tmpdir(), name);
+    return b;
+}
+
+const char *tu_model_layers(const char *shape, const char *type, uint64_t seed, int layers, const char *vocab_from) {
+    const char *b = getenv("SDN_BUILD");
+    char dir[600];
+    snprintf(dir, sizeof dir, "%s/test-models", b ? b : "/tmp/sdnpu-test");
+    mkdir(dir, 0755);
+    char *path = rot();
+    const char *vb = vocab_from ? strrchr(vocab_from, '/') : NULL;
+    snprintf(path, 1024, "%s/%s-%s-s%llu-l%d%s%s.gguf", dir, shape, type, (unsigned long long)seed, layers, vb ? "-" : "",
+             vb ? vb + 1 : "");
+    if (access(path, R_OK) == 0) return path;
+    sdn_make_model_opts o = {.shape = shape, .out_path = path, .type = type, .seed = seed, .n_layers = layers,
+                             .vocab_from = vocab_from, .quiet = 1};
+    sdn_err err = {0};
+    if (sdn_make_model(&o, &err)) fail_msg("make-model %s %s: %s", shape, type, err.msg);
+    return path;
+}
+
+const char *tu_model(const char *shape, const char *type, uint64_t seed) { return tu_model_layers(shape, type, seed, 0, NULL); }
+
+int tu_write_file(const char *path, const void *data, size_t n) {
+    FILE *f = fopen(path, "wb");
+    if (!f) return -1;
+    size_t w = fwrite(data, 1, n, f);
+    return fclose(f) == 0 && w == n ? 0 : -1;
+}

@@ -1,0 +1,35 @@
+/* test_util.h - helpers shared by the CMocka tests: locating ../shared (skip when absent
+ * in a user's clone, fail under CI=true), scratch paths, and cached make-model models. */
+#ifndef SDN_TEST_UTIL_H
+#define SDN_TEST_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Path of the shared material (SDN_SHARED, else ../shared from the source tree), or NULL
+ * when absent. When absent and CI=true, the calling test fails. Tests that get NULL call
+ * skip() after printing why. */
+const char *tu_shared(void);
+/* Join shared dir and a relative path into a static buffer (rotating, 8 slots). */
+const char *tu_shared_path(const char *rel);
+/* A scratch directory for this test process (created once). */
+const char *tu_tmpdir(void);
+/* tu_tmpdir()/name in a static rotating buffer. */
+const char *tu_tmp(const char *name);
+/* Path of a cached make-model model (built on first use into $SDN_BUILD/test-models). */
+const char *tu_model(const char *shape, const char *type, uint64_t seed);
+/* Same, with the layer count overridden (fast real-vocabulary shapes). */
+const char *tu_model_layers(const char *shape, const char *type, uint64_t seed, int layers, const char *vocab_from);
+/* Write bytes to a file; returns 0 on success. */
+int tu_write_file(const char *path, const void *data, size_t n);
+
+/* Skip (or fail under CI) when shared data is missing: use at the top of a test. */
+#define TU_REQUIRE_SHARED()                                                              \
+    do {                                                                                 \
+        if (!tu_shared()) {                                                              \
+            print_message("../shared not found: test skipped (set SDN_SHARED)\n");       \
+            skip();                                                                      \
+        }                                                                                \
+    } while (0)
+
+#endif

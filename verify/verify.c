@@ -1,0 +1,122 @@
+/* verify.c - tree batches, greedy and stochastic acceptance (see verify.h). Acceptance
+ * walks the tree with a child list built per step: children of a node are its later nodes
+ * with that parent, in index order (the order the drafter ranked them). */
+#include "verify/verify.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+int sdn_vbatch_init(sdn_vbatch *vb, int max_rows, sdn_err *err) {
+    memset(vb, 0, sizeof *vb);
+    vb->cap = max_rows;
+    vb->tokens = malloc((size_t)max_rows * sizeof(int32_t));
+    vb->pos = malloc((size_t)max_rows * sizeof(int32_t));
+    vb->rows = malloc((size_t)max_rows * sizeof(int32_t));
+    vb->mask = malloc((size_t)max_rows * max_rows);
+    if (!vb->tokens || !vb->pos || !vb->rows || !vb->mask) {
+        sdn_vbatch_free(vb);
+        return sdn_fail(err, SDN_ENOMEM, "out of memory (verification batch)");
+    }
+    return SDN_OK;
+}
+
+void sdn_vbatch_free(sdn_vbatch *vb) {
+    free(vb->tokens);
+    free(vb->pos);
+    free(vb->rows);
+    free(vb->mask);
+    memset(vb, 0, sizeof *vb);
+}
+
+int sdn_vbatch_build(sdn_vbatch *vb, const sdn_tree *t, int32_t root, int n_past, sdn_err *err) {
+    int n = t->n + 1;
+    if (n > vb->cap) return sdn_fail(err, SDN_EINVAL, "draft tree of %d nodes exceeds the verification budget of %d", t->n, vb->cap - 1);
+    int rc = sdn_tree_validate(t, err);
+    if (rc) return rc;
+    vb->n = n;
+    memset(vb->mask, 0, (size_t)n * n);
+    vb->tokens[0] = root;
+    vb->pos[0] = n_past;
+    vb->rows[0] = 0;
+    vb->mask[0] = 1;
+    for (int i = 0; i < t->n; i++) {
+        int r = i + 1;
+        vb->tokens[r] = t->token[i];
+        vb->pos[r] = n_past + t->depth[i];
+        vb->rows[r] = r;
+        uint8_t *m = vb->mask + (size_t)r * n;
+        m[0] = 1;
+        for (int j = i; j >= 0; j = t->parent[j]) m[j + 1] = 1;
+    }
+    return SDN_OK;
+}
+
+int sdn_accept_init(sdn_accept *a, int max_nodes, sdn_err *err) {
+    memset(a, 0, sizeof *a);
+    a->cap = max_nodes;
+    a->nodes = malloc(((size_t)max_nodes + 1) * sizeof(int32_t));
+    a->tokens = malloc(((size_t)max_nodes + 2) * sizeof(int32_t));
+    a->keep = malloc(((size_t)max_nodes + 2) * sizeof(int32_t));
+    if (!a->nodes || !a->tokens || !a->keep) {
+        sdn_accept_free(a);
+        return sdn_fail(err, SDN_ENOMEM, "out of memory (acceptance)");
+    }
+    return SDN_OK;
+}
+
+void sdn_accept_free(sdn_accept *a) {
+    free(a->nodes);
+    free(a->tokens);
+    free(a->keep);
+    memset(a, 0, sizeof *a);
+}
+
+static void finish(sdn_accept *out, int32_t bonus) {
+    out->tokens[out->n_acc] = bonus;
+    out->keep[0] = 0;
+    for (int i = 0; i < out->n_acc; i++) out->keep[i + 1] = out->nodes[i] + 1;
+}
+
+void sdn_verify_greedy(const sdn_tree *t, const float *logits, int vocab, sdn_accept *out, int32_t *argmax) {
+    if (argmax)
+        for (int r = 0; r <= t->n; r++) argmax[r] = sdn_argmax(logits + (size_t)r * vocab, vocab);
+    out->n_acc = 0;
+    int cur = -1; /* -1 = root */
+    for (;;) {
+        int row = cur + 1;
+        int32_t a = argmax ? argmax[row] : sdn_argmax(logits + (size_t)row * vocab, vocab);
+        int child = -1;
+        for (int i = cur + 1; i < t->n; i++)
+            if (t->parent[i] == cur && t->token[i] == a) { child = i; break; }
+        if (child < 0) { finish(out, a); return; }
+        out->nodes[out->n_acc] = child;
+        out->tokens[out->n_acc] = a;
+        out->n_acc++;
+        cur = child;
+    }
+}
+
+int sdn_verify_sample(const sdn_tree *t, const float *logits, int vocab, const sdn_sampling *s, sdn_rng *rng, sdn_dist *work,
+                      sdn_accept *out, sdn_err *err) {
+    out->n_acc = 0;
+    int cur = -1;
+    for (;;) {
+        int row = cur + 1, rc;
+        if ((rc = sdn_dist_from_logits(s, logits + (size_t)row * vocab, vocab, work, err))) return rc;
+        int next = -1;
+        for (int i = cur + 1; i < t->n && next < 0; i++) {
+            if (t->parent[i] != cur) continue;
+            float p = sdn_dist_prob(work, t->token[i]);
+            if (p > 0 && sdn_rng_double(rng) < p) next = i;
+            else if (p > 0 && sdn_dist_remove(work, t->token[i]) != 0) break; /* no mass left: cannot happen unless p == 1 */
+        }
+        if (next < 0) {
+            finish(out, sdn_dist_sample(work, sdn_rng_double(rng)));
+            return SDN_OK;
+        }
+        out->nodes[out->n_acc] = next;
+        out->tokens[out->n_acc] = t->token[next];
+        out->n_acc++;
+        cur = next;
+    }
+}
