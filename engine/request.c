@@ -1,12 +1,35 @@
-/* request.c - request rendering and tokenization (see request.h). */
+/* request.c - request rendering and tokenization (see request.h).
+ *
+ * Rule: a model whose file has a chat template gets its family's rendering (chat_template.h);
+ * a model without one (base models such as TinyStories, llama2.c checkpoints) or
+ * `--chat-template none` gets raw text: the documents separated by blank lines, a blank
+ * line, then the prompt, tokenized without control-token parsing. */
 #include "engine/request.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #include "engine/chat_template.h"
-#include "engine/gguf.h"
 #include "engine/tokenizer.h"
+
+static char *raw_text(const sdn_request *r) {
+    size_t n = strlen(r->prompt ? r->prompt : "") + 1;
+    for (int i = 0; i < r->n_docs; i++) n += strlen(r->documents[i]) + 2;
+    char *s = malloc(n + 1), *p = s;
+    if (!s) return NULL;
+    for (int i = 0; i < r->n_docs; i++) {
+        size_t l = strlen(r->documents[i]);
+        memcpy(p, r->documents[i], l);
+        p += l;
+        /* one blank line between parts */
+        while (p > s && p[-1] == '\n') p--;
+        memcpy(p, "\n\n", 2);
+        p += 2;
+    }
+    if (r->prompt) { size_t l = strlen(r->prompt); memcpy(p, r->prompt, l); p += l; }
+    *p = 0;
+    return s;
+}
 
 int sdn_request_tokens(const sdn_model *m, const sdn_request *r, int32_t **ids, int *n_ids, char **text, sdn_err *err) {
     *ids = NULL;
@@ -14,23 +37,22 @@ int sdn_request_tokens(const sdn_model *m, const sdn_request *r, int32_t **ids, 
     if (text) *text = NULL;
     const sdn_tokenizer *tok = sdn_model_tokenizer(m);
     if (!tok) return sdn_fail(err, SDN_EINVAL, "%s: the model has no tokenizer", sdn_model_path(m));
-    sdn_chat_kind kind = SDN_CHAT_AUTO;
-    const char *name = r->chat_template;
-    if (name && strcmp(name, "auto") != 0) {
-        if (!strcmp(name, "none")) kind = SDN_CHAT_PLAIN;
-        else if (sdn_chat_kind_from_name(name, &kind) != SDN_OK)
-            return sdn_fail(err, SDN_EINVAL, "option --chat-template: unknown template '%s' (auto, none, chatml, llama3, llama2, vicuna, plain)", name);
-    }
-    if (kind == SDN_CHAT_AUTO) {
-        const char *tmpl = sdn_tokenizer_chat_template(tok);
-        kind = tmpl ? sdn_chat_detect(tmpl) : SDN_CHAT_PLAIN;
-    }
+    const char *name = r->chat_template, *tmpl = sdn_tokenizer_chat_template(tok);
+    int raw = (name && !strcmp(name, "none")) || ((!name || !strcmp(name, "auto")) && !tmpl);
     char *rendered = NULL;
-    int rc = sdn_chat_render_request(kind, r->system, r->documents, r->n_docs, r->prompt ? r->prompt : "", &rendered, err);
-    if (rc) return rc;
-    /* Templates that write the BOS token themselves (Llama 3) must not get a second one. */
-    int add_bos = sdn_tokenizer_add_bos(tok) && !sdn_chat_writes_bos(kind);
-    rc = sdn_tokenize(tok, rendered, strlen(rendered), add_bos, kind != SDN_CHAT_PLAIN, ids, n_ids, err);
+    int rc;
+    if (raw) {
+        if (!(rendered = raw_text(r))) return sdn_fail(err, SDN_ENOMEM, "out of memory");
+        rc = sdn_tokenize(tok, rendered, strlen(rendered), sdn_tokenizer_add_bos(tok), 0, ids, n_ids, err);
+    } else {
+        sdn_chat_kind kind = SDN_CHAT_AUTO;
+        if (name && strcmp(name, "auto") != 0 && sdn_chat_kind_from_name(name, &kind) != SDN_OK)
+            return sdn_fail(err, SDN_EINVAL, "option --chat-template: unknown template '%s' (auto, none, chatml, llama3, llama2, vicuna, plain)", name);
+        sdn_chat_template ct;
+        sdn_chat_template_init(&ct, kind, tmpl);
+        rc = sdn_chat_template_render_request(&ct, r->system, r->documents, r->n_docs, r->prompt, &rendered, err);
+        if (!rc) rc = sdn_chat_tokenize(tok, rendered, ids, n_ids, err);
+    }
     if (!rc && *n_ids == 0) rc = sdn_fail(err, SDN_EINVAL, "the request renders to no tokens");
     if (text && !rc) *text = rendered;
     else free(rendered);

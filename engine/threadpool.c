@@ -35,7 +35,7 @@ static void *worker(void *a) {
     warg w = *(warg *)a;
     free(a);
     sdn_pool *p = w.p;
-    unsigned seen = atomic_load(&p->gen);
+    unsigned seen = 0; /* the generation at creation: a job published before this thread runs is still seen */
     for (;;) {
         int spins = 0;
         unsigned g;
