@@ -37,7 +37,7 @@ static const sdn_shape shapes[] = {
     {"tiny-llama3", SDN_ARCH_LLAMA, 2, 256, 512, 8, 2, 32, 512, 1024, 1e-5f, 500000.0f, 1, 32.0f,
      "test shape, llama with Llama 3 rope factors, tied"},
     {"tiny-qwen2", SDN_ARCH_QWEN2, 2, 256, 512, 4, 2, 64, 512, 1024, 1e-6f, 1e6f, 1, 0, "test shape, qwen2 (QKV bias, NeoX rope)"},
-    {"small-llama", SDN_ARCH_LLAMA, 4, 512, 1536, 8, 4, 64, 2048, 4096, 1e-5f, 10000.0f, 1, 0, "demo shape, llama"},
+    {"small-llama", SDN_ARCH_LLAMA, 4, 512, 1536, 8, 4, 64, 576, 4096, 1e-5f, 10000.0f, 0, 0, "demo shape, llama, untied output"},
 };
 
 const sdn_shape *sdn_shape_find(const char *name) {

@@ -1,6 +1,5 @@
 /* cmd_run.c - `sdnpu run`: one request through the engine, generated text streamed to
  * stdout and a stats line to stderr (or a JSON file). */
-#include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,19 +9,8 @@
 #include "engine/cli/run_common.h"
 
 static void usage(FILE *f) {
-    fprintf(f,
-            "usage: sdnpu run --model M (--prompt TEXT | --prompt-ids \"ID ...\") [options]\n"
-            "  --context FILE        a context document (repeatable)\n"
-            "  --max-tokens N        new tokens at most (default 256)\n"
-            "  --temp T --top-k K --top-p P --seed S   sampling (default greedy)\n"
-            "  --threads K           worker threads (default 2)\n"
-            "  --ctx N               KV cache size in tokens (default min(model, 4096))\n"
-            "  --tokenizer FILE      llama2.c tokenizer.bin (for llama2.c checkpoints)\n"
-            "  --chat-template NAME  auto (default), none, chatml, llama3, llama2, vicuna, plain\n"
-            "  --system TEXT         system prompt for chat templates\n"
-            "  --ignore-eos          keep generating past end-of-generation tokens\n"
-            "  --quiet               print only the generated text\n"
-            "  --stats-json FILE     write the run's statistics as JSON\n");
+    fprintf(f, "usage: sdnpu run --model M (--prompt TEXT | --prompt-ids \"ID ...\") [options]\n");
+    sdn_run_opts_usage(f);
 }
 
 int cmd_run(int argc, char **argv) {
@@ -46,9 +34,7 @@ int cmd_run(int argc, char **argv) {
         fprintf(stderr, "sdnpu run: --prompt or --prompt-ids is required\n");
         return 2;
     }
-    sdn_run_result res;
-    int rc = sdn_run_request(&o, stdout, &res);
-    sdn_run_result_free(&res);
+    int rc = sdn_run_request(&o, stdout);
     sdn_run_opts_free(&o);
     return rc;
 }

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "common/sdn_util.h"
+#include "draft/methods.h"
 #include "engine/cli/cli.h"
 #include "engine/forward.h"
 #include "engine/model.h"
@@ -17,11 +18,30 @@ void sdn_run_opts_init(sdn_run_opts *o) {
     o->max_tokens = 256;
     o->threads = 2;
     o->sampling.top_p = 1.0f;
+    o->spec = "none";
 }
 
 void sdn_run_opts_free(sdn_run_opts *o) {
     free(o->contexts);
     o->contexts = NULL;
+}
+
+void sdn_run_opts_usage(FILE *f) {
+    fprintf(f, "  --context FILE        a context document (repeatable)\n"
+               "  --max-tokens N        new tokens at most (default 256)\n"
+               "  --temp T --top-k K --top-p P --seed S   sampling (default greedy)\n"
+               "  --spec METHOD         drafting method: %s (default none)\n"
+               "  --draft-max N --draft-depth D --draft-branch B   draft tree caps (default 63, 63, 1)\n"
+               "  --compare             also run plain decoding: same output?, speedup\n"
+               "  --threads K           worker threads (default 2)\n"
+               "  --ctx N               KV cache size in tokens (default min(model, 4096))\n"
+               "  --tokenizer FILE      llama2.c tokenizer.bin (for llama2.c checkpoints)\n"
+               "  --chat-template NAME  auto (default), none, chatml, llama3, llama2, vicuna, plain\n"
+               "  --system TEXT         system prompt for chat templates\n"
+               "  --ignore-eos          keep generating past end-of-generation tokens\n"
+               "  --quiet               print only the generated text\n"
+               "  --stats-json FILE     write the run's statistics as JSON\n",
+            sdn_method_list());
 }
 
 int sdn_run_opts_parse(sdn_run_opts *o, int argc, char **argv, int *i) {
@@ -36,7 +56,9 @@ int sdn_run_opts_parse(sdn_run_opts *o, int argc, char **argv, int *i) {
     if (!strcmp(a, "--chat-template")) return VAL() ? (o->chat_template = v, 1) : -1;
     if (!strcmp(a, "--system")) return VAL() ? (o->system = v, 1) : -1;
     if (!strcmp(a, "--stats-json")) return VAL() ? (o->stats_json = v, 1) : -1;
+    if (!strcmp(a, "--spec")) return VAL() ? (o->spec = v, 1) : -1;
     if (!strcmp(a, "--quiet")) return o->quiet = 1, 1;
+    if (!strcmp(a, "--compare")) return o->compare = 1, 1;
     if (!strcmp(a, "--ignore-eos")) return o->ignore_eos = 1, 1;
     if (!strcmp(a, "--context")) {
         if (!VAL()) return -1;
@@ -47,6 +69,9 @@ int sdn_run_opts_parse(sdn_run_opts *o, int argc, char **argv, int *i) {
     if (!strcmp(a, "--max-tokens")) return VAL() && !cli_int(a, v, 0, 1 << 22, &x) ? (o->max_tokens = (int)x, 1) : -1;
     if (!strcmp(a, "--threads")) return VAL() && !cli_int(a, v, 1, 256, &x) ? (o->threads = (int)x, 1) : -1;
     if (!strcmp(a, "--ctx")) return VAL() && !cli_int(a, v, 2, 1 << 22, &x) ? (o->n_ctx = (int)x, 1) : -1;
+    if (!strcmp(a, "--draft-max")) return VAL() && !cli_int(a, v, 1, 63, &x) ? (o->caps.max_nodes = (int)x, 1) : -1;
+    if (!strcmp(a, "--draft-depth")) return VAL() && !cli_int(a, v, 1, 63, &x) ? (o->caps.max_depth = (int)x, 1) : -1;
+    if (!strcmp(a, "--draft-branch")) return VAL() && !cli_int(a, v, 1, 63, &x) ? (o->caps.max_branch = (int)x, 1) : -1;
     if (!strcmp(a, "--seed")) return VAL() && !cli_int(a, v, 0, 0x7fffffffffffffffL, &x) ? (o->sampling.seed = (uint64_t)x, 1) : -1;
     if (!strcmp(a, "--top-k")) return VAL() && !cli_int(a, v, 0, 1 << 24, &x) ? (o->sampling.top_k = (int)x, 1) : -1;
     if (!strcmp(a, "--temp")) return VAL() && !cli_float(a, v, 0, 100, &d) ? (o->sampling.temp = (float)d, 1) : -1;
@@ -98,8 +123,10 @@ static void emit(stream *s, const char *buf, size_t n) {
 static int on_tokens(void *ud, const int32_t *t, int n) {
     stream *s = ud;
     char buf[512];
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < n; i++) {
         if (s->dt) emit(s, buf, sdn_detok_push(s->dt, t[i], buf, sizeof buf));
+        else if (s->out) { fprintf(s->out, "%d ", t[i]); fflush(s->out); }
+    }
     return 0;
 }
 
@@ -109,54 +136,125 @@ static int is_eog(void *ud, int32_t tok) {
     return t && (sdn_tokenizer_is_eog(t, tok) || tok == sdn_tokenizer_bos(t));
 }
 
-static int write_stats_json(const char *path, const sdn_run_opts *o, const sdn_model *m, const sdn_run_result *r) {
+typedef struct pass {
+    const char *method;
+    int32_t *tokens;
+    int n_tokens;
+    char *text;
+    sdn_gen_stats st;
+} pass;
+
+static double ms_per_token(const sdn_gen_stats *s) { return s->n_gen ? 1000.0 * s->t_decode / s->n_gen : 0.0; }
+
+static void print_stats(const sdn_run_opts *o, const pass *p, const pass *base) {
+    const sdn_gen_stats *s = &p->st;
+    fprintf(stderr, "[%s] prompt %d tok, prefill %.1f tok/s | %d tokens in %d steps, mean accepted %.2f tok/step | decode %.1f tok/s, "
+                    "%.2f ms/token | first token %.0f ms | peak %.1f MiB | %d threads\n",
+            p->method, s->n_prompt, s->t_prefill > 0 ? (s->n_prompt - 1) / s->t_prefill : 0.0, s->n_gen, s->steps,
+            sdn_gen_mean_accepted(s), s->t_decode > 0 ? s->n_gen / s->t_decode : 0.0, ms_per_token(s), 1000.0 * s->t_first_token,
+            (double)s->peak_rss / (1 << 20), o->threads);
+    if (strcmp(p->method, "none") != 0) {
+        double other = s->t_decode - s->t_draft - s->t_verify;
+        fprintf(stderr, "[%s] time: prefill %.1f ms, draft %.1f ms, verify %.1f ms, other %.1f ms | drafted %ld, accepted %ld | accepted "
+                        "per step:",
+                p->method, 1000 * s->t_prefill, 1000 * s->t_draft, 1000 * s->t_verify, 1000 * other, s->drafted, s->accepted);
+        int last = 0;
+        for (int i = 0; i < SDN_ACCEPT_HIST; i++) if (s->accept_hist[i]) last = i;
+        for (int i = 0; i <= last; i++) fprintf(stderr, " %d:%d", i, s->accept_hist[i]);
+        fprintf(stderr, "\n");
+    }
+    if (base) {
+        int same = base->n_tokens == p->n_tokens && !memcmp(base->tokens, p->tokens, sizeof(int32_t) * (size_t)p->n_tokens);
+        fprintf(stderr, "[%s] vs plain: output %s, speedup %.2fx (%.2f vs %.2f ms/token)\n", p->method,
+                same ? "identical" : (o->sampling.temp > 0 ? "differs (sampling: same distribution, different draws)" : "DIFFERS"),
+                ms_per_token(&p->st) > 0 ? ms_per_token(&base->st) / ms_per_token(&p->st) : 0.0, ms_per_token(&p->st),
+                ms_per_token(&base->st));
+    }
+}
+
+static cJSON *pass_json(const pass *p, const pass *base) {
+    const sdn_gen_stats *s = &p->st;
     cJSON *j = cJSON_CreateObject();
-    const sdn_gen_stats *s = &r->stats;
-    cJSON_AddStringToObject(j, "model", o->model_path);
-    cJSON_AddNumberToObject(j, "threads", o->threads);
+    cJSON_AddStringToObject(j, "method", p->method);
     cJSON_AddNumberToObject(j, "prompt_tokens", s->n_prompt);
     cJSON_AddNumberToObject(j, "generated_tokens", s->n_gen);
-    cJSON_AddNumberToObject(j, "decode_steps", s->steps);
+    cJSON_AddNumberToObject(j, "steps", s->steps);
+    cJSON_AddNumberToObject(j, "mean_accepted_tokens", sdn_gen_mean_accepted(s));
+    cJSON_AddNumberToObject(j, "drafted_tokens", (double)s->drafted);
+    cJSON_AddNumberToObject(j, "accepted_draft_tokens", (double)s->accepted);
+    cJSON *h = cJSON_CreateArray();
+    for (int i = 0; i < SDN_ACCEPT_HIST; i++) cJSON_AddItemToArray(h, cJSON_CreateNumber(s->accept_hist[i]));
+    cJSON_AddItemToObject(j, "accepted_length_histogram", h);
     cJSON_AddNumberToObject(j, "prefill_s", s->t_prefill);
     cJSON_AddNumberToObject(j, "decode_s", s->t_decode);
+    cJSON_AddNumberToObject(j, "draft_s", s->t_draft);
+    cJSON_AddNumberToObject(j, "verify_s", s->t_verify);
+    cJSON_AddNumberToObject(j, "other_s", s->t_decode - s->t_draft - s->t_verify);
     cJSON_AddNumberToObject(j, "time_to_first_token_s", s->t_first_token);
     cJSON_AddNumberToObject(j, "prefill_tokens_per_s", s->t_prefill > 0 ? (s->n_prompt - 1) / s->t_prefill : 0);
     cJSON_AddNumberToObject(j, "decode_tokens_per_s", s->t_decode > 0 ? s->n_gen / s->t_decode : 0);
-    cJSON_AddNumberToObject(j, "ms_per_token", s->n_gen ? 1000.0 * s->t_decode / s->n_gen : 0);
+    cJSON_AddNumberToObject(j, "ms_per_token", ms_per_token(s));
     cJSON_AddNumberToObject(j, "peak_rss_bytes", (double)s->peak_rss);
-    char fp[24];
-    snprintf(fp, sizeof fp, "%016llx", (unsigned long long)sdn_model_fingerprint(m));
-    cJSON_AddStringToObject(j, "model_fingerprint", fp);
+    if (base) {
+        cJSON_AddBoolToObject(j, "same_output_as_plain",
+                              base->n_tokens == p->n_tokens && !memcmp(base->tokens, p->tokens, sizeof(int32_t) * (size_t)p->n_tokens));
+        cJSON_AddNumberToObject(j, "speedup_over_plain", ms_per_token(s) > 0 ? ms_per_token(&base->st) / ms_per_token(s) : 0);
+    }
     cJSON *ids = cJSON_CreateArray();
-    for (int i = 0; i < r->n_tokens; i++) cJSON_AddItemToArray(ids, cJSON_CreateNumber(r->tokens[i]));
+    for (int i = 0; i < p->n_tokens; i++) cJSON_AddItemToArray(ids, cJSON_CreateNumber(p->tokens[i]));
     cJSON_AddItemToObject(j, "tokens", ids);
-    cJSON_AddStringToObject(j, "text", r->text ? r->text : "");
-    char *txt = cJSON_Print(j);
-    cJSON_Delete(j);
-    FILE *f = fopen(path, "w");
-    if (!f) { fprintf(stderr, "sdnpu: option --stats-json: cannot write %s\n", path); free(txt); return -1; }
-    fputs(txt, f);
-    fputc('\n', f);
-    fclose(f);
-    free(txt);
-    return 0;
+    cJSON_AddStringToObject(j, "text", p->text ? p->text : "");
+    return j;
 }
 
-void sdn_run_result_free(sdn_run_result *r) {
-    free(r->tokens);
-    free(r->text);
-    memset(r, 0, sizeof *r);
+/* One generation pass with `method`. Returns 0 or prints the error and returns 1. */
+static int run_pass(const sdn_run_opts *o, sdn_model *m, const int32_t *prompt, int n_prompt, const char *method, FILE *out, pass *p) {
+    sdn_err err = {0};
+    sdn_ctx *c = NULL;
+    sdn_drafter d = {0};
+    sdn_method_config mc;
+    stream st = {.out = out};
+    const sdn_tokenizer *tok = sdn_model_tokenizer(m);
+    int rc = 1;
+    memset(p, 0, sizeof *p);
+    p->method = method;
+    sdn_method_defaults(&mc);
+    if (sdn_method_create(method, &mc, &d, &err)) goto fail;
+    sdn_ctx_params cp = {.n_ctx = o->n_ctx, .n_threads = o->threads};
+    if (sdn_ctx_new(m, &cp, &c, &err)) goto fail;
+    if (tok) {
+        st.dt = sdn_detok_new(tok);
+        sdn_detok_prime(st.dt, prompt, n_prompt);
+    }
+    sdn_gen_params gp = {.max_tokens = o->max_tokens, .sampling = o->sampling, .ignore_eog = o->ignore_eos,
+                         .drafter = d.ops ? &d : NULL, .caps = o->caps};
+    if (sdn_generate(c, prompt, n_prompt, &gp, is_eog, (void *)tok, on_tokens, &st, &p->tokens, &p->n_tokens, &p->st, &err)) goto fail;
+    if (st.dt) {
+        char buf[512];
+        emit(&st, buf, sdn_detok_flush(st.dt, buf, sizeof buf));
+    }
+    if (out) { fputc('\n', out); fflush(out); }
+    p->text = st.text;
+    st.text = NULL;
+    rc = 0;
+    goto out;
+fail:
+    fprintf(stderr, "sdnpu: %s\n", err.msg);
+out:
+    if (st.dt) sdn_detok_free(st.dt);
+    free(st.text);
+    sdn_drafter_destroy(&d);
+    sdn_ctx_free(c);
+    return rc;
 }
 
-int sdn_run_request(const sdn_run_opts *o, FILE *out, sdn_run_result *res) {
-    memset(res, 0, sizeof *res);
+int sdn_run_request(const sdn_run_opts *o, FILE *out) {
     sdn_err err = {0};
     sdn_model *m = NULL;
-    sdn_ctx *c = NULL;
     int32_t *prompt = NULL;
     char **docs = NULL;
     int n_prompt = 0, code = 1;
-    stream st = {.out = out};
+    pass base = {0}, spec = {0};
     sdn_model_load_opts lo = {.tokenizer_path = o->tokenizer_path};
     if (sdn_model_load(o->model_path, &lo, &m, &err)) goto fail;
     const sdn_tokenizer *tok = sdn_model_tokenizer(m);
@@ -176,31 +274,42 @@ int sdn_run_request(const sdn_run_opts *o, FILE *out, sdn_run_result *res) {
         sdn_request rq = {(const char *const *)docs, o->n_contexts, o->prompt, o->system, o->chat_template};
         if (sdn_request_tokens(m, &rq, &prompt, &n_prompt, NULL, &err)) goto fail;
     }
-    sdn_ctx_params cp = {.n_ctx = o->n_ctx, .n_threads = o->threads};
-    if (sdn_ctx_new(m, &cp, &c, &err)) goto fail;
-    if (tok) st.dt = sdn_detok_new(tok);
-    sdn_gen_params gp = {.max_tokens = o->max_tokens, .sampling = o->sampling, .ignore_eog = o->ignore_eos};
-    if (sdn_generate(c, prompt, n_prompt, &gp, is_eog, (void *)tok, on_tokens, &st, &res->tokens, &res->n_tokens, &res->stats, &err))
-        goto fail;
-    if (st.dt) {
-        char buf[512];
-        emit(&st, buf, sdn_detok_flush(st.dt, buf, sizeof buf));
-    } else if (out) {
-        for (int i = 0; i < res->n_tokens; i++) fprintf(out, "%s%d", i ? " " : "", res->tokens[i]);
+    sdn_drafter probe = {0};
+    sdn_method_config mc;
+    sdn_method_defaults(&mc);
+    if (sdn_method_create(o->spec, &mc, &probe, &err)) { sdn_fail(&err, SDN_EINVAL, "option --spec"); goto fail; }
+    sdn_drafter_destroy(&probe);
+    int plain_only = !strcmp(o->spec, "none");
+    if (plain_only || o->compare) {
+        if (o->compare && !o->quiet && out) fprintf(out, "-- plain decoding --\n");
+        if (run_pass(o, m, prompt, n_prompt, "none", out, &base)) goto out;
+        if (!o->quiet) print_stats(o, &base, NULL);
     }
-    if (out) { fputc('\n', out); fflush(out); }
-    res->text = st.text;
-    st.text = NULL;
-    const sdn_gen_stats *s = &res->stats;
-    if (!o->quiet)
-        fprintf(stderr,
-                "%s%sprompt %d tokens, prefill %.1f tok/s | generated %d tokens, decode %.1f tok/s, %.2f ms/token | "
-                "first token %.0f ms | peak memory %.1f MiB | %d threads\n",
-                o->label ? o->label : "", o->label ? ": " : "", s->n_prompt,
-                s->t_prefill > 0 ? (s->n_prompt - 1) / s->t_prefill : 0.0, s->n_gen, s->t_decode > 0 ? s->n_gen / s->t_decode : 0.0,
-                s->n_gen ? 1000.0 * s->t_decode / s->n_gen : 0.0, 1000.0 * s->t_first_token, (double)s->peak_rss / (1 << 20),
-                o->threads);
-    if (o->stats_json && write_stats_json(o->stats_json, o, m, res)) goto out;
+    if (!plain_only) {
+        if (o->compare && !o->quiet && out) fprintf(out, "-- speculative decoding (%s) --\n", o->spec);
+        if (run_pass(o, m, prompt, n_prompt, o->spec, o->compare && o->quiet ? NULL : out, &spec)) goto out;
+        if (!o->quiet) print_stats(o, &spec, o->compare ? &base : NULL);
+    }
+    if (o->stats_json) {
+        cJSON *j = cJSON_CreateObject();
+        char fp[24];
+        snprintf(fp, sizeof fp, "%016llx", (unsigned long long)sdn_model_fingerprint(m));
+        cJSON_AddStringToObject(j, "model", o->model_path);
+        cJSON_AddStringToObject(j, "model_fingerprint", fp);
+        cJSON_AddNumberToObject(j, "threads", o->threads);
+        cJSON *runs = cJSON_CreateArray();
+        if (base.st.steps) cJSON_AddItemToArray(runs, pass_json(&base, NULL));
+        if (spec.st.steps) cJSON_AddItemToArray(runs, pass_json(&spec, base.st.steps ? &base : NULL));
+        cJSON_AddItemToObject(j, "runs", runs);
+        char *txt = cJSON_Print(j);
+        cJSON_Delete(j);
+        FILE *f = fopen(o->stats_json, "w");
+        if (!f) { fprintf(stderr, "sdnpu: option --stats-json: cannot write %s\n", o->stats_json); free(txt); goto out; }
+        fputs(txt, f);
+        fputc('\n', f);
+        fclose(f);
+        free(txt);
+    }
     code = 0;
     goto out;
 fail:
@@ -210,10 +319,8 @@ out:
         for (int i = 0; i < o->n_contexts; i++) free(docs[i]);
         free(docs);
     }
-    if (st.dt) sdn_detok_free(st.dt);
-    free(st.text);
+    free(base.tokens); free(base.text); free(spec.tokens); free(spec.text);
     free(prompt);
-    sdn_ctx_free(c);
     sdn_model_free(m);
     return code;
 }

@@ -1,11 +1,13 @@
-/* run_common.h - option parsing and the run-one-request routine shared by `sdnpu run` and
- * `sdnpu demo`: load the model, build the prompt, generate with streaming output, report. */
+/* run_common.h - option parsing and the run-a-request routine shared by `sdnpu run` and
+ * `sdnpu demo`: load the model once, build the prompt, then one or more passes (plain and/or
+ * speculative) with streaming output, statistics and the plain-vs-speculative check. */
 #ifndef SDN_RUN_COMMON_H
 #define SDN_RUN_COMMON_H
 
 #include <stdint.h>
 #include <stdio.h>
 
+#include "draft/drafter.h"
 #include "engine/sampler.h"
 #include "engine/session.h"
 
@@ -15,23 +17,20 @@ typedef struct sdn_run_opts {
     int n_contexts;
     int max_tokens, threads, n_ctx, ignore_eos, quiet;
     sdn_sampling sampling;
-    const char *label; /* printed in the stats line (demo) */
+    const char *spec;     /* drafting method (none, pld, sam, ...) */
+    sdn_draft_caps caps;  /* --draft-max, --draft-depth, --draft-branch */
+    int compare;          /* also run plain decoding and compare */
 } sdn_run_opts;
-
-typedef struct sdn_run_result {
-    int32_t *tokens;
-    int n_tokens;
-    char *text;
-    sdn_gen_stats stats;
-} sdn_run_result;
 
 void sdn_run_opts_init(sdn_run_opts *o);
 void sdn_run_opts_free(sdn_run_opts *o);
 /* Parse argv[*i] (and its value) if it is a run option: 1 consumed, 0 not a run option,
  * -1 bad value (message printed). */
 int sdn_run_opts_parse(sdn_run_opts *o, int argc, char **argv, int *i);
-/* Run the request; generated text streams to `out` (NULL: silent). Returns the exit code. */
-int sdn_run_request(const sdn_run_opts *o, FILE *out, sdn_run_result *res);
-void sdn_run_result_free(sdn_run_result *r);
+/* Print the run options' help lines. */
+void sdn_run_opts_usage(FILE *f);
+/* Run the request: with o->compare (or spec none) plain decoding first, then the chosen
+ * method; generated text streams to `out` (NULL: silent). Returns the exit code. */
+int sdn_run_request(const sdn_run_opts *o, FILE *out);
 
 #endif

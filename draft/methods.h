@@ -1,0 +1,35 @@
+/* methods.h - the drafting methods selectable by name (`--spec METHOD`): one registry so
+ * the CLI, the benchmark and the offline study create drafters the same way.
+ *   none  plain decoding (no drafter)
+ *   pld   prompt-lookup n-grams (pld.h)
+ *   sam   suffix-automaton retrieval over context+output and history (sam_drafter.h) */
+#ifndef SDN_METHODS_H
+#define SDN_METHODS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "draft/drafter.h"
+#include "draft/pld.h"
+#include "draft/sam_drafter.h"
+
+typedef struct sdn_method_config {
+    sdn_pld_config pld;
+    sdn_sam_drafter_config sam;
+    /* earlier answers of the same task group (static history automaton), either as token
+     * sequences or as a serialized automaton; both optional */
+    const int32_t *const *hist;
+    const int *hist_len;
+    int n_hist;
+    const uint8_t *hist_bytes;
+    size_t hist_bytes_len;
+} sdn_method_config;
+
+void sdn_method_defaults(sdn_method_config *cfg);
+/* Create the drafter of `method`. For "none", out->ops is NULL and SDN_OK is returned.
+ * Unknown names fail with SDN_EINVAL listing the known methods. */
+int sdn_method_create(const char *method, const sdn_method_config *cfg, sdn_drafter *out, sdn_err *err);
+/* Comma-separated list of the method names. */
+const char *sdn_method_list(void);
+
+#endif
