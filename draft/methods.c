@@ -9,6 +9,9 @@ void sdn_method_defaults(sdn_method_config *cfg) {
     sdn_sam_drafter_defaults(&cfg->sam);
 }
 
+int sdn_method_needs_model_feedback(const char *method) { (void)method; return 0; }
+int sdn_method_uses_prefill_preds(const char *method) { (void)method; return 0; }
+
 const char *sdn_method_list(void) { return "none, pld, sam"; }
 
 int sdn_method_create(const char *method, const sdn_method_config *cfg, sdn_drafter *out, sdn_err *err) {

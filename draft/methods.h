@@ -29,6 +29,11 @@ void sdn_method_defaults(sdn_method_config *cfg);
 /* Create the drafter of `method`. For "none", out->ops is NULL and SDN_OK is returned.
  * Unknown names fail with SDN_EINVAL listing the known methods. */
 int sdn_method_create(const char *method, const sdn_method_config *cfg, sdn_drafter *out, sdn_err *err);
+/* 1 when the method learns from the model's predictions at rejected draft positions
+ * (sdn_draft_feedback.node_argmax), so an offline replay of a trace cannot reproduce it. */
+int sdn_method_needs_model_feedback(const char *method);
+/* 1 when the method uses the prefill predictions (sdn_gen_params.prefill_topk > 0). */
+int sdn_method_uses_prefill_preds(const char *method);
 /* Comma-separated list of the method names. */
 const char *sdn_method_list(void);
 

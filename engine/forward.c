@@ -430,6 +430,91 @@ static void attention(sdn_ctx *c, const sdn_batch *b, int layer) {
 
 /* ------------------------------------------------------------------ forward ---- */
 
+/* Top-k tokens and probabilities of the nl normalized rows in c->xb: the output matrix is
+ * multiplied tile by tile (TOPK_TILE vocabulary rows); each row keeps its k best logits
+ * (insertion into a sorted list) and an online log-sum-exp, then the k logits become
+ * probabilities. Ties keep the lower token id first, like sdn_argmax. */
+#define TOPK_TILE 4096
+
+/* sum_i exp(x[i] - m) for x[i] <= m. AVX2: exp by range reduction x = k ln2 + r, |r| <= ln2/2,
+ * a degree-6 Taylor polynomial for e^r (relative error < 2e-7) and 2^k from exponent bits. */
+static double sum_exp_shifted(const float *x, int n, float m) {
+    int i = 0;
+    double total = 0;
+#if defined(__AVX2__) && defined(__FMA__)
+    const __m256 vm = _mm256_set1_ps(m), lo = _mm256_set1_ps(-87.0f), log2e = _mm256_set1_ps(1.44269504f),
+                 ln2 = _mm256_set1_ps(0.69314718f);
+    __m256 acc = _mm256_setzero_ps();
+    for (; i + 8 <= n; i += 8) {
+        __m256 v = _mm256_max_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm), lo);
+        __m256 kf = _mm256_round_ps(_mm256_mul_ps(v, log2e), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        __m256 r = _mm256_fnmadd_ps(kf, ln2, v);
+        __m256 p = _mm256_set1_ps(1.0f / 720);
+        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120));
+        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24));
+        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6));
+        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+        __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(kf), _mm256_set1_epi32(127)), 23);
+        acc = _mm256_add_ps(acc, _mm256_mul_ps(p, _mm256_castsi256_ps(e)));
+    }
+    float lanes[8];
+    _mm256_storeu_ps(lanes, acc);
+    for (int j = 0; j < 8; j++) total += lanes[j];
+#endif
+    for (; i < n; i++) total += exp((double)x[i] - m);
+    return total;
+}
+static int topk_logits(sdn_ctx *c, const sdn_batch *b, int nl, sdn_err *err) {
+    const sdn_model *m = c->m;
+    int V = m->cfg.vocab, k = b->topk;
+    float *tile = malloc((size_t)nl * TOPK_TILE * sizeof(float));
+    double *mx = malloc((size_t)nl * sizeof(double)), *se = malloc((size_t)nl * sizeof(double));
+    float *best = malloc((size_t)nl * k * sizeof(float));
+    if (!tile || !mx || !se || !best) {
+        free(tile); free(mx); free(se); free(best);
+        return sdn_fail(err, SDN_ENOMEM, "out of memory (top-k logits)");
+    }
+    for (int r = 0; r < nl; r++) {
+        mx[r] = -INFINITY;
+        se[r] = 0;
+        for (int j = 0; j < k; j++) { best[(size_t)r * k + j] = -INFINITY; b->topk_tok[(size_t)r * k + j] = -1; }
+    }
+    int rc = SDN_OK;
+    for (int v0 = 0; v0 < V && !rc; v0 += TOPK_TILE) {
+        int nv = V - v0 < TOPK_TILE ? V - v0 : TOPK_TILE;
+        sdn_weight w = m->output;
+        w.data = (const char *)m->output.data + (size_t)v0 * m->output.row_bytes;
+        w.f32 = m->output.f32 ? m->output.f32 + (size_t)v0 * m->output.in : NULL;
+        w.out = nv;
+        if ((rc = mm(c, &w, c->xb, nl, tile, b->invariant, err))) break;
+        for (int r = 0; r < nl; r++) {
+            const float *lg = tile + (size_t)r * nv;
+            float *bl = best + (size_t)r * k;
+            int32_t *bt = b->topk_tok + (size_t)r * k;
+            double m0 = mx[r];
+            for (int i = 0; i < nv; i++) if (lg[i] > m0) m0 = lg[i];
+            double s = se[r] * exp(mx[r] - m0) + sum_exp_shifted(lg, nv, (float)m0);
+            for (int i = 0; i < nv; i++) {
+                if (lg[i] > bl[k - 1]) {
+                    int j = k - 1;
+                    while (j > 0 && lg[i] > bl[j - 1]) { bl[j] = bl[j - 1]; bt[j] = bt[j - 1]; j--; }
+                    bl[j] = lg[i];
+                    bt[j] = v0 + i;
+                }
+            }
+            mx[r] = m0;
+            se[r] = s;
+        }
+    }
+    for (int r = 0; r < nl && !rc; r++)
+        for (int j = 0; j < k; j++)
+            b->topk_prob[(size_t)r * k + j] = (float)(exp((double)best[(size_t)r * k + j] - mx[r]) / se[r]);
+    free(tile); free(mx); free(se); free(best);
+    return rc;
+}
+
 static int check_batch(const sdn_ctx *c, const sdn_batch *b, sdn_err *err) {
     if (b->n < 1 || b->n > c->max_batch) return sdn_fail(err, SDN_EINVAL, "batch of %d tokens (1..%d allowed)", b->n, c->max_batch);
     if (c->n_kv + b->n > c->n_ctx)
@@ -447,6 +532,8 @@ static int check_batch(const sdn_ctx *c, const sdn_batch *b, sdn_err *err) {
         }
     }
     if (b->n_logits > b->n || b->n_logits < -1) return sdn_fail(err, SDN_EINVAL, "n_logits %d out of range", b->n_logits);
+    if (b->topk < 0 || b->topk > c->m->cfg.vocab || (b->topk && (!b->topk_tok || !b->topk_prob)))
+        return sdn_fail(err, SDN_EINVAL, "top-k of %d is invalid for a vocabulary of %d", b->topk, c->m->cfg.vocab);
     for (int i = 0; i < b->n_logits; i++)
         if (!b->logit_rows || b->logit_rows[i] < 0 || b->logit_rows[i] >= b->n || (i && b->logit_rows[i] <= b->logit_rows[i - 1]))
             return sdn_fail(err, SDN_EINVAL, "logit_rows must be ascending rows of the batch");
@@ -510,8 +597,13 @@ int sdn_forward(sdn_ctx *c, const sdn_batch *b, float *logits, sdn_err *err) {
         int row = b->n_logits < 0 ? r : b->logit_rows[r];
         rmsnorm(c->xb + (size_t)r * dim, c->x + (size_t)row * dim, m->out_norm, dim, cfg->rms_eps);
     }
-    /* logits in chunks of max_batch rows (the xb buffer holds that many) */
-    if (nl > 0 && (rc = mm(c, &m->output, c->xb, nl, logits, inv, err))) return rc;
+    if (nl > 0 && b->topk > 0) {
+        double tk = sdn_now();
+        rc = topk_logits(c, b, nl, err);
+        c->st.topk_s += sdn_now() - tk;
+    }
+    else if (nl > 0) rc = mm(c, &m->output, c->xb, nl, logits, inv, err);
+    if (rc) return rc;
 
     double total = sdn_now() - t_start;
     c->st.attention_s += t_att;

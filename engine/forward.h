@@ -46,9 +46,16 @@ typedef struct sdn_batch {
     const int32_t *logit_rows; /* rows whose logits are wanted (ascending) */
     int n_logits;              /* number of those rows; -1 = all rows; 0 = none */
     int invariant;             /* 1: batch-invariant kernels for all rows */
+    int topk;                  /* > 0: instead of logits, write each logit row's k most probable
+                                  tokens (topk_tok) and their softmax probabilities (topk_prob),
+                                  most probable first; `logits` is then unused */
+    int32_t *topk_tok;         /* [n_logits * topk] */
+    float *topk_prob;          /* [n_logits * topk] */
 } sdn_batch;
 
-/* Run the batch; logits (n_logits x vocab floats, in logit_rows order) go to `logits`.
+/* Run the batch; logits (n_logits x vocab floats, in logit_rows order) go to `logits` (or
+ * the top-k lists when batch->topk > 0: computed over vocabulary tiles with a running
+ * log-sum-exp, so no n x vocab matrix is materialized).
  * On success the KV cache holds n more entries (slots n_kv .. n_kv+n-1). */
 int sdn_forward(sdn_ctx *c, const sdn_batch *b, float *logits, sdn_err *err);
 
@@ -63,6 +70,7 @@ void sdn_kv_truncate(sdn_ctx *c, int n);
 /* Time spent in the forward pass by part, accumulated since creation / last reset. */
 typedef struct sdn_fwd_stats {
     double matmul_s, attention_s, other_s;
+    double topk_s; /* LM head + top-k selection of batches with topk > 0 (part of the above) */
     long forwards, rows;
 } sdn_fwd_stats;
 void sdn_ctx_stats(const sdn_ctx *c, sdn_fwd_stats *out);

@@ -8,6 +8,13 @@
 #include "engine/model.h"
 #include "verify/verify.h"
 
+void sdn_preds_free(sdn_preds *p) {
+    if (!p) return;
+    free(p->tok);
+    free(p->prob);
+    memset(p, 0, sizeof *p);
+}
+
 double sdn_gen_mean_accepted(const sdn_gen_stats *s) { return s->steps ? (double)s->n_gen / s->steps : 0.0; }
 
 int sdn_generate(sdn_ctx *c, const int32_t *prompt, int n_prompt, const sdn_gen_params *p, int (*eog)(void *, int32_t),
@@ -38,6 +45,7 @@ int sdn_generate(sdn_ctx *c, const int32_t *prompt, int n_prompt, const sdn_gen_
     sdn_vbatch vb = {0};
     sdn_accept acc = {0};
     sdn_dist dist = {0};
+    sdn_preds preds = {0};
     sdn_rng rng;
     sdn_rng_seed(&rng, p->sampling.seed);
     int rc = SDN_OK;
@@ -48,17 +56,33 @@ int sdn_generate(sdn_ctx *c, const int32_t *prompt, int n_prompt, const sdn_gen_
     sdn_kv_truncate(c, 0);
     s.n_prompt = n_prompt;
 
-    /* Prefill: every prompt token but the last; the last is the root of the first step. */
+    /* Prefill: every prompt token but the last; the last is the root of the first step.
+     * With prefill_topk, the same forward passes also produce each row's top-k. */
+    int K = p->prefill_topk > 0 ? p->prefill_topk : 0;
+    if (K > vocab) K = vocab;
+    if (K) {
+        preds.n_pos = n_prompt - 1;
+        preds.k = K;
+        preds.tok = malloc(((size_t)n_prompt * K + 1) * sizeof(int32_t));
+        preds.prob = malloc(((size_t)n_prompt * K + 1) * sizeof(float));
+        if (!preds.tok || !preds.prob) { rc = sdn_fail(err, SDN_ENOMEM, "out of memory (prefill predictions)"); goto done; }
+    }
+    sdn_fwd_stats fs0, fs1;
+    sdn_ctx_stats(c, &fs0);
     double t0 = sdn_now();
     for (int i = 0; i < n_prompt - 1; i += chunk) {
         int n = n_prompt - 1 - i < chunk ? n_prompt - 1 - i : chunk;
-        sdn_batch b = {.n = n, .tokens = prompt + i, .n_logits = 0};
+        sdn_batch b = {.n = n, .tokens = prompt + i, .n_logits = K ? -1 : 0, .topk = K,
+                       .topk_tok = K ? preds.tok + (size_t)i * K : NULL, .topk_prob = K ? preds.prob + (size_t)i * K : NULL};
         if ((rc = sdn_forward(c, &b, NULL, err))) goto done;
     }
     s.t_prefill = sdn_now() - t0;
+    sdn_ctx_stats(c, &fs1);
+    s.t_preds = fs1.topk_s - fs0.topk_s;
     if (p->drafter) {
         double td = sdn_now();
-        if ((rc = sdn_drafter_begin(p->drafter, prompt, n_prompt, NULL, err))) goto done;
+        sdn_prefill_preds view = {preds.n_pos, preds.k, preds.tok, preds.prob};
+        if ((rc = sdn_drafter_begin(p->drafter, prompt, n_prompt, K ? &view : NULL, err))) goto done;
         s.t_draft += sdn_now() - td;
     }
 
@@ -114,6 +138,7 @@ int sdn_generate(sdn_ctx *c, const int32_t *prompt, int n_prompt, const sdn_gen_
     s.n_gen = n_gen;
     if (out) { *out = gen; gen = NULL; }
     if (n_out) *n_out = n_gen;
+    if (p->preds_out) { *p->preds_out = preds; memset(&preds, 0, sizeof preds); }
 done:
     s.peak_rss = sdn_peak_rss();
     if (st) *st = s;
@@ -124,5 +149,6 @@ done:
     sdn_vbatch_free(&vb);
     sdn_accept_free(&acc);
     sdn_dist_free(&dist);
+    sdn_preds_free(&preds);
     return rc;
 }

@@ -26,8 +26,20 @@ typedef struct sdn_gen_params {
     int ignore_eog;        /* keep generating past end-of-generation tokens */
     sdn_drafter *drafter;  /* NULL: plain decoding */
     sdn_draft_caps caps;   /* draft limits (max_nodes <= SDN_INVARIANT_MAX_ROWS - 1) */
-    int prefill_topk;      /* > 0: keep top-k predictions per context position for the drafter */
+    int prefill_topk;      /* > 0: keep the model's top-k next-token predictions (with
+                              probabilities) for context positions 0 .. n_prompt-2, computed by
+                              the prefill forward passes themselves, and give them to the drafter
+                              (the last position's prediction comes from the first step) */
+    struct sdn_preds *preds_out; /* optional: receives those predictions (caller frees) */
 } sdn_gen_params;
+
+/* Owned prefill predictions: tok[p*k + j], prob[p*k + j] for positions p < n_pos. */
+typedef struct sdn_preds {
+    int n_pos, k;
+    int32_t *tok;
+    float *prob;
+} sdn_preds;
+void sdn_preds_free(sdn_preds *p);
 
 typedef struct sdn_gen_stats {
     int n_prompt, n_gen;
@@ -36,6 +48,7 @@ typedef struct sdn_gen_stats {
     long accepted;               /* draft tokens accepted in total */
     int accept_hist[SDN_ACCEPT_HIST]; /* steps by number of accepted draft tokens */
     double t_prefill, t_decode;  /* seconds: prefill; all decode steps */
+    double t_preds;              /* part of t_prefill spent on top-k predictions (LM head + top-k) */
     double t_draft, t_verify;    /* parts of t_decode: drafting + feedback; forward + acceptance */
     double t_first_token;        /* prefill + first step */
     size_t peak_rss;             /* bytes, process high-water mark */

@@ -205,6 +205,48 @@ static void test_tree_mask_and_kv_keep(void **state) {
     }
 }
 
+/* Top-k output of the forward pass vs. a brute-force softmax + sort of its full logits, on a
+ * prefill batch large enough for the SGEMM path and on a decode batch. */
+static void test_topk(void **state) {
+    const char *path = tu_model("tiny-qwen2", "Q8_0", 15);
+    sdn_model *m = load(path);
+    int V = sdn_model_cfg(m)->vocab, K = 7;
+    enum { N = 80 };
+    int32_t toks[N];
+    random_tokens(toks, N, V, 21);
+    float *lg = malloc((size_t)N * V * sizeof(float)), *pr = malloc((size_t)N * K * sizeof(float));
+    int32_t *tk = malloc((size_t)N * K * sizeof(int32_t));
+    sdn_err e = {0};
+    for (int pass = 0; pass < 2; pass++) {
+        int n = pass ? 12 : N, inv = pass;
+        sdn_ctx *c = ctx(m, 2, 256);
+        sdn_batch b = {.n = n, .tokens = toks, .n_logits = -1, .invariant = inv};
+        assert_int_equal(sdn_forward(c, &b, lg, &e), SDN_OK);
+        sdn_kv_truncate(c, 0);
+        sdn_batch t = {.n = n, .tokens = toks, .n_logits = -1, .invariant = inv, .topk = K, .topk_tok = tk, .topk_prob = pr};
+        assert_int_equal(sdn_forward(c, &t, NULL, &e), SDN_OK);
+        for (int r = 0; r < n; r++) {
+            const float *l = lg + (size_t)r * V;
+            double mx = -1e30, z = 0;
+            for (int i = 0; i < V; i++) mx = fmax(mx, l[i]);
+            for (int i = 0; i < V; i++) z += exp(l[i] - mx);
+            int used[1024] = {0};
+            for (int j = 0; j < K; j++) {
+                int best = -1;
+                for (int i = 0; i < V; i++)
+                    if (!used[i] && (best < 0 || l[i] > l[best])) best = i;
+                used[best] = 1;
+                assert_int_equal(tk[(size_t)r * K + j], best);
+                double want = exp(l[best] - mx) / z;
+                assert_true(fabs(pr[(size_t)r * K + j] - want) <= 1e-5 * want + 1e-9);
+            }
+        }
+        sdn_ctx_free(c);
+    }
+    free(lg); free(pr); free(tk);
+    sdn_model_free(m);
+}
+
 static void test_bad_batches(void **state) {
     sdn_model *m = load(tu_model("tiny-llama", "F32", 14));
     sdn_ctx *c = ctx(m, 1, 16);
@@ -233,6 +275,7 @@ static void test_bad_batches(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bad_batches),
+        cmocka_unit_test(test_topk),
         cmocka_unit_test(test_vs_reference),
         cmocka_unit_test(test_batch_invariance),
         cmocka_unit_test(test_tree_mask_and_kv_keep),
