@@ -152,6 +152,9 @@ int sdn_kv_keep(sdn_ctx *c, int first, const int32_t *keep, int n_keep, sdn_err 
 
 /* ------------------------------------------------------------------ matmuls ---- */
 
+/* The file-layout data a weight's decode kernels read: the owned G2 copy when loaded. */
+static inline const void *qdata(const sdn_weight *w) { return w->q ? w->q : w->data; }
+
 typedef struct mm_job {
     sdn_ctx *c;
     const sdn_weight *w[3];
@@ -181,7 +184,7 @@ static void mm_worker(void *arg, int ith, int nth) {
         const sdn_weight *w = j->w[i];
         long b, e;
         sdn_pool_range(w->out, ith, nth, 16, &b, &e);
-        if (e > b) sdn_matmul_rows(w->type, w->data, w->row_bytes, w->in, j->act[i], j->n, j->y[i], w->out, b, e);
+        if (e > b) sdn_matmul_rows(w->type, qdata(w), w->row_bytes, w->in, j->act[i], j->n, j->y[i], w->out, b, e);
     }
 }
 
@@ -196,7 +199,7 @@ static void deq_worker(void *arg, int ith, int nth) {
     long b, e;
     sdn_pool_range(d->r1 - d->r0, ith, nth, 1, &b, &e);
     for (long r = b; r < e; r++)
-        sdn_dequantize_row(d->w->type, (const char *)d->w->data + (size_t)(d->r0 + r) * d->w->row_bytes, d->dst + r * d->w->in,
+        sdn_dequantize_row(d->w->type, (const char *)qdata(d->w) + (size_t)(d->r0 + r) * d->w->row_bytes, d->dst + r * d->w->in,
                            d->w->in);
 }
 
@@ -209,12 +212,12 @@ static int ensure_act(sdn_ctx *c, int slot, size_t bytes) {
     return 0;
 }
 
-/* Y_i = X W_i^T for up to three weights sharing the input X (n rows of `in`). */
-static int mm_group(sdn_ctx *c, const sdn_weight *const *ws, float *const *ys, int nw, const float *X, int n, int invariant,
-                    sdn_err *err) {
+/* Y_i = X W_i^T for up to three weights sharing the input X (n rows of `in`), with the
+ * batch-invariant kernels (inv) or SGEMM. */
+static int mm_group(sdn_ctx *c, const sdn_weight *const *ws, float *const *ys, int nw, const float *X, int n, int inv, sdn_err *err) {
     double t0 = sdn_now();
     int64_t in = ws[0]->in;
-    if (invariant || n <= SDN_INVARIANT_MAX_ROWS) {
+    if (inv) {
         mm_job j = {.c = c, .nw = nw, .n = n, .x = X, .in = in};
         for (int i = 0; i < nw; i++) {
             j.w[i] = ws[i];
@@ -236,7 +239,7 @@ static int mm_group(sdn_ctx *c, const sdn_weight *const *ws, float *const *ys, i
         for (int i = 0; i < nw; i++) {
             const sdn_weight *w = ws[i];
             if (w->type == SDN_TYPE_F32 || w->f32) {
-                const float *W = w->f32 ? w->f32 : (const float *)w->data;
+                const float *W = w->f32 ? w->f32 : (const float *)qdata(w);
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, (int)w->out, (int)in, 1.0f, X, (int)in, W, (int)in, 0.0f,
                             ys[i], (int)w->out);
                 continue;
@@ -260,8 +263,8 @@ static int mm_group(sdn_ctx *c, const sdn_weight *const *ws, float *const *ys, i
     return SDN_OK;
 }
 
-static int mm(sdn_ctx *c, const sdn_weight *w, const float *X, int n, float *Y, int invariant, sdn_err *err) {
-    return mm_group(c, &w, &Y, 1, X, n, invariant, err);
+static int mm(sdn_ctx *c, const sdn_weight *w, const float *X, int n, float *Y, int inv, sdn_err *err) {
+    return mm_group(c, &w, &Y, 1, X, n, inv, err);
 }
 
 /* ------------------------------------------------------------- elementwise ---- */
@@ -293,11 +296,11 @@ static inline float dot_f32(const float *a, const float *b, int n) {
     return s;
 }
 
-static void rope_tables(sdn_ctx *c, const sdn_batch *b) {
+static void rope_tables(sdn_ctx *c, const sdn_batch *b, int kv_base) {
     const sdn_model_config *cfg = &c->m->cfg;
     int half = cfg->rope_dims / 2;
     for (int i = 0; i < b->n; i++) {
-        double p = (double)(b->pos ? b->pos[i] : c->n_kv + i) / cfg->rope_scale;
+        double p = (double)(b->pos ? b->pos[i] : kv_base + i) / cfg->rope_scale;
         float *cs = c->rope_cs + (size_t)i * cfg->rope_dims;
         for (int j = 0; j < half; j++) {
             double a = p * c->inv_freq[j];
@@ -327,7 +330,7 @@ static void rope_row(const sdn_model_config *cfg, float *v, int n_h, const float
 typedef struct att_job {
     sdn_ctx *c;
     const sdn_batch *b;
-    int layer, n;
+    int layer, n, kv_base;
 } att_job;
 
 /* Attention for (row, head) tasks over an explicit slot list: committed slots [0, n_kv0)
@@ -337,7 +340,7 @@ static void att_rows_worker(void *arg, int ith, int nth) {
     sdn_ctx *c = j->c;
     const sdn_model_config *cfg = &c->m->cfg;
     int n = j->n, hd = cfg->head_dim, H = cfg->n_heads, grp = cfg->n_heads / cfg->n_kv_heads;
-    int n_kv0 = c->n_kv; /* entries before this batch */
+    int n_kv0 = j->kv_base; /* entries before this batch */
     const float *K = c->k_cache + (size_t)j->layer * c->n_ctx * c->kvd;
     const float *V = c->v_cache + (size_t)j->layer * c->n_ctx * c->kvd;
     float *sc = c->scores + (size_t)ith * c->n_ctx;
@@ -404,16 +407,16 @@ static void softmax_rows_worker(void *arg, int ith, int nth) {
     }
 }
 
-static void attention(sdn_ctx *c, const sdn_batch *b, int layer) {
+static void attention(sdn_ctx *c, const sdn_batch *b, int layer, int kv_base, int inv) {
     const sdn_model_config *cfg = &c->m->cfg;
     int n = b->n;
-    if (b->invariant || b->mask || n <= SDN_INVARIANT_MAX_ROWS) {
-        att_job j = {c, b, layer, n};
+    if (inv || b->mask) {
+        att_job j = {c, b, layer, n, kv_base};
         sdn_pool_run(c->pool, att_rows_worker, &j);
         return;
     }
     /* Prefill: per head, S = scale * Q K^T over all slots, causal softmax, O = S V. */
-    int hd = cfg->head_dim, grp = cfg->n_heads / cfg->n_kv_heads, L = c->n_kv + n;
+    int hd = cfg->head_dim, grp = cfg->n_heads / cfg->n_kv_heads, L = kv_base + n;
     const float *K = c->k_cache + (size_t)layer * c->n_ctx * c->kvd;
     const float *V = c->v_cache + (size_t)layer * c->n_ctx * c->kvd;
     float scale = 1.0f / sqrtf((float)hd);
@@ -421,7 +424,7 @@ static void attention(sdn_ctx *c, const sdn_batch *b, int layer) {
         int kh = h / grp;
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, L, hd, scale, c->q + (size_t)h * hd, c->qd, K + (size_t)kh * hd,
                     c->kvd, 0.0f, c->scores, L);
-        sm_job sj = {c, n, c->n_kv};
+        sm_job sj = {c, n, kv_base};
         sdn_pool_run(c->pool, softmax_rows_worker, &sj);
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, hd, L, 1.0f, c->scores, L, V + (size_t)kh * hd, c->kvd, 0.0f,
                     c->att + (size_t)h * hd, c->qd);
@@ -466,7 +469,7 @@ static double sum_exp_shifted(const float *x, int n, float m) {
     for (; i < n; i++) total += exp((double)x[i] - m);
     return total;
 }
-static int topk_logits(sdn_ctx *c, const sdn_batch *b, int nl, sdn_err *err) {
+static int topk_logits(sdn_ctx *c, const sdn_batch *b, int nl, int inv, sdn_err *err) {
     const sdn_model *m = c->m;
     int V = m->cfg.vocab, k = b->topk;
     float *tile = malloc((size_t)nl * TOPK_TILE * sizeof(float));
@@ -488,7 +491,7 @@ static int topk_logits(sdn_ctx *c, const sdn_batch *b, int nl, sdn_err *err) {
         w.data = (const char *)m->output.data + (size_t)v0 * m->output.row_bytes;
         w.f32 = m->output.f32 ? m->output.f32 + (size_t)v0 * m->output.in : NULL;
         w.out = nv;
-        if ((rc = mm(c, &w, c->xb, nl, tile, b->invariant, err))) break;
+        if ((rc = mm(c, &w, c->xb, nl, tile, inv, err))) break;
         for (int r = 0; r < nl; r++) {
             const float *lg = tile + (size_t)r * nv;
             float *bl = best + (size_t)r * k;
@@ -540,28 +543,38 @@ static int check_batch(const sdn_ctx *c, const sdn_batch *b, sdn_err *err) {
     return SDN_OK;
 }
 
-int sdn_forward(sdn_ctx *c, const sdn_batch *b, float *logits, sdn_err *err) {
-    int rc = check_batch(c, b, err);
-    if (rc) return rc;
-    double t_start = sdn_now(), t_mm0 = c->st.matmul_s, t_att = 0;
+static int path_invariant(sdn_path path, const sdn_batch *b) {
+    if (path == SDN_PATH_DECODE) return 1;
+    if (path == SDN_PATH_PREFILL) return 0;
+    return b->invariant || b->n <= SDN_INVARIANT_MAX_ROWS;
+}
+
+int sdn_fwd_embed(sdn_ctx *c, const sdn_batch *b, float *x) {
+    const sdn_model *m = c->m;
+    for (int i = 0; i < b->n; i++)
+        sdn_dequantize_row(m->tok_embd.type, (const char *)m->tok_embd.data + (size_t)b->tokens[i] * m->tok_embd.row_bytes,
+                           x + (size_t)i * m->cfg.dim, m->cfg.dim);
+    return SDN_OK;
+}
+
+int sdn_fwd_layers(sdn_ctx *c, const sdn_batch *b, int kv_base, int l0, int l1, float *x, sdn_path path, sdn_err *err) {
     const sdn_model *m = c->m;
     const sdn_model_config *cfg = &m->cfg;
-    int n = b->n, dim = cfg->dim, hid = cfg->hidden, inv = b->invariant;
+    int n = b->n, dim = cfg->dim, hid = cfg->hidden, inv = path_invariant(path, b), rc;
+    if (l0 < 0 || l1 > cfg->n_layers || l0 >= l1) return sdn_fail(err, SDN_EINVAL, "layer range [%d, %d) invalid", l0, l1);
+    if (n < 1 || n > c->max_batch || kv_base < 0 || kv_base + n > c->n_ctx)
+        return sdn_fail(err, SDN_EINVAL, "batch of %d at KV slot %d does not fit (max batch %d, context %d)", n, kv_base, c->max_batch, c->n_ctx);
+    double t_start = sdn_now(), t_mm0 = c->st.matmul_s, t_att = 0;
     openblas_set_num_threads(c->n_threads);
-
-    for (int i = 0; i < n; i++)
-        sdn_dequantize_row(m->tok_embd.type, (const char *)m->tok_embd.data + (size_t)b->tokens[i] * m->tok_embd.row_bytes,
-                           c->x + (size_t)i * dim, dim);
-    rope_tables(c, b);
-
-    for (int l = 0; l < cfg->n_layers; l++) {
+    rope_tables(c, b, kv_base);
+    for (int l = l0; l < l1; l++) {
         const sdn_layer *y = &m->layers[l];
-        for (int i = 0; i < n; i++) rmsnorm(c->xb + (size_t)i * dim, c->x + (size_t)i * dim, y->attn_norm, dim, cfg->rms_eps);
+        for (int i = 0; i < n; i++) rmsnorm(c->xb + (size_t)i * dim, x + (size_t)i * dim, y->attn_norm, dim, cfg->rms_eps);
         const sdn_weight *qkv[3] = {&y->wq, &y->wk, &y->wv};
         float *qkv_out[3] = {c->q, c->k, c->v};
         if ((rc = mm_group(c, qkv, qkv_out, 3, c->xb, n, inv, err))) return rc;
-        float *K = c->k_cache + ((size_t)l * c->n_ctx + c->n_kv) * c->kvd;
-        float *V = c->v_cache + ((size_t)l * c->n_ctx + c->n_kv) * c->kvd;
+        float *K = c->k_cache + ((size_t)l * c->n_ctx + kv_base) * c->kvd;
+        float *V = c->v_cache + ((size_t)l * c->n_ctx + kv_base) * c->kvd;
         for (int i = 0; i < n; i++) {
             float *q = c->q + (size_t)i * c->qd, *k = c->k + (size_t)i * c->kvd, *v = c->v + (size_t)i * c->kvd;
             if (y->bq) {
@@ -575,11 +588,11 @@ int sdn_forward(sdn_ctx *c, const sdn_batch *b, float *logits, sdn_err *err) {
         memcpy(K, c->k, (size_t)n * c->kvd * sizeof(float));
         memcpy(V, c->v, (size_t)n * c->kvd * sizeof(float));
         double ta = sdn_now();
-        attention(c, b, l);
+        attention(c, b, l, kv_base, inv);
         t_att += sdn_now() - ta;
         if ((rc = mm(c, &y->wo, c->att, n, c->xb2, inv, err))) return rc;
-        for (size_t i = 0; i < (size_t)n * dim; i++) c->x[i] += c->xb2[i];
-        for (int i = 0; i < n; i++) rmsnorm(c->xb + (size_t)i * dim, c->x + (size_t)i * dim, y->ffn_norm, dim, cfg->rms_eps);
+        for (size_t i = 0; i < (size_t)n * dim; i++) x[i] += c->xb2[i];
+        for (int i = 0; i < n; i++) rmsnorm(c->xb + (size_t)i * dim, x + (size_t)i * dim, y->ffn_norm, dim, cfg->rms_eps);
         const sdn_weight *gu[2] = {&y->w_gate, &y->w_up};
         float *gu_out[2] = {c->hb, c->hb2};
         if ((rc = mm_group(c, gu, gu_out, 2, c->xb, n, inv, err))) return rc;
@@ -588,49 +601,46 @@ int sdn_forward(sdn_ctx *c, const sdn_batch *b, float *logits, sdn_err *err) {
             c->hb[i] = g / (1.0f + expf(-g)) * c->hb2[i];
         }
         if ((rc = mm(c, &y->w_down, c->hb, n, c->xb2, inv, err))) return rc;
-        for (size_t i = 0; i < (size_t)n * dim; i++) c->x[i] += c->xb2[i];
+        for (size_t i = 0; i < (size_t)n * dim; i++) x[i] += c->xb2[i];
     }
-    c->n_kv += n;
-
-    int nl = b->n_logits < 0 ? n : b->n_logits;
-    for (int r = 0; r < nl; r++) {
-        int row = b->n_logits < 0 ? r : b->logit_rows[r];
-        rmsnorm(c->xb + (size_t)r * dim, c->x + (size_t)row * dim, m->out_norm, dim, cfg->rms_eps);
-    }
-    if (nl > 0 && b->topk > 0) {
-        double tk = sdn_now();
-        rc = topk_logits(c, b, nl, err);
-        c->st.topk_s += sdn_now() - tk;
-    }
-    else if (nl > 0) rc = mm(c, &m->output, c->xb, nl, logits, inv, err);
-    if (rc) return rc;
-
     double total = sdn_now() - t_start;
     c->st.attention_s += t_att;
     c->st.other_s += total - t_att - (c->st.matmul_s - t_mm0);
-    c->st.forwards++;
-    c->st.rows += n;
     return SDN_OK;
 }
 
-/* ------------------------------------------------------------ F32 layout ---- */
-
-int sdn_model_materialize_f32(sdn_model *m, int on, size_t *bytes, sdn_err *err) {
-    size_t total = 0;
-    for (int l = 0; l < m->cfg.n_layers; l++) {
-        sdn_layer *y = &m->layers[l];
-        sdn_weight *ws[] = {&y->wq, &y->wk, &y->wv, &y->wo, &y->w_gate, &y->w_up, &y->w_down};
-        for (int i = 0; i < 7; i++) {
-            sdn_weight *w = ws[i];
-            if (!on) { free(w->f32); w->f32 = NULL; continue; }
-            if (w->type == SDN_TYPE_F32 || w->f32) { if (w->f32) total += (size_t)w->out * w->in * 4; continue; }
-            w->f32 = malloc((size_t)w->out * w->in * sizeof(float));
-            if (!w->f32) return sdn_fail(err, SDN_ENOMEM, "out of memory materializing F32 weights (layer %d)", l);
-            for (int64_t r = 0; r < w->out; r++)
-                sdn_dequantize_row(w->type, (const char *)w->data + (size_t)r * w->row_bytes, w->f32 + r * w->in, w->in);
-            total += (size_t)w->out * w->in * 4;
-        }
+int sdn_fwd_head(sdn_ctx *c, const sdn_batch *b, const float *x, float *logits, sdn_path path, sdn_err *err) {
+    const sdn_model *m = c->m;
+    int dim = m->cfg.dim, n = b->n, inv = path_invariant(path, b), rc = SDN_OK;
+    int nl = b->n_logits < 0 ? n : b->n_logits;
+    if (nl == 0) return SDN_OK;
+    double t0 = sdn_now(), t_mm0 = c->st.matmul_s;
+    for (int r = 0; r < nl; r++) {
+        int row = b->n_logits < 0 ? r : b->logit_rows[r];
+        rmsnorm(c->xb + (size_t)r * dim, x + (size_t)row * dim, m->out_norm, dim, m->cfg.rms_eps);
     }
-    if (bytes) *bytes = total;
+    if (b->topk > 0) {
+        rc = topk_logits(c, b, nl, inv, err);
+        c->st.topk_s += sdn_now() - t0;
+    } else rc = mm(c, &m->output, c->xb, nl, logits, inv, err);
+    c->st.other_s += sdn_now() - t0 - (c->st.matmul_s - t_mm0);
+    return rc;
+}
+
+void sdn_kv_commit(sdn_ctx *c, int n) {
+    if (n >= 0 && c->n_kv + n <= c->n_ctx) c->n_kv += n;
+}
+
+float *sdn_ctx_hidden(sdn_ctx *c) { return c->x; }
+
+int sdn_forward(sdn_ctx *c, const sdn_batch *b, float *logits, sdn_err *err) {
+    int rc = check_batch(c, b, err);
+    if (rc) return rc;
+    sdn_fwd_embed(c, b, c->x);
+    if ((rc = sdn_fwd_layers(c, b, c->n_kv, 0, c->m->cfg.n_layers, c->x, SDN_PATH_AUTO, err))) return rc;
+    if ((rc = sdn_fwd_head(c, b, c->x, logits, SDN_PATH_AUTO, err))) return rc;
+    c->n_kv += b->n;
+    c->st.forwards++;
+    c->st.rows += b->n;
     return SDN_OK;
 }

@@ -76,8 +76,29 @@ typedef struct sdn_fwd_stats {
 void sdn_ctx_stats(const sdn_ctx *c, sdn_fwd_stats *out);
 void sdn_ctx_reset_stats(sdn_ctx *c);
 
-/* Materialize (or free) F32 copies of all layer weights so large batches skip the
- * per-call dequantization. Returns bytes held. */
-int sdn_model_materialize_f32(sdn_model *m, int on, size_t *bytes, sdn_err *err);
+/* ---- Block-level API (graph scheduling runs blocks of layers with chosen kernels) ----
+ * sdn_forward(b) == embed into the context's hidden buffer, layers [0, n_layers) at KV base
+ * sdn_kv_len() with SDN_PATH_AUTO, head, commit b->n entries. */
+typedef enum sdn_path {
+    SDN_PATH_AUTO = 0,    /* batch-invariant kernels when b->invariant or n <= 64, else SGEMM */
+    SDN_PATH_PREFILL = 1, /* the prefill graph G1: SGEMM on the F32 layout (dequantized per call
+                             when not loaded) and GEMM attention for causal batches */
+    SDN_PATH_DECODE = 2,  /* the decode graph G2: batch-invariant kernels on the quantized layout
+                             (n <= max batch; a row's bits never depend on the batch) */
+} sdn_path;
+
+/* Token embeddings of b->tokens into x (n x dim). */
+int sdn_fwd_embed(sdn_ctx *c, const sdn_batch *b, float *x);
+/* Run layers [l0, l1) over the hidden states x (n x dim, updated in place). The batch's KV
+ * entries go to slots kv_base .. kv_base+n-1 of those layers, and its rows attend slots
+ * [0, kv_base) plus the batch rows the mask allows. Positions: b->pos or kv_base + i. Does
+ * not change the committed KV length. */
+int sdn_fwd_layers(sdn_ctx *c, const sdn_batch *b, int kv_base, int l0, int l1, float *x, sdn_path path, sdn_err *err);
+/* Final norm and logits (or top-k) for the rows b asks for, from hidden states x. */
+int sdn_fwd_head(sdn_ctx *c, const sdn_batch *b, const float *x, float *logits, sdn_path path, sdn_err *err);
+/* Commit n more KV entries (after all layers of a batch ran). */
+void sdn_kv_commit(sdn_ctx *c, int n);
+/* The context's own hidden-state buffer (max_batch x dim floats). */
+float *sdn_ctx_hidden(sdn_ctx *c);
 
 #endif

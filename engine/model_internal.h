@@ -15,7 +15,9 @@ typedef struct sdn_weight {
     int64_t in, out;
     const void *data; /* row o at data + o * row_bytes */
     size_t row_bytes;
-    float *f32;       /* optional materialized F32 copy (prefill layout), out x in */
+    float *f32;       /* G1 layout: materialized F32 copy (out x in), or NULL */
+    void *q;          /* G2 layout: owned copy of the file's quantized rows, or NULL (then the
+                         kernels read the mapping) */
 } sdn_weight;
 
 typedef struct sdn_layer {

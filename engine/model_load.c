@@ -316,7 +316,7 @@ static int load_llama2c(sdn_model *m, const char *path, const sdn_model_load_opt
         w3 = p; p += L * hid * dim;
         if (!shared) wcls = p;
     }
-#define W(dst, ptr, i_, o_, nm) (dst) = (sdn_weight){nm, SDN_TYPE_F32, (i_), (o_), (ptr), (size_t)(i_) * 4, NULL}
+#define W(dst, ptr, i_, o_, nm) (dst) = (sdn_weight){nm, SDN_TYPE_F32, (i_), (o_), (ptr), (size_t)(i_) * 4, NULL, NULL}
     W(m->tok_embd, emb, dim, V, "token_embedding");
     if (shared) m->output = m->tok_embd;
     else W(m->output, wcls, dim, V, "wcls");
@@ -411,7 +411,7 @@ void sdn_model_free(sdn_model *m) {
             sdn_layer *y = &m->layers[l];
             free(y->attn_norm); free(y->ffn_norm); free(y->bq); free(y->bk); free(y->bv);
             sdn_weight *ws[] = {&y->wq, &y->wk, &y->wv, &y->wo, &y->w_gate, &y->w_up, &y->w_down};
-            for (int i = 0; i < 7; i++) free(ws[i]->f32);
+            for (int i = 0; i < 7; i++) { free(ws[i]->f32); free(ws[i]->q); }
         }
         free(m->layers);
     }

@@ -17,6 +17,7 @@
 #include "engine/cli/bench_util.h"
 #include "engine/cli/cli.h"
 #include "engine/forward.h"
+#include "engine/layout.h"
 #include "engine/model.h"
 #include "engine/model_internal.h"
 #include "engine/tokenizer.h"
@@ -124,7 +125,7 @@ static int bench_one(const char *path, const bopts *o) {
     }
     /* prefill with the F32 layout resident (what the prefill graph G1 keeps) */
     size_t f32b = 0;
-    if (sdn_model_materialize_f32(m, 1, &f32b, &err) == SDN_OK) {
+    if (sdn_layout_load(m, 0, cfg->n_layers, SDN_LAYOUT_F32, &f32b, &err) == SDN_OK) {
         int th = o->threads[o->n_threads - 1];
         sdn_ctx *c;
         sdn_ctx_params cp = {.n_ctx = P + 8, .n_threads = th, .max_batch = P};
@@ -147,7 +148,7 @@ static int bench_one(const char *path, const bopts *o) {
                    (double)f32b / (1 << 20), th, P / p, gemm, 100 * gemm / alone);
             sdn_ctx_free(c);
         }
-        sdn_model_materialize_f32(m, 0, NULL, NULL);
+        sdn_layout_unload(m, 0, cfg->n_layers, SDN_LAYOUT_F32);
     }
     /* tokenizer cost vs prefill for a ~4,000-token document */
     const sdn_tokenizer *tk = sdn_model_tokenizer(m);

@@ -1,0 +1,32 @@
+/* layout.h - the two weight layouts of a block of layers (the design's graph weights):
+ *   G1 (SDN_LAYOUT_F32): every matrix dequantized to F32, what the prefill graph's SGEMMs
+ *      read; 4 bytes per weight.
+ *   G2 (SDN_LAYOUT_QUANT): an owned, aligned copy of the file's quantized rows, what the
+ *      decode graph's batch-invariant kernels read.
+ * Loading materializes the layout (real time: dequantization or copying out of the file
+ * mapping; real memory), unloading frees it. Loads of different layers may run on another
+ * thread while the forward pass computes other layers; a layer must not be unloaded while
+ * a forward pass uses it. Without a loaded layout the forward pass falls back to the file
+ * mapping (dequantizing per call for SGEMM). */
+#ifndef SDN_LAYOUT_H
+#define SDN_LAYOUT_H
+
+#include <stddef.h>
+
+#include "common/sdn_err.h"
+#include "engine/model.h"
+
+typedef enum sdn_layout { SDN_LAYOUT_F32 = 0, SDN_LAYOUT_QUANT = 1 } sdn_layout;
+
+/* Load layout `which` for layers [l0, l1); *bytes (optional) gets the bytes allocated. */
+int sdn_layout_load(sdn_model *m, int l0, int l1, sdn_layout which, size_t *bytes, sdn_err *err);
+/* Free layout `which` of layers [l0, l1). */
+void sdn_layout_unload(sdn_model *m, int l0, int l1, sdn_layout which);
+/* Resident bytes of layout `which` over layers [l0, l1) (0 for parts not loaded). */
+size_t sdn_layout_resident(const sdn_model *m, int l0, int l1, sdn_layout which);
+/* Bytes layout `which` of layers [l0, l1) takes when loaded. */
+size_t sdn_layout_size(const sdn_model *m, int l0, int l1, sdn_layout which);
+/* 1 when every matrix of layer l has layout `which` loaded. */
+int sdn_layout_is_loaded(const sdn_model *m, int l, sdn_layout which);
+
+#endif
