@@ -32,7 +32,11 @@ int sdn_generate(sdn_ctx *c, const int32_t *prompt, int n_prompt, const sdn_gen_
     int chunk = p->prefill_chunk > 0 ? p->prefill_chunk : sdn_ctx_max_batch(c);
     if (chunk > sdn_ctx_max_batch(c)) chunk = sdn_ctx_max_batch(c);
     sdn_draft_caps caps = p->caps;
-    int budget = SDN_INVARIANT_MAX_ROWS - 1;
+    int budget = SDN_INVARIANT_MAX_ROWS - 1, pad_rows = 0;
+    if (p->decode_rows > 0) {
+        pad_rows = p->decode_rows < SDN_INVARIANT_MAX_ROWS ? p->decode_rows : SDN_INVARIANT_MAX_ROWS;
+        budget = pad_rows - 1;
+    }
     if (caps.max_nodes <= 0 || caps.max_nodes > budget) caps.max_nodes = budget;
     if (caps.max_depth <= 0) caps.max_depth = caps.max_nodes;
     if (caps.max_branch <= 0) caps.max_branch = 1;
@@ -50,7 +54,11 @@ int sdn_generate(sdn_ctx *c, const int32_t *prompt, int n_prompt, const sdn_gen_
     sdn_rng_seed(&rng, p->sampling.seed);
     int rc = SDN_OK;
     if (!gen || !logits || !argmax) { rc = sdn_fail(err, SDN_ENOMEM, "out of memory"); goto done; }
-    if ((rc = sdn_tree_init(&tree, caps.max_nodes, err)) || (rc = sdn_vbatch_init(&vb, caps.max_nodes + 1, err)) ||
+    if (pad_rows > 0 && sdn_kv_len(c) + n_prompt + pad_rows > n_ctx) {
+        rc = sdn_fail(err, SDN_EINVAL, "context of %d is too small for the prompt plus the decode graph's %d rows", n_ctx, pad_rows);
+        goto done;
+    }
+    if ((rc = sdn_tree_init(&tree, caps.max_nodes, err)) || (rc = sdn_vbatch_init(&vb, SDN_INVARIANT_MAX_ROWS, err)) ||
         (rc = sdn_accept_init(&acc, caps.max_nodes, err)))
         goto done;
     sdn_kv_truncate(c, 0);
@@ -70,12 +78,16 @@ int sdn_generate(sdn_ctx *c, const int32_t *prompt, int n_prompt, const sdn_gen_
     sdn_fwd_stats fs0, fs1;
     sdn_ctx_stats(c, &fs0);
     double t0 = sdn_now();
-    for (int i = 0; i < n_prompt - 1; i += chunk) {
-        int n = n_prompt - 1 - i < chunk ? n_prompt - 1 - i : chunk;
-        sdn_batch b = {.n = n, .tokens = prompt + i, .n_logits = K ? -1 : 0, .topk = K,
-                       .topk_tok = K ? preds.tok + (size_t)i * K : NULL, .topk_prob = K ? preds.prob + (size_t)i * K : NULL};
-        if ((rc = sdn_forward(c, &b, NULL, err))) goto done;
-    }
+    if (p->prefill && n_prompt > 1) {
+        if ((rc = p->prefill(p->prefill_ud, c, prompt, n_prompt - 1, K, preds.tok, preds.prob, err))) goto done;
+        if (sdn_kv_len(c) != n_prompt - 1) { rc = sdn_fail(err, SDN_ESTATE, "prefill hook left %d KV entries, expected %d", sdn_kv_len(c), n_prompt - 1); goto done; }
+    } else
+        for (int i = 0; i < n_prompt - 1; i += chunk) {
+            int n = n_prompt - 1 - i < chunk ? n_prompt - 1 - i : chunk;
+            sdn_batch b = {.n = n, .tokens = prompt + i, .n_logits = K ? -1 : 0, .topk = K,
+                           .topk_tok = K ? preds.tok + (size_t)i * K : NULL, .topk_prob = K ? preds.prob + (size_t)i * K : NULL};
+            if ((rc = sdn_forward(c, &b, NULL, err))) goto done;
+        }
     s.t_prefill = sdn_now() - t0;
     sdn_ctx_stats(c, &fs1);
     s.t_preds = fs1.topk_s - fs0.topk_s;
@@ -95,7 +107,7 @@ int sdn_generate(sdn_ctx *c, const int32_t *prompt, int n_prompt, const sdn_gen_
         sdn_tree_clear(&tree);
         sdn_draft_caps sc = caps;
         int room = max_new - n_gen - 1; /* tokens beyond the bonus still allowed */
-        int kv_room = n_ctx - sdn_kv_len(c) - 1;
+        int kv_room = n_ctx - sdn_kv_len(c) - (pad_rows > 0 ? pad_rows : 1);
         if (sc.max_nodes > room) sc.max_nodes = room;
         if (sc.max_nodes > kv_room) sc.max_nodes = kv_room;
         if (p->drafter && sc.max_nodes > 0 && (rc = sdn_drafter_propose(p->drafter, &tree, &sc, err))) goto done;
@@ -104,8 +116,10 @@ int sdn_generate(sdn_ctx *c, const int32_t *prompt, int n_prompt, const sdn_gen_
         /* verify */
         int n_past = sdn_kv_len(c);
         if ((rc = sdn_vbatch_build(&vb, &tree, root, n_past, err))) goto done;
-        sdn_batch b = {.n = vb.n, .tokens = vb.tokens, .pos = vb.pos, .mask = tree.n ? vb.mask : NULL, .logit_rows = vb.rows,
-                       .n_logits = vb.n, .invariant = 1};
+        int n_real = vb.n;
+        if (pad_rows > n_real && (rc = sdn_vbatch_pad(&vb, pad_rows, err))) goto done;
+        sdn_batch b = {.n = vb.n, .tokens = vb.tokens, .pos = vb.pos, .mask = vb.n > 1 ? vb.mask : NULL, .logit_rows = vb.rows,
+                       .n_logits = n_real, .invariant = 1};
         if ((rc = sdn_forward(c, &b, logits, err))) goto done;
         if (greedy) sdn_verify_greedy(&tree, logits, vocab, &acc, argmax);
         else if ((rc = sdn_verify_sample(&tree, logits, vocab, &p->sampling, &rng, &dist, &acc, err))) goto done;

@@ -19,6 +19,10 @@
 
 #define SDN_ACCEPT_HIST 65 /* histogram buckets: accepted draft tokens 0..64 */
 
+/* A prefill implementation: run tokens[0..n) into the context's KV cache (committing them)
+ * and, when topk > 0, write each position's top-k predictions (tok/prob: n*topk). */
+typedef int (*sdn_prefill_fn)(void *ud, sdn_ctx *c, const int32_t *tokens, int n, int topk, int32_t *tok, float *prob, sdn_err *err);
+
 typedef struct sdn_gen_params {
     int max_tokens;        /* new tokens to generate at most */
     sdn_sampling sampling; /* temp <= 0: greedy */
@@ -31,6 +35,13 @@ typedef struct sdn_gen_params {
                               the prefill forward passes themselves, and give them to the drafter
                               (the last position's prediction comes from the first step) */
     struct sdn_preds *preds_out; /* optional: receives those predictions (caller frees) */
+    /* Graph scheduling hooks (graph_sched/): a replacement for the default chunked prefill,
+     * and a fixed decode-graph shape. */
+    sdn_prefill_fn prefill;      /* NULL: default chunked prefill */
+    void *prefill_ud;
+    int decode_rows;             /* > 0: every verification batch is padded to this many rows (the
+                                    decode graph's fixed shape; padding rows are computed and
+                                    discarded); the draft budget is capped at decode_rows - 1 */
 } sdn_gen_params;
 
 /* Owned prefill predictions: tok[p*k + j], prob[p*k + j] for positions p < n_pos. */

@@ -51,6 +51,26 @@ int sdn_vbatch_build(sdn_vbatch *vb, const sdn_tree *t, int32_t root, int n_past
     return SDN_OK;
 }
 
+int sdn_vbatch_pad(sdn_vbatch *vb, int rows, sdn_err *err) {
+    int n = vb->n;
+    if (rows <= n) return SDN_OK;
+    if (rows > vb->cap) return sdn_fail(err, SDN_EINVAL, "padding to %d rows exceeds the batch capacity %d", rows, vb->cap);
+    /* re-lay the n x n mask into rows x rows */
+    for (int i = n - 1; i >= 0; i--) {
+        memmove(vb->mask + (size_t)i * rows, vb->mask + (size_t)i * n, (size_t)n);
+        memset(vb->mask + (size_t)i * rows + n, 0, (size_t)(rows - n));
+    }
+    for (int r = n; r < rows; r++) {
+        vb->tokens[r] = vb->tokens[0];
+        vb->pos[r] = vb->pos[0];
+        vb->rows[r] = r;
+        memset(vb->mask + (size_t)r * rows, 0, (size_t)rows);
+        vb->mask[(size_t)r * rows + r] = 1;
+    }
+    vb->n = rows;
+    return SDN_OK;
+}
+
 int sdn_accept_init(sdn_accept *a, int max_nodes, sdn_err *err) {
     memset(a, 0, sizeof *a);
     a->cap = max_nodes;

@@ -29,6 +29,11 @@ void sdn_vbatch_free(sdn_vbatch *vb);
  * see draft_tree.h) and hold at most max_rows - 1 nodes. */
 int sdn_vbatch_build(sdn_vbatch *vb, const sdn_tree *tree, int32_t root, int n_past, sdn_err *err);
 
+/* Pad vb to `rows` rows (a fixed-shape decode graph): padding rows repeat the root token at
+ * the root's position and attend only themselves, so no real row sees them; they are
+ * computed and then dropped by the KV compaction. */
+int sdn_vbatch_pad(sdn_vbatch *vb, int rows, sdn_err *err);
+
 typedef struct sdn_accept {
     int n_acc;         /* accepted draft tokens */
     int32_t *nodes;    /* [n_acc] accepted node indices, root to leaf */
