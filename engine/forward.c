@@ -327,6 +327,77 @@ static void rope_row(const sdn_model_config *cfg, float *v, int n_h, const float
 
 /* ---------------------------------------------------------------- attention ---- */
 
+/* Vectorized e^x for x <= 0 (AVX2): range reduction x = k ln2 + r, |r| <= ln2/2, a degree-6
+ * Taylor polynomial for e^r (relative error < 2e-7), 2^k from exponent bits; x is clamped at
+ * -87. Used where many exponentials are summed (softmax), always through the same code, so
+ * results are reproducible bit for bit. */
+#if defined(__AVX2__) && defined(__FMA__)
+static inline __m256 exp256_nonpos(__m256 v) {
+    v = _mm256_max_ps(v, _mm256_set1_ps(-87.0f));
+    __m256 kf = _mm256_round_ps(_mm256_mul_ps(v, _mm256_set1_ps(1.44269504f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(kf, _mm256_set1_ps(0.69314718f), v);
+    __m256 p = _mm256_set1_ps(1.0f / 720);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(kf), _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+}
+#endif
+
+/* x[i] = exp(x[i] - m) for all i (x[i] <= m); returns the sum (8 lane sums, then a fixed
+ * reduction and the scalar tail). */
+static float exp_shift_store(float *x, int n, float m) {
+    int i = 0;
+    float total = 0.0f;
+#if defined(__AVX2__) && defined(__FMA__)
+    __m256 acc = _mm256_setzero_ps(), vm = _mm256_set1_ps(m);
+    for (; i + 8 <= n; i += 8) {
+        __m256 e = exp256_nonpos(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm));
+        _mm256_storeu_ps(x + i, e);
+        acc = _mm256_add_ps(acc, e);
+    }
+    float lanes[8];
+    _mm256_storeu_ps(lanes, acc);
+    for (int j = 0; j < 8; j++) total += lanes[j];
+#endif
+    for (; i < n; i++) {
+        x[i] = expf(x[i] - m);
+        total += x[i];
+    }
+    return total;
+}
+
+/* sum_i exp(x[i] - m) for x[i] <= m, in double across lanes (LM-head normalizer). */
+static double sum_exp_shifted(const float *x, int n, float m) {
+    int i = 0;
+    double total = 0;
+#if defined(__AVX2__) && defined(__FMA__)
+    __m256 acc = _mm256_setzero_ps(), vm = _mm256_set1_ps(m);
+    for (; i + 8 <= n; i += 8) acc = _mm256_add_ps(acc, exp256_nonpos(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm)));
+    float lanes[8];
+    _mm256_storeu_ps(lanes, acc);
+    for (int j = 0; j < 8; j++) total += lanes[j];
+#endif
+    for (; i < n; i++) total += exp((double)x[i] - m);
+    return total;
+}
+
+/* o[0..n) += p * v[0..n) */
+static inline void axpy(float *o, float p, const float *v, int n) {
+    int d = 0;
+#if defined(__AVX2__) && defined(__FMA__)
+    __m256 vp = _mm256_set1_ps(p);
+    for (; d + 8 <= n; d += 8) _mm256_storeu_ps(o + d, _mm256_fmadd_ps(vp, _mm256_loadu_ps(v + d), _mm256_loadu_ps(o + d)));
+#endif
+    for (; d < n; d++) o[d] = fmaf(p, v[d], o[d]);
+}
+
+
+
 typedef struct att_job {
     sdn_ctx *c;
     const sdn_batch *b;
@@ -367,18 +438,10 @@ static void att_rows_worker(void *arg, int ith, int nth) {
             sc[s] = v;
             if (v > mx) mx = v;
         }
-        float sum = 0.0f;
-        for (int s = 0; s < ns; s++) {
-            sc[s] = expf(sc[s] - mx);
-            sum += sc[s];
-        }
+        float sum = exp_shift_store(sc, ns, mx);
         float *o = c->att + (size_t)i * c->qd + (size_t)h * hd;
         memset(o, 0, (size_t)hd * sizeof(float));
-        for (int s = 0; s < ns; s++) {
-            const float *vv = V + (size_t)sl[s] * c->kvd + (size_t)kh * hd;
-            float p = sc[s];
-            for (int d = 0; d < hd; d++) o[d] += p * vv[d];
-        }
+        for (int s = 0; s < ns; s++) axpy(o, sc[s], V + (size_t)sl[s] * c->kvd + (size_t)kh * hd, hd);
         float inv = 1.0f / sum;
         for (int d = 0; d < hd; d++) o[d] *= inv;
     }
@@ -439,36 +502,6 @@ static void attention(sdn_ctx *c, const sdn_batch *b, int layer, int kv_base, in
  * probabilities. Ties keep the lower token id first, like sdn_argmax. */
 #define TOPK_TILE 4096
 
-/* sum_i exp(x[i] - m) for x[i] <= m. AVX2: exp by range reduction x = k ln2 + r, |r| <= ln2/2,
- * a degree-6 Taylor polynomial for e^r (relative error < 2e-7) and 2^k from exponent bits. */
-static double sum_exp_shifted(const float *x, int n, float m) {
-    int i = 0;
-    double total = 0;
-#if defined(__AVX2__) && defined(__FMA__)
-    const __m256 vm = _mm256_set1_ps(m), lo = _mm256_set1_ps(-87.0f), log2e = _mm256_set1_ps(1.44269504f),
-                 ln2 = _mm256_set1_ps(0.69314718f);
-    __m256 acc = _mm256_setzero_ps();
-    for (; i + 8 <= n; i += 8) {
-        __m256 v = _mm256_max_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm), lo);
-        __m256 kf = _mm256_round_ps(_mm256_mul_ps(v, log2e), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-        __m256 r = _mm256_fnmadd_ps(kf, ln2, v);
-        __m256 p = _mm256_set1_ps(1.0f / 720);
-        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120));
-        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24));
-        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6));
-        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
-        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-        __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(kf), _mm256_set1_epi32(127)), 23);
-        acc = _mm256_add_ps(acc, _mm256_mul_ps(p, _mm256_castsi256_ps(e)));
-    }
-    float lanes[8];
-    _mm256_storeu_ps(lanes, acc);
-    for (int j = 0; j < 8; j++) total += lanes[j];
-#endif
-    for (; i < n; i++) total += exp((double)x[i] - m);
-    return total;
-}
 static int topk_logits(sdn_ctx *c, const sdn_batch *b, int nl, int inv, sdn_err *err) {
     const sdn_model *m = c->m;
     int V = m->cfg.vocab, k = b->topk;

@@ -1,0 +1,246 @@
+/* cmd_bench_verify.c - `sdnpu bench-verify`: what a verification step costs and what
+ * speculation buys.
+ *  1. Verify-cost curve: the wall time of one decode/verify step with 1, 2, 4, ..., 64 batch
+ *     rows (the root + a draft chain) after a 256-token context, relative to the 1-row step,
+ *     on Qwen2.5-0.5B- and Llama-3.2-1B-shaped make-model models in F16 and Q8_0 (random
+ *     weights: speed only). This curve says how many draft tokens a step can afford here.
+ *     --cost-out FILE writes it as a verify-cost profile (JSON) for `sdnpu study --cost`.
+ *  2. End to end on the real TinyStories model (../shared or --stories DIR): ms/token, mean
+ *     accepted tokens and speedup of pld and sam over plain decoding, measured in the same
+ *     run, on prompts that give the model a story to continue. */
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/sdn_util.h"
+#include "draft/methods.h"
+#include "engine/cli/bench_util.h"
+#include "engine/cli/cli.h"
+#include "engine/forward.h"
+#include "engine/model.h"
+#include "engine/request.h"
+#include "engine/session.h"
+#include "engine/tokenizer.h"
+
+static const int rows_list[] = {1, 2, 4, 8, 16, 32, 64};
+#define NROWS (int)(sizeof rows_list / sizeof rows_list[0])
+
+static int cost_curve(const char *path, int threads, int reps, double *ms, sdn_err *err) {
+    sdn_model *m;
+    sdn_model_load_opts lo = {.no_tokenizer = 1};
+    int rc = sdn_model_load(path, &lo, &m, err);
+    if (rc) return rc;
+    int V = sdn_model_cfg(m)->vocab, ctx_len = 256;
+    sdn_ctx *c;
+    sdn_ctx_params cp = {.n_ctx = ctx_len + 80, .n_threads = threads, .max_batch = 256};
+    if ((rc = sdn_ctx_new(m, &cp, &c, err))) { sdn_model_free(m); return rc; }
+    int32_t toks[256 + 64];
+    sdn_rng r;
+    sdn_rng_seed(&r, 3);
+    for (int i = 0; i < 256 + 64; i++) toks[i] = (int32_t)sdn_rng_below(&r, (uint64_t)V);
+    sdn_batch pre = {.n = ctx_len, .tokens = toks, .n_logits = 0};
+    if ((rc = sdn_forward(c, &pre, NULL, err))) goto out;
+    float *lg = malloc((size_t)64 * V * sizeof(float));
+    int32_t rows[64];
+    for (int i = 0; i < 64; i++) rows[i] = i;
+    for (int k = 0; k < NROWS; k++) {
+        int n = rows_list[k];
+        double t[32];
+        for (int rep = 0; rep < reps + 1; rep++) {
+            /* a chain draft: causal mask, logits for every row, as a verification step */
+            sdn_batch b = {.n = n, .tokens = toks + ctx_len, .logit_rows = rows, .n_logits = n, .invariant = 1};
+            double t0 = sdn_now();
+            rc = sdn_forward(c, &b, lg, err);
+            double dt = sdn_now() - t0;
+            sdn_kv_truncate(c, ctx_len);
+            if (rc) break;
+            if (rep) t[rep - 1] = dt;
+        }
+        if (rc) break;
+        ms[k] = 1000 * bench_median(t, reps);
+    }
+    free(lg);
+out:
+    sdn_ctx_free(c);
+    sdn_model_free(m);
+    return rc;
+}
+
+static int write_profile(const char *file, const char *model, const char *shape, int threads, const double *ms) {
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "format", "sdnpu-verify-cost");
+    cJSON_AddNumberToObject(j, "version", 1);
+    cJSON_AddStringToObject(j, "model", model);
+    cJSON_AddStringToObject(j, "shape", shape);
+    cJSON_AddNumberToObject(j, "threads", threads);
+    cJSON *ts = cJSON_CreateArray(), *rs = cJSON_CreateArray(), *ss = cJSON_CreateArray();
+    for (int k = 0; k < NROWS; k++) {
+        cJSON_AddItemToArray(ts, cJSON_CreateNumber(rows_list[k] - 1));
+        cJSON_AddItemToArray(rs, cJSON_CreateNumber(rows_list[k]));
+        cJSON_AddItemToArray(ss, cJSON_CreateNumber(ms[k]));
+    }
+    cJSON_AddItemToObject(j, "tree_sizes", ts);
+    cJSON_AddItemToObject(j, "rows", rs);
+    cJSON_AddItemToObject(j, "step_ms", ss);
+    cJSON_AddNumberToObject(j, "plain_step_ms", ms[0]);
+    cJSON_AddNumberToObject(j, "draft_ms_per_step", 0.0);
+    char *txt = cJSON_Print(j);
+    cJSON_Delete(j);
+    FILE *f = fopen(file, "w");
+    if (!f) { free(txt); fprintf(stderr, "sdnpu: option --cost-out: cannot write %s\n", file); return -1; }
+    fprintf(f, "%s\n", txt);
+    fclose(f);
+    free(txt);
+    return 0;
+}
+
+static int eog(void *ud, int32_t t) {
+    const sdn_tokenizer *tk = ud;
+    return sdn_tokenizer_is_eog(tk, t) || t == sdn_tokenizer_bos(tk);
+}
+
+/* TinyStories end to end: none / pld / sam on prompts that carry a story to continue. */
+static int stories_e2e(const char *dir, int threads, int max_tokens, sdn_err *err) {
+    char mp[1024], tp[1024];
+    snprintf(mp, sizeof mp, "%s/stories260K.bin", dir);
+    snprintf(tp, sizeof tp, "%s/tok512.bin", dir);
+    sdn_model *m;
+    sdn_model_load_opts lo = {.tokenizer_path = tp};
+    int rc = sdn_model_load(mp, &lo, &m, err);
+    if (rc) return rc;
+    const sdn_tokenizer *tk = sdn_model_tokenizer(m);
+    sdn_ctx *c;
+    sdn_ctx_params cp = {.n_ctx = 512, .n_threads = threads};
+    if ((rc = sdn_ctx_new(m, &cp, &c, err))) { sdn_model_free(m); return rc; }
+    /* Each request: a story the model wrote itself (its greedy continuation of an opening),
+     * then the opening again: the model retells the story it has in context. */
+    const char *openings[] = {"Once upon a time", "Tom and his dog", "One day, a little bird", "Sara had a red ball",
+                              "There was a big tree"};
+    const char *methods[] = {"none", "pld", "sam"};
+    double tot_t[3] = {0}, tot_n[3] = {0}, tot_steps[3] = {0};
+    int mismatch = 0;
+    for (size_t o = 0; o < sizeof openings / sizeof openings[0] && !rc; o++) {
+        sdn_request rq = {.prompt = openings[o]};
+        int32_t *op, *story;
+        int nop, ns;
+        if ((rc = sdn_request_tokens(m, &rq, &op, &nop, NULL, err))) break;
+        sdn_gen_params g0 = {.max_tokens = 200};
+        if ((rc = sdn_generate(c, op, nop, &g0, eog, (void *)tk, NULL, NULL, &story, &ns, NULL, err))) { free(op); break; }
+        int n = 0;
+        int32_t *prompt = malloc(sizeof(int32_t) * (size_t)(2 * nop + ns + 2));
+        memcpy(prompt, op, sizeof(int32_t) * (size_t)nop);
+        n = nop;
+        memcpy(prompt + n, story, sizeof(int32_t) * (size_t)ns);
+        n += ns;
+        int32_t nl = sdn_tokenizer_find(tk, "<0x0A>", 6);
+        if (nl >= 0) prompt[n++] = nl;
+        memcpy(prompt + n, op + 1, sizeof(int32_t) * (size_t)(nop - 1)); /* the opening again, without BOS */
+        n += nop - 1;
+        int32_t *base = NULL;
+        int nb = 0;
+        for (int k = 0; k < 3 && !rc; k++) {
+            sdn_method_config mc;
+            sdn_method_defaults(&mc);
+            sdn_drafter d;
+            if ((rc = sdn_method_create(methods[k], &mc, &d, err))) break;
+            sdn_gen_params gp = {.max_tokens = max_tokens, .drafter = d.ops ? &d : NULL};
+            sdn_gen_stats st;
+            int32_t *out;
+            int no;
+            rc = sdn_generate(c, prompt, n, &gp, eog, (void *)tk, NULL, NULL, &out, &no, &st, err);
+            sdn_drafter_destroy(&d);
+            if (rc) break;
+            if (k == 0) { base = out; nb = no; }
+            else {
+                if (no != nb || memcmp(out, base, sizeof(int32_t) * (size_t)no)) mismatch++;
+                free(out);
+            }
+            tot_t[k] += st.t_decode;
+            tot_n[k] += st.n_gen;
+            tot_steps[k] += st.steps;
+        }
+        free(base);
+        free(prompt);
+        free(story);
+        free(op);
+    }
+    if (!rc) {
+        printf("\nTinyStories 260K (real model), %zu requests: a story the model wrote, then its opening again; %d threads\n",
+               sizeof openings / sizeof openings[0], threads);
+        printf("  %-6s %10s %8s %12s %10s\n", "method", "tokens", "steps", "mean accept", "ms/token");
+        for (int k = 0; k < 3; k++) {
+            double ms = 1000 * tot_t[k] / tot_n[k];
+            printf("  %-6s %10.0f %8.0f %12.2f %10.3f", methods[k], tot_n[k], tot_steps[k], tot_n[k] / tot_steps[k], ms);
+            if (k) printf("   speedup %.2fx", (1000 * tot_t[0] / tot_n[0]) / ms);
+            printf("\n");
+        }
+        printf("  outputs identical to plain decoding: %s\n", mismatch ? "NO (bug)" : "yes");
+    }
+    sdn_ctx_free(c);
+    sdn_model_free(m);
+    return rc ? rc : (mismatch ? SDN_ESTATE : SDN_OK);
+}
+
+int cmd_bench_verify(int argc, char **argv) {
+    const char *cost_out = NULL, *stories = NULL, *shapes = "qwen2.5-0.5b,llama-3.2-1b", *types = "F16,Q8_0";
+    long threads = 2, reps = 5, max_tokens = 200;
+    int skip_curve = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v;
+        if (!strcmp(a, "--help")) {
+            printf("usage: sdnpu bench-verify [--shapes S1,S2] [--types T1,T2] [--threads N] [--reps N] [--cost-out FILE]\n"
+                   "                          [--stories DIR] [--max-tokens N] [--no-curve]\n");
+            return 0;
+        } else if (!strcmp(a, "--cost-out")) { if (!(cost_out = cli_value(argc, argv, &i, a))) return 2; }
+        else if (!strcmp(a, "--stories")) { if (!(stories = cli_value(argc, argv, &i, a))) return 2; }
+        else if (!strcmp(a, "--shapes")) { if (!(shapes = cli_value(argc, argv, &i, a))) return 2; }
+        else if (!strcmp(a, "--types")) { if (!(types = cli_value(argc, argv, &i, a))) return 2; }
+        else if (!strcmp(a, "--no-curve")) skip_curve = 1;
+        else if (!strcmp(a, "--threads")) { if (!(v = cli_value(argc, argv, &i, a)) || cli_int(a, v, 1, 256, &threads)) return 2; }
+        else if (!strcmp(a, "--reps")) { if (!(v = cli_value(argc, argv, &i, a)) || cli_int(a, v, 1, 31, &reps)) return 2; }
+        else if (!strcmp(a, "--max-tokens")) { if (!(v = cli_value(argc, argv, &i, a)) || cli_int(a, v, 1, 4000, &max_tokens)) return 2; }
+        else { fprintf(stderr, "sdnpu bench-verify: unknown option %s\n", a); return 2; }
+    }
+    sdn_err err = {0};
+    if (!skip_curve) {
+        printf("verify step cost vs. batch rows (root + draft chain) after a 256-token context, %ld threads, median of %ld\n"
+               "(random-weight models: these figures are speed only; acceptance on them is meaningless)\n",
+               threads, reps);
+        printf("  %-14s %-5s", "shape", "type");
+        for (int k = 0; k < NROWS; k++) printf(" %9d", rows_list[k]);
+        printf("   (rows)\n");
+        char sb[256], tb[256];
+        snprintf(sb, sizeof sb, "%s", shapes);
+        int first = 1;
+        for (char *sp, *s = strtok_r(sb, ",", &sp); s; s = strtok_r(NULL, ",", &sp)) {
+            snprintf(tb, sizeof tb, "%s", types);
+            for (char *tp, *t = strtok_r(tb, ",", &tp); t; t = strtok_r(NULL, ",", &tp)) {
+                const char *path = bench_model(s, t, NULL);
+                if (!path) return 1;
+                double ms[NROWS];
+                if (cost_curve(path, (int)threads, (int)reps, ms, &err)) { fprintf(stderr, "sdnpu: %s\n", err.msg); return 1; }
+                printf("  %-14s %-5s", s, t);
+                for (int k = 0; k < NROWS; k++) printf(" %7.2fms", ms[k]);
+                printf("\n  %-14s %-5s", "", "ratio");
+                for (int k = 0; k < NROWS; k++) printf(" %8.2fx", ms[k] / ms[0]);
+                printf("\n");
+                if (cost_out && first) {
+                    if (write_profile(cost_out, path, s, (int)threads, ms)) return 1;
+                    printf("  (verify-cost profile of %s %s written to %s)\n", s, t, cost_out);
+                }
+                first = 0;
+            }
+        }
+    }
+    if (!stories && access("../shared/models/stories260K/stories260K.bin", R_OK) == 0) stories = "../shared/models/stories260K";
+    if (stories) {
+        if (stories_e2e(stories, (int)threads, (int)max_tokens, &err)) {
+            fprintf(stderr, "sdnpu: %s\n", err.msg[0] ? err.msg : "speculative output differs from plain decoding");
+            return 1;
+        }
+    } else
+        printf("\n(TinyStories end-to-end skipped: ../shared/models/stories260K not found; pass --stories DIR)\n");
+    return 0;
+}
