@@ -2,7 +2,12 @@
  * the CLI, the benchmark and the offline study create drafters the same way.
  *   none  plain decoding (no drafter)
  *   pld   prompt-lookup n-grams (pld.h)
- *   sam   suffix-automaton retrieval over context+output and history (sam_drafter.h) */
+ *   sam   suffix-automaton retrieval over context+output and history (sam_drafter.h), the
+ *         SAM-Decoding baseline
+ *   sam+tree   sdnpu's drafter with retrieval only (budget-filling tree builder)
+ *   sam+cal    + in-context calibration trees (uses prefill predictions)
+ *   sam+reuse  + draft reuse (uses the model's predictions at rejected nodes)
+ *   sdnpu      all of them (sdnpu_drafter.h) */
 #ifndef SDN_METHODS_H
 #define SDN_METHODS_H
 
@@ -12,10 +17,12 @@
 #include "draft/drafter.h"
 #include "draft/pld.h"
 #include "draft/sam_drafter.h"
+#include "draft/sdnpu_drafter.h"
 
 typedef struct sdn_method_config {
     sdn_pld_config pld;
     sdn_sam_drafter_config sam;
+    sdn_sdnpu_config sdnpu; /* sam+tree, sam+cal, sam+reuse, sdnpu (parts switched per method) */
     /* earlier answers of the same task group (static history automaton), either as token
      * sequences or as a serialized automaton; both optional */
     const int32_t *const *hist;

@@ -1,6 +1,7 @@
 /* test_spec_greedy.c - lossless greedy speculation: for many random prompts, draft caps and
  * every drafting method, the tokens generated with speculation are bit-identical to plain
- * greedy decoding (the reference is the same model decoded one token at a time). Runs on
+ * greedy decoding (the reference is the same model decoded one token at a time), for every
+ * method: pld, sam, sam+tree, sam+cal (with prefill predictions), sam+reuse, sdnpu. Runs on
  * make-model models of each architecture (several tensor types) and on the real TinyStories
  * model, whose continuations repeat enough for drafts to be accepted. */
 #include <setjmp.h>
@@ -35,7 +36,8 @@ static int32_t *gen(sdn_ctx *c, const char *method, const int32_t *prompt, int n
     sdn_drafter d;
     sdn_err e = {0};
     if (sdn_method_create(method, &mc, &d, &e)) fail_msg("%s", e.msg);
-    sdn_gen_params gp = {.max_tokens = max, .drafter = d.ops ? &d : NULL, .caps = caps, .ignore_eog = 1};
+    sdn_gen_params gp = {.max_tokens = max, .drafter = d.ops ? &d : NULL, .caps = caps, .ignore_eog = 1,
+                         .prefill_topk = sdn_method_uses_prefill_preds(method) ? 3 : 0};
     int32_t *out;
     if (sdn_generate(c, prompt, n, &gp, NULL, NULL, NULL, NULL, &out, n_out, st, &e)) fail_msg("%s: %s", method, e.msg);
     sdn_drafter_destroy(&d);
@@ -43,7 +45,8 @@ static int32_t *gen(sdn_ctx *c, const char *method, const int32_t *prompt, int n
 }
 
 static void check_model(sdn_model *m, int n_prompts, uint64_t seed, int vocab_lim, counts *cnt) {
-    const char *methods[] = {"pld", "sam"};
+    const char *methods[] = {"pld", "sam", "sam+tree", "sam+cal", "sam+reuse", "sdnpu"};
+    enum { NM = sizeof methods / sizeof methods[0] };
     int V = sdn_model_cfg(m)->vocab;
     if (vocab_lim > 0 && vocab_lim < V) V = vocab_lim;
     sdn_ctx *c;
@@ -67,7 +70,7 @@ static void check_model(sdn_model *m, int n_prompts, uint64_t seed, int vocab_li
         int base_n;
         sdn_draft_caps none = {0};
         int32_t *base = gen(c, "none", prompt, n, max, none, &base_n, NULL);
-        for (int k = 0; k < 2; k++) {
+        for (int k = 0; k < NM; k++) {
             sdn_draft_caps caps = {.max_nodes = 1 + (int)sdn_rng_below(&r, 63), .max_depth = 1 + (int)sdn_rng_below(&r, 16),
                                    .max_branch = 1 + (int)sdn_rng_below(&r, 4)};
             int got_n;
@@ -105,7 +108,7 @@ static void test_make_model_archs(void **state) {
     for (int a = 0; a < 3; a++) {
         sdn_model *m = load(tu_model(shapes[a], types[a], 31), NULL);
         /* a small vocabulary slice makes random prompts repeat, so drafts get accepted sometimes */
-        check_model(m, 40, 100 + (uint64_t)a, 8, &cnt);
+        check_model(m, 25, 100 + (uint64_t)a, 8, &cnt);
         sdn_model_free(m);
     }
     print_message("make-model: %d speculative runs identical to plain; %d tokens in %d steps, %ld draft tokens accepted\n", cnt.runs,
@@ -117,7 +120,7 @@ static void test_tinystories(void **state) {
     TU_REQUIRE_SHARED();
     sdn_model *m = load(tu_shared_path("models/stories260K/stories260K.bin"), tu_shared_path("models/stories260K/tok512.bin"));
     counts cnt = {0};
-    check_model(m, 100, 7, 0, &cnt);
+    check_model(m, 50, 7, 0, &cnt);
     print_message("TinyStories: %d speculative runs identical to plain; %d tokens in %d steps (%.2f tokens/step), %ld draft tokens accepted\n",
                   cnt.runs, cnt.tokens, cnt.steps, (double)cnt.tokens / cnt.steps, cnt.accepted);
     assert_true(cnt.runs >= 200);

@@ -118,8 +118,9 @@ static int stories_e2e(const char *dir, int threads, int max_tokens, sdn_err *er
      * then the opening again: the model retells the story it has in context. */
     const char *openings[] = {"Once upon a time", "Tom and his dog", "One day, a little bird", "Sara had a red ball",
                               "There was a big tree"};
-    const char *methods[] = {"none", "pld", "sam"};
-    double tot_t[3] = {0}, tot_n[3] = {0}, tot_steps[3] = {0};
+    const char *methods[] = {"none", "pld", "sam", "sam+tree", "sam+cal", "sam+reuse", "sdnpu"};
+    enum { NM = sizeof methods / sizeof methods[0] };
+    double tot_t[NM] = {0}, tot_n[NM] = {0}, tot_steps[NM] = {0};
     int mismatch = 0;
     for (size_t o = 0; o < sizeof openings / sizeof openings[0] && !rc; o++) {
         sdn_request rq = {.prompt = openings[o]};
@@ -140,12 +141,13 @@ static int stories_e2e(const char *dir, int threads, int max_tokens, sdn_err *er
         n += nop - 1;
         int32_t *base = NULL;
         int nb = 0;
-        for (int k = 0; k < 3 && !rc; k++) {
+        for (int k = 0; k < NM && !rc; k++) {
             sdn_method_config mc;
             sdn_method_defaults(&mc);
             sdn_drafter d;
             if ((rc = sdn_method_create(methods[k], &mc, &d, err))) break;
-            sdn_gen_params gp = {.max_tokens = max_tokens, .drafter = d.ops ? &d : NULL};
+            sdn_gen_params gp = {.max_tokens = max_tokens, .drafter = d.ops ? &d : NULL,
+                                 .prefill_topk = sdn_method_uses_prefill_preds(methods[k]) ? 4 : 0};
             sdn_gen_stats st;
             int32_t *out;
             int no;
@@ -169,10 +171,10 @@ static int stories_e2e(const char *dir, int threads, int max_tokens, sdn_err *er
     if (!rc) {
         printf("\nTinyStories 260K (real model), %zu requests: a story the model wrote, then its opening again; %d threads\n",
                sizeof openings / sizeof openings[0], threads);
-        printf("  %-6s %10s %8s %12s %10s\n", "method", "tokens", "steps", "mean accept", "ms/token");
-        for (int k = 0; k < 3; k++) {
+        printf("  %-9s %10s %8s %12s %10s\n", "method", "tokens", "steps", "mean accept", "ms/token");
+        for (int k = 0; k < NM; k++) {
             double ms = 1000 * tot_t[k] / tot_n[k];
-            printf("  %-6s %10.0f %8.0f %12.2f %10.3f", methods[k], tot_n[k], tot_steps[k], tot_n[k] / tot_steps[k], ms);
+            printf("  %-9s %10.0f %8.0f %12.2f %10.3f", methods[k], tot_n[k], tot_steps[k], tot_n[k] / tot_steps[k], ms);
             if (k) printf("   speedup %.2fx", (1000 * tot_t[0] / tot_n[0]) / ms);
             printf("\n");
         }

@@ -19,6 +19,7 @@ void sdn_run_opts_init(sdn_run_opts *o) {
     o->threads = 2;
     o->sampling.top_p = 1.0f;
     o->spec = "none";
+    o->prefill_topk = 4;
 }
 
 void sdn_run_opts_free(sdn_run_opts *o) {
@@ -33,6 +34,7 @@ void sdn_run_opts_usage(FILE *f) {
                "  --spec METHOD         drafting method: %s (default none)\n"
                "  --draft-max N --draft-depth D --draft-branch B   draft tree caps (default 63, 63, 1)\n"
                "  --compare             also run plain decoding: same output?, speedup\n"
+               "  --prefill-topk K      prefill predictions kept per context position for sam+cal/sdnpu (default 4)\n"
                "  --threads K           worker threads (default 2)\n"
                "  --ctx N               KV cache size in tokens (default min(model, 4096))\n"
                "  --tokenizer FILE      llama2.c tokenizer.bin (for llama2.c checkpoints)\n"
@@ -69,6 +71,7 @@ int sdn_run_opts_parse(sdn_run_opts *o, int argc, char **argv, int *i) {
     if (!strcmp(a, "--max-tokens")) return VAL() && !cli_int(a, v, 0, 1 << 22, &x) ? (o->max_tokens = (int)x, 1) : -1;
     if (!strcmp(a, "--threads")) return VAL() && !cli_int(a, v, 1, 256, &x) ? (o->threads = (int)x, 1) : -1;
     if (!strcmp(a, "--ctx")) return VAL() && !cli_int(a, v, 2, 1 << 22, &x) ? (o->n_ctx = (int)x, 1) : -1;
+    if (!strcmp(a, "--prefill-topk")) return VAL() && !cli_int(a, v, 1, 64, &x) ? (o->prefill_topk = (int)x, 1) : -1;
     if (!strcmp(a, "--draft-max")) return VAL() && !cli_int(a, v, 1, 63, &x) ? (o->caps.max_nodes = (int)x, 1) : -1;
     if (!strcmp(a, "--draft-depth")) return VAL() && !cli_int(a, v, 1, 63, &x) ? (o->caps.max_depth = (int)x, 1) : -1;
     if (!strcmp(a, "--draft-branch")) return VAL() && !cli_int(a, v, 1, 63, &x) ? (o->caps.max_branch = (int)x, 1) : -1;
@@ -227,7 +230,8 @@ static int run_pass(const sdn_run_opts *o, sdn_model *m, const int32_t *prompt, 
         sdn_detok_prime(st.dt, prompt, n_prompt);
     }
     sdn_gen_params gp = {.max_tokens = o->max_tokens, .sampling = o->sampling, .ignore_eog = o->ignore_eos,
-                         .drafter = d.ops ? &d : NULL, .caps = o->caps};
+                         .drafter = d.ops ? &d : NULL, .caps = o->caps,
+                         .prefill_topk = sdn_method_uses_prefill_preds(method) ? o->prefill_topk : 0};
     if (sdn_generate(c, prompt, n_prompt, &gp, is_eog, (void *)tok, on_tokens, &st, &p->tokens, &p->n_tokens, &p->st, &err)) goto fail;
     if (st.dt) {
         char buf[512];

@@ -20,6 +20,7 @@ typedef struct sdn_run_opts {
     const char *spec;     /* drafting method (none, pld, sam, ...) */
     sdn_draft_caps caps;  /* --draft-max, --draft-depth, --draft-branch */
     int compare;          /* also run plain decoding and compare */
+    int prefill_topk;     /* top-k prefill predictions kept for methods that use them (default 4) */
 } sdn_run_opts;
 
 void sdn_run_opts_init(sdn_run_opts *o);

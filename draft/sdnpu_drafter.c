@@ -1,0 +1,204 @@
+/* sdnpu_drafter.c - the combined drafter (see sdnpu_drafter.h). */
+#include "draft/sdnpu_drafter.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/sdn_util.h"
+#include "draft/tree_builder.h"
+#include "suffix_automaton/sam.h"
+
+#define TRIE_CAP 512
+#define MAX_PRED 64
+
+typedef struct sd {
+    sdn_sdnpu_config cfg;
+    sdn_sam *dyn, *hist;
+    sdn_sam_match dm, hm;  /* matches of the committed sequence (before its newest token) */
+    int32_t last;          /* newest committed token (not yet in dyn) */
+    int have_last;
+    int n_ctx;
+    sdn_calib *cal;
+    sdn_reuse reuse;
+    sdn_tb *tb;
+    sdn_sdnpu_info info;
+} sd;
+
+void sdn_sdnpu_defaults(sdn_sdnpu_config *cfg) {
+    memset(cfg, 0, sizeof *cfg);
+    cfg->use_cal = 1;
+    cfg->use_reuse = 1;
+    cfg->n_predict = 24;
+    cfg->min_match = 1;
+    cfg->alts = 2;
+    cfg->follow = 0.8f;
+    sdn_calib_defaults(&cfg->cal);
+    sdn_reuse_defaults(&cfg->reuse);
+}
+
+static float q_of(uint32_t L) { return (float)L / ((float)L + 2.0f); }
+
+/* Commit one token: match it against the automata (before adding it), then add it. */
+static int commit(sd *d, int32_t t, sdn_err *err) {
+    if (d->have_last) {
+        sdn_sam_match_advance(d->dyn, &d->dm, d->last);
+        int rc = sdn_sam_extend(d->dyn, d->last, err);
+        if (rc) return rc;
+    }
+    if (d->hist) sdn_sam_match_advance(d->hist, &d->hm, t);
+    d->last = t;
+    d->have_last = 1;
+    return SDN_OK;
+}
+
+static int sd_begin(sdn_drafter *dr, const int32_t *ctx, int n_ctx, const sdn_prefill_preds *preds, sdn_err *err) {
+    sd *d = dr->impl;
+    sdn_sam_free(d->dyn);
+    d->dyn = NULL;
+    sdn_calib_free(d->cal);
+    d->cal = NULL;
+    sdn_reuse_init(&d->reuse, &d->cfg.reuse);
+    d->dm = d->hm = sdn_sam_match_root();
+    d->have_last = 0;
+    d->n_ctx = n_ctx;
+    int rc = sdn_sam_create(&d->dyn, err);
+    if (!rc) rc = sdn_sam_reserve(d->dyn, (size_t)n_ctx + 1024, err);
+    if (!rc) rc = sdn_sam_begin_seq(d->dyn, 1, NULL, err);
+    for (int i = 0; !rc && i < n_ctx; i++) rc = commit(d, ctx[i], err);
+    if (!rc && d->cfg.use_cal && preds) {
+        rc = sdn_calib_build(&d->cfg.cal, ctx, n_ctx, preds, &d->cal, err);
+        if (!rc) sdn_calib_stats(d->cal, &d->info.cal_positions, &d->info.cal_nodes, &d->info.cal_bytes, &d->info.cal_build_s);
+    }
+    return rc;
+}
+
+/* The dynamic match of the whole committed sequence (its newest token included), as an
+ * earlier occurrence: dyn does not hold the newest token yet. */
+static sdn_sam_match dyn_match(const sd *d) {
+    sdn_sam_match m = d->dm;
+    sdn_sam_match_advance(d->dyn, &m, d->last);
+    return m;
+}
+
+/* The continuation of match c (with its first-token alternatives) into the trie. With
+ * calibration, a token read from context position p+1+i is weighed by the model's own
+ * prediction for it at p+i instead of the fixed estimates. */
+static void add_retrieval(sd *d, sdn_sam *s, sdn_sam_match c, int with_alts) {
+    if (c.len == 0 || c.len < (uint32_t)d->cfg.min_match) return;
+    float q = q_of(c.len);
+    int32_t tok[MAX_PRED];
+    float pr[MAX_PRED];
+    int n = sdn_sam_continuation(s, &c, 0, tok, d->cfg.n_predict < MAX_PRED ? d->cfg.n_predict : MAX_PRED);
+    uint32_t end = s == d->dyn && d->cal ? sdn_sam_first_end(s, &c) : SDN_SAM_NONE;
+    for (int i = 0; i < n; i++) {
+        float cp = end != SDN_SAM_NONE ? sdn_calib_prob(d->cal, (int)end + i, tok[i]) : -1.0f;
+        if (cp >= 0) pr[i] = i == 0 ? q * cp : cp;
+        else pr[i] = i == 0 ? q : d->cfg.follow;
+    }
+    if (n > 0) sdn_tb_add_chain(d->tb, tok, pr, 0, n, SDN_TB_OR);
+    if (with_alts && d->cfg.alts > 0) {
+        sdn_sam_next nx[8];
+        uint64_t total = 0;
+        int k = sdn_sam_next_tokens(s, &c, d->cfg.alts + 1 < 8 ? d->cfg.alts + 1 : 8, nx, &total, NULL);
+        for (int i = 0; i < k && total > 0; i++) {
+            if (n > 0 && nx[i].token == tok[0]) continue;
+            sdn_tb_add(d->tb, -1, nx[i].token, q * (float)nx[i].count / (float)total, SDN_TB_OR);
+        }
+    }
+}
+
+/* The calibrated tree at the context position where the dynamic match (extended by the
+ * newest token) ends. */
+static void add_calibration(sd *d, sdn_sam_match c) {
+    if (!d->cal || c.len == 0 || c.len < (uint32_t)d->cfg.min_match) return;
+    uint32_t p = sdn_sam_first_end(d->dyn, &c);
+    if (p == SDN_SAM_NONE || (int)p >= d->n_ctx) return;
+    int n;
+    const sdn_calib_node *nd = sdn_calib_tree(d->cal, (int)p, &n);
+    int at[64];
+    float q = q_of(c.len);
+    for (int i = 0; i < n && i < 64; i++) {
+        int parent = nd[i].parent < 0 ? -1 : at[nd[i].parent];
+        at[i] = parent == -2 ? -2
+                             : sdn_tb_add(d->tb, parent, nd[i].token, nd[i].parent < 0 ? nd[i].prob * q : nd[i].prob, SDN_TB_MAX);
+        if (at[i] < 0) at[i] = -2; /* trie full: skip the subtree */
+    }
+}
+
+static int sd_propose(sdn_drafter *dr, sdn_tree *out, const sdn_draft_caps *caps, sdn_err *err) {
+    sd *d = dr->impl;
+    if (!d->have_last) return SDN_OK;
+    double t0 = sdn_now();
+    sdn_tb_reset(d->tb);
+    sdn_sam_match m = dyn_match(d);
+    add_retrieval(d, d->dyn, m, caps->max_branch > 1);
+    if (d->hist) add_retrieval(d, d->hist, d->hm, 0);
+    if (d->cfg.use_cal) add_calibration(d, m);
+    sdn_reuse_chain rc[2 * SDN_REUSE_MAX_SEGS];
+    int nrc = 0;
+    if (d->cfg.use_reuse) {
+        nrc = sdn_reuse_propose(&d->reuse, d->last, rc, 2 * SDN_REUSE_MAX_SEGS);
+        for (int i = 0; i < nrc; i++) sdn_tb_add_chain(d->tb, rc[i].tok, NULL, d->cfg.reuse.accept_prob, rc[i].n, SDN_TB_OR);
+        d->info.reuse_chains += nrc;
+    }
+    sdn_tb_emit(d->tb, out, caps);
+    /* a reuse chain whose first token did not make it into the tree was not offered */
+    for (int i = 0; i < nrc; i++)
+        if (rc[i].n == 0 || sdn_tree_find_child(out, -1, rc[i].tok[0]) < 0) sdn_reuse_unoffer(&d->reuse, &rc[i]);
+    d->info.proposals++;
+    d->info.propose_s += sdn_now() - t0;
+    return SDN_OK;
+}
+
+static int sd_feedback(sdn_drafter *dr, const sdn_draft_feedback *fb, sdn_err *err) {
+    sd *d = dr->impl;
+    if (d->cfg.use_reuse && fb->node_argmax) sdn_reuse_feedback(&d->reuse, fb);
+    for (int i = 0; i < fb->n_accepted; i++) {
+        int rc = commit(d, fb->accepted[i], err);
+        if (rc) return rc;
+    }
+    return SDN_OK;
+}
+
+static void sd_destroy(sdn_drafter *dr) {
+    sd *d = dr->impl;
+    if (!d) return;
+    sdn_sam_free(d->dyn);
+    sdn_sam_free(d->hist);
+    sdn_calib_free(d->cal);
+    sdn_tb_free(d->tb);
+    free(d);
+    dr->impl = NULL;
+}
+
+static const sdn_drafter_ops ops = {"sdnpu", sd_begin, sd_propose, sd_feedback, sd_destroy};
+
+int sdn_sdnpu_create(const sdn_sdnpu_config *cfg, const int32_t *const *hist, const int *hist_len, int n_hist,
+                     const uint8_t *hist_bytes, size_t hist_bytes_len, sdn_drafter *out, sdn_err *err) {
+    memset(out, 0, sizeof *out);
+    if (cfg->n_predict < 1 || cfg->min_match < 0 || cfg->alts < 0 || !(cfg->follow > 0 && cfg->follow < 1))
+        return sdn_fail(err, SDN_EINVAL, "sdnpu drafter: invalid configuration (n_predict >= 1, follow in (0, 1))");
+    sd *d = calloc(1, sizeof *d);
+    if (!d) return sdn_fail(err, SDN_ENOMEM, "out of memory");
+    d->cfg = *cfg;
+    int rc = sdn_tb_new(TRIE_CAP, &d->tb, err);
+    if (!rc && hist_bytes) rc = sdn_sam_deserialize(hist_bytes, hist_bytes_len, &d->hist, err);
+    else if (!rc && n_hist > 0) {
+        rc = sdn_sam_create(&d->hist, err);
+        for (int i = 0; !rc && i < n_hist; i++) rc = sdn_sam_add_seq(d->hist, (uint32_t)i + 1, hist[i], (size_t)hist_len[i], err);
+    }
+    out->ops = &ops;
+    out->impl = d;
+    if (rc) {
+        sd_destroy(out);
+        out->ops = NULL;
+        return rc;
+    }
+    return SDN_OK;
+}
+
+int sdn_sdnpu_info_get(const sdn_drafter *dr, sdn_sdnpu_info *out) {
+    if (!dr || dr->ops != &ops) return SDN_EINVAL;
+    *out = ((const sd *)dr->impl)->info;
+    return SDN_OK;
+}
