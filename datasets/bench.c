@@ -1,0 +1,276 @@
+/* bench.c - the benchmark loop and trace recording over a dataset (see bench.h).
+ *
+ * Per request the runs (plain decoding and every method) share one inference context; their
+ * order rotates from request to request so that no method always runs first (cold caches)
+ * or last. The peak resident memory of each run is measured by resetting the kernel's
+ * high-water mark (/proc/self/clear_refs, "5") before it; when that is not permitted the
+ * process peak is reported. */
+#include "datasets/bench.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/sdn_util.h"
+#include "datasets/trace.h"
+#include "draft/methods.h"
+#include "engine/forward.h"
+#include "engine/request.h"
+#include "engine/session.h"
+#include "engine/tokenizer.h"
+
+#define MIN_ROOM 16 /* positions a prompt must leave for generation */
+
+int sdn_task_tokens(const sdn_model *m, const sdn_task_row *r, const char *chat_template, int use_input, int32_t **ids, int *n_ids,
+                    sdn_err *err) {
+    const char *doc = r->context;
+    sdn_request rq = {0};
+    rq.chat_template = chat_template;
+    if (use_input && r->input) {
+        rq.prompt = r->input;
+    } else {
+        rq.documents = doc[0] ? &doc : NULL;
+        rq.n_docs = doc[0] ? 1 : 0;
+        rq.prompt = r->prompt;
+    }
+    int rc = sdn_request_tokens(m, &rq, ids, n_ids, NULL, err);
+    if (rc) return sdn_fail(err, rc, "%s:%d: request '%s'", r->file ? r->file : "dataset", r->line, r->id);
+    return SDN_OK;
+}
+
+typedef struct eog_state {
+    const sdn_tokenizer *tok;
+    int32_t hit;
+} eog_state;
+
+static int eog_fn(void *ud, int32_t t) {
+    eog_state *s = ud;
+    /* a BOS in the middle of generation starts a new document: stop there too (as `sdnpu run`) */
+    int e = s->tok && (sdn_tokenizer_is_eog(s->tok, t) || t == sdn_tokenizer_bos(s->tok));
+    if (e && s->hit < 0) s->hit = t;
+    return e;
+}
+
+static void reset_peak_rss(void) {
+    FILE *f = fopen("/proc/self/clear_refs", "w");
+    if (!f) return;
+    fputs("5", f);
+    fclose(f);
+}
+
+static int ctx_for(sdn_model *m, const sdn_bench_opts *o, sdn_ctx **c, sdn_err *err) {
+    int n_ctx = o->n_ctx > 0 ? o->n_ctx : sdn_model_cfg(m)->ctx_len;
+    if (n_ctx > 4096 && o->n_ctx <= 0) n_ctx = 4096;
+    sdn_ctx_params cp = {.n_ctx = n_ctx, .n_threads = o->threads > 0 ? o->threads : 2};
+    return sdn_ctx_new(m, &cp, c, err);
+}
+
+void sdn_bench_result_free(sdn_bench_result *r) {
+    free(r->cells);
+    memset(r, 0, sizeof *r);
+}
+
+static void add_stats(sdn_result_cell *cell, const sdn_gen_stats *s) {
+    sdn_study_counts c = {0};
+    c.requests = 1;
+    c.out_tokens = s->n_gen;
+    c.steps = s->steps;
+    c.drafted = s->drafted;
+    c.accepted = s->accepted;
+    for (int i = 0; i < SDN_ACCEPT_HIST; i++) c.accept_hist[i] = s->accept_hist[i];
+    c.t_draft = s->t_draft;
+    sdn_study_counts_add(&cell->c, &c);
+    cell->prompt_tokens += s->n_prompt;
+    cell->t_prefill += s->t_prefill;
+    cell->t_decode += s->t_decode;
+    cell->t_verify += s->t_verify;
+    if (s->peak_rss > cell->peak_rss) cell->peak_rss = s->peak_rss;
+}
+
+int sdn_bench_run(sdn_model *m, const sdn_dataset *ds, const sdn_bench_opts *o, sdn_bench_result *out, sdn_err *err) {
+    memset(out, 0, sizeof *out);
+    FILE *log = o->log ? o->log : stderr;
+    int nm = o->n_methods + 1; /* none first */
+    for (int i = 0; i < o->n_methods; i++) {
+        if (!strcmp(o->methods[i], "none")) return sdn_fail(err, SDN_EINVAL, "option --methods: 'none' (plain decoding) always runs as the baseline; do not list it");
+        sdn_drafter probe = {0};
+        sdn_method_config mc;
+        sdn_method_defaults(&mc);
+        int rc = sdn_method_create(o->methods[i], &mc, &probe, err);
+        sdn_drafter_destroy(&probe);
+        if (rc) return sdn_fail(err, rc, "option --methods");
+    }
+    const char *tasks[64];
+    int n_tasks = sdn_dataset_tasks(ds, tasks, 64);
+    if (n_tasks > 64) return sdn_fail(err, SDN_EINVAL, "dataset: more than 64 tasks");
+    if (n_tasks == 0) return sdn_fail(err, SDN_EINVAL, "dataset: no requests");
+    sdn_result_cell *cells = calloc((size_t)n_tasks * nm, sizeof *cells);
+    int32_t **outs = calloc((size_t)nm, sizeof *outs);
+    int *n_outs = calloc((size_t)nm, sizeof *n_outs);
+    sdn_gen_stats *stats = calloc((size_t)nm, sizeof *stats);
+    if (!cells || !outs || !n_outs || !stats) { free(cells); free(outs); free(n_outs); free(stats); return sdn_fail(err, SDN_ENOMEM, "out of memory"); }
+    for (int t = 0; t < n_tasks; t++)
+        for (int k = 0; k < nm; k++) {
+            snprintf(cells[t * nm + k].task, sizeof cells->task, "%s", tasks[t]);
+            snprintf(cells[t * nm + k].method, sizeof cells->method, "%s", k ? o->methods[k - 1] : "none");
+        }
+    char fp[17];
+    snprintf(fp, sizeof fp, "%016llx", (unsigned long long)sdn_model_fingerprint(m));
+    memcpy(out->model_fp, fp, sizeof fp);
+    sdn_ctx *c = NULL;
+    int rc = ctx_for(m, o, &c, err);
+    if (rc) goto done;
+    const sdn_tokenizer *tok = sdn_model_tokenizer(m);
+    sdn_draft_caps caps;
+    sdn_study_caps(&o->caps, &caps);
+    long budget = o->history_budget > 0 ? o->history_budget : 4096;
+    for (int i = 0; i < ds->n; i++) {
+        const sdn_task_row *row = &ds->rows[i];
+        int t = 0;
+        while (t < n_tasks && strcmp(tasks[t], row->task) != 0) t++;
+        int32_t *prompt = NULL;
+        int n_prompt = 0;
+        if ((rc = sdn_task_tokens(m, row, o->chat_template, o->use_input, &prompt, &n_prompt, err))) goto done;
+        if (n_prompt + MIN_ROOM > sdn_ctx_n_ctx(c)) {
+            fprintf(log, "bench: %s (%s) skipped: its prompt of %d tokens does not fit the context of %d with room to generate\n", row->id,
+                    row->task, n_prompt, sdn_ctx_n_ctx(c));
+            out->skipped++;
+            free(prompt);
+            if (o->progress) o->progress(o->ud, i + 1, ds->n, row->id);
+            continue;
+        }
+        uint8_t *hist = NULL;
+        size_t hist_len = 0;
+        if (o->history && (rc = sdn_history_automaton(o->history, row->group, fp, budget, &hist, &hist_len, NULL, NULL, NULL, err))) {
+            free(prompt);
+            goto done;
+        }
+        for (int j = 0; j < nm && !rc; j++) {
+            int k = (j + i) % nm; /* rotate the order */
+            sdn_method_config mc;
+            sdn_method_defaults(&mc);
+            mc.hist_bytes = hist;
+            mc.hist_bytes_len = hist_len;
+            sdn_drafter d = {0};
+            if ((rc = sdn_method_create(k ? o->methods[k - 1] : "none", &mc, &d, err))) break;
+            int K = k && sdn_method_uses_prefill_preds(o->methods[k - 1]) ? (o->preds_k > 0 ? o->preds_k : 8) : 0;
+            sdn_gen_params gp = {.max_tokens = o->max_tokens > 0 ? o->max_tokens : 128, .drafter = d.ops ? &d : NULL, .caps = caps,
+                                 .prefill_topk = K};
+            eog_state es = {tok, -1};
+            free(outs[k]);
+            outs[k] = NULL;
+            reset_peak_rss();
+            rc = sdn_generate(c, prompt, n_prompt, &gp, eog_fn, &es, NULL, NULL, &outs[k], &n_outs[k], &stats[k], err);
+            sdn_drafter_destroy(&d);
+            if (rc) sdn_fail(err, rc, "%s with method %s", row->id, k ? o->methods[k - 1] : "none");
+        }
+        free(hist);
+        if (rc) { free(prompt); goto done; }
+        for (int k = 0; k < nm; k++) {
+            sdn_result_cell *cell = &cells[t * nm + k];
+            add_stats(cell, &stats[k]);
+            cell->plain_t_decode += stats[0].t_decode;
+            cell->plain_out_tokens += stats[0].n_gen;
+            if (k && (n_outs[k] != n_outs[0] || (n_outs[0] && memcmp(outs[k], outs[0], (size_t)n_outs[0] * sizeof(int32_t))))) {
+                int at = 0;
+                while (at < n_outs[k] && at < n_outs[0] && outs[k][at] == outs[0][at]) at++;
+                fprintf(log, "bench: MISMATCH: %s with %s: greedy output differs from plain decoding at token %d (%d vs %d tokens) - this is a bug\n",
+                        row->id, o->methods[k - 1], at, n_outs[k], n_outs[0]);
+                cell->mismatches++;
+                out->mismatches++;
+            }
+        }
+        out->n_requests++;
+        if (o->history) {
+            char *text = NULL;
+            if (tok) sdn_detokenize(tok, outs[0], n_outs[0], &text, NULL);
+            rc = sdn_history_add(o->history, row->group, fp, outs[0], n_outs[0], text, 0, NULL, err);
+            free(text);
+            if (rc) { free(prompt); goto done; }
+        }
+        free(prompt);
+        if (o->progress) o->progress(o->ud, i + 1, ds->n, row->id);
+    }
+done:
+    sdn_ctx_free(c);
+    for (int k = 0; k < nm; k++) free(outs[k]);
+    free(outs);
+    free(n_outs);
+    free(stats);
+    if (rc) {
+        free(cells);
+        return rc;
+    }
+    /* drop the cells of tasks whose rows were all skipped */
+    int w = 0;
+    for (int i = 0; i < n_tasks * nm; i++)
+        if (cells[i].c.requests > 0) cells[w++] = cells[i];
+    out->cells = cells;
+    out->n_cells = w;
+    return SDN_OK;
+}
+
+int sdn_trace_record(sdn_model *m, const char *model_name, const char *tokenizer_name, const sdn_dataset *ds, const sdn_bench_opts *o,
+                     FILE *out, int *written, int *skipped, sdn_err *err) {
+    FILE *log = o->log ? o->log : stderr;
+    if (written) *written = 0;
+    if (skipped) *skipped = 0;
+    sdn_ctx *c = NULL;
+    int rc = ctx_for(m, o, &c, err);
+    if (rc) return rc;
+    const sdn_tokenizer *tok = sdn_model_tokenizer(m);
+    char fp[17];
+    snprintf(fp, sizeof fp, "%016llx", (unsigned long long)sdn_model_fingerprint(m));
+    for (int i = 0; i < ds->n && !rc; i++) {
+        const sdn_task_row *row = &ds->rows[i];
+        int32_t *prompt = NULL, *gen = NULL;
+        int n_prompt = 0, n_gen = 0;
+        if ((rc = sdn_task_tokens(m, row, o->chat_template, o->use_input, &prompt, &n_prompt, err))) break;
+        if (n_prompt + MIN_ROOM > sdn_ctx_n_ctx(c)) {
+            fprintf(log, "trace: %s (%s) skipped: its prompt of %d tokens does not fit the context of %d with room to generate\n", row->id,
+                    row->task, n_prompt, sdn_ctx_n_ctx(c));
+            if (skipped) (*skipped)++;
+            free(prompt);
+            if (o->progress) o->progress(o->ud, i + 1, ds->n, row->id);
+            continue;
+        }
+        int max_tokens = o->max_tokens > 0 ? o->max_tokens : 128;
+        int max_new = max_tokens < sdn_ctx_n_ctx(c) - n_prompt ? max_tokens : sdn_ctx_n_ctx(c) - n_prompt;
+        sdn_preds preds = {0};
+        sdn_gen_params gp = {.max_tokens = max_tokens, .prefill_topk = o->preds_k > 0 ? o->preds_k : 0, .preds_out = &preds};
+        eog_state es = {tok, -1};
+        sdn_gen_stats st;
+        rc = sdn_generate(c, prompt, n_prompt, &gp, eog_fn, &es, NULL, NULL, &gen, &n_gen, &st, err);
+        if (!rc) {
+            sdn_trace_row tr = {0};
+            tr.id = row->id;
+            tr.task = row->task;
+            tr.group = row->group;
+            tr.model = (char *)model_name;
+            tr.model_fp = fp;
+            tr.tokenizer = (char *)tokenizer_name;
+            tr.vocab_size = sdn_model_cfg(m)->vocab;
+            tr.ctx = prompt;
+            tr.n_ctx = n_prompt;
+            tr.out = gen;
+            tr.n_out = n_gen;
+            tr.stop = es.hit >= 0 ? SDN_STOP_EOG : SDN_STOP_LENGTH;
+            tr.eog_token = es.hit;
+            tr.max_new = max_new;
+            if (preds.k > 0 && preds.n_pos == n_prompt - 1) {
+                tr.preds_k = preds.k;
+                tr.pred_tok = preds.tok;
+                tr.pred_prob = preds.prob;
+            }
+            rc = sdn_trace_write(out, &tr, err);
+            if (!rc && written) (*written)++;
+        } else {
+            sdn_fail(err, rc, "%s", row->id);
+        }
+        sdn_preds_free(&preds);
+        free(prompt);
+        free(gen);
+        if (o->progress) o->progress(o->ud, i + 1, ds->n, row->id);
+    }
+    sdn_ctx_free(c);
+    return rc;
+}

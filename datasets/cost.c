@@ -1,0 +1,193 @@
+/* cost.c - verify-cost profiles: reading (strictly validated), writing, interpolation,
+ * projection of study counts, and measuring a profile on a loaded model (see cost.h). */
+#include "datasets/cost.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/sdn_util.h"
+#include "datasets/jsonl.h"
+
+int sdn_cost_parse(const char *name, const char *text, size_t len, sdn_cost_profile *p, sdn_err *err) {
+    memset(p, 0, sizeof *p);
+    p->draft_ms_per_step = -1;
+    jl_reader rd;
+    jl_open_buf(&rd, name, text, len); /* line 0: messages name the file only */
+    /* the profile is one JSON object, possibly pretty-printed over several lines */
+    cJSON *o = cJSON_ParseWithLength(text, len);
+    if (!o || !cJSON_IsObject(o)) {
+        cJSON_Delete(o);
+        return sdn_fail(err, SDN_EFORMAT, "%s: not a JSON object (a verify-cost profile was expected)", name);
+    }
+    int rc;
+    const char *fmt, *model, *shape;
+    long version, threads = 0;
+    if ((rc = jl_str(&rd, o, "format", 1, &fmt, err))) goto done;
+    if (strcmp(fmt, "sdnpu-verify-cost") != 0) { rc = jl_error(&rd, "format", err, "\"%s\", expected \"sdnpu-verify-cost\"", fmt); goto done; }
+    if ((rc = jl_int(&rd, o, "version", 1, 1, 1L << 30, &version, err))) goto done;
+    if (version > 1) { rc = sdn_fail(err, SDN_EUNSUP, "%s: field 'version': %ld is newer than the supported 1", name, version); goto done; }
+    if ((rc = jl_str(&rd, o, "model", 0, &model, err)) || (rc = jl_str(&rd, o, "shape", 0, &shape, err)) ||
+        (rc = jl_int(&rd, o, "threads", 0, 1, 4096, &threads, err)))
+        goto done;
+    snprintf(p->model, sizeof p->model, "%s", model ? model : "");
+    snprintf(p->shape, sizeof p->shape, "%s", shape ? shape : "");
+    p->threads = (int)threads;
+    const cJSON *ts = cJSON_GetObjectItemCaseSensitive(o, "tree_sizes"), *sm = cJSON_GetObjectItemCaseSensitive(o, "step_ms");
+    if (!cJSON_IsArray(ts) || cJSON_GetArraySize(ts) < 1 || cJSON_GetArraySize(ts) > SDN_COST_MAX_SIZES) {
+        rc = jl_error(&rd, "tree_sizes", err, "expected an array of 1..%d sizes", SDN_COST_MAX_SIZES);
+        goto done;
+    }
+    if (!cJSON_IsArray(sm) || cJSON_GetArraySize(sm) != cJSON_GetArraySize(ts)) {
+        rc = jl_error(&rd, "step_ms", err, "expected an array as long as 'tree_sizes' (%d)", cJSON_GetArraySize(ts));
+        goto done;
+    }
+    p->n = cJSON_GetArraySize(ts);
+    const cJSON *a = ts->child, *b = sm->child;
+    for (int i = 0; i < p->n; i++, a = a->next, b = b->next) {
+        long v;
+        if (!jl_is_int(a, 0, 4096, &v)) { rc = jl_error(&rd, "tree_sizes", err, "element %d is not an integer in [0, 4096]", i); goto done; }
+        if (i && v <= p->tree_sizes[i - 1]) { rc = jl_error(&rd, "tree_sizes", err, "not strictly increasing at element %d", i); goto done; }
+        if (!cJSON_IsNumber(b) || !isfinite(b->valuedouble) || b->valuedouble <= 0) {
+            rc = jl_error(&rd, "step_ms", err, "element %d is not a positive number", i);
+            goto done;
+        }
+        p->tree_sizes[i] = (int)v;
+        p->step_ms[i] = b->valuedouble;
+    }
+    if ((rc = jl_num(&rd, o, "plain_step_ms", 1, 1e-9, 1e9, &p->plain_step_ms, err))) goto done;
+    double dm = -1;
+    if ((rc = jl_num(&rd, o, "draft_ms_per_step", 0, 0, 1e9, &dm, err))) goto done;
+    p->draft_ms_per_step = dm;
+done:
+    cJSON_Delete(o);
+    return rc;
+}
+
+int sdn_cost_load(const char *path, sdn_cost_profile *p, sdn_err *err) {
+    char *data;
+    size_t len;
+    int rc = sdn_read_file(path, &data, &len, err);
+    if (rc) return rc;
+    rc = sdn_cost_parse(path, data, len, p, err);
+    free(data);
+    return rc;
+}
+
+int sdn_cost_write(const char *path, const sdn_cost_profile *p, sdn_err *err) {
+    FILE *f = fopen(path, "w");
+    if (!f) return sdn_fail(err, SDN_EIO, "%s: cannot write", path);
+    fputs("{\"format\": \"sdnpu-verify-cost\", \"version\": 1, \"model\": ", f);
+    jl_write_str(f, p->model);
+    fputs(", \"shape\": ", f);
+    jl_write_str(f, p->shape);
+    fprintf(f, ", \"threads\": %d,\n \"tree_sizes\": [", p->threads > 0 ? p->threads : 1);
+    for (int i = 0; i < p->n; i++) fprintf(f, i ? ", %d" : "%d", p->tree_sizes[i]);
+    fputs("],\n \"step_ms\": [", f);
+    for (int i = 0; i < p->n; i++) fprintf(f, i ? ", %.6g" : "%.6g", p->step_ms[i]);
+    fprintf(f, "],\n \"plain_step_ms\": %.6g", p->plain_step_ms);
+    if (p->draft_ms_per_step >= 0) fprintf(f, ", \"draft_ms_per_step\": %.6g", p->draft_ms_per_step);
+    fputs("}\n", f);
+    int bad = ferror(f);
+    if (fclose(f) || bad) return sdn_fail(err, SDN_EIO, "%s: write error", path);
+    return SDN_OK;
+}
+
+double sdn_cost_step_ms(const sdn_cost_profile *p, double d) {
+    /* a listed size 0 is a measured 1-row step: it stands for the plain step */
+    double x0 = 0, y0 = p->n && p->tree_sizes[0] == 0 ? p->step_ms[0] : p->plain_step_ms;
+    if (d <= 0) return y0;
+    for (int i = p->tree_sizes[0] == 0 ? 1 : 0; i < p->n; i++) {
+        double x1 = p->tree_sizes[i], y1 = p->step_ms[i];
+        if (d <= x1) return y0 + (y1 - y0) * (d - x0) / (x1 - x0);
+        x0 = x1, y0 = y1;
+    }
+    return y0;
+}
+
+int sdn_cost_project(const sdn_cost_profile *p, const sdn_study_counts *c, int use_study_draft_time, sdn_projection *out, sdn_err *err) {
+    memset(out, 0, sizeof *out);
+    if (c->steps <= 0 || c->out_tokens <= 0) return sdn_fail(err, SDN_EINVAL, "projection: no steps");
+    double verify = 0;
+    long counted = 0;
+    for (int i = 0; i < SDN_STUDY_DRAFT_HIST; i++) {
+        verify += (double)c->draft_hist[i] * sdn_cost_step_ms(p, i);
+        counted += c->draft_hist[i];
+    }
+    /* steps without a size record (should not happen) cost the mean-size step */
+    if (counted < c->steps) verify += (double)(c->steps - counted) * sdn_cost_step_ms(p, sdn_study_mean_draft(c));
+    double draft = use_study_draft_time && c->t_draft > 0 ? 1000.0 * c->t_draft / (double)c->steps
+                                                         : (p->draft_ms_per_step > 0 ? p->draft_ms_per_step : 0);
+    out->verify_ms_per_step = verify / (double)c->steps;
+    out->draft_ms_per_step = draft;
+    out->ms_per_token = (verify + draft * (double)c->steps) / (double)c->out_tokens;
+    out->speedup = out->ms_per_token > 0 ? p->plain_step_ms / out->ms_per_token : 0;
+    return SDN_OK;
+}
+
+static int cmp_d(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+int sdn_cost_measure(sdn_ctx *c, const int *sizes, int n_sizes, int n_past, int reps, sdn_cost_profile *out, sdn_err *err) {
+    const sdn_model *m = sdn_ctx_model(c);
+    int vocab = sdn_model_cfg(m)->vocab;
+    memset(out, 0, sizeof *out);
+    out->draft_ms_per_step = -1;
+    if (n_sizes < 1 || n_sizes > SDN_COST_MAX_SIZES || reps < 1 || n_past < 1) return sdn_fail(err, SDN_EINVAL, "cost measure: bad arguments");
+    int maxd = 0;
+    for (int i = 0; i < n_sizes; i++) {
+        if (sizes[i] < 1 || sizes[i] > SDN_INVARIANT_MAX_ROWS - 1 || (i && sizes[i] <= sizes[i - 1]))
+            return sdn_fail(err, SDN_EINVAL, "cost measure: tree sizes must increase within [1, %d]", SDN_INVARIANT_MAX_ROWS - 1);
+        if (sizes[i] > maxd) maxd = sizes[i];
+    }
+    if (n_past + maxd + 1 > sdn_ctx_n_ctx(c)) return sdn_fail(err, SDN_EINVAL, "cost measure: context too small for %d + %d positions", n_past, maxd + 1);
+    int rows = maxd + 1;
+    int32_t *tok = malloc((size_t)(n_past > rows ? n_past : rows) * sizeof *tok);
+    int32_t *pos = malloc((size_t)rows * sizeof *pos), *lr = malloc((size_t)rows * sizeof *lr);
+    float *logits = malloc((size_t)rows * vocab * sizeof *logits);
+    double *t = malloc((size_t)reps * sizeof *t);
+    int rc = SDN_OK;
+    if (!tok || !pos || !lr || !logits || !t) { rc = sdn_fail(err, SDN_ENOMEM, "out of memory"); goto done; }
+    sdn_rng rng;
+    sdn_rng_seed(&rng, 12345);
+    for (int i = 0; i < (n_past > rows ? n_past : rows); i++) tok[i] = (int32_t)sdn_rng_below(&rng, (uint64_t)vocab);
+    sdn_kv_truncate(c, 0);
+    for (int i = 0; i < n_past; i += sdn_ctx_max_batch(c)) {
+        int n = n_past - i < sdn_ctx_max_batch(c) ? n_past - i : sdn_ctx_max_batch(c);
+        sdn_batch b = {.n = n, .tokens = tok + i, .n_logits = 0};
+        if ((rc = sdn_forward(c, &b, NULL, err))) goto done;
+    }
+    for (int i = 0; i < rows; i++) pos[i] = n_past + i, lr[i] = i;
+    for (int s = -1; s < n_sizes; s++) {
+        int n = (s < 0 ? 0 : sizes[s]) + 1;
+        /* one warm-up, then the timed repetitions */
+        for (int r = -1; r < reps; r++) {
+            sdn_batch b = {.n = n, .tokens = tok, .pos = pos, .mask = NULL, .logit_rows = lr, .n_logits = n, .invariant = 1};
+            double t0 = sdn_now();
+            if ((rc = sdn_forward(c, &b, logits, err))) goto done;
+            double dt = sdn_now() - t0;
+            sdn_kv_truncate(c, n_past);
+            if (r >= 0) t[r] = dt * 1000.0;
+        }
+        qsort(t, (size_t)reps, sizeof *t, cmp_d);
+        double med = reps % 2 ? t[reps / 2] : 0.5 * (t[reps / 2 - 1] + t[reps / 2]);
+        if (s < 0) out->plain_step_ms = med;
+        else {
+            out->tree_sizes[out->n] = sizes[s];
+            out->step_ms[out->n] = med;
+            out->n++;
+        }
+    }
+    snprintf(out->model, sizeof out->model, "%s", sdn_model_path(m));
+    const sdn_model_config *cfg = sdn_model_cfg(m);
+    snprintf(out->shape, sizeof out->shape, "%s L%d d%d ff%d h%d/%d v%d", cfg->arch == SDN_ARCH_QWEN2 ? "qwen2" : "llama", cfg->n_layers, cfg->dim,
+             cfg->hidden, cfg->n_heads, cfg->n_kv_heads, cfg->vocab);
+    out->threads = sdn_ctx_threads(c);
+done:
+    sdn_kv_truncate(c, 0);
+    free(tok); free(pos); free(lr); free(logits); free(t);
+    return rc;
+}

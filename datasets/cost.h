@@ -1,0 +1,66 @@
+/* cost.h - verify-cost profiles and projected speed: what one verification step costs on a
+ * machine as a function of the draft size, and what that makes of a study's counts.
+ *
+ * Profile file (JSON, one object; written by the verification benchmark or by
+ * `sdnpu bench --cost-out`):
+ *   {"format": "sdnpu-verify-cost", "version": 1,
+ *    "model": "...", "shape": "...", "threads": N,
+ *    "tree_sizes": [0, 1, 3, ..., 63],   draft tokens per step, strictly increasing, >= 0;
+ *                                        the batch is tree_size + 1 rows (the root too);
+ *                                        size 0, when listed, is the 1-row plain step
+ *    "step_ms": [...],                   median wall time of one verification step with
+ *                                        tree_sizes[i] draft tokens (ms, > 0)
+ *    "plain_step_ms": x,                 one plain decoding step: the 1-row batch (ms, > 0)
+ *    "draft_ms_per_step": y}             optional: drafting time per step assumed when a
+ *                                        study has no timing of its own (ms, >= 0)
+ * Unknown fields (e.g. "rows") are ignored.
+ * Step cost for d draft tokens: plain_step_ms at d = 0 (or the listed size-0 value), linear
+ * interpolation between the listed sizes, the last listed value beyond the largest size (a fixed-shape graph costs
+ * the same for any fill).
+ *
+ * Projection for counts c (study.h): ms/token = (sum over steps of step_ms(draft size of
+ * the step) + steps * draft ms per step) / output tokens, with the study's own measured
+ * drafting time (or the profile's when the study has none); speedup = plain_step_ms /
+ * that, since plain decoding makes one token per 1-row step. Summing per step (from the
+ * study's draft-size histogram) is exact for any cost curve; evaluating the curve at the
+ * mean draft size is the same when the curve is linear. */
+#ifndef SDN_COST_H
+#define SDN_COST_H
+
+#include "common/sdn_err.h"
+#include "datasets/study.h"
+#include "engine/forward.h"
+
+#define SDN_COST_MAX_SIZES 64
+
+typedef struct sdn_cost_profile {
+    char model[256], shape[128];
+    int threads;
+    int n;                              /* listed sizes */
+    int tree_sizes[SDN_COST_MAX_SIZES];
+    double step_ms[SDN_COST_MAX_SIZES];
+    double plain_step_ms;
+    double draft_ms_per_step;           /* -1 when absent */
+} sdn_cost_profile;
+
+int sdn_cost_load(const char *path, sdn_cost_profile *p, sdn_err *err);
+int sdn_cost_parse(const char *name, const char *text, size_t len, sdn_cost_profile *p, sdn_err *err);
+int sdn_cost_write(const char *path, const sdn_cost_profile *p, sdn_err *err);
+/* Cost of one verification step with d draft tokens (ms). */
+double sdn_cost_step_ms(const sdn_cost_profile *p, double d);
+
+typedef struct sdn_projection {
+    double ms_per_token;
+    double speedup;
+    double verify_ms_per_step, draft_ms_per_step;
+} sdn_projection;
+/* Project counts onto the profile (see above). SDN_EINVAL when c has no steps. */
+int sdn_cost_project(const sdn_cost_profile *p, const sdn_study_counts *c, int use_study_draft_time, sdn_projection *out, sdn_err *err);
+
+/* Measure a profile on a context: for each size d in sizes (and the 1-row plain step),
+ * the median over `reps` of one forward of a (d + 1)-row chain batch with the
+ * batch-invariant kernels after `n_past` committed positions, logits for all rows, as a
+ * verification step runs it. The KV cache is reset. */
+int sdn_cost_measure(sdn_ctx *c, const int *sizes, int n_sizes, int n_past, int reps, sdn_cost_profile *out, sdn_err *err);
+
+#endif

@@ -1,0 +1,146 @@
+/* db.c - opening sdnpu's SQLite files safely (see db.h). The file is identified before
+ * anything is written to it: a foreign or damaged file is refused untouched. A new file
+ * gets WAL mode, then its schema, application_id and user_version in one transaction (a
+ * concurrent creator is detected inside that transaction). */
+#include "datasets/db.h"
+
+#include <stdio.h>
+#include <string.h>
+
+int db_fail(sqlite3 *db, const char *path, const char *context, sdn_err *err) {
+    return sdn_fail(err, SDN_EDB, "%s: %s: %s", path, context, db ? sqlite3_errmsg(db) : "cannot open");
+}
+
+int db_exec(sqlite3 *db, const char *path, const char *sql, sdn_err *err) {
+    char *msg = NULL;
+    if (sqlite3_exec(db, sql, NULL, NULL, &msg) != SQLITE_OK) {
+        int rc = sdn_fail(err, SDN_EDB, "%s: %s", path, msg ? msg : sqlite3_errmsg(db));
+        sqlite3_free(msg);
+        return rc;
+    }
+    return SDN_OK;
+}
+
+/* First column of a one-row query as an integer; -1 + error on failure. */
+static int query_int(sqlite3 *db, const char *path, const char *sql, long long *out, sdn_err *err) {
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
+    if (rc == SQLITE_OK) rc = sqlite3_step(st);
+    if (rc != SQLITE_ROW) {
+        int code = sqlite3_errcode(db);
+        int r;
+        if (code == SQLITE_NOTADB) r = sdn_fail(err, SDN_EDB, "%s: not an SQLite database (%s)", path, sqlite3_errmsg(db));
+        else if (code == SQLITE_CORRUPT) r = sdn_fail(err, SDN_EDB, "%s: damaged SQLite database (%s)", path, sqlite3_errmsg(db));
+        else r = db_fail(db, path, sql, err);
+        sqlite3_finalize(st);
+        return r;
+    }
+    *out = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    return SDN_OK;
+}
+
+static int table_exists(sqlite3 *db, const char *name) {
+    sqlite3_stmt *st = NULL;
+    int found = 0;
+    if (sqlite3_prepare_v2(db, "SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", -1, &st, NULL) == SQLITE_OK) {
+        sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+        found = sqlite3_step(st) == SQLITE_ROW;
+    }
+    sqlite3_finalize(st);
+    return found;
+}
+
+static void list_tables(sqlite3 *db, char *buf, size_t cap) {
+    sqlite3_stmt *st = NULL;
+    buf[0] = 0;
+    if (sqlite3_prepare_v2(db, "SELECT name FROM sqlite_master WHERE type='table' ORDER BY name LIMIT 8", -1, &st, NULL) != SQLITE_OK) return;
+    size_t n = 0;
+    while (sqlite3_step(st) == SQLITE_ROW && n + 2 < cap) {
+        const char *t = (const char *)sqlite3_column_text(st, 0);
+        n += (size_t)snprintf(buf + n, cap - n, "%s%s", n ? ", " : "", t ? t : "?");
+        if (n >= cap) n = cap - 1;
+    }
+    sqlite3_finalize(st);
+}
+
+int db_open(const char *path, const db_kind *k, sqlite3 **out, sdn_err *err) {
+    sqlite3 *db = NULL;
+    *out = NULL;
+    int rc = sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
+    if (rc != SQLITE_OK) {
+        int r = sdn_fail(err, SDN_EDB, "%s: cannot open the %s: %s", path, k->what, db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
+        sqlite3_close(db);
+        return r;
+    }
+    sqlite3_busy_timeout(db, 15000);
+    sqlite3_extended_result_codes(db, 0);
+    long long app = 0, ver = 0, ntab = 0;
+    if ((rc = query_int(db, path, "PRAGMA application_id", &app, err)) || (rc = query_int(db, path, "PRAGMA user_version", &ver, err)) ||
+        (rc = query_int(db, path, "SELECT count(*) FROM sqlite_master", &ntab, err)))
+        goto fail;
+    if (app == 0 && ntab > 0) {
+        char tabs[256];
+        list_tables(db, tabs, sizeof tabs);
+        rc = sdn_fail(err, SDN_EDB, "%s: an SQLite database of another application (tables: %s), not an sdnpu %s", path, tabs, k->what);
+        goto fail;
+    }
+    if (app != 0 && app != k->app_id) {
+        rc = sdn_fail(err, SDN_EDB, "%s: an SQLite database of another application (application_id 0x%08llx), not an sdnpu %s", path,
+                      (unsigned long long)(app & 0xffffffffLL), k->what);
+        goto fail;
+    }
+    if (app == k->app_id && ver > k->version) {
+        rc = sdn_fail(err, SDN_EUNSUP, "%s: %s schema version %lld is newer than this program's %d", path, k->what, ver, k->version);
+        goto fail;
+    }
+    /* WAL: readers never block the writer and a killed writer loses only its open transaction */
+    if ((rc = db_exec(db, path, "PRAGMA journal_mode=WAL", err))) goto fail;
+    if ((rc = db_exec(db, path, "PRAGMA synchronous=FULL", err))) goto fail;
+    if (app == 0) {
+        if ((rc = db_exec(db, path, "BEGIN IMMEDIATE", err))) goto fail;
+        if ((rc = query_int(db, path, "PRAGMA application_id", &app, err))) goto fail_tx;
+        if (app == 0) {
+            char sql[128];
+            if ((rc = db_exec(db, path, k->schema, err))) goto fail_tx;
+            snprintf(sql, sizeof sql, "PRAGMA application_id=%d; PRAGMA user_version=%d", k->app_id, k->version);
+            if ((rc = db_exec(db, path, sql, err))) goto fail_tx;
+        } else if (app != k->app_id) {
+            rc = sdn_fail(err, SDN_EDB, "%s: became a database of another application while opening", path);
+            goto fail_tx;
+        }
+        if ((rc = db_exec(db, path, "COMMIT", err))) goto fail_tx;
+    } else {
+        char res[512] = "";
+        sqlite3_stmt *st = NULL;
+        int q = sqlite3_prepare_v2(db, "PRAGMA quick_check(4)", -1, &st, NULL);
+        size_t n = 0;
+        int ok = q == SQLITE_OK;
+        while (ok && (q = sqlite3_step(st)) == SQLITE_ROW) {
+            const char *t = (const char *)sqlite3_column_text(st, 0);
+            if (t && strcmp(t, "ok") != 0 && n + 2 < sizeof res) {
+                n += (size_t)snprintf(res + n, sizeof res - n, "%s%s", n ? "; " : "", t);
+                if (n >= sizeof res) n = sizeof res - 1;
+            }
+        }
+        if (ok && q != SQLITE_DONE) ok = 0;
+        sqlite3_finalize(st);
+        if (!ok || n) {
+            rc = sdn_fail(err, SDN_EDB, "%s: damaged %s: %s", path, k->what, n ? res : sqlite3_errmsg(db));
+            goto fail;
+        }
+        for (int i = 0; k->tables[i]; i++)
+            if (!table_exists(db, k->tables[i])) {
+                rc = sdn_fail(err, SDN_EDB, "%s: damaged %s: table '%s' is missing", path, k->what, k->tables[i]);
+                goto fail;
+            }
+    }
+    if ((rc = db_exec(db, path, "PRAGMA foreign_keys=ON", err))) goto fail;
+    *out = db;
+    return SDN_OK;
+fail_tx:
+    sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+fail:
+    sqlite3_close(db);
+    return rc;
+}

@@ -1,0 +1,189 @@
+/* test_bench.c - the benchmark and trace-recording harness end to end on the real
+ * TinyStories model: a generated story task, the benchmark over every registered method
+ * (every greedy output must equal plain decoding's), a recorded trace whose study (with the
+ * simulated history) gives the same acceptance the benchmark measured live with the real
+ * history store for every replayable method, the history
+ * store filled by the benchmark (one answer per request, loaded back by the next run), and
+ * rows too long for the context skipped and counted. Also the first-sentence rule. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "datasets/bench.h"
+#include "datasets/dataset.h"
+#include "datasets/history.h"
+#include "datasets/story_task.h"
+#include "datasets/study.h"
+#include "datasets/trace.h"
+#include "draft/methods.h"
+#include "engine/model.h"
+#include "support/test_util.h"
+
+static void test_first_sentence(void **state) {
+    (void)state;
+    char *s = sdn_first_sentence("  Once upon a time, Tom ran. He fell.");
+    assert_string_equal(s, "Once upon a time, Tom ran.");
+    free(s);
+    s = sdn_first_sentence("She said, \"Hi!\" Then left.");
+    assert_string_equal(s, "She said, \"Hi!\"");
+    free(s);
+    s = sdn_first_sentence("Mr.Smith 3.5 apples? yes");
+    assert_string_equal(s, "Mr.Smith 3.5 apples?");
+    free(s);
+    s = sdn_first_sentence("one two three four five six seven eight nine ten eleven twelve thirteen");
+    assert_string_equal(s, "one two three four five six seven eight nine ten eleven twelve");
+    free(s);
+}
+
+static char **registry(int *n) {
+    static char names[32][32];
+    static char *ptrs[33];
+    int k = 0;
+    const char *p = sdn_method_list();
+    while (*p && k < 32) {
+        while (*p == ' ' || *p == ',') p++;
+        int l = 0;
+        while (p[l] && p[l] != ',') l++;
+        snprintf(names[k], sizeof names[k], "%.*s", l, p);
+        p += l;
+        if (strcmp(names[k], "none") != 0) ptrs[k] = names[k], k++;
+    }
+    *n = k;
+    return ptrs;
+}
+
+static void test_bench_story(void **state) {
+    (void)state;
+    TU_REQUIRE_SHARED();
+    sdn_err err = {0};
+    sdn_model *m = NULL;
+    sdn_model_load_opts lo = {.tokenizer_path = tu_shared_path("models/stories260K/tok512.bin")};
+    if (sdn_model_load(tu_shared_path("models/stories260K/stories260K.bin"), &lo, &m, &err)) fail_msg("%s", err.msg);
+    /* the generated task: 5 stories */
+    const char *task = tu_tmp("stories.jsonl");
+    FILE *f = fopen(task, "w");
+    sdn_story_opts so = {.n = 5, .seed = 3, .temp = 0.8f, .story_tokens = 200, .min_tokens = 60, .threads = 1};
+    if (sdn_story_task_write(m, "stories260K.bin", &so, f, &err)) fail_msg("%s", err.msg);
+    fclose(f);
+    sdn_dataset ds = {0};
+    if (sdn_dataset_load(&ds, task, &err)) fail_msg("%s", err.msg);
+    assert_int_equal(ds.n, 5);
+    for (int i = 0; i < ds.n; i++) {
+        assert_string_equal(ds.rows[i].task, "story");
+        assert_int_equal(strncmp(ds.rows[i].context, ds.rows[i].prompt, strlen(ds.rows[i].prompt)), 0);
+    }
+    /* one row too long for the context */
+    char *longctx = malloc(20000);
+    for (int i = 0; i < 19999; i++) longctx[i] = "abc def "[i % 8];
+    longctx[19999] = 0;
+    sdn_task_row extra = {.id = strdup("too-long"), .task = strdup("story"), .group = strdup("story"), .context = longctx,
+                          .prompt = strdup("Go."), .file = strdup("mem"), .line = 1};
+    ds.rows = realloc(ds.rows, sizeof *ds.rows * (ds.n + 1));
+    ds.rows[ds.n++] = extra;
+    ds.cap = ds.n;
+
+    int n_methods;
+    char **methods = registry(&n_methods);
+    const char *hpath = tu_tmp("bench-hist.db");
+    unlink(hpath);
+    sdn_history *h = NULL;
+    if (sdn_history_open(hpath, &h, &err)) fail_msg("%s", err.msg);
+    FILE *log = fopen(tu_tmp("bench.log"), "w");
+    sdn_bench_opts o = {.methods = (const char *const *)methods, .n_methods = n_methods, .max_tokens = 64, .threads = 1, .n_ctx = 512,
+                        .history = h, .log = log};
+    sdn_bench_result br;
+    if (sdn_bench_run(m, &ds, &o, &br, &err)) fail_msg("%s", err.msg);
+    assert_int_equal(br.n_requests, 5);
+    assert_int_equal(br.skipped, 1);
+    assert_int_equal(br.mismatches, 0);
+    assert_int_equal(br.n_cells, 1 + n_methods);
+    assert_string_equal(br.cells[0].method, "none");
+    for (int i = 0; i < br.n_cells; i++) {
+        assert_int_equal(br.cells[i].c.requests, 5);
+        assert_int_equal(br.cells[i].c.out_tokens, br.cells[0].c.out_tokens);
+        assert_true(br.cells[i].t_decode > 0 && br.cells[i].t_prefill > 0);
+        assert_true(br.cells[i].plain_t_decode > 0);
+    }
+    long answers;
+    assert_int_equal(sdn_history_count(h, "story", NULL, &answers, &err), SDN_OK);
+    assert_int_equal(answers, 5);
+
+    /* a trace of the same requests; its study must give what the benchmark measured live */
+    const char *tpath = tu_tmp("bench.trace.jsonl");
+    f = fopen(tpath, "w");
+    sdn_bench_opts to = {.max_tokens = 64, .threads = 1, .n_ctx = 512, .preds_k = 8, .log = log};
+    int written, skipped;
+    if (sdn_trace_record(m, "stories260K.bin", "tok512.bin", &ds, &to, f, &written, &skipped, &err)) fail_msg("%s", err.msg);
+    fclose(f);
+    assert_int_equal(written, 5);
+    assert_int_equal(skipped, 1);
+    sdn_trace tr = {0};
+    if (sdn_trace_load(&tr, tpath, &err)) fail_msg("%s", err.msg);
+    const char **sm = malloc(sizeof *sm * (n_methods + 1));
+    int ns = 0;
+    sm[ns++] = "none";
+    for (int k = 0; k < n_methods; k++)
+        if (!sdn_method_needs_model_feedback(methods[k])) sm[ns++] = methods[k];
+    /* the benchmark ran with the history store: requests drafted also from earlier answers of
+       the group; the study simulates the same store */
+    sdn_study_opts sopt = {.methods = sm, .n_methods = ns, .history = 1};
+    sdn_result_cell *cells;
+    int nc;
+    if (sdn_study_run(&tr, &sopt, &cells, &nc, &err)) fail_msg("%s", err.msg);
+    assert_int_equal(nc, ns);
+    for (int k = 0; k < ns; k++) {
+        const sdn_result_cell *b = NULL;
+        for (int i = 0; i < br.n_cells; i++)
+            if (!strcmp(br.cells[i].method, sm[k])) b = &br.cells[i];
+        assert_non_null(b);
+        if (cells[k].c.steps != b->c.steps || cells[k].c.accepted != b->c.accepted)
+            fail_msg("%s: study %ld steps / %ld accepted, bench %ld / %ld", sm[k], cells[k].c.steps, cells[k].c.accepted, b->c.steps,
+                     b->c.accepted);
+        assert_int_equal(cells[k].c.out_tokens, b->c.out_tokens);
+        assert_int_equal(cells[k].c.drafted, b->c.drafted);
+    }
+    free(cells);
+    sdn_trace_free(&tr);
+    free(sm);
+
+    /* a second run with the history: every story request now also drafts from the answers
+       of the first run, which are the same outputs - SAM must accept far more */
+    sdn_dataset_filter(&ds, NULL, 0);
+    const char *only_sam[] = {"sam"};
+    sdn_bench_opts o2 = o;
+    o2.methods = only_sam;
+    o2.n_methods = 1;
+    sdn_bench_result br2;
+    if (sdn_bench_run(m, &ds, &o2, &br2, &err)) fail_msg("%s", err.msg);
+    const sdn_result_cell *sam1 = NULL;
+    for (int i = 0; i < br.n_cells; i++)
+        if (!strcmp(br.cells[i].method, "sam")) sam1 = &br.cells[i];
+    print_message("sam mean accepted: %.3f in the first run, %.3f in the second (all first-run answers in the history)\n", sdn_study_mean_accepted(&sam1->c),
+                  sdn_study_mean_accepted(&br2.cells[1].c));
+    assert_int_equal(br2.mismatches, 0);
+    assert_true(sdn_study_mean_accepted(&br2.cells[1].c) > sdn_study_mean_accepted(&sam1->c) + 1.0);
+    assert_int_equal(sdn_history_count(h, "story", NULL, &answers, &err), SDN_OK);
+    assert_int_equal(answers, 10);
+    sdn_bench_result_free(&br2);
+
+    sdn_bench_result_free(&br);
+    sdn_history_close(h);
+    fclose(log);
+    sdn_dataset_free(&ds);
+    sdn_model_free(m);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_first_sentence),
+        cmocka_unit_test(test_bench_story),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

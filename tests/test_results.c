@@ -1,0 +1,264 @@
+/* test_results.c - result outputs and projections: a verify-cost profile written by hand
+ * is read, interpolated and projected to the values computed on paper, malformed profiles
+ * are refused naming the field; CSV, JSON and results-database rows carry the numbers of
+ * the cells (read back with cJSON and raw SQLite); the SVG charts hold one bar per value
+ * and one point per profile entry; the progress bar's text is as specified and nothing is
+ * written when the stream is not a terminal. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <math.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+#include <cmocka.h>
+#include <sqlite3.h>
+
+#include "common/sdn_util.h"
+#include "datasets/cost.h"
+#include "datasets/progress.h"
+#include "datasets/results.h"
+#include "support/test_util.h"
+
+static const char *k_profile =
+    "{\n  \"format\": \"sdnpu-verify-cost\", \"version\": 1, \"model\": \"m.gguf\", \"shape\": \"test\", \"threads\": 2,\n"
+    "  \"tree_sizes\": [1, 3, 7, 15],\n  \"step_ms\": [11.0, 12.0, 14.0, 20.0],\n  \"plain_step_ms\": 10.0,\n"
+    "  \"draft_ms_per_step\": 0.5, \"rows\": [2, 4, 8, 16]\n}\n";
+
+static void test_cost_profile(void **state) {
+    (void)state;
+    sdn_cost_profile p;
+    sdn_err err = {0};
+    if (sdn_cost_parse("sample.json", k_profile, strlen(k_profile), &p, &err)) fail_msg("%s", err.msg);
+    assert_int_equal(p.n, 4);
+    assert_int_equal(p.threads, 2);
+    assert_string_equal(p.model, "m.gguf");
+    /* interpolation: 0 -> plain, between listed sizes linear, beyond the last flat */
+    assert_true(sdn_cost_step_ms(&p, 0) == 10.0);
+    assert_true(sdn_cost_step_ms(&p, 0.5) == 10.5);
+    assert_true(sdn_cost_step_ms(&p, 1) == 11.0);
+    assert_true(sdn_cost_step_ms(&p, 2) == 11.5);
+    assert_true(sdn_cost_step_ms(&p, 5) == 13.0);
+    assert_true(sdn_cost_step_ms(&p, 11) == 17.0);
+    assert_true(sdn_cost_step_ms(&p, 40) == 20.0);
+    /* projection: 10 steps, 4 with no draft, 6 with 3 draft tokens; 25 tokens; 2 ms drafting
+     * verify = 4*10 + 6*12 = 112 ms; draft 0.2 ms/step -> 2 ms; (112 + 2) / 25 = 4.56 ms/token */
+    sdn_study_counts c = {.requests = 1, .out_tokens = 25, .steps = 10, .drafted = 18, .t_draft = 0.002};
+    c.draft_hist[0] = 4;
+    c.draft_hist[3] = 6;
+    sdn_projection pr;
+    assert_int_equal(sdn_cost_project(&p, &c, 1, &pr, &err), SDN_OK);
+    assert_true(fabs(pr.ms_per_token - 4.56) < 1e-9);
+    assert_true(fabs(pr.speedup - 10.0 / 4.56) < 1e-9);
+    assert_true(fabs(pr.verify_ms_per_step - 11.2) < 1e-9);
+    /* without the study's timing: the profile's 0.5 ms per step -> (112 + 5) / 25 */
+    assert_int_equal(sdn_cost_project(&p, &c, 0, &pr, &err), SDN_OK);
+    assert_true(fabs(pr.ms_per_token - 117.0 / 25) < 1e-9);
+    sdn_study_counts empty = {0};
+    assert_int_equal(sdn_cost_project(&p, &empty, 1, &pr, &err), SDN_EINVAL);
+    /* the format of the lead's verification benchmark: size 0 listed (the 1-row step) */
+    const char *z = "{\"format\":\"sdnpu-verify-cost\",\"version\":1,\"tree_sizes\":[0,1,3],\"step_ms\":[9.0,10.0,12.0],\"plain_step_ms\":9.5}";
+    if (sdn_cost_parse("z.json", z, strlen(z), &p, &err)) fail_msg("%s", err.msg);
+    assert_true(sdn_cost_step_ms(&p, 0) == 9.0);
+    assert_true(sdn_cost_step_ms(&p, 2) == 11.0);
+    /* write and read back */
+    if (sdn_cost_parse("sample.json", k_profile, strlen(k_profile), &p, &err)) fail_msg("%s", err.msg);
+    const char *path = tu_tmp("profile.json");
+    assert_int_equal(sdn_cost_write(path, &p, &err), SDN_OK);
+    sdn_cost_profile q;
+    if (sdn_cost_load(path, &q, &err)) fail_msg("%s", err.msg);
+    assert_int_equal(q.n, p.n);
+    assert_memory_equal(q.tree_sizes, p.tree_sizes, sizeof(int) * p.n);
+    for (int i = 0; i < p.n; i++) assert_true(q.step_ms[i] == p.step_ms[i]);
+    assert_true(q.plain_step_ms == p.plain_step_ms && q.draft_ms_per_step == p.draft_ms_per_step);
+}
+
+static void test_cost_malformed(void **state) {
+    (void)state;
+    static const struct {
+        const char *text, *expect;
+    } bad[] = {
+        {"[1]", "not a JSON object"},
+        {"{\"format\":\"x\",\"version\":1}", "field 'format'"},
+        {"{\"format\":\"sdnpu-verify-cost\",\"version\":1,\"tree_sizes\":[1,2],\"step_ms\":[1],\"plain_step_ms\":1}", "field 'step_ms'"},
+        {"{\"format\":\"sdnpu-verify-cost\",\"version\":1,\"tree_sizes\":[2,1],\"step_ms\":[1,1],\"plain_step_ms\":1}", "field 'tree_sizes': not strictly increasing"},
+        {"{\"format\":\"sdnpu-verify-cost\",\"version\":1,\"tree_sizes\":[1],\"step_ms\":[-1],\"plain_step_ms\":1}", "field 'step_ms': element 0"},
+        {"{\"format\":\"sdnpu-verify-cost\",\"version\":1,\"tree_sizes\":[1],\"step_ms\":[1]}", "field 'plain_step_ms': missing"},
+        {"{\"format\":\"sdnpu-verify-cost\",\"version\":1,\"tree_sizes\":[],\"step_ms\":[],\"plain_step_ms\":1}", "field 'tree_sizes'"},
+        {"{\"format\":\"sdnpu-verify-cost\",\"version\":1,\"tree_sizes\":[1],\"step_ms\":[1],\"plain_step_ms\":1,\"draft_ms_per_step\":\"a\"}",
+         "field 'draft_ms_per_step'"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        sdn_cost_profile p;
+        sdn_err err = {0};
+        int rc = sdn_cost_parse("prof.json", bad[i].text, strlen(bad[i].text), &p, &err);
+        if (rc != SDN_EFORMAT || !strstr(err.msg, "prof.json") || !strstr(err.msg, bad[i].expect))
+            fail_msg("profile %zu: rc %d, '%s', expected '%s'", i, rc, err.msg, bad[i].expect);
+    }
+    const char *v2 = "{\"format\":\"sdnpu-verify-cost\",\"version\":2}";
+    sdn_cost_profile p;
+    sdn_err err = {0};
+    assert_int_equal(sdn_cost_parse("v2.json", v2, strlen(v2), &p, &err), SDN_EUNSUP);
+}
+
+static void make_cells(sdn_result_cell *c) {
+    memset(c, 0, 2 * sizeof *c);
+    snprintf(c[0].task, sizeof c[0].task, "story");
+    snprintf(c[0].method, sizeof c[0].method, "none");
+    c[0].c.requests = 2, c[0].c.out_tokens = 100, c[0].c.steps = 100, c[0].c.accept_hist[0] = 100;
+    c[0].t_decode = 0.5, c[0].plain_t_decode = 0.5, c[0].plain_out_tokens = 100, c[0].prompt_tokens = 40;
+    snprintf(c[1].task, sizeof c[1].task, "story");
+    snprintf(c[1].method, sizeof c[1].method, "pld, \"x\"");
+    c[1].c.requests = 2, c[1].c.out_tokens = 100, c[1].c.steps = 40, c[1].c.drafted = 200, c[1].c.accepted = 60;
+    c[1].c.accept_hist[0] = 20, c[1].c.accept_hist[3] = 20;
+    c[1].t_decode = 0.25, c[1].plain_t_decode = 0.5, c[1].plain_out_tokens = 100, c[1].mismatches = 1, c[1].peak_rss = 3 << 20;
+}
+
+static void test_outputs(void **state) {
+    (void)state;
+    sdn_result_cell cells[2];
+    make_cells(cells);
+    assert_true(sdn_cell_ms_per_token(&cells[1]) == 2.5);
+    assert_true(sdn_cell_speedup(&cells[1]) == 2.0);
+    sdn_run_meta meta = {.kind = "bench", .model = "m.gguf", .model_fp = "0011223344556677", .dataset = "d", .threads = 2, .max_tokens = 64};
+    snprintf(meta.caps, sizeof meta.caps, "nodes=63");
+    sdn_err err = {0};
+    /* CSV: header + 2 rows, the awkward method name quoted */
+    const char *csv = tu_tmp("r.csv");
+    assert_int_equal(sdn_results_csv(csv, &meta, cells, 2, &err), SDN_OK);
+    char *text;
+    size_t n;
+    assert_int_equal(sdn_read_file(csv, &text, &n, &err), SDN_OK);
+    int lines = 0;
+    for (size_t i = 0; i < n; i++) lines += text[i] == '\n';
+    assert_int_equal(lines, 3);
+    assert_non_null(strstr(text, ",\"pld, \"\"x\"\"\",2,0,100,40,2.5000,5.000,60,2.5000,5.0000,2.0000,"));
+    assert_non_null(strstr(text, "0:20;3:20"));
+    free(text);
+    /* JSON */
+    const char *js = tu_tmp("r.json");
+    assert_int_equal(sdn_results_json(js, &meta, cells, 2, &err), SDN_OK);
+    assert_int_equal(sdn_read_file(js, &text, &n, &err), SDN_OK);
+    cJSON *j = cJSON_Parse(text);
+    free(text);
+    assert_non_null(j);
+    cJSON *res = cJSON_GetObjectItem(j, "results");
+    assert_int_equal(cJSON_GetArraySize(res), 2);
+    cJSON *r1 = cJSON_GetArrayItem(res, 1);
+    assert_string_equal(cJSON_GetObjectItem(r1, "method")->valuestring, "pld, \"x\"");
+    assert_true(cJSON_GetObjectItem(r1, "mean_accepted")->valuedouble == 2.5);
+    assert_true(cJSON_GetObjectItem(r1, "speedup")->valuedouble == 2.0);
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(r1, "accept_hist")), 4);
+    assert_int_equal(cJSON_GetObjectItem(r1, "mismatches")->valueint, 1);
+    cJSON_Delete(j);
+    /* results database: two runs appended */
+    const char *db = tu_tmp("results.db");
+    unlink(db);
+    long long id1, id2;
+    assert_int_equal(sdn_results_db_add(db, &meta, cells, 2, &id1, &err), SDN_OK);
+    assert_int_equal(sdn_results_db_add(db, &meta, cells, 1, &id2, &err), SDN_OK);
+    assert_true(id2 > id1);
+    sqlite3 *h;
+    assert_int_equal(sqlite3_open(db, &h), SQLITE_OK);
+    sqlite3_stmt *st;
+    assert_int_equal(sqlite3_prepare_v2(h, "SELECT count(*), sum(mismatches), max(speedup) FROM results", -1, &st, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+    assert_int_equal(sqlite3_column_int(st, 0), 3);
+    assert_int_equal(sqlite3_column_int(st, 1), 1);
+    assert_true(sqlite3_column_double(st, 2) == 2.0);
+    sqlite3_finalize(st);
+    assert_int_equal(sqlite3_prepare_v2(h, "PRAGMA application_id", -1, &st, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+    assert_int_equal(sqlite3_column_int(st, 0), 0x53444e52);
+    sqlite3_finalize(st);
+    sqlite3_close(h);
+    /* a history store is not a results database */
+    const char *junk = tu_tmp("notresults.db");
+    unlink(junk);
+    assert_int_equal(sqlite3_open(junk, &h), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(h, "PRAGMA application_id=1397968456; CREATE TABLE answers(x);", NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(h);
+    assert_int_equal(sdn_results_db_add(junk, &meta, cells, 2, NULL, &err), SDN_EDB);
+    assert_non_null(strstr(err.msg, "notresults.db"));
+}
+
+static int count(const char *s, const char *needle) {
+    int k = 0;
+    for (const char *p = strstr(s, needle); p; p = strstr(p + 1, needle)) k++;
+    return k;
+}
+
+static void test_svg(void **state) {
+    (void)state;
+    const char *groups[] = {"summary", "rag<&>"};
+    const char *series[] = {"none", "pld", "sam"};
+    double vals[] = {10, 5, 6, 10, 8, -1};
+    const char *path = tu_tmp("bars.svg");
+    sdn_err err = {0};
+    assert_int_equal(sdn_svg_bars(path, "ms/token", "ms", groups, 2, series, 3, vals, &err), SDN_OK);
+    char *t;
+    size_t n;
+    assert_int_equal(sdn_read_file(path, &t, &n, &err), SDN_OK);
+    assert_int_equal(strncmp(t, "<svg ", 5), 0);
+    assert_non_null(strstr(t, "</svg>\n"));
+    /* 5 bars (one value missing) + background + 3 legend swatches */
+    assert_int_equal(count(t, "<rect"), 5 + 1 + 3);
+    assert_int_equal(count(t, "<title>"), 5);
+    assert_non_null(strstr(t, "rag&lt;&amp;&gt;"));
+    assert_null(strstr(t, "rag<&>"));
+    free(t);
+    double x[] = {0, 1, 3, 7}, y[] = {10, 11, 12, 14};
+    const double *xs[1] = {x}, *ys[1] = {y};
+    int np[1] = {4};
+    const char *names[1] = {"cost"};
+    path = tu_tmp("lines.svg");
+    assert_int_equal(sdn_svg_lines(path, "cost", "tokens", "ms", names, 1, xs, ys, np, &err), SDN_OK);
+    assert_int_equal(sdn_read_file(path, &t, &n, &err), SDN_OK);
+    assert_int_equal(count(t, "<circle"), 4);
+    assert_int_equal(count(t, "<polyline"), 1);
+    free(t);
+}
+
+static void test_progress(void **state) {
+    (void)state;
+    char buf[256];
+    sdn_progress_format(buf, sizeof buf, "bench", 10, 40, 20.0, "story-7", 10);
+    assert_string_equal(buf, "bench [##........] 10/40  25%  0:20 elapsed, ETA 1:00  story-7");
+    sdn_progress_format(buf, sizeof buf, "x", 0, 4, 0, NULL, 4);
+    assert_string_equal(buf, "x [....] 0/4   0%  0:00 elapsed, ETA --:--");
+    sdn_progress_format(buf, sizeof buf, "x", 4, 4, 3725, NULL, 4);
+    assert_string_equal(buf, "x [####] 4/4 100%  1:02:05 elapsed, ETA 0:00");
+    /* not a terminal: silent */
+    const char *path = tu_tmp("progress.txt");
+    FILE *f = fopen(path, "w");
+    sdn_progress *p = sdn_progress_new(f, "quiet", 3, 0);
+    for (int i = 1; i <= 3; i++) sdn_progress_update(p, i, "row");
+    sdn_progress_end(p);
+    fclose(f);
+    char *t;
+    size_t n;
+    assert_int_equal(sdn_read_file(path, &t, &n, NULL), SDN_OK);
+    assert_int_equal(n, 0);
+    free(t);
+    /* forced: draws with carriage returns and clears the line at the end */
+    f = fopen(path, "w");
+    p = sdn_progress_new(f, "loud", 2, 1);
+    sdn_progress_update(p, 2, NULL);
+    sdn_progress_end(p);
+    fclose(f);
+    assert_int_equal(sdn_read_file(path, &t, &n, NULL), SDN_OK);
+    assert_true(n > 10 && t[0] == '\r' && strstr(t, "loud [") && t[n - 1] == '\r');
+    free(t);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_cost_profile), cmocka_unit_test(test_cost_malformed), cmocka_unit_test(test_outputs),
+        cmocka_unit_test(test_svg),          cmocka_unit_test(test_progress),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
