@@ -14,6 +14,10 @@
  * into `dst`. Defined for every weight type and for Q8_0. */
 void sdn_dequantize_row(uint32_t type, const void *src, float *dst, int64_t n);
 
+/* The plain scalar decoder that sdn_dequantize_row's SIMD paths reproduce bit for bit (the
+ * same float operations per element); for tests. Same contract as sdn_dequantize_row. */
+void sdn_dequantize_row_ref(uint32_t type, const void *src, float *dst, int64_t n);
+
 /* Quantize `n` floats (a multiple of the block size) into `dst` in type `type`'s layout
  * with a deterministic round-to-nearest quantizer. Returns the bytes written (0 for an
  * unsupported type). */

@@ -14,6 +14,16 @@ int cmd_make_model(int argc, char **argv);
 int cmd_demo(int argc, char **argv);
 int cmd_bench_model(int argc, char **argv);
 int cmd_bench_sam(int argc, char **argv);
+int cmd_bench_verify(int argc, char **argv);
+int cmd_tokenize(int argc, char **argv);
+int cmd_bench_kernels(int argc, char **argv);
+int cmd_profile(int argc, char **argv);
+int cmd_bench_graphs(int argc, char **argv);
+int cmd_trace(int argc, char **argv);
+int cmd_trace_import(int argc, char **argv);
+int cmd_study(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
+int cmd_make_story_task(int argc, char **argv);
 
 /* Option helpers: parse the value of option `opt`; print "sdnpu: option OPT: ..." and
  * return -1 on a bad value. */

@@ -17,7 +17,18 @@ static const struct {
     {"run", cmd_run, "generate text for a prompt (and context documents) with a model file"},
     {"info", cmd_info, "describe a model file: architecture, shapes, tensor types, tokenizer, memory"},
     {"make-model", cmd_make_model, "write a seeded random-weight GGUF of a named shape"},
+    {"bench-model", cmd_bench_model, "prefill/decode speed vs. memory bandwidth and SGEMM (Qwen2.5-0.5B shapes)"},
+    {"tokenize", cmd_tokenize, "show the ids and pieces of a text under a model's own tokenizer (--bench: speed)"},
+    {"bench-verify", cmd_bench_verify, "verify-step cost vs. tree size; none/pld/sam end to end on TinyStories"},
     {"bench-sam", cmd_bench_sam, "micro-benchmark of the suffix automaton and baseline drafters"},
+    {"bench-kernels", cmd_bench_kernels, "speed of the small-batch matmul kernels vs a memory-bandwidth probe"},
+    {"profile", cmd_profile, "profile the prefill/decode graphs of a model on this machine; print the fits and the chosen schedule"},
+    {"bench-graphs", cmd_bench_graphs, "graph switching: time to first token of sync/async/progressive, and greedy vs optimal schedules"},
+    {"bench", cmd_bench, "generation over a dataset: every drafting method vs plain decoding (acceptance, ms/token, speedup)"},
+    {"trace", cmd_trace, "record plain greedy generation over a dataset as a trace for offline studies"},
+    {"trace-import", cmd_trace_import, "turn text-only model answers (e.g. Vicuna outputs) into a trace"},
+    {"study", cmd_study, "offline acceptance study: replay drafting methods against traces"},
+    {"make-story-task", cmd_make_story_task, "write the generated story task (model-written stories) for small story models"},
 };
 
 static void usage(FILE *f) {

@@ -1,0 +1,605 @@
+/* quant.c - dequantization of every GGUF weight type to F32 and deterministic reference
+ * quantizers (F32 -> any weight type) used to write test models.
+ *
+ * Block layouts: engine/quant_blocks.h, which cites ggml's ggml-common.h block structs and
+ * ggml-quants.c dequantize_row_*; the code here is written from those layout facts. The
+ * dequantizers evaluate the same float expressions as ggml's (e.g. Q4_K: (d*sc)*q - dmin*m),
+ * so a GGUF file decodes to the same F32 values as in llama.cpp.
+ *
+ * Quantizers (round to nearest; results depend only on the input values):
+ *   Q8_0               d = amax / 127, levels -127..127.
+ *   Q4_0, Q5_0         symmetric: the element of largest magnitude maps to the most
+ *                      negative level (d = that value / -8, / -16).
+ *   (all 32-element types store d as fp16 and compute the levels against the stored d)
+ *   Q4_1, Q5_1         d = (max - min) / (2^b - 1), m = min, levels against stored d, m.
+ *   Q4_K, Q5_K         per 32-sub-block affine fit x ~ s*q - mn (mn >= 0): a small search
+ *                      over 13 grid scalings, each followed by a least-squares refit of
+ *                      (s, mn); then s and mn are quantized to 6 bits against fp16 super-block
+ *                      d, dmin, and the levels recomputed against the final effective scales.
+ *   Q6_K               per 16-sub-block symmetric fit with the same search, scales to int8
+ *                      against fp16 d, levels recomputed against d*sc.
+ * Quantization error on N(0,1) data, RMS error / RMS value (tests/test_quant.c, listed in
+ * docs/kernels.md): Q8_0 0.0053, Q4_0 0.086, Q4_1 0.078, Q5_0 0.043, Q5_1 0.038, Q4_K 0.071,
+ * Q5_K 0.036, Q6_K 0.017, F16 0.0002, BF16 0.0017.
+ * The AVX2 dequantizers repeat the scalar float operations per lane, so they are
+ * bit-identical to sdn_dequantize_row_ref (tested). */
+#include "engine/quant.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "common/sdn_util.h"
+#include "engine/quant_blocks.h"
+
+#include "engine/matmul_internal.h" /* SDN_MATMUL_AVX2 */
+#ifdef SDN_MATMUL_AVX2
+#include "engine/matmul_avx2.h"
+#define SDN_QUANT_F16C 1
+#endif
+
+static inline float h2f(uint16_t h) { return sdn_fp16_to_fp32(h); }
+static inline uint16_t f2h(float f) { return sdn_fp32_to_fp16(f); }
+
+/* ---------------------------------------------------------------- dequantization */
+
+
+static void deq_q4_0(const sdn_blk_q4_0 *b, float *y, int64_t nb) {
+    for (int64_t i = 0; i < nb; i++, y += 32) {
+        const float d = h2f(b[i].d);
+        for (int j = 0; j < 16; j++) {
+            y[j] = (float)((b[i].qs[j] & 15) - 8) * d;
+            y[j + 16] = (float)((b[i].qs[j] >> 4) - 8) * d;
+        }
+    }
+}
+
+static void deq_q4_1(const sdn_blk_q4_1 *b, float *y, int64_t nb) {
+    for (int64_t i = 0; i < nb; i++, y += 32) {
+        const float d = h2f(b[i].d), m = h2f(b[i].m);
+        for (int j = 0; j < 16; j++) {
+            y[j] = (float)(b[i].qs[j] & 15) * d + m;
+            y[j + 16] = (float)(b[i].qs[j] >> 4) * d + m;
+        }
+    }
+}
+
+static inline uint32_t le32(const uint8_t *p) {
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static void deq_q5_0(const sdn_blk_q5_0 *b, float *y, int64_t nb) {
+    for (int64_t i = 0; i < nb; i++, y += 32) {
+        const float d = h2f(b[i].d);
+        const uint32_t qh = le32(b[i].qh);
+        for (int j = 0; j < 16; j++) {
+            int q0 = (b[i].qs[j] & 15) | (int)((qh >> j) & 1) << 4;
+            int q1 = (b[i].qs[j] >> 4) | (int)((qh >> (j + 16)) & 1) << 4;
+            y[j] = (float)(q0 - 16) * d;
+            y[j + 16] = (float)(q1 - 16) * d;
+        }
+    }
+}
+
+static void deq_q5_1(const sdn_blk_q5_1 *b, float *y, int64_t nb) {
+    for (int64_t i = 0; i < nb; i++, y += 32) {
+        const float d = h2f(b[i].d), m = h2f(b[i].m);
+        const uint32_t qh = le32(b[i].qh);
+        for (int j = 0; j < 16; j++) {
+            int q0 = (b[i].qs[j] & 15) | (int)((qh >> j) & 1) << 4;
+            int q1 = (b[i].qs[j] >> 4) | (int)((qh >> (j + 16)) & 1) << 4;
+            y[j] = (float)q0 * d + m;
+            y[j + 16] = (float)q1 * d + m;
+        }
+    }
+}
+
+static void deq_q8_0(const sdn_blk_q8_0 *b, float *y, int64_t nb) {
+    for (int64_t i = 0; i < nb; i++, y += 32) {
+        const float d = h2f(b[i].d);
+        for (int j = 0; j < 32; j++) y[j] = (float)b[i].qs[j] * d;
+    }
+}
+
+static void deq_q4_K(const sdn_blk_q4_K *b, float *y, int64_t nb) {
+    for (int64_t i = 0; i < nb; i++) {
+        const float d = h2f(b[i].d), dmin = h2f(b[i].dmin);
+        uint8_t sc[8], m[8];
+        sdn_k4_scale_min(b[i].scales, sc, m);
+        for (int c = 0; c < 4; c++, y += 64) {
+            const uint8_t *q = b[i].qs + 32 * c;
+            const float d1 = d * sc[2 * c], m1 = dmin * m[2 * c];
+            const float d2 = d * sc[2 * c + 1], m2 = dmin * m[2 * c + 1];
+            for (int l = 0; l < 32; l++) {
+                y[l] = d1 * (float)(q[l] & 15) - m1;
+                y[l + 32] = d2 * (float)(q[l] >> 4) - m2;
+            }
+        }
+    }
+}
+
+static void deq_q5_K(const sdn_blk_q5_K *b, float *y, int64_t nb) {
+    for (int64_t i = 0; i < nb; i++) {
+        const float d = h2f(b[i].d), dmin = h2f(b[i].dmin);
+        uint8_t sc[8], m[8];
+        sdn_k4_scale_min(b[i].scales, sc, m);
+        for (int c = 0; c < 4; c++, y += 64) {
+            const uint8_t *q = b[i].qs + 32 * c;
+            const float d1 = d * sc[2 * c], m1 = dmin * m[2 * c];
+            const float d2 = d * sc[2 * c + 1], m2 = dmin * m[2 * c + 1];
+            for (int l = 0; l < 32; l++) {
+                int lo = (q[l] & 15) | ((b[i].qh[l] >> (2 * c)) & 1) << 4;
+                int hi = (q[l] >> 4) | ((b[i].qh[l] >> (2 * c + 1)) & 1) << 4;
+                y[l] = d1 * (float)lo - m1;
+                y[l + 32] = d2 * (float)hi - m2;
+            }
+        }
+    }
+}
+
+static void deq_q6_K(const sdn_blk_q6_K *b, float *y, int64_t nb) {
+    for (int64_t i = 0; i < nb; i++, y += 256) {
+        const float d = h2f(b[i].d);
+        for (int h = 0; h < 2; h++) {
+            const uint8_t *ql = b[i].ql + 64 * h, *qh = b[i].qh + 32 * h;
+            const int8_t *sc = b[i].scales + 8 * h;
+            float *yh = y + 128 * h;
+            for (int l = 0; l < 32; l++) {
+                int q0 = ((ql[l] & 15) | ((qh[l] >> 0) & 3) << 4) - 32;
+                int q1 = ((ql[l + 32] & 15) | ((qh[l] >> 2) & 3) << 4) - 32;
+                int q2 = ((ql[l] >> 4) | ((qh[l] >> 4) & 3) << 4) - 32;
+                int q3 = ((ql[l + 32] >> 4) | ((qh[l] >> 6) & 3) << 4) - 32;
+                int s = l / 16;
+                yh[l] = d * (float)sc[s] * (float)q0;
+                yh[l + 32] = d * (float)sc[s + 2] * (float)q1;
+                yh[l + 64] = d * (float)sc[s + 4] * (float)q2;
+                yh[l + 96] = d * (float)sc[s + 6] * (float)q3;
+            }
+        }
+    }
+}
+
+#ifdef SDN_QUANT_F16C
+static void deq_f16(const uint16_t *s, float *y, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(s + i))));
+    for (; i < n; i++) y[i] = h2f(s[i]);
+}
+
+static void deq_bf16(const uint16_t *s, float *y, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_castsi256_ps(_mm256_slli_epi32(
+                                    _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(s + i))), 16)));
+    for (; i < n; i++) y[i] = sdn_bf16_to_fp32(s[i]);
+}
+
+/* AVX2 versions of the dequantizers: the same float operations on 8 lanes at a time
+ * ((float)q * d, then + m or - m), so they produce exactly the bits of the scalar code. */
+
+/* 32 int8 levels -> 32 floats (levels signed or, with `uns`, unsigned) * d (+ m) */
+SDN_INLINE void store32(float *y, __m256i lv, int uns, __m256 d, __m256 m, int add_m) {
+    SDN_UNROLL
+    for (int k = 0; k < 4; k++) {
+        const __m128i b = k < 2 ? _mm256_castsi256_si128(lv) : _mm256_extracti128_si256(lv, 1);
+        const __m128i b8 = (k & 1) ? _mm_srli_si128(b, 8) : b;
+        const __m256i w = uns ? _mm256_cvtepu8_epi32(b8) : _mm256_cvtepi8_epi32(b8);
+        __m256 v = _mm256_mul_ps(_mm256_cvtepi32_ps(w), d);
+        if (add_m) v = _mm256_add_ps(v, m);
+        _mm256_storeu_ps(y + 8 * k, v);
+    }
+}
+
+static void deq32_simd(uint32_t type, const uint8_t *src, float *y, int64_t nb) {
+    const size_t bb = sdn_type_block_bytes(type);
+    for (int64_t i = 0; i < nb; i++, src += bb, y += 32) {
+        const __m256 d = _mm256_set1_ps(h2f(sdn_le16(src)));
+        switch (type) {
+        case SDN_TYPE_Q8_0: store32(y, _mm256_loadu_si256((const __m256i *)(src + 2)), 0, d, d, 0); break;
+        case SDN_TYPE_Q4_0:
+            store32(y, _mm256_sub_epi8(sdn_nibbles32(src + 2), _mm256_set1_epi8(8)), 0, d, d, 0);
+            break;
+        case SDN_TYPE_Q5_0: {
+            __m256i hb = _mm256_and_si256(sdn_bits_to_bytes(sdn_le32(src + 2)), _mm256_set1_epi8(16));
+            __m256i lv = _mm256_sub_epi8(_mm256_or_si256(sdn_nibbles32(src + 6), hb), _mm256_set1_epi8(16));
+            store32(y, lv, 0, d, d, 0);
+            break;
+        }
+        case SDN_TYPE_Q4_1:
+            store32(y, sdn_nibbles32(src + 4), 1, d, _mm256_set1_ps(h2f(sdn_le16(src + 2))), 1);
+            break;
+        default: { /* Q5_1 */
+            __m256i hb = _mm256_and_si256(sdn_bits_to_bytes(sdn_le32(src + 4)), _mm256_set1_epi8(16));
+            store32(y, _mm256_or_si256(sdn_nibbles32(src + 8), hb), 1, d, _mm256_set1_ps(h2f(sdn_le16(src + 2))), 1);
+            break;
+        }
+        }
+    }
+}
+
+/* Q4_K (q5 = 0) and Q5_K (q5 = 1): per 32-sub-block, d1 * q - m1 with d1 = d*sc, m1 = dmin*m */
+static void deq_k45_simd(const uint8_t *src, float *y, int64_t nb, int q5) {
+    const size_t bb = q5 ? 176 : 144;
+    const __m256i m4 = _mm256_set1_epi8(15), one = _mm256_set1_epi8(1);
+    for (int64_t i = 0; i < nb; i++, src += bb) {
+        const float d = h2f(sdn_le16(src)), dmin = h2f(sdn_le16(src + 2));
+        uint8_t sc[8], m[8];
+        sdn_k4_scale_min(src + 4, sc, m);
+        __m256i qh = q5 ? _mm256_loadu_si256((const __m256i *)(src + 16)) : _mm256_setzero_si256();
+        for (int c = 0; c < 4; c++, y += 64) {
+            const __m256i qs = _mm256_loadu_si256((const __m256i *)(src + (q5 ? 48 : 16) + 32 * c));
+            __m256i lo = _mm256_and_si256(qs, m4), hi = _mm256_and_si256(_mm256_srli_epi16(qs, 4), m4);
+            if (q5) {
+                lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(qh, one), 4));
+                hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 1), one), 4));
+                qh = _mm256_srli_epi16(qh, 2);
+            }
+            const __m256 d1 = _mm256_set1_ps(d * sc[2 * c]), m1 = _mm256_set1_ps(dmin * m[2 * c]);
+            const __m256 d2 = _mm256_set1_ps(d * sc[2 * c + 1]), m2 = _mm256_set1_ps(dmin * m[2 * c + 1]);
+            const __m256 neg = _mm256_set1_ps(-0.0f);
+            /* x - m == x + (-m) exactly */
+            store32(y, lo, 1, d1, _mm256_xor_ps(m1, neg), 1);
+            store32(y + 32, hi, 1, d2, _mm256_xor_ps(m2, neg), 1);
+        }
+    }
+}
+
+static void deq_q6_K_simd(const uint8_t *src, float *y, int64_t nb) {
+    const __m256i m4 = _mm256_set1_epi8(15), m3 = _mm256_set1_epi8(3), o32 = _mm256_set1_epi8(32);
+    for (int64_t i = 0; i < nb; i++, src += 210) {
+        const float d = h2f(sdn_le16(src + 208));
+        const int8_t *sc = (const int8_t *)(src + 192);
+        for (int h = 0; h < 2; h++) {
+            const __m256i ql0 = _mm256_loadu_si256((const __m256i *)(src + 64 * h));
+            const __m256i ql1 = _mm256_loadu_si256((const __m256i *)(src + 64 * h + 32));
+            const __m256i qh = _mm256_loadu_si256((const __m256i *)(src + 128 + 32 * h));
+            for (int g = 0; g < 4; g++, y += 32) {
+                const __m256i l4 = g == 0 ? _mm256_and_si256(ql0, m4)
+                                   : g == 1 ? _mm256_and_si256(ql1, m4)
+                                   : g == 2 ? _mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4)
+                                            : _mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4);
+                const __m256i h2 = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * g), m3);
+                const __m256i q = _mm256_sub_epi8(_mm256_or_si256(l4, _mm256_slli_epi16(h2, 4)), o32);
+                /* elements 0..15 use scale 8h+2g, 16..31 scale 8h+2g+1: (d*sc)*q as the scalar code */
+                const __m256 s0 = _mm256_set1_ps(d * (float)sc[8 * h + 2 * g]);
+                const __m256 s1 = _mm256_set1_ps(d * (float)sc[8 * h + 2 * g + 1]);
+                for (int k = 0; k < 4; k++) {
+                    const __m128i b = k < 2 ? _mm256_castsi256_si128(q) : _mm256_extracti128_si256(q, 1);
+                    const __m256 v = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32((k & 1) ? _mm_srli_si128(b, 8) : b));
+                    _mm256_storeu_ps(y + 8 * k, _mm256_mul_ps(k < 2 ? s0 : s1, v));
+                }
+            }
+        }
+    }
+}
+#endif
+
+static void deq_scalar(uint32_t type, const void *src, float *dst, int64_t n, int64_t nb) {
+    switch (type) {
+    case SDN_TYPE_F32: memcpy(dst, src, (size_t)n * sizeof(float)); break;
+    case SDN_TYPE_F16:
+        for (int64_t i = 0; i < n; i++) dst[i] = h2f(((const uint16_t *)src)[i]);
+        break;
+    case SDN_TYPE_BF16:
+        for (int64_t i = 0; i < n; i++) dst[i] = sdn_bf16_to_fp32(((const uint16_t *)src)[i]);
+        break;
+    case SDN_TYPE_Q4_0: deq_q4_0(src, dst, nb); break;
+    case SDN_TYPE_Q4_1: deq_q4_1(src, dst, nb); break;
+    case SDN_TYPE_Q5_0: deq_q5_0(src, dst, nb); break;
+    case SDN_TYPE_Q5_1: deq_q5_1(src, dst, nb); break;
+    case SDN_TYPE_Q8_0: deq_q8_0(src, dst, nb); break;
+    case SDN_TYPE_Q4_K: deq_q4_K(src, dst, nb); break;
+    case SDN_TYPE_Q5_K: deq_q5_K(src, dst, nb); break;
+    case SDN_TYPE_Q6_K: deq_q6_K(src, dst, nb); break;
+    default: break;
+    }
+}
+
+void sdn_dequantize_row_ref(uint32_t type, const void *src, float *dst, int64_t n) {
+    int be = sdn_type_block_elems(type);
+    if (be <= 0 || n <= 0 || n % be) return;
+    deq_scalar(type, src, dst, n, n / be);
+}
+
+void sdn_dequantize_row(uint32_t type, const void *src, float *dst, int64_t n) {
+    int be = sdn_type_block_elems(type);
+    if (be <= 0 || n <= 0 || n % be) return;
+    int64_t nb = n / be;
+#ifdef SDN_QUANT_F16C
+    switch (type) {
+    case SDN_TYPE_F16: deq_f16(src, dst, n); return;
+    case SDN_TYPE_BF16: deq_bf16(src, dst, n); return;
+    case SDN_TYPE_Q4_0:
+    case SDN_TYPE_Q4_1:
+    case SDN_TYPE_Q5_0:
+    case SDN_TYPE_Q5_1:
+    case SDN_TYPE_Q8_0: deq32_simd(type, src, dst, nb); return;
+    case SDN_TYPE_Q4_K: deq_k45_simd(src, dst, nb, 0); return;
+    case SDN_TYPE_Q5_K: deq_k45_simd(src, dst, nb, 1); return;
+    case SDN_TYPE_Q6_K: deq_q6_K_simd(src, dst, nb); return;
+    default: break;
+    }
+#endif
+    deq_scalar(type, src, dst, n, nb);
+}
+
+/* ---------------------------------------------------------------- quantization */
+
+/* Round to nearest (halves away from zero) and clamp to [lo, hi]; NaN maps to lo. */
+static inline int qround(float v, int lo, int hi) {
+    if (!(v > (float)lo)) return lo;
+    if (v >= (float)hi) return hi;
+    return (int)roundf(v);
+}
+
+/* Value of largest magnitude (first one on ties), keeping its sign. */
+static float signed_absmax(const float *x, int n) {
+    float amax = 0, mx = 0;
+    for (int i = 0; i < n; i++)
+        if (fabsf(x[i]) > amax) { amax = fabsf(x[i]); mx = x[i]; }
+    return mx;
+}
+
+static void quant_q8_0(const float *x, sdn_blk_q8_0 *b, int64_t nb) {
+    for (int64_t i = 0; i < nb; i++, x += 32) {
+        const float amax = fabsf(signed_absmax(x, 32));
+        b[i].d = f2h(amax / 127.0f);
+        const float d = h2f(b[i].d), id = d != 0 ? 1.0f / d : 0.0f;
+        for (int j = 0; j < 32; j++) b[i].qs[j] = (int8_t)qround(x[j] * id, -127, 127);
+    }
+}
+
+/* Symmetric b-bit block of 32 (Q4_0: nlev 16, Q5_0: nlev 32): levels 0..nlev-1, value
+ * d * (q - nlev/2), the largest-magnitude element mapped to level 0. */
+static void quant_sym32(const float *x, int nlev, uint16_t *dh, uint8_t q[32]) {
+    const int half = nlev / 2;
+    *dh = f2h(signed_absmax(x, 32) / (float)-half);
+    const float d = h2f(*dh), id = d != 0 ? 1.0f / d : 0.0f;
+    for (int j = 0; j < 32; j++) q[j] = (uint8_t)(qround(x[j] * id, -half, half - 1) + half);
+}
+
+/* Affine b-bit block of 32: value d * q + m, q in 0..nlev-1. */
+static void quant_aff32(const float *x, int nlev, uint16_t *dh, uint16_t *mh, uint8_t q[32]) {
+    float mn = x[0], mx = x[0];
+    for (int j = 1; j < 32; j++) {
+        if (x[j] < mn) mn = x[j];
+        if (x[j] > mx) mx = x[j];
+    }
+    *dh = f2h((mx - mn) / (float)(nlev - 1));
+    *mh = f2h(mn);
+    const float d = h2f(*dh), m = h2f(*mh), id = d != 0 ? 1.0f / d : 0.0f;
+    for (int j = 0; j < 32; j++) q[j] = (uint8_t)qround((x[j] - m) * id, 0, nlev - 1);
+}
+
+static void pack_nibbles(const uint8_t q[32], uint8_t qs[16]) {
+    for (int j = 0; j < 16; j++) qs[j] = (uint8_t)((q[j] & 15) | (q[j + 16] & 15) << 4);
+}
+
+static void pack_qh32(const uint8_t q[32], uint8_t qh[4]) {
+    uint32_t h = 0;
+    for (int j = 0; j < 32; j++) h |= (uint32_t)((q[j] >> 4) & 1) << j;
+    for (int k = 0; k < 4; k++) qh[k] = (uint8_t)(h >> (8 * k));
+}
+
+static void quant_q4_0(const float *x, sdn_blk_q4_0 *b, int64_t nb) {
+    uint8_t q[32];
+    for (int64_t i = 0; i < nb; i++, x += 32) {
+        quant_sym32(x, 16, &b[i].d, q);
+        pack_nibbles(q, b[i].qs);
+    }
+}
+
+static void quant_q5_0(const float *x, sdn_blk_q5_0 *b, int64_t nb) {
+    uint8_t q[32];
+    for (int64_t i = 0; i < nb; i++, x += 32) {
+        quant_sym32(x, 32, &b[i].d, q);
+        pack_nibbles(q, b[i].qs);
+        pack_qh32(q, b[i].qh);
+    }
+}
+
+static void quant_q4_1(const float *x, sdn_blk_q4_1 *b, int64_t nb) {
+    uint8_t q[32];
+    for (int64_t i = 0; i < nb; i++, x += 32) {
+        quant_aff32(x, 16, &b[i].d, &b[i].m, q);
+        pack_nibbles(q, b[i].qs);
+    }
+}
+
+static void quant_q5_1(const float *x, sdn_blk_q5_1 *b, int64_t nb) {
+    uint8_t q[32];
+    for (int64_t i = 0; i < nb; i++, x += 32) {
+        quant_aff32(x, 32, &b[i].d, &b[i].m, q);
+        pack_nibbles(q, b[i].qs);
+        pack_qh32(q, b[i].qh);
+    }
+}
+
+/* Fit x[i] ~ s * L[i] - mn with L in 0..nmax, s >= 0, mn >= 0 (the sub-block model of
+ * Q4_K/Q5_K). Tries 13 grid scalings of the min/max range; for each, a least-squares refit
+ * of (s, mn) given the levels; keeps the smallest squared error. */
+static void fit_affine(const float *x, int n, int nmax, float *s_out, float *mn_out) {
+    double lo = 0, hi = 0; /* lo <= 0 so that mn >= 0 */
+    for (int i = 0; i < n; i++) {
+        if (x[i] < lo) lo = x[i];
+        if (x[i] > hi) hi = x[i];
+    }
+    if (!(hi > lo)) { *s_out = 0; *mn_out = (float)-lo; return; }
+    double best_s = (hi - lo) / nmax, best_b = lo, best_err = INFINITY;
+    for (int k = -6; k <= 6; k++) {
+        double iscale = (nmax + 0.1 * k) / (hi - lo);
+        double sl = 0, sll = 0, sx = 0, slx = 0;
+        for (int i = 0; i < n; i++) {
+            int l = qround((float)((x[i] - lo) * iscale), 0, nmax);
+            sl += l; sll += (double)l * l; sx += x[i]; slx += (double)l * x[i];
+        }
+        double det = n * sll - sl * sl, s, b;
+        if (det <= 0) continue;
+        s = (n * slx - sl * sx) / det;
+        b = (sll * sx - sl * slx) / det;
+        if (b > 0) { b = 0; s = slx / sll; }
+        if (!(s > 0)) continue;
+        /* error of the refit model with levels re-chosen for it */
+        double err = 0;
+        for (int i = 0; i < n; i++) {
+            int l = qround((float)((x[i] - b) / s), 0, nmax);
+            double e = s * l + b - x[i];
+            err += e * e;
+        }
+        if (err < best_err) { best_err = err; best_s = s; best_b = b; }
+    }
+    *s_out = (float)best_s;
+    *mn_out = (float)-best_b;
+}
+
+/* Quantize 8 sub-block scales and mins (>= 0) to 6 bits against fp16 super-block factors. */
+static void k_scales6(const float s[8], const float mn[8], uint16_t *dh, uint16_t *dminh, uint8_t sc[8],
+                      uint8_t m[8]) {
+    float smax = 0, mmax = 0;
+    for (int j = 0; j < 8; j++) {
+        if (s[j] > smax) smax = s[j];
+        if (mn[j] > mmax) mmax = mn[j];
+    }
+    *dh = f2h(smax / 63.0f);
+    *dminh = f2h(mmax / 63.0f);
+    const float d = h2f(*dh), dmin = h2f(*dminh);
+    for (int j = 0; j < 8; j++) {
+        sc[j] = (uint8_t)(d > 0 ? qround(s[j] / d, 0, 63) : 0);
+        m[j] = (uint8_t)(dmin > 0 ? qround(mn[j] / dmin, 0, 63) : 0);
+    }
+}
+
+/* Inverse of sdn_k4_scale_min. */
+static void k_pack_scales(const uint8_t sc[8], const uint8_t m[8], uint8_t s[12]) {
+    for (int j = 0; j < 4; j++) {
+        s[j] = (uint8_t)((sc[j] & 63) | (sc[j + 4] >> 4) << 6);
+        s[j + 4] = (uint8_t)((m[j] & 63) | (m[j + 4] >> 4) << 6);
+        s[j + 8] = (uint8_t)((sc[j + 4] & 15) | (m[j + 4] & 15) << 4);
+    }
+}
+
+/* Levels of one 256-element K super-block (affine, 0..nmax) against the final scales. */
+static void k_levels(const float *x, int nmax, float d, float dmin, const uint8_t sc[8], const uint8_t m[8],
+                     uint8_t L[256]) {
+    for (int j = 0; j < 8; j++) {
+        const float s = d * sc[j], mn = dmin * m[j];
+        for (int i = 0; i < 32; i++)
+            L[32 * j + i] = (uint8_t)(s > 0 ? qround((x[32 * j + i] + mn) / s, 0, nmax) : 0);
+    }
+}
+
+static void quant_k_affine(const float *x, int nmax, uint16_t *dh, uint16_t *dminh, uint8_t scales[12],
+                           uint8_t L[256]) {
+    float s[8], mn[8];
+    uint8_t sc[8], m[8];
+    for (int j = 0; j < 8; j++) fit_affine(x + 32 * j, 32, nmax, &s[j], &mn[j]);
+    k_scales6(s, mn, dh, dminh, sc, m);
+    k_pack_scales(sc, m, scales);
+    k_levels(x, nmax, h2f(*dh), h2f(*dminh), sc, m, L);
+}
+
+static void quant_q4_K(const float *x, sdn_blk_q4_K *b, int64_t nb) {
+    uint8_t L[256];
+    for (int64_t i = 0; i < nb; i++, x += 256) {
+        quant_k_affine(x, 15, &b[i].d, &b[i].dmin, b[i].scales, L);
+        for (int c = 0; c < 4; c++)
+            for (int l = 0; l < 32; l++) b[i].qs[32 * c + l] = (uint8_t)(L[64 * c + l] | L[64 * c + 32 + l] << 4);
+    }
+}
+
+static void quant_q5_K(const float *x, sdn_blk_q5_K *b, int64_t nb) {
+    uint8_t L[256];
+    for (int64_t i = 0; i < nb; i++, x += 256) {
+        quant_k_affine(x, 31, &b[i].d, &b[i].dmin, b[i].scales, L);
+        memset(b[i].qh, 0, sizeof b[i].qh);
+        for (int c = 0; c < 4; c++)
+            for (int l = 0; l < 32; l++) {
+                int lo = L[64 * c + l], hi = L[64 * c + 32 + l];
+                b[i].qs[32 * c + l] = (uint8_t)((lo & 15) | (hi & 15) << 4);
+                b[i].qh[l] |= (uint8_t)(((lo >> 4) & 1) << (2 * c) | ((hi >> 4) & 1) << (2 * c + 1));
+            }
+    }
+}
+
+/* Symmetric fit x ~ s * L, L in -nh..nh-1 (Q6_K sub-blocks of 16, nh = 32): grid of 13
+ * scalings around "largest magnitude -> -nh", least-squares s for each, smallest error. */
+static float fit_sym(const float *x, int n, int nh) {
+    const float mx = signed_absmax(x, n);
+    if (mx == 0) return 0;
+    double best_s = mx / (double)-nh, best_err = INFINITY;
+    for (int k = -6; k <= 6; k++) {
+        double iscale = -(nh + 0.1 * k) / mx, slx = 0, sll = 0;
+        for (int i = 0; i < n; i++) {
+            int l = qround((float)(x[i] * iscale), -nh, nh - 1);
+            slx += (double)l * x[i];
+            sll += (double)l * l;
+        }
+        if (sll <= 0) continue;
+        double s = slx / sll, err = 0;
+        for (int i = 0; i < n; i++) {
+            int l = qround((float)(x[i] / s), -nh, nh - 1);
+            double e = s * l - x[i];
+            err += e * e;
+        }
+        if (err < best_err) { best_err = err; best_s = s; }
+    }
+    return (float)best_s;
+}
+
+static void quant_q6_K(const float *x, sdn_blk_q6_K *b, int64_t nb) {
+    for (int64_t i = 0; i < nb; i++, x += 256) {
+        float s[16], smax = 0;
+        for (int j = 0; j < 16; j++) {
+            s[j] = fit_sym(x + 16 * j, 16, 32);
+            if (fabsf(s[j]) > smax) smax = fabsf(s[j]);
+        }
+        b[i].d = f2h(smax / 127.0f);
+        const float d = h2f(b[i].d);
+        uint8_t L[256];
+        for (int j = 0; j < 16; j++) {
+            int sc = d > 0 ? qround(s[j] / d, -128, 127) : 0;
+            b[i].scales[j] = (int8_t)sc;
+            const float ds = d * (float)sc;
+            for (int k = 0; k < 16; k++)
+                L[16 * j + k] = (uint8_t)((ds != 0 ? qround(x[16 * j + k] / ds, -32, 31) : 0) + 32);
+        }
+        for (int h = 0; h < 2; h++) {
+            const uint8_t *Lh = L + 128 * h;
+            for (int l = 0; l < 32; l++) {
+                b[i].ql[64 * h + l] = (uint8_t)((Lh[l] & 15) | (Lh[l + 64] & 15) << 4);
+                b[i].ql[64 * h + 32 + l] = (uint8_t)((Lh[l + 32] & 15) | (Lh[l + 96] & 15) << 4);
+                b[i].qh[32 * h + l] =
+                    (uint8_t)((Lh[l] >> 4) | (Lh[l + 32] >> 4) << 2 | (Lh[l + 64] >> 4) << 4 | (Lh[l + 96] >> 4) << 6);
+            }
+        }
+    }
+}
+
+size_t sdn_quantize_row(uint32_t type, const float *src, void *dst, int64_t n) {
+    if (!sdn_type_is_weight_type(type)) return 0;
+    size_t bytes = sdn_type_row_bytes(type, n);
+    if (!bytes) return 0;
+    int64_t nb = n / sdn_type_block_elems(type);
+    switch (type) {
+    case SDN_TYPE_F32: memcpy(dst, src, bytes); break;
+    case SDN_TYPE_F16: {
+        uint16_t *d = dst;
+        for (int64_t i = 0; i < n; i++) d[i] = f2h(src[i]);
+        break;
+    }
+    case SDN_TYPE_BF16: {
+        uint16_t *d = dst;
+        for (int64_t i = 0; i < n; i++) d[i] = sdn_fp32_to_bf16(src[i]);
+        break;
+    }
+    case SDN_TYPE_Q4_0: quant_q4_0(src, dst, nb); break;
+    case SDN_TYPE_Q4_1: quant_q4_1(src, dst, nb); break;
+    case SDN_TYPE_Q5_0: quant_q5_0(src, dst, nb); break;
+    case SDN_TYPE_Q5_1: quant_q5_1(src, dst, nb); break;
+    case SDN_TYPE_Q8_0: quant_q8_0(src, dst, nb); break;
+    case SDN_TYPE_Q4_K: quant_q4_K(src, dst, nb); break;
+    case SDN_TYPE_Q5_K: quant_q5_K(src, dst, nb); break;
+    case SDN_TYPE_Q6_K: quant_q6_K(src, dst, nb); break;
+    default: return 0;
+    }
+    return bytes;
+}

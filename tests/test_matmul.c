@@ -1,0 +1,330 @@
+/* test_matmul.c - the small-batch kernels (engine/matmul.h, engine/matmul_ref.h).
+ *
+ *  - accuracy: for every weight type and several shapes (in = 64, 100, 256, 896, 4864;
+ *    out from 1 to 300, odd sizes), Y = sdn_matmul_rows against a double-precision dot
+ *    product of the dequantized weights with the raw F32 activations. Tolerances are
+ *    derived bounds, not fitted constants:
+ *      float weights (F32/F16/BF16; activations stay F32):
+ *        |err| <= (in/8 + 4) * 2^-24 * sum|w x|   (8-lane FMA accumulation + 3 reduction adds)
+ *      quantized weights (activations quantized to 8 bits per block of 32 or 256, scale dx =
+ *      block amax / 127, so each activation moves by at most dx/2):
+ *        |err| <= 1.01 * sum |w_i| dx_i / 2 + (nb + 4) * 2^-22 * sum |w_i| (|x_i| + dx_i)
+ *      and, as the accuracy figure, RMS(err) / RMS(y) over all shapes <= 1.2e-2 on normal data
+ *      (float weights: 1e-6), <= 4e-2 on rows with a 40-sigma outlier (which sets the scale of
+ *      its whole activation block: 256 elements for the K types);
+ *  - the portable kernels: identical prepared activations (byte for byte, garbage rows
+ *    included), results within twice the float-rounding part of the bound above;
+ *  - batch invariance, bit for bit (memcmp), for the SIMD and the portable kernels: every
+ *    row of a batch of n = 1..64 equals that row computed alone; rows placed at other
+ *    positions, among padding rows of garbage bits (NaN/Inf included) and garbage prepared
+ *    bytes, give the same bits; any split of [0, out) into [o0, o1) ranges gives the same
+ *    bits; nothing outside Y[r < n][o0 <= o < o1] is written. */
+#include <float.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "common/sdn_util.h"
+#include "engine/matmul.h"
+#include "engine/matmul_ref.h"
+#include "engine/quant.h"
+#include "engine/tensor_types.h"
+
+static const uint32_t all_types[] = {SDN_TYPE_F32,  SDN_TYPE_F16,  SDN_TYPE_BF16, SDN_TYPE_Q8_0,
+                                     SDN_TYPE_Q4_0, SDN_TYPE_Q4_1, SDN_TYPE_Q5_0, SDN_TYPE_Q5_1,
+                                     SDN_TYPE_Q4_K, SDN_TYPE_Q5_K, SDN_TYPE_Q6_K};
+#define NTYPES (sizeof all_types / sizeof all_types[0])
+
+static int is_float(uint32_t t) { return t == SDN_TYPE_F32 || t == SDN_TYPE_F16 || t == SDN_TYPE_BF16; }
+static int act_block(uint32_t t) {
+    return is_float(t) ? 0 : (t == SDN_TYPE_Q4_K || t == SDN_TYPE_Q5_K || t == SDN_TYPE_Q6_K) ? 256 : 32;
+}
+static int shape_ok(uint32_t t, int64_t in) { return sdn_type_row_bytes(t, in) > 0; }
+
+typedef struct {
+    uint32_t type;
+    int64_t in, out;
+    size_t rb;
+    uint8_t *W; /* quantized rows */
+    float *Wd;  /* dequantized rows */
+} wmat;
+
+static void wmat_make(wmat *m, uint32_t type, int64_t out, int64_t in, uint64_t seed) {
+    sdn_rng rng;
+    sdn_rng_seed(&rng, seed);
+    m->type = type;
+    m->in = in;
+    m->out = out;
+    m->rb = sdn_type_row_bytes(type, in);
+    m->W = malloc(m->rb * (size_t)out);
+    m->Wd = malloc(sizeof(float) * (size_t)(in * out));
+    float *row = malloc(sizeof(float) * (size_t)in);
+    for (int64_t o = 0; o < out; o++) {
+        float scale = 0.02f * (1 + (float)(o % 7)); /* rows of different magnitudes */
+        for (int64_t i = 0; i < in; i++) row[i] = scale * sdn_rng_normal(&rng);
+        assert_int_equal(sdn_quantize_row(type, row, m->W + (size_t)o * m->rb, in), m->rb);
+        sdn_dequantize_row(type, m->W + (size_t)o * m->rb, m->Wd + o * in, in);
+    }
+    free(row);
+}
+
+static void wmat_free(wmat *m) {
+    free(m->W);
+    free(m->Wd);
+}
+
+static float *make_x(int n, int64_t in, uint64_t seed) {
+    sdn_rng rng;
+    sdn_rng_seed(&rng, seed);
+    float *X = malloc(sizeof(float) * (size_t)(n * in));
+    for (int r = 0; r < n; r++) {
+        float scale = 0.5f + (float)(r % 5); /* rows of different magnitudes */
+        for (int64_t i = 0; i < in; i++) X[r * in + i] = scale * sdn_rng_normal(&rng);
+        if (r % 3 == 1) X[r * in + (r * 7) % in] = 40.0f * scale; /* an outlier */
+    }
+    return X;
+}
+
+typedef void (*prep_fn)(uint32_t, const float *, int64_t, int, int64_t, void *);
+typedef void (*mm_fn)(uint32_t, const void *, size_t, int64_t, const void *, int, float *, int64_t, int64_t, int64_t);
+
+/* ------------------------------------------------------------ accuracy */
+
+/* squared errors and squared values pooled per type, [0] rows of normal data, [1] rows with
+ * one 40-sigma outlier (make_x: r % 3 == 1), which coarsens its block's activation scale */
+static double g_se[NTYPES][2], g_sy[NTYPES][2];
+
+static void check_accuracy(uint32_t type, int64_t in, int64_t out, uint64_t seed) {
+    const int n = 5;
+    wmat m;
+    wmat_make(&m, type, out, in, seed);
+    float *X = make_x(n, in, seed + 1);
+    void *act = malloc(sdn_act_bytes(type, in, n)), *act_p = malloc(sdn_act_bytes(type, in, n));
+    float *Y = malloc(sizeof(float) * (size_t)(n * out)), *Yp = malloc(sizeof(float) * (size_t)(n * out));
+    sdn_act_prepare(type, X, in, n, in, act);
+    sdn_act_prepare_portable(type, X, in, n, in, act_p);
+    assert_memory_equal(act, act_p, sdn_act_bytes(type, in, n));
+    sdn_matmul_rows(type, m.W, m.rb, in, act, n, Y, out, 0, out);
+    sdn_matmul_rows_portable(type, m.W, m.rb, in, act_p, n, Yp, out, 0, out);
+    const int ab = act_block(type);
+    const int64_t nb = ab ? in / ab : in / 8;
+    double se[2] = {0, 0}, sy[2] = {0, 0};
+    for (int r = 0; r < n; r++) {
+        const float *x = X + r * in;
+        for (int64_t o = 0; o < out; o++) {
+            const float *w = m.Wd + o * in;
+            double ref = 0, sabs = 0, quant = 0, qabs = 0;
+            for (int64_t i0 = 0; i0 < in; i0 += ab ? ab : in) {
+                const int len = ab ? ab : (int)in;
+                double amax = 0;
+                for (int i = 0; i < len; i++) amax = fmax(amax, fabs(x[i0 + i]));
+                const double dx = amax / 127;
+                for (int i = 0; i < len; i++) {
+                    ref += (double)w[i0 + i] * x[i0 + i];
+                    sabs += fabs((double)w[i0 + i] * x[i0 + i]);
+                    quant += fabs(w[i0 + i]) * dx / 2;
+                    qabs += fabs(w[i0 + i]) * (fabs(x[i0 + i]) + dx);
+                }
+            }
+            double tol, fl;
+            if (ab == 0) fl = tol = (double)(in / 8 + 4) * ldexp(1, -24) * sabs;
+            else {
+                fl = (double)(nb + 4) * ldexp(1, -22) * qabs;
+                tol = 1.01 * quant + fl;
+            }
+            const double y = Y[r * out + o], yp = Yp[r * out + o];
+            if (fabs(y - ref) > tol || fabs(yp - y) > 2 * fl + 1e-30) {
+                print_error("%s in=%lld out=%lld r=%d o=%lld: simd %.9g portable %.9g ref %.9g (tol %.3g, fl %.3g)\n",
+                            sdn_type_name(type), (long long)in, (long long)out, r, (long long)o, y, yp, ref, tol, fl);
+                fail();
+            }
+            se[r % 3 == 1] += (y - ref) * (y - ref);
+            sy[r % 3 == 1] += ref * ref;
+        }
+    }
+    for (size_t t = 0; t < NTYPES; t++)
+        if (all_types[t] == type)
+            for (int k = 0; k < 2; k++) {
+                g_se[t][k] += se[k];
+                g_sy[t][k] += sy[k];
+            }
+    free(act); free(act_p); free(Y); free(Yp); free(X);
+    wmat_free(&m);
+}
+
+static void test_accuracy(void **state) {
+    (void)state;
+    static const int64_t shapes[][2] = {{64, 1},   {64, 300}, {256, 37},  {256, 4},  {896, 129},
+                                        {4864, 77}, {100, 13}, {7, 3},    {1024, 2}, {512, 33}};
+    for (size_t t = 0; t < NTYPES; t++)
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+            if (shape_ok(all_types[t], shapes[s][0]))
+                check_accuracy(all_types[t], shapes[s][0], shapes[s][1], 1000 + 10 * t + s);
+    for (size_t t = 0; t < NTYPES; t++) {
+        const double rel = sqrt(g_se[t][0] / g_sy[t][0]), rel_out = sqrt(g_se[t][1] / g_sy[t][1]);
+        print_message("%-5s RMS(err)/RMS(y) vs double reference: %.2e normal rows, %.2e rows with an outlier\n",
+                      sdn_type_name(all_types[t]), rel, rel_out);
+        assert_true(rel <= (is_float(all_types[t]) ? 1e-6 : 1.2e-2));
+        assert_true(rel_out <= (is_float(all_types[t]) ? 1e-6 : 4e-2));
+    }
+}
+
+/* ------------------------------------------------------------ batch invariance */
+
+static void fill_garbage(void *p, size_t bytes, sdn_rng *rng) {
+    uint8_t *b = p;
+    for (size_t i = 0; i < bytes; i++) b[i] = (uint8_t)sdn_rng_u64(rng);
+}
+
+/* Y rows computed one at a time (n = 1, full range): the reference of every batched run. */
+static float *single_rows(prep_fn prep, mm_fn mm, const wmat *m, const float *X, int nrows) {
+    const size_t arow = sdn_act_bytes(m->type, m->in, 1);
+    void *act = malloc(arow);
+    float *Y1 = malloc(sizeof(float) * (size_t)(nrows * m->out));
+    for (int r = 0; r < nrows; r++) {
+        prep(m->type, X + r * m->in, m->in, 1, m->in, act);
+        mm(m->type, m->W, m->rb, m->in, act, 1, Y1 + r * m->out, m->out, 0, m->out);
+    }
+    free(act);
+    return Y1;
+}
+
+static void check_invariance(prep_fn prep, mm_fn mm, uint32_t type, int64_t in, int64_t out, uint64_t seed) {
+    const int N = 64;
+    const int64_t ldy = out + 3; /* a row stride wider than out: the gap must stay untouched */
+    const size_t arow = sdn_act_bytes(type, in, 1);
+    wmat m;
+    wmat_make(&m, type, out, in, seed);
+    float *X = make_x(N, in, seed + 1);
+    float *Y1 = single_rows(prep, mm, &m, X, N);
+    float *Xb = malloc(sizeof(float) * (size_t)(N * in));
+    void *act = malloc(arow * N), *act1 = malloc(arow);
+    float *Y = malloc(sizeof(float) * (size_t)(N * ldy));
+    sdn_rng rng;
+    sdn_rng_seed(&rng, seed + 2);
+    const float sentinel = -12345.678f;
+
+    /* 1. the first n rows as one batch, n = 1..64; preparation of the batch equals row-by-row
+     *    preparation byte for byte */
+    for (int n = 1; n <= N; n++) {
+        prep(type, X, in, n, in, act);
+        for (int r = 0; r < n; r++) {
+            prep(type, X + r * in, in, 1, in, act1);
+            assert_memory_equal((char *)act + r * arow, act1, arow);
+        }
+        for (int64_t i = 0; i < N * ldy; i++) Y[i] = sentinel;
+        mm(type, m.W, m.rb, in, act, n, Y, ldy, 0, out);
+        for (int r = 0; r < N; r++) {
+            if (r < n) assert_memory_equal(Y + r * ldy, Y1 + r * out, sizeof(float) * (size_t)out);
+            for (int64_t o = r < n ? out : 0; o < ldy; o++) assert_true(Y[r * ldy + o] == sentinel);
+        }
+    }
+
+    /* 2. rows at shuffled positions among garbage padding rows (garbage floats, NaN/Inf
+     *    included, and garbage prepared bytes) */
+    int pos_src[64];
+    for (int trial = 0; trial < 12; trial++) {
+        const int n = 1 + (int)sdn_rng_below(&rng, N);
+        for (int k = 0; k < n; k++) pos_src[k] = sdn_rng_below(&rng, 3) == 0 ? -1 : (int)sdn_rng_below(&rng, N);
+        for (int k = 0; k < n; k++) {
+            if (pos_src[k] >= 0) memcpy(Xb + k * in, X + pos_src[k] * in, sizeof(float) * (size_t)in);
+            else fill_garbage(Xb + k * in, sizeof(float) * (size_t)in, &rng);
+        }
+        prep(type, Xb, in, n, in, act);
+        for (int k = 0; k < n; k++)
+            if (pos_src[k] < 0 && (k & 1)) fill_garbage((char *)act + k * arow, arow, &rng);
+        mm(type, m.W, m.rb, in, act, n, Y, ldy, 0, out);
+        for (int k = 0; k < n; k++)
+            if (pos_src[k] >= 0) assert_memory_equal(Y + k * ldy, Y1 + pos_src[k] * out, sizeof(float) * (size_t)out);
+    }
+
+    /* 3. splits of [0, out): random cut points, single outputs, reverse order */
+    for (int n = 1; n <= N; n += 21) {
+        prep(type, X, in, n, in, act);
+        for (int trial = 0; trial < 6; trial++) {
+            for (int64_t i = 0; i < N * ldy; i++) Y[i] = sentinel;
+            if (trial == 0) {
+                for (int64_t o = out - 1; o >= 0; o--) mm(type, m.W, m.rb, in, act, n, Y, ldy, o, o + 1);
+            } else {
+                int64_t o1 = out;
+                while (o1 > 0) {
+                    int64_t o0 = o1 - 1 - (int64_t)sdn_rng_below(&rng, (uint64_t)(trial * 4));
+                    if (o0 < 0) o0 = 0;
+                    mm(type, m.W, m.rb, in, act, n, Y, ldy, o0, o1);
+                    o1 = o0;
+                }
+            }
+            for (int r = 0; r < N; r++) {
+                if (r < n) assert_memory_equal(Y + r * ldy, Y1 + r * out, sizeof(float) * (size_t)out);
+                for (int64_t o = r < n ? out : 0; o < ldy; o++) assert_true(Y[r * ldy + o] == sentinel);
+            }
+        }
+        /* empty range writes nothing */
+        mm(type, m.W, m.rb, in, act, n, Y, ldy, 5, 5);
+    }
+    free(X); free(Y1); free(Xb); free(act); free(act1); free(Y);
+    wmat_free(&m);
+}
+
+static void run_invariance(prep_fn prep, mm_fn mm) {
+    static const int64_t shapes[][2] = {{256, 37}, {896, 21}, {4864, 9}, {100, 6}};
+    for (size_t t = 0; t < NTYPES; t++)
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+            if (shape_ok(all_types[t], shapes[s][0]))
+                check_invariance(prep, mm, all_types[t], shapes[s][0], shapes[s][1], 5000 + 10 * t + s);
+}
+
+static void test_batch_invariance(void **state) {
+    (void)state;
+    print_message("kernels: %s\n", sdn_matmul_isa());
+    run_invariance(sdn_act_prepare, sdn_matmul_rows);
+}
+
+static void test_batch_invariance_portable(void **state) {
+    (void)state;
+    run_invariance(sdn_act_prepare_portable, sdn_matmul_rows_portable);
+}
+
+/* Portable and SIMD preparations agree byte for byte, also on rows of garbage bits. */
+static void test_act_prepare_agree(void **state) {
+    (void)state;
+    sdn_rng rng;
+    sdn_rng_seed(&rng, 99);
+    const int64_t in = 512;
+    const int n = 16;
+    float *X = make_x(n, in, 3);
+    fill_garbage(X + 3 * in, sizeof(float) * in, &rng);
+    for (int64_t i = 0; i < in; i++) X[5 * in + i] = (i % 3) ? NAN : (i % 2 ? INFINITY : -INFINITY);
+    memset(X + 7 * in, 0, sizeof(float) * in);
+    for (size_t t = 0; t < NTYPES; t++) {
+        const size_t bytes = sdn_act_bytes(all_types[t], in, n);
+        assert_true(bytes > 0 && bytes % 64 == 0);
+        uint8_t *a = malloc(bytes), *b = malloc(bytes);
+        memset(a, 0xAB, bytes);
+        memset(b, 0xCD, bytes);
+        sdn_act_prepare(all_types[t], X, in, n, in, a);
+        sdn_act_prepare_portable(all_types[t], X, in, n, in, b);
+        assert_memory_equal(a, b, bytes);
+        free(a);
+        free(b);
+    }
+    assert_int_equal(sdn_act_bytes(SDN_TYPE_Q4_K, 896, 1), 0); /* 896 is not a multiple of 256 */
+    assert_int_equal(sdn_act_bytes(SDN_TYPE_Q8_0, 48, 1), 0);
+    assert_int_equal(sdn_act_bytes(SDN_TYPE_Q8_K, 256, 1), 0);
+    free(X);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_act_prepare_agree),
+        cmocka_unit_test(test_accuracy),
+        cmocka_unit_test(test_batch_invariance),
+        cmocka_unit_test(test_batch_invariance_portable),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
