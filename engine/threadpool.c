@@ -6,6 +6,7 @@
 #include "engine/threadpool.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #if defined(__x86_64__) || defined(__i386__)
@@ -15,7 +16,13 @@
 #define CPU_RELAX() ((void)0)
 #endif
 
-#define SPIN_ITERS 20000
+/* Spin budget before a worker sleeps (~0.1-0.3 ms of pause instructions): long enough to
+ * stay awake between the jobs of one forward pass, short enough not to steal a core from
+ * other processes (or OpenBLAS) when the pool is idle. */
+#define SPIN_ITERS 2000
+/* The caller waiting for the workers yields the core after this many spins, so a worker
+ * descheduled on an oversubscribed machine gets to run. */
+#define WAIT_SPINS 4000
 
 struct sdn_pool {
     int n;
@@ -98,7 +105,11 @@ void sdn_pool_run(sdn_pool *p, sdn_pool_fn fn, void *ctx) {
     pthread_cond_broadcast(&p->cv);
     pthread_mutex_unlock(&p->mu);
     fn(ctx, 0, p->n);
-    while (atomic_load_explicit(&p->pending, memory_order_acquire) > 0) CPU_RELAX();
+    int spins = 0;
+    while (atomic_load_explicit(&p->pending, memory_order_acquire) > 0) {
+        if (++spins < WAIT_SPINS) CPU_RELAX();
+        else sched_yield();
+    }
 }
 
 void sdn_pool_range(long n, int ith, int nth, long align, long *b, long *e) {
