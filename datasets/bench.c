@@ -147,7 +147,8 @@ int sdn_bench_run(sdn_model *m, const sdn_dataset *ds, const sdn_bench_opts *o, 
         for (int j = 0; j < nm && !rc; j++) {
             int k = (j + i) % nm; /* rotate the order */
             sdn_method_config mc;
-            sdn_method_defaults(&mc);
+            if (o->mcfg) mc = *o->mcfg;
+            else sdn_method_defaults(&mc);
             mc.hist_bytes = hist;
             mc.hist_bytes_len = hist_len;
             sdn_drafter d = {0};

@@ -15,6 +15,7 @@
 #include <stdio.h>
 
 #include "common/sdn_err.h"
+#include "draft/methods.h"
 #include "datasets/dataset.h"
 #include "datasets/history.h"
 #include "datasets/results.h"
@@ -35,6 +36,7 @@ typedef struct sdn_bench_opts {
     sdn_history *history;       /* optional: earlier answers of the group as SAM history; each
                                    request's answer is stored after it ran */
     long history_budget;        /* tokens of history per request (default 4096) */
+    const sdn_method_config *mcfg; /* method parameters (NULL: defaults) */
     /* called after every request (done of total; note: the request id) */
     void (*progress)(void *ud, long done, long total, const char *note);
     void *ud;

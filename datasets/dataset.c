@@ -349,3 +349,28 @@ int sdn_answers_load(sdn_answers *a, const char *path, sdn_err *err) {
     jl_close(&r);
     return rc;
 }
+
+int sdn_answers_from_references(const sdn_dataset *ds, const char *model, sdn_answers *a, sdn_err *err) {
+    memset(a, 0, sizeof *a);
+    for (int i = 0; i < ds->n; i++) {
+        const sdn_task_row *r = &ds->rows[i];
+        if (!r->reference) continue;
+        if (a->n == a->cap) {
+            int nc = a->cap ? a->cap * 2 : 64;
+            sdn_answer_row *nr = realloc(a->rows, (size_t)nc * sizeof *nr);
+            if (!nr) { sdn_answers_free(a); return sdn_fail(err, SDN_ENOMEM, "out of memory"); }
+            a->rows = nr;
+            a->cap = nc;
+        }
+        sdn_answer_row *x = &a->rows[a->n++];
+        memset(x, 0, sizeof *x);
+        x->id = strdup(r->id);
+        x->task = strdup(r->task);
+        x->model = strdup(model ? model : "reference");
+        x->output = strdup(r->reference);
+        x->new_tokens = -1;
+        x->line = r->line;
+        if (!x->id || !x->task || !x->model || !x->output) { sdn_answers_free(a); return sdn_fail(err, SDN_ENOMEM, "out of memory"); }
+    }
+    return SDN_OK;
+}

@@ -79,5 +79,9 @@ typedef struct sdn_answers {
 int sdn_answers_load(sdn_answers *a, const char *path, sdn_err *err);
 void sdn_answers_free(sdn_answers *a);
 int sdn_answers_find(const sdn_answers *a, const char *id);
+/* Answers taken from the rows' own "reference" fields (rows without one are skipped), for
+ * datasets whose references are recorded outputs of a model (AndroidArena: GPT-4's
+ * responses) or of people (ConvAI2 replies); `model` names who wrote them. */
+int sdn_answers_from_references(const sdn_dataset *ds, const char *model, sdn_answers *a, sdn_err *err);
 
 #endif

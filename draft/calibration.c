@@ -22,8 +22,8 @@ struct sdn_calib {
 };
 
 void sdn_calib_defaults(sdn_calib_config *cfg) {
-    cfg->min_prob = 0.05f;
-    cfg->max_depth = 8;
+    cfg->min_prob = 0.1f;
+    cfg->max_depth = 6;
     cfg->max_branch = 2;
     cfg->max_nodes = 16;
 }

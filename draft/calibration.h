@@ -24,8 +24,8 @@
 #include "draft/drafter.h"
 
 typedef struct sdn_calib_config {
-    float min_prob; /* smallest prediction probability that becomes a child (default 0.05) */
-    int max_depth;  /* depth of a position's tree (default 8) */
+    float min_prob; /* smallest prediction probability that becomes a child (default 0.1) */
+    int max_depth;  /* depth of a position's tree (default 6) */
     int max_branch; /* children per node (default 2) */
     int max_nodes;  /* nodes per position's tree (default 16) */
 } sdn_calib_config;

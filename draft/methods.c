@@ -1,6 +1,9 @@
 /* methods.c - the drafting-method registry (see methods.h). */
 #include "draft/methods.h"
 
+#include <errno.h>
+#include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "draft/sdnpu_drafter.h"
@@ -46,4 +49,45 @@ int sdn_method_create(const char *method, const sdn_method_config *cfg, sdn_draf
         return sdn_sdnpu_create(&c, cfg->hist, cfg->hist_len, cfg->n_hist, cfg->hist_bytes, cfg->hist_bytes_len, out, err);
     }
     return sdn_fail(err, SDN_EINVAL, "unknown drafting method '%s' (known: %s)", method, sdn_method_list());
+}
+
+typedef struct param {
+    const char *key;
+    int is_float;
+    double lo, hi;
+    size_t off; /* offset in sdn_method_config */
+} param;
+
+#define P(k, f, lo, hi, field) {k, f, lo, hi, offsetof(sdn_method_config, field)}
+static const param params[] = {
+    P("pld.max_ngram", 0, 1, 64, pld.max_ngram),     P("pld.min_ngram", 0, 1, 64, pld.min_ngram),
+    P("pld.num_pred", 0, 1, 63, pld.num_pred),       P("sam.n_predicts", 0, 1, 63, sam.n_predicts),
+    P("sam.min_match", 0, 0, 1000, sam.min_match),   P("sam.len_bias", 0, 0, 1000, sam.len_bias),
+    P("sam.tree", 0, 0, 1, sam.tree),                P("sam.topk", 0, 1, 64, sam.topk),
+    P("sdnpu.n_predict", 0, 1, 63, sdnpu.n_predict), P("sdnpu.min_match", 0, 0, 1000, sdnpu.min_match),
+    P("sdnpu.alts", 0, 0, 7, sdnpu.alts),            P("sdnpu.follow", 1, 0.001, 0.999, sdnpu.follow),
+    P("cal.min_prob", 1, 0, 1, sdnpu.cal.min_prob),  P("cal.max_depth", 0, 1, 63, sdnpu.cal.max_depth),
+    P("cal.max_branch", 0, 1, 16, sdnpu.cal.max_branch), P("cal.max_nodes", 0, 1, 64, sdnpu.cal.max_nodes),
+    P("reuse.max_age", 0, 0, 1000, sdnpu.reuse.max_age), P("reuse.accept_prob", 1, 0.001, 0.99, sdnpu.reuse.accept_prob),
+};
+#undef P
+
+int sdn_method_set_param(sdn_method_config *cfg, const char *kv, sdn_err *err) {
+    const char *eq = strchr(kv, '=');
+    if (!eq) return sdn_fail(err, SDN_EINVAL, "option --param: '%s' is not KEY=VALUE", kv);
+    size_t kl = (size_t)(eq - kv);
+    for (size_t i = 0; i < sizeof params / sizeof params[0]; i++) {
+        if (strlen(params[i].key) != kl || strncmp(params[i].key, kv, kl)) continue;
+        char *end;
+        errno = 0;
+        double v = strtod(eq + 1, &end);
+        if (errno || end == eq + 1 || *end || v < params[i].lo || v > params[i].hi || (!params[i].is_float && v != (int)v))
+            return sdn_fail(err, SDN_EINVAL, "option --param: %.*s = '%s' is not a%s in [%g, %g]", (int)kl, kv, eq + 1,
+                            params[i].is_float ? " number" : "n integer", params[i].lo, params[i].hi);
+        char *base = (char *)cfg + params[i].off;
+        if (params[i].is_float) *(float *)base = (float)v;
+        else *(int *)base = (int)v;
+        return SDN_OK;
+    }
+    return sdn_fail(err, SDN_EINVAL, "option --param: unknown key '%.*s' (see draft/methods.h)", (int)kl, kv);
 }

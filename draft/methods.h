@@ -41,6 +41,15 @@ int sdn_method_create(const char *method, const sdn_method_config *cfg, sdn_draf
 int sdn_method_needs_model_feedback(const char *method);
 /* 1 when the method uses the prefill predictions (sdn_gen_params.prefill_topk > 0). */
 int sdn_method_uses_prefill_preds(const char *method);
+/* Set one parameter from "KEY=VALUE" (the --param option). Keys:
+ *   pld.max_ngram pld.min_ngram pld.num_pred
+ *   sam.n_predicts sam.min_match sam.len_bias sam.tree sam.topk
+ *   sdnpu.n_predict sdnpu.min_match sdnpu.alts sdnpu.follow
+ *   cal.min_prob cal.max_depth cal.max_branch cal.max_nodes
+ *   reuse.max_age reuse.accept_prob
+ * (the sdnpu.*, cal.* and reuse.* keys apply to sam+tree, sam+cal, sam+reuse and sdnpu).
+ * Unknown keys and out-of-range values fail with SDN_EINVAL naming them. */
+int sdn_method_set_param(sdn_method_config *cfg, const char *kv, sdn_err *err);
 /* Comma-separated list of the method names. */
 const char *sdn_method_list(void);
 

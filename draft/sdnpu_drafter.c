@@ -31,7 +31,7 @@ void sdn_sdnpu_defaults(sdn_sdnpu_config *cfg) {
     cfg->n_predict = 24;
     cfg->min_match = 1;
     cfg->alts = 2;
-    cfg->follow = 0.8f;
+    cfg->follow = 0.7f;
     sdn_calib_defaults(&cfg->cal);
     sdn_reuse_defaults(&cfg->reuse);
 }

@@ -31,7 +31,7 @@ typedef struct sdn_sdnpu_config {
     int n_predict;    /* continuation tokens read from an automaton (default 24) */
     int min_match;    /* no retrieval draft below this match length (default 1) */
     int alts;         /* alternative first tokens from next-token counts (default 2) */
-    float follow;     /* estimate of continuation tokens after the first (default 0.8) */
+    float follow;     /* estimate of continuation tokens after the first (default 0.7) */
     sdn_calib_config cal;
     sdn_reuse_config reuse;
 } sdn_sdnpu_config;

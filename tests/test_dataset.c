@@ -145,6 +145,27 @@ static void test_file_errors(void **state) {
     sdn_dataset_free(&ds);
 }
 
+/* answers from the rows' own references: rows without one are skipped */
+static void test_answers_from_references(void **state) {
+    const char *rows = "{\"id\": \"a\", \"task\": \"ui\", \"context\": \"c\", \"prompt\": \"p\", \"reference\": \"tap 3\"}\n"
+                       "{\"id\": \"b\", \"task\": \"ui\", \"context\": \"c\", \"prompt\": \"p\", \"reference\": null}\n"
+                       "{\"id\": \"c\", \"task\": \"tweet\", \"context\": \"\", \"prompt\": \"q\", \"reference\": \"hi there\"}\n";
+    sdn_dataset ds = {0};
+    sdn_err e = {0};
+    assert_int_equal(sdn_dataset_load_buf(&ds, "refs.jsonl", rows, strlen(rows), &e), SDN_OK);
+    sdn_answers a;
+    assert_int_equal(sdn_answers_from_references(&ds, "gpt-4", &a, &e), SDN_OK);
+    assert_int_equal(a.n, 2);
+    assert_string_equal(a.rows[0].id, "a");
+    assert_string_equal(a.rows[0].output, "tap 3");
+    assert_string_equal(a.rows[0].model, "gpt-4");
+    assert_string_equal(a.rows[1].id, "c");
+    assert_string_equal(a.rows[1].task, "tweet");
+    assert_int_equal(sdn_answers_find(&a, "b"), -1);
+    sdn_answers_free(&a);
+    sdn_dataset_free(&ds);
+}
+
 static void test_answers(void **state) {
     (void)state;
     const char *path = tu_tmp("answers.jsonl");
@@ -200,7 +221,7 @@ static void test_shared_datasets(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_task_rows),      cmocka_unit_test(test_specbench_rows), cmocka_unit_test(test_malformed_rows),
-        cmocka_unit_test(test_file_errors),    cmocka_unit_test(test_answers),        cmocka_unit_test(test_shared_datasets),
+        cmocka_unit_test(test_file_errors),    cmocka_unit_test(test_answers),        cmocka_unit_test(test_answers_from_references), cmocka_unit_test(test_shared_datasets),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -35,6 +35,7 @@ static void usage(FILE *f) {
             "  --chat-template NAME --use-input   request rendering (see `sdnpu trace --help`)\n"
             "  --history FILE       history store: earlier answers of the group feed SAM; answers are stored\n"
             "  --history-budget N   history tokens per request (default 4096)\n"
+            "  --param KEY=VALUE    a drafting-method parameter (repeatable; keys in draft/methods.h)\n"
             "  --out DIR            write bench.csv and bench.json (and the charts) into DIR\n"
             "  --results-db FILE    append the run to an SQLite results database\n"
             "  --plot               SVG charts: ms/token per task and method, verify cost vs draft size\n"
@@ -78,6 +79,8 @@ int cmd_bench(int argc, char **argv) {
     int n_ds = 0, plot = 0;
     long x, limit = 0;
     sdn_bench_opts o = {.max_tokens = 128, .threads = 2};
+    sdn_method_config mcfg;
+    sdn_method_defaults(&mcfg);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
 #define VAL() ((v = cli_value(argc, argv, &i, a)) != NULL)
@@ -100,7 +103,19 @@ int cmd_bench(int argc, char **argv) {
         else if (!strcmp(a, "--use-input")) o.use_input = 1;
         else if (!strcmp(a, "--plot")) plot = 1;
         else if (!strcmp(a, "--limit")) { if (!VAL() || cli_int(a, v, 1, 1 << 30, &limit)) return 2; }
+        else if (!strcmp(a, "--param")) {
+            if (!VAL()) return 2;
+            sdn_err pe = {0};
+            if (sdn_method_set_param(&mcfg, v, &pe)) { fprintf(stderr, "sdnpu: %s\n", pe.msg); return 2; }
+            o.mcfg = &mcfg;
+        }
         else if (!strcmp(a, "--history-budget")) { if (!VAL() || cli_int(a, v, 1, 1L << 30, &x)) return 2; o.history_budget = x; }
+        else if (!strcmp(a, "--param")) {
+            if (!VAL()) return 2;
+            sdn_err pe = {0};
+            if (sdn_method_set_param(&mcfg, v, &pe)) { fprintf(stderr, "sdnpu: %s\n", pe.msg); return 2; }
+            o.mcfg = &mcfg;
+        }
         else if (!strcmp(a, "--max-tokens")) { if (!VAL() || cli_int(a, v, 1, 1 << 20, &x)) return 2; o.max_tokens = (int)x; }
         else if (!strcmp(a, "--draft-max")) { if (!VAL() || cli_int(a, v, 1, 63, &x)) return 2; o.caps.max_nodes = (int)x; }
         else if (!strcmp(a, "--draft-depth")) { if (!VAL() || cli_int(a, v, 1, 63, &x)) return 2; o.caps.max_depth = (int)x; }

@@ -27,6 +27,7 @@ static void usage(FILE *f) {
             "  --draft-max N --draft-depth D --draft-branch B   draft caps (default 63, 63, 1: the engine's)\n"
             "  --history            also draft from earlier outputs of the same group (trace order, in-memory store)\n"
             "  --history-budget N   history tokens per request (default 4096)\n"
+            "  --param KEY=VALUE    a drafting-method parameter (repeatable; keys in draft/methods.h)\n"
             "  --cost PROFILE       verify-cost profile: project ms/token and speedup per method\n"
             "  --model M [--tokenizer T] [--threads N] [--ctx N]   measure methods a trace cannot replay live\n"
             "  --live               measure every method live on --model (checks the replay)\n"
@@ -107,6 +108,8 @@ int cmd_study(int argc, char **argv) {
     int n_tr = 0, no_pub = 0;
     long x, limit = 0;
     sdn_study_opts so = {0};
+    sdn_method_config mcfg;
+    sdn_method_defaults(&mcfg);
     int threads = 2, n_ctx = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -126,6 +129,12 @@ int cmd_study(int argc, char **argv) {
         else if (!strcmp(a, "--json")) { if (!VAL()) return 2; json = v; }
         else if (!strcmp(a, "--results-db")) { if (!VAL()) return 2; rdb = v; }
         else if (!strcmp(a, "--history")) so.history = 1;
+        else if (!strcmp(a, "--param")) {
+            if (!VAL()) return 2;
+            sdn_err pe = {0};
+            if (sdn_method_set_param(&mcfg, v, &pe)) { fprintf(stderr, "sdnpu: %s\n", pe.msg); return 2; }
+            so.mcfg = &mcfg;
+        }
         else if (!strcmp(a, "--live")) so.live_all = 1;
         else if (!strcmp(a, "--no-published")) no_pub = 1;
         else if (!strcmp(a, "--limit")) { if (!VAL() || cli_int(a, v, 1, 1 << 30, &limit)) return 2; }

@@ -27,10 +27,13 @@ static void usage(FILE *f) {
                "  --tasks LIST         only these tasks\n"
                "  --max-new N          generation limit of the recorded run (default 1024)\n"
                "  --model-name NAME    the trace's \"model\" (default: the answers' model_id)\n"
+               "  --from-references WHO  instead of --outputs: the questions' own \"reference\" fields are the outputs,\n"
+               "                       written by WHO (e.g. gpt-4 for AndroidArena's recorded responses)\n"
                "  --out FILE           the trace (JSON Lines)\n");
 }
 
 int cmd_trace_import(int argc, char **argv) {
+    const char *from_refs = NULL;
     const char *outputs = NULL, *tokenizer = NULL, *vocab = NULL, *tmpl = "vicuna", *agree = NULL, *out_path = NULL, *v;
     const char *questions[16];
     int n_q = 0;
@@ -41,6 +44,7 @@ int cmd_trace_import(int argc, char **argv) {
 #define VAL() ((v = cli_value(argc, argv, &i, a)) != NULL)
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
         else if (!strcmp(a, "--outputs")) { if (!VAL()) return 2; outputs = v; }
+        else if (!strcmp(a, "--from-references")) { if (!VAL()) return 2; from_refs = v; }
         else if (!strcmp(a, "--questions")) {
             if (!VAL()) return 2;
             if (n_q == 16) { fprintf(stderr, "sdnpu: option --questions: at most 16\n"); return 2; }
@@ -58,8 +62,8 @@ int cmd_trace_import(int argc, char **argv) {
         else { fprintf(stderr, "sdnpu trace-import: unknown option '%s'\n", a); usage(stderr); return 2; }
 #undef VAL
     }
-    if (!outputs || !out_path || (!tokenizer == !vocab)) {
-        fprintf(stderr, "sdnpu trace-import: --outputs, --out and one of --tokenizer / --vocab are required\n");
+    if (!outputs == !from_refs || !out_path || (!tokenizer == !vocab)) {
+        fprintf(stderr, "sdnpu trace-import: one of --outputs / --from-references, --out and one of --tokenizer / --vocab are required\n");
         usage(stderr);
         return 2;
     }
@@ -83,7 +87,10 @@ int cmd_trace_import(int argc, char **argv) {
     int code = 1;
     for (int i = 0; i < n_q; i++)
         if (sdn_dataset_load_file(&qs, questions[i], &err)) goto fail;
-    if (sdn_answers_load(&ans, outputs, &err)) goto fail;
+    if (from_refs) {
+        if (sdn_answers_from_references(&qs, from_refs, &ans, &err)) goto fail;
+        outputs = "references";
+    } else if (sdn_answers_load(&ans, outputs, &err)) goto fail;
     if (agree && sdn_answers_load(&other, agree, &err)) goto fail;
     if (tokenizer) {
         if (sdn_tokenizer_from_llama2c(tokenizer, 0, &tok, &err)) goto fail;

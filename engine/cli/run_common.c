@@ -7,6 +7,7 @@
 
 #include "common/sdn_util.h"
 #include "draft/methods.h"
+#include "engine/cli/bench_util.h"
 #include "engine/cli/cli.h"
 #include "engine/forward.h"
 #include "engine/model.h"
@@ -25,6 +26,8 @@ void sdn_run_opts_init(sdn_run_opts *o) {
 void sdn_run_opts_free(sdn_run_opts *o) {
     free(o->contexts);
     o->contexts = NULL;
+    free(o->params);
+    o->params = NULL;
 }
 
 void sdn_run_opts_usage(FILE *f) {
@@ -34,7 +37,11 @@ void sdn_run_opts_usage(FILE *f) {
                "  --spec METHOD         drafting method: %s (default none)\n"
                "  --draft-max N --draft-depth D --draft-branch B   draft tree caps (default 63, 63, 1)\n"
                "  --compare             also run plain decoding: same output?, speedup\n"
+               "  --graphs MODE         fixed-shape graphs, switched during prefill: single, sync, async, progressive\n"
+               "  --graph-blocks N --g1 S1 --g2 S2   blocks, prefill and decode graph rows (default 8, 256, from the profile)\n"
+               "  --profile-db FILE     graph profile cache (default $SDNPU_CACHE/profiles.sqlite)\n"
                "  --prefill-topk K      prefill predictions kept per context position for sam+cal/sdnpu (default 4)\n"
+               "  --param KEY=VALUE     a drafting parameter, e.g. sdnpu.follow=0.7 (keys: draft/methods.h)\n"
                "  --threads K           worker threads (default 2)\n"
                "  --ctx N               KV cache size in tokens (default min(model, 4096))\n"
                "  --tokenizer FILE      llama2.c tokenizer.bin (for llama2.c checkpoints)\n"
@@ -59,9 +66,24 @@ int sdn_run_opts_parse(sdn_run_opts *o, int argc, char **argv, int *i) {
     if (!strcmp(a, "--system")) return VAL() ? (o->system = v, 1) : -1;
     if (!strcmp(a, "--stats-json")) return VAL() ? (o->stats_json = v, 1) : -1;
     if (!strcmp(a, "--spec")) return VAL() ? (o->spec = v, 1) : -1;
+    if (!strcmp(a, "--graphs")) return VAL() ? (o->graphs.graphs = v, 1) : -1;
+    if (!strcmp(a, "--profile-db")) return VAL() ? (o->graphs.profile_db = v, 1) : -1;
+    if (!strcmp(a, "--graph-blocks")) return VAL() && !cli_int(a, v, 1, 128, &x) ? (o->graphs.n_blocks = (int)x, 1) : -1;
+    if (!strcmp(a, "--g1")) return VAL() && !cli_int(a, v, 1, 4096, &x) ? (o->graphs.s1 = (int)x, 1) : -1;
+    if (!strcmp(a, "--g2")) return VAL() && !cli_int(a, v, 1, 64, &x) ? (o->graphs.s2 = (int)x, 1) : -1;
     if (!strcmp(a, "--quiet")) return o->quiet = 1, 1;
     if (!strcmp(a, "--compare")) return o->compare = 1, 1;
     if (!strcmp(a, "--ignore-eos")) return o->ignore_eos = 1, 1;
+    if (!strcmp(a, "--param")) {
+        if (!VAL()) return -1;
+        sdn_method_config probe;
+        sdn_err e = {0};
+        sdn_method_defaults(&probe);
+        if (sdn_method_set_param(&probe, v, &e)) { fprintf(stderr, "sdnpu: %s\n", e.msg); return -1; }
+        o->params = realloc(o->params, (size_t)(o->n_params + 1) * sizeof *o->params);
+        o->params[o->n_params++] = v;
+        return 1;
+    }
     if (!strcmp(a, "--context")) {
         if (!VAL()) return -1;
         o->contexts = realloc(o->contexts, (size_t)(o->n_contexts + 1) * sizeof *o->contexts);
@@ -214,6 +236,7 @@ static cJSON *pass_json(const pass *p, const pass *base) {
 static int run_pass(const sdn_run_opts *o, sdn_model *m, const int32_t *prompt, int n_prompt, const char *method, FILE *out, pass *p) {
     sdn_err err = {0};
     sdn_ctx *c = NULL;
+    sdn_gs *gs = NULL;
     sdn_drafter d = {0};
     sdn_method_config mc;
     stream st = {.out = out};
@@ -222,22 +245,32 @@ static int run_pass(const sdn_run_opts *o, sdn_model *m, const int32_t *prompt, 
     memset(p, 0, sizeof *p);
     p->method = method;
     sdn_method_defaults(&mc);
+    for (int i = 0; i < o->n_params; i++)
+        if (sdn_method_set_param(&mc, o->params[i], &err)) goto fail;
     if (sdn_method_create(method, &mc, &d, &err)) goto fail;
     sdn_ctx_params cp = {.n_ctx = o->n_ctx, .n_threads = o->threads};
+    sdn_gen_params gp = {.max_tokens = o->max_tokens, .sampling = o->sampling, .ignore_eog = o->ignore_eos,
+                         .drafter = d.ops ? &d : NULL, .caps = o->caps,
+                         .prefill_topk = sdn_method_uses_prefill_preds(method) ? o->prefill_topk : 0};
+    if (o->graphs.graphs) { /* fixed-shape graphs: prefill hook, decode shape, budget (graph_sched/setup.h) */
+        sdn_gs_options go = o->graphs;
+        char db[1200];
+        if (!go.profile_db) snprintf(db, sizeof db, "%s/profiles.sqlite", bench_cache_dir()), go.profile_db = db;
+        go.draft_max = o->caps.max_nodes;
+        if (sdn_gs_setup(m, o->threads, &go, o->quiet ? NULL : stderr, &cp, &gp, &gs, NULL, &err)) goto fail;
+    }
     if (sdn_ctx_new(m, &cp, &c, &err)) goto fail;
     if (tok) {
         st.dt = sdn_detok_new(tok);
         sdn_detok_prime(st.dt, prompt, n_prompt);
     }
-    sdn_gen_params gp = {.max_tokens = o->max_tokens, .sampling = o->sampling, .ignore_eog = o->ignore_eos,
-                         .drafter = d.ops ? &d : NULL, .caps = o->caps,
-                         .prefill_topk = sdn_method_uses_prefill_preds(method) ? o->prefill_topk : 0};
     if (sdn_generate(c, prompt, n_prompt, &gp, is_eog, (void *)tok, on_tokens, &st, &p->tokens, &p->n_tokens, &p->st, &err)) goto fail;
     if (st.dt) {
         char buf[512];
         emit(&st, buf, sdn_detok_flush(st.dt, buf, sizeof buf));
     }
     if (out) { fputc('\n', out); fflush(out); }
+    if (gs && !o->quiet) sdn_gs_stats_print(sdn_gs_last(gs), stderr);
     p->text = st.text;
     st.text = NULL;
     rc = 0;
@@ -249,6 +282,7 @@ out:
     free(st.text);
     sdn_drafter_destroy(&d);
     sdn_ctx_free(c);
+    sdn_gs_free(gs);
     return rc;
 }
 

@@ -10,6 +10,7 @@
 #include "draft/drafter.h"
 #include "engine/sampler.h"
 #include "engine/session.h"
+#include "graph_sched/setup.h"
 
 typedef struct sdn_run_opts {
     const char *model_path, *tokenizer_path, *prompt, *prompt_ids, *chat_template, *system, *stats_json;
@@ -20,7 +21,10 @@ typedef struct sdn_run_opts {
     const char *spec;     /* drafting method (none, pld, sam, ...) */
     sdn_draft_caps caps;  /* --draft-max, --draft-depth, --draft-branch */
     int compare;          /* also run plain decoding and compare */
+    sdn_gs_options graphs; /* --graphs MODE --graph-blocks N --g1 S1 --g2 S2 --profile-db FILE (graphs NULL: off) */
     int prefill_topk;     /* top-k prefill predictions kept for methods that use them (default 4) */
+    const char **params;  /* --param KEY=VALUE (drafting-method parameters) */
+    int n_params;
 } sdn_run_opts;
 
 void sdn_run_opts_init(sdn_run_opts *o);
