@@ -31,7 +31,7 @@ void sdn_study_caps(const sdn_draft_caps *in, sdn_draft_caps *out) {
     int budget = SDN_INVARIANT_MAX_ROWS - 1;
     if (c.max_nodes <= 0 || c.max_nodes > budget) c.max_nodes = budget;
     if (c.max_depth <= 0) c.max_depth = c.max_nodes;
-    if (c.max_branch <= 0) c.max_branch = 1;
+    if (c.max_branch <= 0) c.max_branch = SDN_DEFAULT_BRANCH;
     *out = c;
 }
 

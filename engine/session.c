@@ -39,7 +39,7 @@ int sdn_generate(sdn_ctx *c, const int32_t *prompt, int n_prompt, const sdn_gen_
     }
     if (caps.max_nodes <= 0 || caps.max_nodes > budget) caps.max_nodes = budget;
     if (caps.max_depth <= 0) caps.max_depth = caps.max_nodes;
-    if (caps.max_branch <= 0) caps.max_branch = 1;
+    if (caps.max_branch <= 0) caps.max_branch = SDN_DEFAULT_BRANCH;
     int greedy = !(p->sampling.temp > 0);
 
     int32_t *gen = malloc(((size_t)max_new + SDN_INVARIANT_MAX_ROWS + 1) * sizeof(int32_t));

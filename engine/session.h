@@ -18,6 +18,9 @@
 #include "engine/sampler.h"
 
 #define SDN_ACCEPT_HIST 65 /* histogram buckets: accepted draft tokens 0..64 */
+/* Default draft caps: the whole verification budget (63 nodes, depth 63) and up to 4
+ * children per node (chain drafters such as pld and sam produce chains regardless). */
+#define SDN_DEFAULT_BRANCH 4
 
 /* A prefill implementation: run tokens[0..n) into the context's KV cache (committing them)
  * and, when topk > 0, write each position's top-k predictions (tok/prob: n*topk). */

@@ -30,7 +30,7 @@ static void usage(FILE *f) {
             "  --methods LIST       drafting methods compared with plain decoding (default all: %s)\n"
             "  --tasks LIST         only these tasks      --limit N   at most N requests per task\n"
             "  --max-tokens N       new tokens per request (default 128)\n"
-            "  --draft-max N --draft-depth D --draft-branch B   draft caps (default 63, 63, 1)\n"
+            "  --draft-max N --draft-depth D --draft-branch B   draft caps (default 63, 63, 4)\n"
             "  --threads N --ctx N  worker threads (default 2), KV cache size\n"
             "  --chat-template NAME --use-input   request rendering (see `sdnpu trace --help`)\n"
             "  --history FILE       history store: earlier answers of the group feed SAM; answers are stored\n"

@@ -22,6 +22,8 @@ static const struct {
     {"bench-verify", cmd_bench_verify, "verify-step cost vs. tree size; none/pld/sam end to end on TinyStories"},
     {"bench-sam", cmd_bench_sam, "micro-benchmark of the suffix automaton and baseline drafters"},
     {"bench-kernels", cmd_bench_kernels, "speed of the small-batch matmul kernels vs a memory-bandwidth probe"},
+    {"profile", cmd_profile, "profile the prefill/decode graphs of a model on this machine; print the fits and the chosen schedule"},
+    {"bench-graphs", cmd_bench_graphs, "graph switching: time to first token of sync/async/progressive, and greedy vs optimal schedules"},
     {"bench", cmd_bench, "generation over a dataset: every drafting method vs plain decoding (acceptance, ms/token, speedup)"},
     {"trace", cmd_trace, "record plain greedy generation over a dataset as a trace for offline studies"},
     {"trace-import", cmd_trace_import, "turn text-only model answers (e.g. Vicuna outputs) into a trace"},
