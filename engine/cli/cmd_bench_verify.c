@@ -9,6 +9,7 @@
  *     accepted tokens and speedup of pld and sam over plain decoding, measured in the same
  *     run, on prompts that give the model a story to continue. */
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +17,7 @@
 
 #include "common/sdn_util.h"
 #include "draft/methods.h"
+#include "draft/sdnpu_drafter.h"
 #include "engine/cli/bench_util.h"
 #include "engine/cli/cli.h"
 #include "engine/forward.h"
@@ -94,6 +96,88 @@ static int write_profile(const char *file, const char *model, const char *shape,
     fclose(f);
     free(txt);
     return 0;
+}
+
+/* Drafting overheads of sdnpu's drafter on a 4,000-token text-like context (Zipf tokens with
+ * copied spans) with top-4 prefill predictions that mostly agree with the context: the
+ * calibration build time per context token and the propose + feedback time per step while
+ * an output that re-uses the context is decoded. Targets: < 20 us per context token, < 50 us
+ * per step. */
+static void drafting_overheads(void) {
+    enum { N = 4000, K = 4, V = 32000, STEPS = 400 };
+    int32_t *ctx = malloc(sizeof(int32_t) * N), *pt = malloc(sizeof(int32_t) * N * K);
+    float *pp = malloc(sizeof(float) * N * K);
+    sdn_rng r;
+    sdn_rng_seed(&r, 11);
+    for (int i = 0; i < N; i++) {
+        if (i > 40 && sdn_rng_below(&r, 3) == 0) { /* copy a span from earlier */
+            int len = 3 + (int)sdn_rng_below(&r, 20), from = (int)sdn_rng_below(&r, (uint64_t)(i - len));
+            for (int j = 0; j < len && i < N; j++, i++) ctx[i] = ctx[from + j];
+            i--;
+            continue;
+        }
+        double u = sdn_rng_double(&r);
+        ctx[i] = (int32_t)(pow((double)V, u) - 1); /* Zipf-like */
+    }
+    for (int p = 0; p < N - 1; p++) {
+        float mass = 0.9f;
+        for (int j = 0; j < K; j++) {
+            pt[p * K + j] = j == 0 && sdn_rng_below(&r, 4) ? ctx[p + 1] : (int32_t)sdn_rng_below(&r, V);
+            pp[p * K + j] = mass * 0.6f;
+            mass *= 0.4f;
+        }
+    }
+    sdn_prefill_preds preds = {N - 1, K, pt, pp};
+    sdn_method_config mc;
+    sdn_method_defaults(&mc);
+    sdn_drafter d;
+    sdn_err err = {0};
+    if (sdn_method_create("sdnpu", &mc, &d, &err) || sdn_drafter_begin(&d, ctx, N, &preds, &err)) {
+        fprintf(stderr, "sdnpu: %s\n", err.msg);
+        return;
+    }
+    sdn_tree t;
+    sdn_tree_init(&t, 63, NULL);
+    sdn_draft_caps caps = {63, 63, 4};
+    int32_t argmax[64];
+    double tp = 0;
+    long drafted = 0, accepted = 0;
+    int pos = 1000; /* the output re-tells the context from here, with a wrong token now and then */
+    for (int s = 0; s < STEPS; s++) {
+        sdn_tree_clear(&t);
+        double t0 = sdn_now();
+        sdn_drafter_propose(&d, &t, &caps, &err);
+        drafted += t.n;
+        /* the "model" continues the context; accept the matching path */
+        int32_t acc[65];
+        int na = 0, cur = -1;
+        for (;;) {
+            int32_t want = ctx[(pos + na) % N];
+            int c = sdn_tree_find_child(&t, cur, want);
+            if (c < 0 || na >= 63) break;
+            acc[na++] = want;
+            cur = c;
+        }
+        acc[na] = sdn_rng_below(&r, 10) == 0 ? (int32_t)sdn_rng_below(&r, V) : ctx[(pos + na) % N];
+        for (int i = 0; i < t.n; i++) argmax[i] = ctx[(pos + t.depth[i]) % N];
+        sdn_draft_feedback fb = {acc, na + 1, &t, argmax, -1};
+        sdn_drafter_feedback(&d, &fb, &err);
+        tp += sdn_now() - t0;
+        pos += na + 1;
+        accepted += na + 1;
+    }
+    sdn_sdnpu_info info;
+    sdn_sdnpu_info_get(&d, &info);
+    printf("\ndrafting overheads of sdnpu (4,000-token text-like context, top-%d prefill predictions, %d steps):\n", K, STEPS);
+    printf("  calibration build: %.2f ms = %.2f us per context token (target < 20 us; published 2 ms), %zu nodes, %.1f KiB\n",
+           1000 * info.cal_build_s, 1e6 * info.cal_build_s / N, info.cal_nodes, (double)info.cal_bytes / 1024);
+    printf("  propose + feedback: %.1f us per step (target < 50 us), %.1f draft tokens and %.2f accepted tokens per step\n",
+           1e6 * tp / STEPS, (double)drafted / STEPS, (double)accepted / STEPS);
+    sdn_tree_free(&t);
+    sdn_drafter_destroy(&d);
+    free(ctx);
+    free(pt);
+    free(pp);
 }
 
 static int eog(void *ud, int32_t t) {
@@ -236,6 +320,7 @@ int cmd_bench_verify(int argc, char **argv) {
             }
         }
     }
+    drafting_overheads();
     if (!stories && access("../shared/models/stories260K/stories260K.bin", R_OK) == 0) stories = "../shared/models/stories260K";
     if (stories) {
         if (stories_e2e(stories, (int)threads, (int)max_tokens, &err)) {
