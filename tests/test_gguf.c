@@ -141,6 +141,12 @@ static void test_bad_files(void **state) {
     assert_int_equal(sdn_model_load(good, &o, &m, &e), SDN_OK);
     sdn_model_free(m);
 
+    /* GGUF v2 has the same layout (64-bit counts): a v2 header must load too */
+    memcpy(c, b, n);
+    c[4] = 2;
+    assert_int_equal(tu_write_file(tu_tmp("v2.gguf"), c, n), 0);
+    assert_int_equal(sdn_model_load(tu_tmp("v2.gguf"), &o, &m, &e), SDN_OK);
+    sdn_model_free(m);
     expect_model_error("empty.gguf", b, 0, "too small");
     memcpy(c, b, n); c[0] = 'X';
     expect_model_error("magic.gguf", c, n, "not a GGUF file");
