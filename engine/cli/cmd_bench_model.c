@@ -123,6 +123,34 @@ static int bench_one(const char *path, const bopts *o) {
                1000 * d, wgbs, probe, 100 * wgbs / probe);
         sdn_ctx_free(c);
     }
+    /* prefill predictions: the same prefill also producing top-4 (token, probability) per
+     * position through the tiled LM head */
+    {
+        int th = o->threads[o->n_threads - 1];
+        sdn_ctx *c;
+        sdn_ctx_params cp = {.n_ctx = P + 8, .n_threads = th, .max_batch = P};
+        if (sdn_ctx_new(m, &cp, &c, &err) == SDN_OK) {
+            int32_t *tk = malloc(sizeof(int32_t) * (size_t)P * 4);
+            float *pr = malloc(sizeof(float) * (size_t)P * 4);
+            double t_plain[16], t_pred[16];
+            for (int r = 0; r < o->reps + 1; r++)
+                for (int with = 0; with < 2; with++) {
+                    sdn_kv_truncate(c, 0);
+                    sdn_batch b = {.n = P, .tokens = toks, .n_logits = with ? -1 : 0, .topk = with ? 4 : 0, .topk_tok = tk, .topk_prob = pr};
+                    double t0 = sdn_now();
+                    sdn_forward(c, &b, NULL, &err);
+                    if (r) (with ? t_pred : t_plain)[r - 1] = sdn_now() - t0;
+                }
+            double a = bench_median(t_plain, o->reps), b2 = bench_median(t_pred, o->reps);
+            printf("  prefill predictions (top-4 per position, %d threads): prefill %.0f ms -> %.0f ms (+%.0f%%; the LM head over %d "
+                   "tokens is %.0f%% of the layer weights)\n",
+                   th, 1000 * a, 1000 * b2, 100 * (b2 - a) / a, cfg->vocab,
+                   100.0 * (double)cfg->vocab * cfg->dim / (layer_flops(m, 1) / 2));
+            free(tk);
+            free(pr);
+            sdn_ctx_free(c);
+        }
+    }
     /* prefill with the F32 layout resident (what the prefill graph G1 keeps) */
     size_t f32b = 0;
     if (sdn_layout_load(m, 0, cfg->n_layers, SDN_LAYOUT_F32, &f32b, &err) == SDN_OK) {
