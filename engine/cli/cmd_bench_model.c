@@ -139,7 +139,9 @@ static int bench_one(const char *path, const bopts *o) {
                     sdn_batch b = {.n = P, .tokens = toks, .n_logits = with ? -1 : 0, .topk = with ? 4 : 0, .topk_tok = tk, .topk_prob = pr};
                     double t0 = sdn_now();
                     sdn_forward(c, &b, NULL, &err);
-                    if (r) (with ? t_pred : t_plain)[r - 1] = sdn_now() - t0;
+                    double dt = sdn_now() - t0;
+                    if (r > 0 && with) t_pred[r - 1] = dt;
+                    else if (r > 0) t_plain[r - 1] = dt;
                 }
             double a = bench_median(t_plain, o->reps), b2 = bench_median(t_pred, o->reps);
             printf("  prefill predictions (top-4 per position, %d threads): prefill %.0f ms -> %.0f ms (+%.0f%%; the LM head over %d "
