@@ -1,0 +1,422 @@
+/* cmd_bench_graphs.c - `sdnpu bench-graphs`: the graph-switching benchmarks.
+ *
+ * Part "ttft": on Qwen2.5-0.5B- and Llama-3.2-1B-shaped models (make-model, seeded random
+ * weights), time to first token of a prompt (prefill + the first decode step on G2) for
+ * each scheduler, against the run that never switches (single: both layouts resident),
+ * measured in the same process, modes interleaved, medians over repetitions:
+ *   overhead = TTFT(mode) - TTFT(single)             (switch overhead; per repetition, median)
+ *   hidden   = 1 - overhead(mode) / overhead(sync)   (share of the load time sync exposes
+ *                                                     that the mode hides; target >= 90%
+ *                                                     for progressive)
+ *   waited   = time the main thread waited for loads; overlap = 1 - waited / load time.
+ * Part "gap": the greedy (progressive) plan against the exact optimum on random instances
+ * (N <= 10 blocks, 2..8 chunks) and on the 2-partition instances of docs/graphs.md. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/sdn_util.h"
+#include "engine/cli/bench_util.h"
+#include "engine/cli/cli.h"
+#include "engine/forward.h"
+#include "engine/make_model.h"
+#include "engine/model.h"
+#include "engine/session.h"
+#include "graph_sched/prefill.h"
+#include "graph_sched/schedule.h"
+#include "graph_sched/setup.h"
+
+typedef struct gopts {
+    const char *shapes, *type, *db, *part, *threads_list;
+    int layers, prompt, reps, threads, blocks, s1, s2, instances;
+    long seed;
+} gopts;
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: sdnpu bench-graphs [options]\n"
+               "  --part ttft|gap|all    which benchmark (default all)\n"
+               "  --shapes A,B           model shapes (default qwen2.5-0.5b,llama-3.2-1b)\n"
+               "  --type T               weight type (default Q8_0)\n"
+               "  --layers L             cut the models to L layers (default: the full shape)\n"
+               "  --prompt N             prompt tokens (default 1024)\n"
+               "  --reps R               repetitions per scheduler (default 3)\n"
+               "  --threads K[,K2]       compute threads, one table each (default 2; 1 leaves a core to the loader)\n"
+               "  --blocks N --g1 S1 --g2 S2   graphs (default %d blocks, S1 %d, S2 %d)\n"
+               "  --instances I          random scheduling instances for the gap (default 300)\n"
+               "  --seed S               seed of the random instances (default 1)\n"
+               "  --profile-db FILE      profile cache (default $SDNPU_CACHE/profiles.sqlite)\n",
+            SDN_GS_DEFAULT_BLOCKS, SDN_GS_DEFAULT_S1, SDN_GS_DEFAULT_S2);
+}
+
+static const char *model_path(const char *shape, const char *type, int layers) {
+    if (layers <= 0) return bench_model(shape, type, NULL);
+    static char path[1200];
+    snprintf(path, sizeof path, "%s/bench-%s-%s-l%d.gguf", bench_cache_dir(), shape, type, layers);
+    if (access(path, R_OK) == 0) return path;
+    fprintf(stderr, "bench: writing %s ...\n", path);
+    sdn_make_model_opts o = {.shape = shape, .out_path = path, .type = type, .seed = 1, .n_layers = layers, .quiet = 1};
+    sdn_err err = {0};
+    if (sdn_make_model(&o, &err)) {
+        fprintf(stderr, "sdnpu: %s\n", err.msg);
+        return NULL;
+    }
+    return path;
+}
+
+#define NMODES 5
+
+/* CPU time (seconds) used by the whole machine (non-idle) and by this process, to detect
+ * runs disturbed by other processes on a shared machine. */
+static void cpu_times(double *machine, double *self) {
+    *machine = *self = 0;
+    long tck = sysconf(_SC_CLK_TCK);
+    FILE *f = fopen("/proc/stat", "r");
+    if (f) {
+        unsigned long long v[10] = {0};
+        if (fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7]) == 8)
+            *machine = (double)(v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / tck; /* all but idle and iowait */
+        fclose(f);
+    }
+    f = fopen("/proc/self/stat", "r");
+    if (f) {
+        char buf[1024];
+        size_t n = fread(buf, 1, sizeof buf - 1, f);
+        buf[n] = 0;
+        char *p = strrchr(buf, ')');
+        unsigned long long ut = 0, stt = 0;
+        /* fields after ')': state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime */
+        if (p && sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &stt) == 2) *self = (double)(ut + stt) / tck;
+        fclose(f);
+    }
+}
+
+typedef struct mode_res {
+    double ttft[16], wait[16], load[16], pred[16], prefill[16], comp[16];
+    int g2_tasks, max_both;
+    size_t peak_prefill, peak_switch, decode;
+    int32_t first;
+    int same;
+} mode_res;
+
+static int bench_ttft_one(const gopts *o, const char *shape) {
+    const char *path = model_path(shape, o->type, o->layers);
+    if (!path) return 1;
+    sdn_err err = {0};
+    sdn_model *m = NULL;
+    sdn_profile *p = NULL;
+    sdn_gs *gs[NMODES] = {0};
+    sdn_ctx *c = NULL;
+    int32_t *toks = NULL;
+    int code = 1;
+    sdn_model_load_opts lo = {.no_tokenizer = 1};
+    if (sdn_model_load(path, &lo, &m, &err)) goto fail;
+    const sdn_model_config *cfg = sdn_model_cfg(m);
+    if (sdn_gs_profile_get(m, o->threads, o->db, o->blocks, o->s1, 0, stderr, &p, &err)) goto fail;
+    sdn_gs_costs costs;
+    sdn_gs_costs_from_profile(p, &costs);
+    mode_res res[NMODES];
+    memset(res, 0, sizeof res);
+    for (int k = 0; k < NMODES; k++) {
+        sdn_gs_config gc = {.mode = (sdn_gs_mode)k, .n_blocks = o->blocks, .s1 = o->s1, .s2 = o->s2, .costs = &costs};
+        if (sdn_gs_new(m, &gc, &gs[k], &err)) goto fail;
+    }
+    int P = o->prompt;
+    toks = malloc((size_t)(P + 1) * sizeof(int32_t));
+    sdn_rng rng;
+    sdn_rng_seed(&rng, 99);
+    for (int i = 0; i <= P; i++) toks[i] = (int32_t)sdn_rng_below(&rng, (uint64_t)cfg->vocab);
+    sdn_ctx_params cp = {.n_ctx = P + o->s1 + 2 * SDN_INVARIANT_MAX_ROWS + 8, .n_threads = o->threads, .max_batch = sdn_gs_min_batch(gs[0])};
+    if (sdn_ctx_new(m, &cp, &c, &err)) goto fail;
+    double la[3] = {0};
+    FILE *lf = fopen("/proc/loadavg", "r");
+    if (lf) {
+        if (fscanf(lf, "%lf %lf %lf", &la[0], &la[1], &la[2]) != 3) la[0] = -1;
+        fclose(lf);
+    }
+    printf("\n%s (%s, %d layers, %s): prompt %d tokens, %d threads, %d blocks, S1 %d, S2 %d, %d reps; load average before %.2f\n", shape,
+           o->type, cfg->n_layers, path, P, o->threads, sdn_gs_blocks(gs[0])->n, o->s1, o->s2, o->reps, la[0]);
+    fflush(stdout);
+    int discarded = 0;
+    for (int r = 0; r < o->reps; r++)
+        for (int k = 0; k < NMODES; k++) {
+            if (sdn_gs_prepare(gs[k], &err)) goto fail;
+            double m0, s0, m1, s1;
+            cpu_times(&m0, &s0);
+            sdn_kv_truncate(c, 0); /* sdn_generate checks the decode graph's room before it resets the cache */
+            sdn_gen_params gp = {.max_tokens = 1, .ignore_eog = 1};
+            sdn_gs_apply(gs[k], &gp);
+            int32_t *out = NULL;
+            int n_out = 0;
+            sdn_gen_stats gst;
+            if (sdn_generate(c, toks, P + 1, &gp, NULL, NULL, NULL, NULL, &out, &n_out, &gst, &err)) goto fail;
+            const sdn_gs_stats *s = sdn_gs_last(gs[k]);
+            cpu_times(&m1, &s1);
+            double foreign = (m1 - m0) - (s1 - s0);
+            /* another process took more than 10% of a core-second per second of the run: run the repetition of this mode again */
+            if (foreign > 0.1 * gst.t_first_token + 0.05 && discarded < 8 * o->reps) {
+                discarded++;
+                fprintf(stderr, "  rep %d %-12s disturbed (other processes used %.2f CPU-s): repeated\n", r, sdn_gs_mode_name((sdn_gs_mode)k), foreign);
+                free(out);
+                k--;
+                continue;
+            }
+            mode_res *mr = &res[k];
+            mr->ttft[r] = gst.t_first_token;
+            mr->prefill[r] = s->t_prefill;
+            mr->comp[r] = s->t_compute;
+            mr->wait[r] = s->t_wait;
+            mr->load[r] = s->t_load;
+            mr->pred[r] = s->predicted;
+            mr->g2_tasks = s->g2_tasks;
+            mr->max_both = s->max_both;
+            mr->peak_prefill = s->bytes_prefill_peak;
+            mr->peak_switch = s->bytes_switch_peak;
+            mr->decode = s->bytes_decode;
+            if (r == 0) mr->first = n_out ? out[0] : -1;
+            mr->same = (r == 0 ? 1 : mr->same) && n_out && out[0] == res[0].first;
+            free(out);
+            fprintf(stderr, "  rep %d %-12s TTFT %.1f ms (waited %.1f ms)\n", r, sdn_gs_mode_name((sdn_gs_mode)k), 1e3 * gst.t_first_token,
+                    1e3 * s->t_wait);
+        }
+    /* overheads: per repetition against the single run of the same repetition, then the median */
+    double over[NMODES], d[16];
+    for (int k = 0; k < NMODES; k++) {
+        for (int r = 0; r < o->reps; r++) d[r] = res[k].ttft[r] - res[0].ttft[r];
+        over[k] = bench_median(d, o->reps);
+    }
+    double over_sync = over[SDN_GS_SYNC];
+    printf("  %-12s %9s %9s %8s %9s %8s %8s %8s %8s %8s %6s  %-24s %s\n", "scheduler", "TTFT ms", "overhead", "hidden", "compute", "waited",
+           "loads", "overlap", "pred. ms", "G2 tasks", "both", "weights MiB pre/sw/dec", "1st token");
+    for (int k = 0; k < NMODES; k++) {
+        mode_res *mr = &res[k];
+        double t = bench_median(mr->ttft, o->reps), w = bench_median(mr->wait, o->reps), l = bench_median(mr->load, o->reps);
+        double pr = bench_median(mr->pred, o->reps), cm = bench_median(mr->comp, o->reps);
+        char hid[16] = "-", ovl[16] = "-";
+        if (k > 0 && over_sync > 0) snprintf(hid, sizeof hid, "%.1f%%", 100 * (1 - over[k] / over_sync));
+        if (l > 0) snprintf(ovl, sizeof ovl, "%.1f%%", 100 * (1 - w / l));
+        char mem[64];
+        snprintf(mem, sizeof mem, "%.0f/%.0f/%.0f", mr->peak_prefill / 1048576.0, mr->peak_switch / 1048576.0, mr->decode / 1048576.0);
+        printf("  %-12s %9.1f %9.1f %8s %9.1f %8.1f %8.1f %8s %8.1f %8d %6d  %-24s %d%s\n", sdn_gs_mode_name((sdn_gs_mode)k), 1e3 * t,
+               1e3 * over[k], hid, 1e3 * cm, 1e3 * w, 1e3 * l, ovl, 1e3 * pr, mr->g2_tasks, mr->max_both, mem, mr->first,
+               mr->same ? "" : " (differs from single)");
+    }
+    lf = fopen("/proc/loadavg", "r");
+    if (lf) {
+        if (fscanf(lf, "%lf", &la[0]) != 1) la[0] = -1;
+        fclose(lf);
+    }
+    printf("  (%d runs disturbed by other processes were repeated; load average after %.2f)\n", discarded, la[0]);
+    printf("  (TTFT: median; overhead = median over repetitions of TTFT - TTFT(single) of the same repetition; hidden = 1 - overhead / overhead(sync); compute = main thread in graph runs, embedding\n"
+           "   and head (its growth over single is the loader's contention); waited = main thread blocked on loads;\n"
+           "   overlap = 1 - waited / load time; pred. = the plan's predicted prefill time from the profile)\n");
+    code = 0;
+    goto out;
+fail:
+    fprintf(stderr, "sdnpu: %s\n", err.msg);
+out:
+    for (int k = 0; k < NMODES; k++) sdn_gs_free(gs[k]);
+    sdn_ctx_free(c);
+    free(toks);
+    sdn_profile_free(p);
+    sdn_model_free(m);
+    return code;
+}
+
+/* ---- greedy vs optimum ---- */
+
+static double pct(double *v, int n, double q) {
+    if (n <= 0) return 0;
+    int i = (int)floor(q * (n - 1) + 0.5);
+    return v[i];
+}
+
+static void random_instance(sdn_sched_inst *in, sdn_rng *r) {
+    int N = 2 + (int)sdn_rng_below(r, 9), C = 2 + (int)sdn_rng_below(r, 7);
+    sdn_sched_inst_init(in, N, C, NULL);
+    double base[16], slow[16];
+    for (int j = 0; j < N; j++) {
+        base[j] = 0.5 + sdn_rng_double(r);
+        slow[j] = 1 + 2 * sdn_rng_double(r);
+        /* load / one task: log-uniform in [1/20, 8] */
+        in->load[j] = base[j] * exp(log(0.05) + sdn_rng_double(r) * (log(8.0) - log(0.05)));
+    }
+    double last = 0.2 + 0.8 * sdn_rng_double(r);
+    for (int c = 0; c < C; c++)
+        for (int j = 0; j < N; j++) {
+            double g = base[j] * (c == C - 1 ? last : 1) * (0.9 + 0.2 * sdn_rng_double(r));
+            in->g1[c * N + j] = g;
+            in->g2[c * N + j] = g * slow[j];
+        }
+}
+
+static void partition_instance(sdn_sched_inst *in, const int *a, int n, int L) {
+    int B2 = 0;
+    for (int i = 0; i < n; i++) B2 += a[i];
+    int B = B2 / 2, C = 2 * B + L + 1, cs = B + L, N = n + 2;
+    double M = 10.0 * (B2 + L + 1);
+    sdn_sched_inst_init(in, N, C, NULL);
+    for (int c = 0; c < C; c++) {
+        in->g1[c * N] = in->g2[c * N] = c == cs ? 0 : 1;
+        in->g1[c * N + 1] = c == cs ? M : 0;
+        in->g2[c * N + 1] = c == cs - 1 ? M : 0;
+    }
+    in->load[1] = L;
+    for (int i = 0; i < n; i++) in->load[2 + i] = a[i];
+}
+
+static int bench_gap(const gopts *o) {
+    int I = o->instances;
+    double *gap = malloc((size_t)I * sizeof(double)), *gsync = malloc((size_t)I * sizeof(double)), *gasync = malloc((size_t)I * sizeof(double));
+    sdn_rng r;
+    sdn_rng_seed(&r, (uint64_t)o->seed);
+    int n_opt = 0, async_below = 0, reg_n[3] = {0};
+    double reg_sum[3] = {0}, reg_max[3] = {0};
+    double t0 = sdn_now();
+    for (int i = 0; i < I; i++) {
+        sdn_sched_inst in;
+        random_instance(&in, &r);
+        sdn_sched_plan p;
+        double opt;
+        sdn_err err = {0};
+        if (sdn_sched_optimal(&in, &p, &opt, &err)) {
+            fprintf(stderr, "sdnpu: %s\n", err.msg);
+            return 1;
+        }
+        sdn_sched_result res;
+        sdn_sched_progressive(&in, &p);
+        sdn_sched_simulate(&in, &p, &res);
+        gap[i] = res.makespan / opt - 1;
+        n_opt += gap[i] < 1e-9;
+        double lsum = 0, gsum = 0;
+        for (int j = 0; j < in.n_blocks; j++) lsum += in.load[j] / in.n_blocks;
+        for (int k = 0; k < in.n_blocks * in.n_chunks; k++) gsum += in.g1[k] / (in.n_blocks * in.n_chunks);
+        int rb = lsum < gsum ? 0 : lsum < 3 * gsum ? 1 : 2;
+        reg_n[rb]++;
+        reg_sum[rb] += gap[i];
+        if (gap[i] > reg_max[rb]) reg_max[rb] = gap[i];
+        sdn_sched_sync(&in, &p);
+        sdn_sched_simulate(&in, &p, &res);
+        gsync[i] = res.makespan / opt - 1;
+        sdn_sched_async(&in, &p);
+        sdn_sched_simulate(&in, &p, &res);
+        gasync[i] = res.makespan / opt - 1;
+        async_below += gasync[i] < -1e-9;
+        sdn_sched_inst_free(&in);
+    }
+    double t = sdn_now() - t0;
+    bench_median(gap, I);
+    bench_median(gsync, I);
+    bench_median(gasync, I);
+    double mean = 0, ms = 0, ma = 0;
+    for (int i = 0; i < I; i++) { mean += gap[i] / I; ms += gsync[i] / I; ma += gasync[i] / I; }
+    printf("\ngreedy (progressive) vs exact optimum: %d random instances, 2..10 blocks x 2..8 chunks (seed %ld; %.1f s incl. the search)\n", I,
+           o->seed, t);
+    printf("  instances: task times U(0.5,1.5) per block, last chunk 0.2..1 of a full one, G2 1..3x slower, load 1/20..8 tasks (log-uniform)\n");
+    printf("  makespan / optimum - 1:  %8s %8s %8s %8s %8s %8s\n", "mean", "median", "p90", "p99", "max", "optimal");
+    printf("    progressive            %7.2f%% %7.2f%% %7.2f%% %7.2f%% %7.2f%% %7.1f%%\n", 100 * mean, 100 * pct(gap, I, 0.5),
+           100 * pct(gap, I, 0.9), 100 * pct(gap, I, 0.99), 100 * gap[I - 1], 100.0 * n_opt / I);
+    printf("    sync                   %7.2f%% %7.2f%% %7.2f%% %7.2f%% %7.2f%%\n", 100 * ms, 100 * pct(gsync, I, 0.5), 100 * pct(gsync, I, 0.9),
+           100 * pct(gsync, I, 0.99), 100 * gsync[I - 1]);
+    printf("    async                  %7.2f%% %7.2f%% %7.2f%% %7.2f%% %7.2f%%   (async queues loads outside the window class;\n"
+           "                           below the window optimum on %d instances)\n",
+           100 * ma, 100 * pct(gasync, I, 0.5), 100 * pct(gasync, I, 0.9), 100 * pct(gasync, I, 0.99), 100 * gasync[I - 1], async_below);
+    static const double edges[] = {1e-9, 0.01, 0.05, 0.10, 0.25, 0.5};
+    static const char *labels[] = {"= 0", "(0,1%]", "(1,5%]", "(5,10%]", "(10,25%]", "(25,50%]", "> 50%"};
+    int hist[7] = {0};
+    for (int i = 0; i < I; i++) {
+        int b = 0;
+        while (b < 6 && gap[i] > edges[b]) b++;
+        hist[b]++;
+    }
+    static const char *regs[] = {"load < 1 task", "1-3 tasks", ">= 3 tasks"};
+    printf("  progressive gap by mean load / mean G1 task:");
+    for (int b = 0; b < 3; b++) printf("  %s: %d inst., mean %.2f%%, max %.2f%%;", regs[b], reg_n[b], reg_n[b] ? 100 * reg_sum[b] / reg_n[b] : 0, 100 * reg_max[b]);
+    printf("\n");
+    printf("  progressive gap histogram:");
+    for (int b = 0; b < 7; b++) printf("  %s: %d", labels[b], hist[b]);
+    printf("\n");
+    struct { int a[6], n, L, yes; } cases[] = {{{1, 1, 2}, 3, 1, 1}, {{1, 2, 3, 4}, 4, 2, 1}, {{3, 3, 2, 2, 2}, 5, 1, 1}, {{1, 1, 4}, 3, 1, 0}, {{2, 2, 3, 5}, 4, 1, 0}};
+    printf("  2-partition instances (optimum = 2B + L iff the items split evenly):\n");
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        sdn_sched_inst in;
+        partition_instance(&in, cases[k].a, cases[k].n, cases[k].L);
+        sdn_sched_plan p;
+        double opt;
+        sdn_sched_optimal(&in, &p, &opt, NULL);
+        sdn_sched_result res;
+        sdn_sched_progressive(&in, &p);
+        sdn_sched_simulate(&in, &p, &res);
+        int B2 = 0;
+        printf("    items {");
+        for (int i = 0; i < cases[k].n; i++) { printf("%s%d", i ? "," : "", cases[k].a[i]); B2 += cases[k].a[i]; }
+        printf("} L=%d (%s): 2B+L = %d, optimum %g, progressive %g\n", cases[k].L, cases[k].yes ? "partition exists" : "no partition",
+               B2 + cases[k].L, opt, res.makespan);
+        sdn_sched_inst_free(&in);
+    }
+    free(gap);
+    free(gsync);
+    free(gasync);
+    return 0;
+}
+
+int cmd_bench_graphs(int argc, char **argv) {
+    gopts o = {.shapes = "qwen2.5-0.5b,llama-3.2-1b", .type = "Q8_0", .part = "all", .prompt = 1024, .reps = 3, .threads_list = "2",
+               .blocks = SDN_GS_DEFAULT_BLOCKS, .s1 = SDN_GS_DEFAULT_S1, .s2 = SDN_GS_DEFAULT_S2, .instances = 300, .seed = 1};
+    char dbpath[1200];
+    const char *v;
+    long x;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+#define VAL() (v = cli_value(argc, argv, &i, a))
+#define INT(lo, hi, dst) do { if (!VAL() || cli_int(a, v, lo, hi, &x)) return 2; dst = (int)x; } while (0)
+        if (!strcmp(a, "--part")) { if (!VAL()) return 2; o.part = v; }
+        else if (!strcmp(a, "--shapes")) { if (!VAL()) return 2; o.shapes = v; }
+        else if (!strcmp(a, "--type")) { if (!VAL()) return 2; o.type = v; }
+        else if (!strcmp(a, "--profile-db")) { if (!VAL()) return 2; o.db = v; }
+        else if (!strcmp(a, "--layers")) INT(1, 1024, o.layers);
+        else if (!strcmp(a, "--prompt")) INT(2, 1 << 20, o.prompt);
+        else if (!strcmp(a, "--reps")) INT(1, 16, o.reps);
+        else if (!strcmp(a, "--threads")) { if (!VAL()) return 2; o.threads_list = v; }
+        else if (!strcmp(a, "--blocks")) INT(1, 128, o.blocks);
+        else if (!strcmp(a, "--g1")) INT(1, 4096, o.s1);
+        else if (!strcmp(a, "--g2")) INT(1, 64, o.s2);
+        else if (!strcmp(a, "--instances")) INT(1, 1000000, o.instances);
+        else if (!strcmp(a, "--seed")) { if (!VAL() || cli_int(a, v, 0, 1L << 40, &x)) return 2; o.seed = x; }
+        else if (!strcmp(a, "--help")) { usage(stdout); return 0; }
+        else {
+            fprintf(stderr, "sdnpu bench-graphs: unknown option %s\n", a);
+            usage(stderr);
+            return 2;
+        }
+#undef INT
+#undef VAL
+    }
+    if (strcmp(o.part, "ttft") && strcmp(o.part, "gap") && strcmp(o.part, "all")) {
+        fprintf(stderr, "sdnpu bench-graphs: --part must be ttft, gap or all\n");
+        return 2;
+    }
+    if (!o.db) {
+        snprintf(dbpath, sizeof dbpath, "%s/profiles.sqlite", bench_cache_dir());
+        o.db = dbpath;
+    }
+    int rc = 0;
+    if (strcmp(o.part, "gap")) {
+        char *list = strdup(o.shapes), *save = NULL;
+        for (char *s = strtok_r(list, ",", &save); s && !rc; s = strtok_r(NULL, ",", &save)) {
+            char *tl = strdup(o.threads_list), *save2 = NULL;
+            for (char *t = strtok_r(tl, ",", &save2); t && !rc; t = strtok_r(NULL, ",", &save2)) {
+                if (cli_int("--threads", t, 1, 256, &x)) rc = 2;
+                else {
+                    o.threads = (int)x;
+                    rc = bench_ttft_one(&o, s);
+                }
+            }
+            free(tl);
+        }
+        free(list);
+    }
+    if (!rc && strcmp(o.part, "ttft")) rc = bench_gap(&o);
+    return rc;
+}
