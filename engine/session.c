@@ -37,7 +37,8 @@ int sdn_generate(sdn_ctx *c, const int32_t *prompt, int n_prompt, const sdn_gen_
         pad_rows = p->decode_rows < SDN_INVARIANT_MAX_ROWS ? p->decode_rows : SDN_INVARIANT_MAX_ROWS;
         budget = pad_rows - 1;
     }
-    if (caps.max_nodes <= 0 || caps.max_nodes > budget) caps.max_nodes = budget;
+    /* a one-row decode graph (budget 0) leaves no room for drafts */
+    if (caps.max_nodes <= 0 || caps.max_nodes > budget) caps.max_nodes = budget > 0 ? budget : 0;
     if (caps.max_depth <= 0) caps.max_depth = caps.max_nodes;
     if (caps.max_branch <= 0) caps.max_branch = SDN_DEFAULT_BRANCH;
     int greedy = !(p->sampling.temp > 0);
@@ -54,14 +55,14 @@ int sdn_generate(sdn_ctx *c, const int32_t *prompt, int n_prompt, const sdn_gen_
     sdn_rng_seed(&rng, p->sampling.seed);
     int rc = SDN_OK;
     if (!gen || !logits || !argmax) { rc = sdn_fail(err, SDN_ENOMEM, "out of memory"); goto done; }
-    if (pad_rows > 0 && sdn_kv_len(c) + n_prompt + pad_rows > n_ctx) {
+    sdn_kv_truncate(c, 0);
+    if (pad_rows > 0 && n_prompt + pad_rows > n_ctx) {
         rc = sdn_fail(err, SDN_EINVAL, "context of %d is too small for the prompt plus the decode graph's %d rows", n_ctx, pad_rows);
         goto done;
     }
-    if ((rc = sdn_tree_init(&tree, caps.max_nodes, err)) || (rc = sdn_vbatch_init(&vb, SDN_INVARIANT_MAX_ROWS, err)) ||
-        (rc = sdn_accept_init(&acc, caps.max_nodes, err)))
+    if ((rc = sdn_tree_init(&tree, caps.max_nodes > 0 ? caps.max_nodes : 1, err)) || (rc = sdn_vbatch_init(&vb, SDN_INVARIANT_MAX_ROWS, err)) ||
+        (rc = sdn_accept_init(&acc, caps.max_nodes > 0 ? caps.max_nodes : 1, err)))
         goto done;
-    sdn_kv_truncate(c, 0);
     s.n_prompt = n_prompt;
 
     /* Prefill: every prompt token but the last; the last is the root of the first step.
@@ -78,7 +79,7 @@ int sdn_generate(sdn_ctx *c, const int32_t *prompt, int n_prompt, const sdn_gen_
     sdn_fwd_stats fs0, fs1;
     sdn_ctx_stats(c, &fs0);
     double t0 = sdn_now();
-    if (p->prefill && n_prompt > 1) {
+    if (p->prefill) { /* called for a one-token prompt too: graph schedulers switch layouts there */
         if ((rc = p->prefill(p->prefill_ud, c, prompt, n_prompt - 1, K, preds.tok, preds.prob, err))) goto done;
         if (sdn_kv_len(c) != n_prompt - 1) { rc = sdn_fail(err, SDN_ESTATE, "prefill hook left %d KV entries, expected %d", sdn_kv_len(c), n_prompt - 1); goto done; }
     } else
