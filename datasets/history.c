@@ -10,13 +10,13 @@
 #include <time.h>
 #include <xxhash.h>
 
-#include "datasets/db.h"
+#include "common/sdn_db.h"
 #include "suffix_automaton/sam.h"
 
 #define HISTORY_APP_ID 0x53444e48 /* "SDNH" */
 #define HISTORY_VERSION 1
 
-static const db_kind k_history = {
+static const sdn_db_kind k_history = {
     .what = "history store",
     .app_id = HISTORY_APP_ID,
     .version = HISTORY_VERSION,
@@ -46,7 +46,7 @@ int sdn_history_open(const char *path, sdn_history **out, sdn_err *err) {
     *out = NULL;
     sdn_history *h = calloc(1, sizeof *h);
     if (!h || !(h->path = strdup(path))) { free(h); return sdn_fail(err, SDN_ENOMEM, "out of memory"); }
-    int rc = db_open(path, &k_history, &h->db, err);
+    int rc = sdn_db_open(path, &k_history, 1, &h->db, err);
     if (rc) { free(h->path); free(h); return rc; }
     *out = h;
     return SDN_OK;
@@ -76,11 +76,11 @@ int sdn_history_add(sdn_history *h, const char *group, const char *model_fp, con
     for (int i = 0; i < n_tokens; i++) put_le32(blob + 4 * (size_t)i, (uint32_t)tokens[i]);
     int64_t sum = (int64_t)XXH3_64bits(blob, nb);
     sqlite3_stmt *st = NULL;
-    int rc = db_exec(h->db, h->path, "BEGIN IMMEDIATE", err);
+    int rc = sdn_db_exec(h->db, h->path, "BEGIN IMMEDIATE", err);
     if (rc) { free(blob); return rc; }
     if (sqlite3_prepare_v2(h->db, "INSERT INTO answers(task_group, model_fp, created, n_tokens, tokens, text, checksum) VALUES(?,?,?,?,?,?,?)",
                            -1, &st, NULL) != SQLITE_OK) {
-        rc = db_fail(h->db, h->path, "storing an answer", err);
+        rc = sdn_db_fail(h->db, h->path, "storing an answer", err);
         goto fail;
     }
     sqlite3_bind_text(st, 1, group, -1, SQLITE_STATIC);
@@ -92,13 +92,13 @@ int sdn_history_add(sdn_history *h, const char *group, const char *model_fp, con
     else sqlite3_bind_null(st, 6);
     sqlite3_bind_int64(st, 7, sum);
     if (sqlite3_step(st) != SQLITE_DONE) {
-        rc = db_fail(h->db, h->path, "storing an answer", err);
+        rc = sdn_db_fail(h->db, h->path, "storing an answer", err);
         goto fail;
     }
     int64_t rid = sqlite3_last_insert_rowid(h->db);
     sqlite3_finalize(st);
     st = NULL;
-    if ((rc = db_exec(h->db, h->path, "COMMIT", err))) goto fail;
+    if ((rc = sdn_db_exec(h->db, h->path, "COMMIT", err))) goto fail;
     free(blob);
     if (id) *id = rid;
     return SDN_OK;
@@ -159,7 +159,7 @@ static int recent(sdn_history *h, const char *group, const char *model_fp, long 
                            "SELECT id, created, n_tokens, tokens, text, checksum FROM answers WHERE task_group=? AND model_fp=?"
                            " ORDER BY created DESC, id DESC",
                            -1, &st, NULL) != SQLITE_OK)
-        return db_fail(h->db, h->path, "reading answers", err);
+        return sdn_db_fail(h->db, h->path, "reading answers", err);
     sqlite3_bind_text(st, 1, group, -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 2, model_fp ? model_fp : "", -1, SQLITE_STATIC);
     sdn_history_answer *a = NULL;
@@ -178,7 +178,7 @@ static int recent(sdn_history *h, const char *group, const char *model_fp, long 
         total += a[n].n_tokens;
         n++;
     }
-    if (!rc && s != SQLITE_ROW && s != SQLITE_DONE) rc = db_fail(h->db, h->path, "reading answers", err);
+    if (!rc && s != SQLITE_ROW && s != SQLITE_DONE) rc = sdn_db_fail(h->db, h->path, "reading answers", err);
     sqlite3_finalize(st);
     if (rc) {
         sdn_history_answers_free(a, n);
@@ -198,12 +198,12 @@ int sdn_history_get(sdn_history *h, int64_t id, sdn_history_answer *out, sdn_err
     sqlite3_stmt *st = NULL;
     memset(out, 0, sizeof *out);
     if (sqlite3_prepare_v2(h->db, "SELECT id, created, n_tokens, tokens, text, checksum FROM answers WHERE id=?", -1, &st, NULL) != SQLITE_OK)
-        return db_fail(h->db, h->path, "reading an answer", err);
+        return sdn_db_fail(h->db, h->path, "reading an answer", err);
     sqlite3_bind_int64(st, 1, id);
     int s = sqlite3_step(st), rc;
     if (s == SQLITE_ROW) rc = read_answer(h, st, 1, out, err);
     else if (s == SQLITE_DONE) rc = sdn_fail(err, SDN_EINVAL, "%s: no answer with id %lld", h->path, (long long)id);
-    else rc = db_fail(h->db, h->path, "reading an answer", err);
+    else rc = sdn_db_fail(h->db, h->path, "reading an answer", err);
     sqlite3_finalize(st);
     return rc;
 }
@@ -212,12 +212,12 @@ int sdn_history_count(sdn_history *h, const char *group, const char *model_fp, l
     sqlite3_stmt *st = NULL;
     if (sqlite3_prepare_v2(h->db, "SELECT count(*) FROM answers WHERE (?1 IS NULL OR task_group=?1) AND (?2 IS NULL OR model_fp=?2)", -1,
                            &st, NULL) != SQLITE_OK)
-        return db_fail(h->db, h->path, "counting answers", err);
+        return sdn_db_fail(h->db, h->path, "counting answers", err);
     if (group) sqlite3_bind_text(st, 1, group, -1, SQLITE_STATIC);
     if (model_fp) sqlite3_bind_text(st, 2, model_fp, -1, SQLITE_STATIC);
     int rc = SDN_OK;
     if (sqlite3_step(st) == SQLITE_ROW) *n = (long)sqlite3_column_int64(st, 0);
-    else rc = db_fail(h->db, h->path, "counting answers", err);
+    else rc = sdn_db_fail(h->db, h->path, "counting answers", err);
     sqlite3_finalize(st);
     return rc;
 }
@@ -297,7 +297,7 @@ int sdn_history_automaton(sdn_history *h, const char *group, const char *model_f
     sdn_history_answer *a = NULL;
     int n = 0, rc;
     /* one read transaction: the selection and the cache entry are from the same snapshot */
-    if ((rc = db_exec(h->db, h->path, "BEGIN", err))) return rc;
+    if ((rc = sdn_db_exec(h->db, h->path, "BEGIN", err))) return rc;
     rc = recent(h, group, fp, max_tokens, 0, &a, &n, err);
     long total = 0;
     for (int i = 0; i < n; i++) total += a[i].n_tokens;
@@ -336,7 +336,7 @@ int sdn_history_automaton(sdn_history *h, const char *group, const char *model_f
 
 int sdn_history_check(sdn_history *h, sdn_err *err) {
     sqlite3_stmt *st = NULL;
-    if (sqlite3_prepare_v2(h->db, "PRAGMA integrity_check", -1, &st, NULL) != SQLITE_OK) return db_fail(h->db, h->path, "integrity check", err);
+    if (sqlite3_prepare_v2(h->db, "PRAGMA integrity_check", -1, &st, NULL) != SQLITE_OK) return sdn_db_fail(h->db, h->path, "integrity check", err);
     char res[512] = "";
     size_t n = 0;
     int s;
@@ -348,7 +348,7 @@ int sdn_history_check(sdn_history *h, sdn_err *err) {
         }
     }
     int rc = SDN_OK;
-    if (s != SQLITE_DONE) rc = db_fail(h->db, h->path, "integrity check", err);
+    if (s != SQLITE_DONE) rc = sdn_db_fail(h->db, h->path, "integrity check", err);
     else if (n) rc = sdn_fail(err, SDN_EDB, "%s: integrity check failed: %s", h->path, res);
     sqlite3_finalize(st);
     return rc;

@@ -10,7 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "datasets/db.h"
+#include "common/sdn_db.h"
 #include "datasets/jsonl.h"
 
 double sdn_cell_ms_per_token(const sdn_result_cell *c) { return c->c.out_tokens > 0 && c->t_decode > 0 ? 1000.0 * c->t_decode / c->c.out_tokens : 0; }
@@ -164,7 +164,7 @@ int sdn_results_json(const char *path, const sdn_run_meta *m, const sdn_result_c
     return SDN_OK;
 }
 
-static const db_kind k_results = {
+static const sdn_db_kind k_results = {
     .what = "results database",
     .app_id = 0x53444e52,
     .version = 1,
@@ -180,16 +180,16 @@ static const db_kind k_results = {
 
 int sdn_results_db_add(const char *path, const sdn_run_meta *m, const sdn_result_cell *cells, int n, long long *run_id, sdn_err *err) {
     sqlite3 *db = NULL;
-    int rc = db_open(path, &k_results, &db, err);
+    int rc = sdn_db_open(path, &k_results, 1, &db, err);
     if (rc) return rc;
     sqlite3_stmt *st = NULL;
     char machine[400], when[32];
     sdn_machine_name(machine, sizeof machine);
     utc_now(when, sizeof when);
-    if ((rc = db_exec(db, path, "BEGIN IMMEDIATE", err))) goto out;
+    if ((rc = sdn_db_exec(db, path, "BEGIN IMMEDIATE", err))) goto out;
     if (sqlite3_prepare_v2(db, "INSERT INTO runs(started, kind, machine, model, model_fp, threads, max_tokens, dataset, caps, command)"
                                " VALUES(?,?,?,?,?,?,?,?,?,?)", -1, &st, NULL) != SQLITE_OK) {
-        rc = db_fail(db, path, "recording the run", err);
+        rc = sdn_db_fail(db, path, "recording the run", err);
         goto rollback;
     }
     sqlite3_bind_text(st, 1, when, -1, SQLITE_STATIC);
@@ -202,12 +202,12 @@ int sdn_results_db_add(const char *path, const sdn_run_meta *m, const sdn_result
     sqlite3_bind_text(st, 8, m->dataset ? m->dataset : "", -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 9, m->caps, -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 10, m->command ? m->command : "", -1, SQLITE_STATIC);
-    if (sqlite3_step(st) != SQLITE_DONE) { rc = db_fail(db, path, "recording the run", err); goto rollback; }
+    if (sqlite3_step(st) != SQLITE_DONE) { rc = sdn_db_fail(db, path, "recording the run", err); goto rollback; }
     sqlite3_finalize(st);
     st = NULL;
     long long rid = sqlite3_last_insert_rowid(db);
     if (sqlite3_prepare_v2(db, "INSERT INTO results VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", -1, &st, NULL) != SQLITE_OK) {
-        rc = db_fail(db, path, "recording results", err);
+        rc = sdn_db_fail(db, path, "recording results", err);
         goto rollback;
     }
     for (int i = 0; i < n; i++) {
@@ -235,11 +235,11 @@ int sdn_results_db_add(const char *path, const sdn_run_meta *m, const sdn_result
         sqlite3_bind_int64(st, 18, (long long)c->peak_rss);
         sqlite3_bind_int(st, 19, c->mismatches);
         sqlite3_bind_text(st, 20, hist, -1, SQLITE_TRANSIENT);
-        if (sqlite3_step(st) != SQLITE_DONE) { rc = db_fail(db, path, "recording results", err); goto rollback; }
+        if (sqlite3_step(st) != SQLITE_DONE) { rc = sdn_db_fail(db, path, "recording results", err); goto rollback; }
     }
     sqlite3_finalize(st);
     st = NULL;
-    if ((rc = db_exec(db, path, "COMMIT", err))) goto rollback;
+    if ((rc = sdn_db_exec(db, path, "COMMIT", err))) goto rollback;
     if (run_id) *run_id = rid;
     goto out;
 rollback:

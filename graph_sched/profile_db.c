@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/sdn_db.h"
 #include "graph_sched/profile.h"
 
 #define PROFILE_APP_ID 0x53444e50 /* 'SDNP' */
@@ -29,91 +30,20 @@ static const char *schema =
 
 static const char *kind_names[] = {"", "g1_compute", "g2_compute", "g1_load", "g2_load", "verify_step", "g2_load_overlapped", "g1_compute_during_load"};
 
-static int dbfail(sqlite3 *db, const char *path, const char *what, sdn_err *err) {
-    return sdn_fail(err, SDN_EDB, "%s: %s: %s", path, what, db ? sqlite3_errmsg(db) : "cannot open");
-}
-
-static int qint(sqlite3 *db, const char *path, const char *sql, long long *out, sdn_err *err) {
-    sqlite3_stmt *st = NULL;
-    int rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
-    if (rc == SQLITE_OK) rc = sqlite3_step(st);
-    if (rc != SQLITE_ROW) {
-        int code = sqlite3_errcode(db), r;
-        if (code == SQLITE_NOTADB) r = sdn_fail(err, SDN_EDB, "%s: not an SQLite database (%s)", path, sqlite3_errmsg(db));
-        else if (code == SQLITE_CORRUPT) r = sdn_fail(err, SDN_EDB, "%s: damaged SQLite database (%s)", path, sqlite3_errmsg(db));
-        else r = dbfail(db, path, sql, err);
-        sqlite3_finalize(st);
-        return r;
-    }
-    *out = sqlite3_column_int64(st, 0);
-    sqlite3_finalize(st);
-    return SDN_OK;
-}
-
-static int exec(sqlite3 *db, const char *path, const char *sql, sdn_err *err) {
-    char *msg = NULL;
-    if (sqlite3_exec(db, sql, NULL, NULL, &msg) != SQLITE_OK) {
-        int rc = sdn_fail(err, SDN_EDB, "%s: %s", path, msg ? msg : sqlite3_errmsg(db));
-        sqlite3_free(msg);
-        return rc;
-    }
-    return SDN_OK;
-}
+static const sdn_db_kind k_profile = {
+    "profile database", PROFILE_APP_ID, PROFILE_VERSION, NULL, {"profile", "block", "measurement", "fit", NULL}};
 
 /* Open `path` as a profile file (create when absent, or refuse a foreign/damaged file). */
 static int open_db(const char *path, int create, sqlite3 **out, sdn_err *err) {
-    sqlite3 *db = NULL;
-    *out = NULL;
-    int flags = SQLITE_OPEN_READWRITE | (create ? SQLITE_OPEN_CREATE : 0);
-    int rc = sqlite3_open_v2(path, &db, flags, NULL);
-    if (rc != SQLITE_OK) {
-        int r = sdn_fail(err, SDN_EDB, "%s: cannot open the profile database: %s", path, db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
-        sqlite3_close(db);
-        return r;
-    }
-    sqlite3_busy_timeout(db, 15000);
-    long long app = 0, ver = 0, ntab = 0;
-    if ((rc = qint(db, path, "PRAGMA application_id", &app, err)) || (rc = qint(db, path, "PRAGMA user_version", &ver, err)) ||
-        (rc = qint(db, path, "SELECT count(*) FROM sqlite_master", &ntab, err)))
-        goto fail;
-    if ((app == 0 && ntab > 0) || (app != 0 && app != PROFILE_APP_ID)) {
-        rc = sdn_fail(err, SDN_EDB, "%s: an SQLite database of another application, not an sdnpu profile database", path);
-        goto fail;
-    }
-    if (ver > PROFILE_VERSION) {
-        rc = sdn_fail(err, SDN_EUNSUP, "%s: profile schema version %lld is newer than this program's %d", path, ver, PROFILE_VERSION);
-        goto fail;
-    }
-    if (app == 0) {
-        char sql[128];
-        if ((rc = exec(db, path, "BEGIN IMMEDIATE", err))) goto fail;
-        if ((rc = exec(db, path, schema, err))) goto fail_tx;
-        snprintf(sql, sizeof sql, "PRAGMA application_id=%d; PRAGMA user_version=%d", PROFILE_APP_ID, PROFILE_VERSION);
-        if ((rc = exec(db, path, sql, err)) || (rc = exec(db, path, "COMMIT", err))) goto fail_tx;
-    } else {
-        long long ok = 0;
-        if ((rc = qint(db, path, "SELECT count(*) FROM sqlite_master WHERE type='table' AND name IN ('profile','block','measurement','fit')",
-                       &ok, err)))
-            goto fail;
-        if (ok != 4) {
-            rc = sdn_fail(err, SDN_EDB, "%s: damaged profile database (tables missing)", path);
-            goto fail;
-        }
-    }
-    if ((rc = exec(db, path, "PRAGMA foreign_keys=ON", err))) goto fail;
-    *out = db;
-    return SDN_OK;
-fail_tx:
-    sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
-fail:
-    sqlite3_close(db);
-    return rc;
+    sdn_db_kind k = k_profile;
+    k.schema = schema;
+    return sdn_db_open(path, &k, create, out, err);
 }
 
 static int save_fit(sqlite3 *db, const char *path, long long id, const char *name, double p0, double p1, double p2, double r2, double maxe,
                     double hold, int n, sdn_err *err) {
     sqlite3_stmt *st = NULL;
-    if (sqlite3_prepare_v2(db, "INSERT INTO fit VALUES(?,?,?,?,?,?,?,?,?)", -1, &st, NULL) != SQLITE_OK) return dbfail(db, path, "fit", err);
+    if (sqlite3_prepare_v2(db, "INSERT INTO fit VALUES(?,?,?,?,?,?,?,?,?)", -1, &st, NULL) != SQLITE_OK) return sdn_db_fail(db, path, "fit", err);
     sqlite3_bind_int64(st, 1, id);
     sqlite3_bind_text(st, 2, name, -1, SQLITE_STATIC);
     sqlite3_bind_double(st, 3, p0);
@@ -123,7 +53,7 @@ static int save_fit(sqlite3 *db, const char *path, long long id, const char *nam
     sqlite3_bind_double(st, 7, maxe);
     sqlite3_bind_double(st, 8, hold);
     sqlite3_bind_int(st, 9, n);
-    int rc = sqlite3_step(st) == SQLITE_DONE ? SDN_OK : dbfail(db, path, "fit", err);
+    int rc = sqlite3_step(st) == SQLITE_DONE ? SDN_OK : sdn_db_fail(db, path, "fit", err);
     sqlite3_finalize(st);
     return rc;
 }
@@ -133,7 +63,7 @@ int sdn_profile_db_save(const char *path, const sdn_profile *p, sdn_err *err) {
     int rc = open_db(path, 1, &db, err);
     if (rc) return rc;
     sqlite3_stmt *st = NULL;
-    if ((rc = exec(db, path, "BEGIN IMMEDIATE", err))) goto out;
+    if ((rc = sdn_db_exec(db, path, "BEGIN IMMEDIATE", err))) goto out;
     if (sqlite3_prepare_v2(db, "DELETE FROM profile WHERE fingerprint=? AND threads=? AND machine=?", -1, &st, NULL) != SQLITE_OK) goto dberr;
     sqlite3_bind_text(st, 1, p->fingerprint, -1, SQLITE_STATIC);
     sqlite3_bind_int(st, 2, p->threads);
@@ -189,10 +119,10 @@ int sdn_profile_db_save(const char *path, const sdn_profile *p, sdn_err *err) {
         (rc = save_fit(db, path, id, "load_g2_overlapped", p->tau_g2_ovl, 0, 0, 0, p->load_g2_ovl_err, 0, p->n_blocks, err)) ||
         (rc = save_fit(db, path, id, "verify", p->verify[0], p->verify[1], p->verify[2], p->verify_r2, p->verify_err, 0, 0, err)))
         goto rollback;
-    if ((rc = exec(db, path, "COMMIT", err))) goto rollback;
+    if ((rc = sdn_db_exec(db, path, "COMMIT", err))) goto rollback;
     goto out;
 dberr:
-    rc = dbfail(db, path, "saving the profile", err);
+    rc = sdn_db_fail(db, path, "saving the profile", err);
 rollback:
     sqlite3_finalize(st);
     sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
@@ -294,7 +224,7 @@ int sdn_profile_db_load(const char *path, const char *fingerprint, int threads, 
     p = NULL;
     goto out;
 dberr:
-    rc = dbfail(db, path, "reading the profile", err);
+    rc = sdn_db_fail(db, path, "reading the profile", err);
 out:
     sqlite3_finalize(st);
     sqlite3_close(db);

@@ -1,17 +1,17 @@
-/* db.c - opening sdnpu's SQLite files safely (see db.h). The file is identified before
+/* sdn_db.c - opening sdnpu's SQLite files safely (see sdn_db.h). The file is identified before
  * anything is written to it: a foreign or damaged file is refused untouched. A new file
  * gets WAL mode, then its schema, application_id and user_version in one transaction (a
  * concurrent creator is detected inside that transaction). */
-#include "datasets/db.h"
+#include "common/sdn_db.h"
 
 #include <stdio.h>
 #include <string.h>
 
-int db_fail(sqlite3 *db, const char *path, const char *context, sdn_err *err) {
+int sdn_db_fail(sqlite3 *db, const char *path, const char *context, sdn_err *err) {
     return sdn_fail(err, SDN_EDB, "%s: %s: %s", path, context, db ? sqlite3_errmsg(db) : "cannot open");
 }
 
-int db_exec(sqlite3 *db, const char *path, const char *sql, sdn_err *err) {
+int sdn_db_exec(sqlite3 *db, const char *path, const char *sql, sdn_err *err) {
     char *msg = NULL;
     if (sqlite3_exec(db, sql, NULL, NULL, &msg) != SQLITE_OK) {
         int rc = sdn_fail(err, SDN_EDB, "%s: %s", path, msg ? msg : sqlite3_errmsg(db));
@@ -31,7 +31,7 @@ static int query_int(sqlite3 *db, const char *path, const char *sql, long long *
         int r;
         if (code == SQLITE_NOTADB) r = sdn_fail(err, SDN_EDB, "%s: not an SQLite database (%s)", path, sqlite3_errmsg(db));
         else if (code == SQLITE_CORRUPT) r = sdn_fail(err, SDN_EDB, "%s: damaged SQLite database (%s)", path, sqlite3_errmsg(db));
-        else r = db_fail(db, path, sql, err);
+        else r = sdn_db_fail(db, path, sql, err);
         sqlite3_finalize(st);
         return r;
     }
@@ -64,10 +64,10 @@ static void list_tables(sqlite3 *db, char *buf, size_t cap) {
     sqlite3_finalize(st);
 }
 
-int db_open(const char *path, const db_kind *k, sqlite3 **out, sdn_err *err) {
+int sdn_db_open(const char *path, const sdn_db_kind *k, int create, sqlite3 **out, sdn_err *err) {
     sqlite3 *db = NULL;
     *out = NULL;
-    int rc = sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
+    int rc = sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | (create ? SQLITE_OPEN_CREATE : 0), NULL);
     if (rc != SQLITE_OK) {
         int r = sdn_fail(err, SDN_EDB, "%s: cannot open the %s: %s", path, k->what, db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
         sqlite3_close(db);
@@ -95,21 +95,21 @@ int db_open(const char *path, const db_kind *k, sqlite3 **out, sdn_err *err) {
         goto fail;
     }
     /* WAL: readers never block the writer and a killed writer loses only its open transaction */
-    if ((rc = db_exec(db, path, "PRAGMA journal_mode=WAL", err))) goto fail;
-    if ((rc = db_exec(db, path, "PRAGMA synchronous=FULL", err))) goto fail;
+    if ((rc = sdn_db_exec(db, path, "PRAGMA journal_mode=WAL", err))) goto fail;
+    if ((rc = sdn_db_exec(db, path, "PRAGMA synchronous=FULL", err))) goto fail;
     if (app == 0) {
-        if ((rc = db_exec(db, path, "BEGIN IMMEDIATE", err))) goto fail;
+        if ((rc = sdn_db_exec(db, path, "BEGIN IMMEDIATE", err))) goto fail;
         if ((rc = query_int(db, path, "PRAGMA application_id", &app, err))) goto fail_tx;
         if (app == 0) {
             char sql[128];
-            if ((rc = db_exec(db, path, k->schema, err))) goto fail_tx;
+            if ((rc = sdn_db_exec(db, path, k->schema, err))) goto fail_tx;
             snprintf(sql, sizeof sql, "PRAGMA application_id=%d; PRAGMA user_version=%d", k->app_id, k->version);
-            if ((rc = db_exec(db, path, sql, err))) goto fail_tx;
+            if ((rc = sdn_db_exec(db, path, sql, err))) goto fail_tx;
         } else if (app != k->app_id) {
             rc = sdn_fail(err, SDN_EDB, "%s: became a database of another application while opening", path);
             goto fail_tx;
         }
-        if ((rc = db_exec(db, path, "COMMIT", err))) goto fail_tx;
+        if ((rc = sdn_db_exec(db, path, "COMMIT", err))) goto fail_tx;
     } else {
         char res[512] = "";
         sqlite3_stmt *st = NULL;
@@ -135,7 +135,7 @@ int db_open(const char *path, const db_kind *k, sqlite3 **out, sdn_err *err) {
                 goto fail;
             }
     }
-    if ((rc = db_exec(db, path, "PRAGMA foreign_keys=ON", err))) goto fail;
+    if ((rc = sdn_db_exec(db, path, "PRAGMA foreign_keys=ON", err))) goto fail;
     *out = db;
     return SDN_OK;
 fail_tx:
