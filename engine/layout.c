@@ -4,6 +4,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "engine/model_internal.h"
 #include "engine/quant.h"
@@ -16,6 +17,19 @@ static void mats(sdn_layer *y, sdn_weight **ws) {
 
 static size_t wsize(const sdn_weight *w, sdn_layout which) {
     return which == SDN_LAYOUT_F32 ? (size_t)w->out * (size_t)w->in * sizeof(float) : (size_t)w->out * w->row_bytes;
+}
+
+/* Layout memory: 2 MiB-aligned and advised for transparent huge pages, so materializing a
+ * layout costs a few page faults per 2 MiB instead of one per 4 KiB (a fresh 16 MiB copy:
+ * about 2 ms instead of 7-8 ms, measured while writing graph_sched). */
+#define HUGE_ALIGN ((size_t)2 << 20)
+static void *layout_alloc(size_t sz) {
+    size_t n = (sz + HUGE_ALIGN - 1) / HUGE_ALIGN * HUGE_ALIGN;
+    void *p = aligned_alloc(HUGE_ALIGN, n);
+#ifdef MADV_HUGEPAGE
+    if (p) madvise(p, n, MADV_HUGEPAGE);
+#endif
+    return p;
 }
 
 static int range_ok(const sdn_model *m, int l0, int l1) { return l0 >= 0 && l1 <= m->cfg.n_layers && l0 <= l1; }
@@ -31,14 +45,14 @@ int sdn_layout_load(sdn_model *m, int l0, int l1, sdn_layout which, size_t *byte
             size_t sz = wsize(w, which);
             if (which == SDN_LAYOUT_F32) {
                 if (w->f32) continue;
-                float *d = aligned_alloc(64, (sz + 63) / 64 * 64);
+                float *d = layout_alloc(sz);
                 if (!d) return sdn_fail(err, SDN_ENOMEM, "out of memory loading the F32 layout of layer %d (%zu MiB)", l, sz >> 20);
                 for (int64_t r = 0; r < w->out; r++)
                     sdn_dequantize_row(w->type, (const char *)w->data + (size_t)r * w->row_bytes, d + r * w->in, w->in);
                 __atomic_store_n(&w->f32, d, __ATOMIC_RELEASE);
             } else {
                 if (w->q) continue;
-                void *d = aligned_alloc(64, (sz + 63) / 64 * 64);
+                void *d = layout_alloc(sz);
                 if (!d) return sdn_fail(err, SDN_ENOMEM, "out of memory loading the quantized layout of layer %d", l);
                 memcpy(d, w->data, sz);
                 __atomic_store_n(&w->q, d, __ATOMIC_RELEASE);
