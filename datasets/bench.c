@@ -57,10 +57,20 @@ static void reset_peak_rss(void) {
     fclose(f);
 }
 
-static int ctx_for(sdn_model *m, const sdn_bench_opts *o, sdn_ctx **c, sdn_err *err) {
+/* The context, and with --graphs the graph scheduler: its setup fills the context shape and
+ * the generation parameters every request then copies (prefill hook, decode shape, draft cap). */
+static int ctx_for(sdn_model *m, const sdn_bench_opts *o, sdn_ctx **c, sdn_gs **gs, sdn_gen_params *gtmpl, sdn_err *err) {
     int n_ctx = o->n_ctx > 0 ? o->n_ctx : sdn_model_cfg(m)->ctx_len;
     if (n_ctx > 4096 && o->n_ctx <= 0) n_ctx = 4096;
     sdn_ctx_params cp = {.n_ctx = n_ctx, .n_threads = o->threads > 0 ? o->threads : 2};
+    memset(gtmpl, 0, sizeof *gtmpl);
+    gtmpl->caps = o->caps;
+    if (o->graphs && o->graphs->graphs) {
+        sdn_gs_options go = *o->graphs;
+        go.draft_max = o->caps.max_nodes;
+        int rc = sdn_gs_setup(m, cp.n_threads, &go, o->log ? o->log : stderr, &cp, gtmpl, gs, NULL, err);
+        if (rc) return rc;
+    }
     return sdn_ctx_new(m, &cp, c, err);
 }
 
@@ -117,11 +127,13 @@ int sdn_bench_run(sdn_model *m, const sdn_dataset *ds, const sdn_bench_opts *o, 
     snprintf(fp, sizeof fp, "%016llx", (unsigned long long)sdn_model_fingerprint(m));
     memcpy(out->model_fp, fp, sizeof fp);
     sdn_ctx *c = NULL;
-    int rc = ctx_for(m, o, &c, err);
+    sdn_gs *gs = NULL;
+    sdn_gen_params gtmpl;
+    int rc = ctx_for(m, o, &c, &gs, &gtmpl, err);
     if (rc) goto done;
     const sdn_tokenizer *tok = sdn_model_tokenizer(m);
     sdn_draft_caps caps;
-    sdn_study_caps(&o->caps, &caps);
+    sdn_study_caps(&gtmpl.caps, &caps);
     long budget = o->history_budget > 0 ? o->history_budget : 4096;
     for (int i = 0; i < ds->n; i++) {
         const sdn_task_row *row = &ds->rows[i];
@@ -155,10 +167,12 @@ int sdn_bench_run(sdn_model *m, const sdn_dataset *ds, const sdn_bench_opts *o, 
             if ((rc = sdn_method_create(k ? o->methods[k - 1] : "none", &mc, &d, err))) break;
             int K = k && sdn_method_uses_prefill_preds(o->methods[k - 1]) ? (o->preds_k > 0 ? o->preds_k : 8) : 0;
             sdn_gen_params gp = {.max_tokens = o->max_tokens > 0 ? o->max_tokens : 128, .drafter = d.ops ? &d : NULL, .caps = caps,
-                                 .prefill_topk = K};
+                                 .prefill_topk = K, .prefill = gtmpl.prefill, .prefill_ud = gtmpl.prefill_ud,
+                                 .decode_rows = gtmpl.decode_rows};
             eog_state es = {tok, -1};
             free(outs[k]);
             outs[k] = NULL;
+            if (gs && (rc = sdn_gs_prepare(gs, err))) break; /* back to the run's initial layouts, untimed */
             reset_peak_rss();
             rc = sdn_generate(c, prompt, n_prompt, &gp, eog_fn, &es, NULL, NULL, &outs[k], &n_outs[k], &stats[k], err);
             sdn_drafter_destroy(&d);
@@ -193,6 +207,7 @@ int sdn_bench_run(sdn_model *m, const sdn_dataset *ds, const sdn_bench_opts *o, 
     }
 done:
     sdn_ctx_free(c);
+    sdn_gs_free(gs);
     for (int k = 0; k < nm; k++) free(outs[k]);
     free(outs);
     free(n_outs);
@@ -216,7 +231,11 @@ int sdn_trace_record(sdn_model *m, const char *model_name, const char *tokenizer
     if (written) *written = 0;
     if (skipped) *skipped = 0;
     sdn_ctx *c = NULL;
-    int rc = ctx_for(m, o, &c, err);
+    sdn_bench_opts plain = *o; /* traces record plain decoding: no graph scheduling */
+    plain.graphs = NULL;
+    sdn_gen_params unused;
+    sdn_gs *no_gs = NULL;
+    int rc = ctx_for(m, &plain, &c, &no_gs, &unused, err);
     if (rc) return rc;
     const sdn_tokenizer *tok = sdn_model_tokenizer(m);
     char fp[17];

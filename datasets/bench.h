@@ -16,6 +16,7 @@
 
 #include "common/sdn_err.h"
 #include "draft/methods.h"
+#include "graph_sched/setup.h"
 #include "datasets/dataset.h"
 #include "datasets/history.h"
 #include "datasets/results.h"
@@ -37,6 +38,7 @@ typedef struct sdn_bench_opts {
                                    request's answer is stored after it ran */
     long history_budget;        /* tokens of history per request (default 4096) */
     const sdn_method_config *mcfg; /* method parameters (NULL: defaults) */
+    const sdn_gs_options *graphs;  /* fixed-shape graphs switched during prefill (NULL: none) */
     /* called after every request (done of total; note: the request id) */
     void (*progress)(void *ud, long done, long total, const char *note);
     void *ud;

@@ -16,6 +16,7 @@
 #include "datasets/progress.h"
 #include "datasets/results.h"
 #include "draft/methods.h"
+#include "engine/cli/bench_util.h"
 #include "engine/cli/cli.h"
 #include "engine/cli/ds_cli.h"
 #include "engine/forward.h"
@@ -36,6 +37,8 @@ static void usage(FILE *f) {
             "  --history FILE       history store: earlier answers of the group feed SAM; answers are stored\n"
             "  --history-budget N   history tokens per request (default 4096)\n"
             "  --param KEY=VALUE    a drafting-method parameter (repeatable; keys in draft/methods.h)\n"
+            "  --graphs MODE        fixed-shape graphs switched during prefill: single, sync, async, progressive\n"
+            "                       (--graph-blocks N --g1 S1 --g2 S2 --profile-db FILE, as for run)\n"
             "  --out DIR            write bench.csv and bench.json (and the charts) into DIR\n"
             "  --results-db FILE    append the run to an SQLite results database\n"
             "  --plot               SVG charts: ms/token per task and method, verify cost vs draft size\n"
@@ -81,6 +84,8 @@ int cmd_bench(int argc, char **argv) {
     sdn_bench_opts o = {.max_tokens = 128, .threads = 2};
     sdn_method_config mcfg;
     sdn_method_defaults(&mcfg);
+    sdn_gs_options gopt = {0};
+    char gdb[1200];
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
 #define VAL() ((v = cli_value(argc, argv, &i, a)) != NULL)
@@ -103,6 +108,11 @@ int cmd_bench(int argc, char **argv) {
         else if (!strcmp(a, "--use-input")) o.use_input = 1;
         else if (!strcmp(a, "--plot")) plot = 1;
         else if (!strcmp(a, "--limit")) { if (!VAL() || cli_int(a, v, 1, 1 << 30, &limit)) return 2; }
+        else if (!strcmp(a, "--graphs")) { if (!VAL()) return 2; gopt.graphs = v; o.graphs = &gopt; }
+        else if (!strcmp(a, "--graph-blocks")) { if (!VAL() || cli_int(a, v, 1, 128, &x)) return 2; gopt.n_blocks = (int)x; }
+        else if (!strcmp(a, "--g1")) { if (!VAL() || cli_int(a, v, 1, 4096, &x)) return 2; gopt.s1 = (int)x; }
+        else if (!strcmp(a, "--g2")) { if (!VAL() || cli_int(a, v, 1, 64, &x)) return 2; gopt.s2 = (int)x; }
+        else if (!strcmp(a, "--profile-db")) { if (!VAL()) return 2; gopt.profile_db = v; }
         else if (!strcmp(a, "--param")) {
             if (!VAL()) return 2;
             sdn_err pe = {0};
@@ -186,6 +196,10 @@ int cmd_bench(int argc, char **argv) {
     sdn_progress *pb = sdn_progress_new(stderr, "bench", ds.n, 0);
     o.progress = dscli_progress;
     o.ud = pb;
+    if (o.graphs && !gopt.profile_db) {
+        snprintf(gdb, sizeof gdb, "%s/profiles.sqlite", bench_cache_dir());
+        gopt.profile_db = gdb;
+    }
     int rc = sdn_bench_run(m, &ds, &o, &res, &err);
     sdn_progress_end(pb);
     if (rc) goto fail;
