@@ -42,8 +42,9 @@ SDN_INLINE __m256i add_bit4(__m256i v, uint32_t qh) {
 
 /* Q4_0/Q4_1 in the offset form: the 16 packed bytes in both halves, masked to the low
  * nibbles (elements 0..15) and to the high nibbles left in place (elements 16..31, stored as
- * 16 * level). The factor 16 is exact in the integer dot product and comes off exactly in the
- * float scale of lanes 4..7 (dx / 16), saving the shift of a nibble unpack. */
+ * 16 * level). The factor 16 is exact in the integer dot product and comes off in the float
+ * scale of lanes 4..7 (dx / 16, exact for any dx above 2^-122), saving the shift of a nibble
+ * unpack. */
 #define NIB16 (OFFSET_FORM)
 SDN_INLINE __m256i nibbles_x16(const uint8_t *p) {
     const __m256i v = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)p));

@@ -47,7 +47,7 @@ typedef struct {
     int n;
     float *Y;
     const uint8_t *buf; /* probe */
-    size_t buf_len, pf;
+    size_t buf_len, pf, streams;
 } job_t;
 
 static struct {
@@ -66,26 +66,25 @@ static void run_part(int t, int nt) {
         int64_t o0 = (j->out * t / nt) & ~(int64_t)3, o1 = t == nt - 1 ? j->out : (j->out * (t + 1) / nt) & ~(int64_t)3;
         sdn_matmul_rows(j->wtype, j->W, j->row_bytes, j->in, j->act, j->n, j->Y, j->out, o0, o1);
     } else {
-        /* streaming read of this thread's share: 64-byte lines, 4 independent sums, software
-         * prefetch j->pf bytes ahead (0: hardware prefetch only) */
-        size_t per = j->buf_len / (size_t)nt / 256 * 256;
+        /* streaming read of this thread's share, as j->streams contiguous parts read side by
+         * side (one 64-byte line of each per step), software prefetch j->pf bytes ahead in
+         * each part (0: hardware prefetch only) */
+        const size_t S = j->streams;
+        size_t per = j->buf_len / (size_t)nt / (256 * S) * (256 * S);
         const uint8_t *p = j->buf + per * (size_t)t;
 #if defined(__AVX2__)
-        __m256i s0 = _mm256_setzero_si256(), s1 = s0, s2 = s0, s3 = s0;
-        for (size_t i = 0; i < per; i += 256) {
-            if (j->pf) {
-                _mm_prefetch((const char *)p + i + j->pf, _MM_HINT_T0);
-                _mm_prefetch((const char *)p + i + j->pf + 64, _MM_HINT_T0);
-                _mm_prefetch((const char *)p + i + j->pf + 128, _MM_HINT_T0);
-                _mm_prefetch((const char *)p + i + j->pf + 192, _MM_HINT_T0);
+        const size_t part = per / S;
+        __m256i acc[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(),
+                          _mm256_setzero_si256()};
+        for (size_t i = 0; i < part; i += 64)
+            for (size_t k = 0; k < S; k++) {
+                const uint8_t *q = p + k * part + i;
+                if (j->pf) _mm_prefetch((const char *)q + j->pf, _MM_HINT_T0);
+                acc[k & 3] = _mm256_add_epi64(acc[k & 3], _mm256_load_si256((const __m256i *)q));
             }
-            s0 = _mm256_add_epi64(s0, _mm256_load_si256((const __m256i *)(p + i)));
-            s1 = _mm256_add_epi64(s1, _mm256_load_si256((const __m256i *)(p + i + 64)));
-            s2 = _mm256_add_epi64(s2, _mm256_load_si256((const __m256i *)(p + i + 128)));
-            s3 = _mm256_add_epi64(s3, _mm256_load_si256((const __m256i *)(p + i + 192)));
-        }
         uint64_t v[4];
-        _mm256_storeu_si256((__m256i *)v, _mm256_add_epi64(_mm256_add_epi64(s0, s1), _mm256_add_epi64(s2, s3)));
+        _mm256_storeu_si256((__m256i *)v,
+                            _mm256_add_epi64(_mm256_add_epi64(acc[0], acc[1]), _mm256_add_epi64(acc[2], acc[3])));
         team.sink[t] += (double)(v[0] + v[1] + v[2] + v[3]);
 #else
         const uint64_t *q = (const uint64_t *)p;
@@ -149,14 +148,15 @@ static int parse_list(const char *opt, const char *s, long lo, long hi, long *v,
 }
 
 /* Streaming-read bandwidth of `mem` bytes on nt threads (best of reps runs), GB/s. */
-static double probe_run(const uint8_t *buf, size_t mem, int nt, size_t pf, int reps) {
+static double probe_run(const uint8_t *buf, size_t mem, int nt, int variant, int reps) {
+    static const size_t pfs[] = {0, 1024, 4096, 0, 1024, 4096}, streams[] = {1, 1, 1, 4, 4, 4};
     double best = INFINITY;
-    team.job = (job_t){.kind = 1, .buf = buf, .buf_len = mem, .pf = pf};
+    team.job = (job_t){.kind = 1, .buf = buf, .buf_len = mem, .pf = pfs[variant], .streams = streams[variant]};
     for (int rep = 0; rep < reps; rep++) {
         double dt = team_run(nt);
         if (dt < best) best = dt;
     }
-    return (double)(mem / (size_t)nt / 256 * 256 * (size_t)nt) / best / 1e9;
+    return (double)(mem / (size_t)nt / (256 * streams[variant]) * (256 * streams[variant]) * (size_t)nt) / best / 1e9;
 }
 
 static void usage(void) {
@@ -249,20 +249,20 @@ int cmd_bench_kernels(int argc, char **argv) {
             return 1;
         }
 
-    /* bandwidth probe: the best of hardware prefetch only and software prefetch 1 KB / 4 KB
-     * ahead, 5 runs each; re-measured (best variant, 3 runs) before each weight type so that
+    /* bandwidth probe: the best of 6 variants (1 or 4 side-by-side streams per thread, like a
+     * kernel tile's 4 weight rows; hardware prefetch only or software prefetch 1 KB / 4 KB
+     * ahead), 5 runs each; re-measured (best variant, 3 runs) before each weight type so that
      * every ratio compares against memory under the same machine load */
     uint8_t *probe = aligned_alloc(64, mem);
     double probe_gbs[MAXT + 1] = {0};
-    size_t probe_pf[MAXT + 1] = {0};
+    int probe_var[MAXT + 1] = {0};
     if (!probe) { fprintf(stderr, "sdnpu bench-kernels: cannot allocate %ld MB\n", mem_mb); return 1; }
     for (size_t i = 0; i < mem; i += 4096) memset(probe + i, (int)(i >> 12), 4096);
     for (int k = 0; k < nthr; k++) {
-        static const size_t pfs[] = {0, 1024, 4096};
         const int nt = (int)tlist[k];
-        for (int v = 0; v < 3; v++) {
-            double g = probe_run(probe, mem, nt, pfs[v], 5);
-            if (g > probe_gbs[nt]) { probe_gbs[nt] = g; probe_pf[nt] = pfs[v]; }
+        for (int v = 0; v < 6; v++) {
+            double g = probe_run(probe, mem, nt, v, 5);
+            if (g > probe_gbs[nt]) { probe_gbs[nt] = g; probe_var[nt] = v; }
         }
     }
 
@@ -287,7 +287,7 @@ int cmd_bench_kernels(int argc, char **argv) {
             const uint32_t wt = (uint32_t)types[ti];
             for (int k = 0; k < nthr; k++) {
                 const int nt = (int)tlist[k];
-                const double g = rep == 0 && ti == 0 ? probe_gbs[nt] : probe_run(probe, mem, nt, probe_pf[nt], 3);
+                const double g = rep == 0 && ti == 0 ? probe_gbs[nt] : probe_run(probe, mem, nt, probe_var[nt], 3);
                 if (g > probe_t[ti][nt]) probe_t[ti][nt] = g;
             }
             for (int si = 0; si < nshapes; si++) {
@@ -351,7 +351,12 @@ int cmd_bench_kernels(int argc, char **argv) {
            mem_mb);
     if (repeat > 1) printf(" (fastest of %ld rounds)", repeat);
     printf("\nstreaming-read probe (%ld MB):", mem_mb);
-    for (int k = 0; k < nthr; k++) printf("  %ld thread%s %.1f GB/s", tlist[k], tlist[k] > 1 ? "s" : "", probe_gbs[tlist[k]]);
+    for (int k = 0; k < nthr; k++) {
+        const int v = probe_var[tlist[k]];
+        printf("  %ld thread%s %.1f GB/s (%d stream%s/thread, %s)", tlist[k], tlist[k] > 1 ? "s" : "",
+               probe_gbs[tlist[k]], v < 3 ? 1 : 4, v < 3 ? "" : "s",
+               v % 3 == 0 ? "hw prefetch" : v % 3 == 1 ? "sw prefetch 1 KB" : "sw prefetch 4 KB");
+    }
     printf("\n%%bw = weight GB/s of the median call / probe GB/s measured with each type\n");
     double sum_ratio[16] = {0};
     int cnt_ratio[16] = {0};
