@@ -132,8 +132,9 @@ int sdn_bench_run(sdn_model *m, const sdn_dataset *ds, const sdn_bench_opts *o, 
     int rc = ctx_for(m, o, &c, &gs, &gtmpl, err);
     if (rc) goto done;
     const sdn_tokenizer *tok = sdn_model_tokenizer(m);
-    sdn_draft_caps caps;
-    sdn_study_caps(&gtmpl.caps, &caps);
+    sdn_draft_caps caps = gtmpl.caps;
+    if (caps.max_nodes <= 0) caps.max_nodes = SDN_DEFAULT_DRAFT_TOKENS; /* the engine's speed default */
+    sdn_study_caps(&caps, &caps);
     long budget = o->history_budget > 0 ? o->history_budget : 4096;
     for (int i = 0; i < ds->n; i++) {
         const sdn_task_row *row = &ds->rows[i];

@@ -37,8 +37,9 @@ int sdn_generate(sdn_ctx *c, const int32_t *prompt, int n_prompt, const sdn_gen_
         pad_rows = p->decode_rows < SDN_INVARIANT_MAX_ROWS ? p->decode_rows : SDN_INVARIANT_MAX_ROWS;
         budget = pad_rows - 1;
     }
+    if (caps.max_nodes <= 0) caps.max_nodes = SDN_DEFAULT_DRAFT_TOKENS;
     /* a one-row decode graph (budget 0) leaves no room for drafts */
-    if (caps.max_nodes <= 0 || caps.max_nodes > budget) caps.max_nodes = budget > 0 ? budget : 0;
+    if (caps.max_nodes > budget) caps.max_nodes = budget > 0 ? budget : 0;
     if (caps.max_depth <= 0) caps.max_depth = caps.max_nodes;
     if (caps.max_branch <= 0) caps.max_branch = SDN_DEFAULT_BRANCH;
     int greedy = !(p->sampling.temp > 0);

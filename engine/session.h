@@ -18,8 +18,13 @@
 #include "engine/sampler.h"
 
 #define SDN_ACCEPT_HIST 65 /* histogram buckets: accepted draft tokens 0..64 */
-/* Default draft caps: the whole verification budget (63 nodes, depth 63) and up to 4
- * children per node (chain drafters such as pld and sam produce chains regardless). */
+/* Default draft caps: 4 draft tokens per step, up to 4 children per node (chain drafters such
+ * as pld and sam produce chains regardless). On a CPU a verification step is compute-bound
+ * beyond a few rows (sdnpu bench-verify: on the Qwen2.5-0.5B shape, Q8_0, 2 threads, 2 rows
+ * cost 1.12x one row, 4 rows 1.5x, 16 rows 4.8x), so small drafts are what pay; pass larger
+ * caps explicitly, or let --graphs choose the budget from the profiled cost curve. The
+ * offline study uses the whole budget (63) to measure what drafting could accept. */
+#define SDN_DEFAULT_DRAFT_TOKENS 4
 #define SDN_DEFAULT_BRANCH 4
 
 /* A prefill implementation: run tokens[0..n) into the context's KV cache (committing them)

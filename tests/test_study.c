@@ -133,7 +133,12 @@ static void record_trace(sdn_ctx *c, const int32_t *prompt, int n_prompt, int ma
 
 /* Replay == live for every replayable method; returns the number of accepted draft tokens
  * summed over methods (the caller checks that speculation actually happened). */
-static long compare_all(sdn_ctx *c, const int32_t *prompt, int n_prompt, int max_tokens, const sdn_draft_caps *caps, const char *what) {
+static long compare_all(sdn_ctx *c, const int32_t *prompt, int n_prompt, int max_tokens, const sdn_draft_caps *caps_in, const char *what) {
+    /* the engine's and the study's defaults differ (4 vs 63 draft tokens): resolve once, so
+     * live and replay run with the same explicit caps */
+    sdn_draft_caps resolved;
+    sdn_study_caps(caps_in, &resolved);
+    const sdn_draft_caps *caps = &resolved;
     sdn_trace_row tr;
     record_trace(c, prompt, n_prompt, max_tokens, &tr);
     int n_methods = 0;

@@ -8,8 +8,9 @@
 /* Median of n values (the array is sorted in place). */
 double bench_median(double *v, int n);
 /* Streaming-read bandwidth in GB/s (1e9 bytes/s) with `threads` threads over a buffer of
- * `bytes` (much larger than the caches): median of `reps` passes. Each thread sums its
- * contiguous share with AVX2 loads when available. */
+ * `bytes` (much larger than the caches, on transparent huge pages): the best of three
+ * variants (hardware prefetch only; software prefetch 1 KiB or 4 KiB ahead), each the median
+ * of `reps` passes. Each thread reads its contiguous share line by line. */
 double bench_read_bandwidth(int threads, size_t bytes, int reps);
 /* The cache directory ($SDNPU_CACHE, $XDG_CACHE_HOME/sdnpu, ~/.cache/sdnpu), created. */
 const char *bench_cache_dir(void);

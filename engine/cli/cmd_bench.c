@@ -18,6 +18,7 @@
 #include "draft/methods.h"
 #include "engine/cli/bench_util.h"
 #include "engine/cli/cli.h"
+#include "engine/session.h"
 #include "engine/cli/ds_cli.h"
 #include "engine/forward.h"
 #include "engine/model.h"
@@ -31,7 +32,7 @@ static void usage(FILE *f) {
             "  --methods LIST       drafting methods compared with plain decoding (default all: %s)\n"
             "  --tasks LIST         only these tasks      --limit N   at most N requests per task\n"
             "  --max-tokens N       new tokens per request (default 128)\n"
-            "  --draft-max N --draft-depth D --draft-branch B   draft caps (default 63, 63, 4)\n"
+            "  --draft-max N --draft-depth D --draft-branch B   draft caps (default 4, 4, 4: the engine's)\n"
             "  --threads N --ctx N  worker threads (default 2), KV cache size\n"
             "  --chat-template NAME --use-input   request rendering (see `sdnpu trace --help`)\n"
             "  --history FILE       history store: earlier answers of the group feed SAM; answers are stored\n"
@@ -186,8 +187,9 @@ int cmd_bench(int argc, char **argv) {
     o.methods = (const char *const *)methods;
     o.n_methods = n_methods;
     o.history = hist;
-    sdn_draft_caps caps;
-    sdn_study_caps(&o.caps, &caps);
+    sdn_draft_caps caps = o.caps;
+    if (caps.max_nodes <= 0) caps.max_nodes = SDN_DEFAULT_DRAFT_TOKENS; /* as sdn_bench_run does */
+    sdn_study_caps(&caps, &caps);
     printf("bench: %s, %d threads, %d requests, at most %d new tokens, draft caps %d/%d/%d, methods: none (baseline)", model, o.threads, ds.n,
            o.max_tokens, caps.max_nodes, caps.max_depth, caps.max_branch);
     for (int k = 0; k < n_methods; k++) printf(", %s", methods[k]);

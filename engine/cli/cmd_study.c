@@ -24,7 +24,7 @@ static void usage(FILE *f) {
             "  --traces FILE        trace file (JSON Lines, from `sdnpu trace`, `sdnpu trace-import` or another tool)\n"
             "  --methods LIST       drafting methods (comma-separated; default all: %s)\n"
             "  --tasks LIST         only these tasks      --limit N   at most N requests per task\n"
-            "  --draft-max N --draft-depth D --draft-branch B   draft caps (default 63, 63, 4: the engine's)\n"
+            "  --draft-max N --draft-depth D --draft-branch B   draft caps (default 63, 63, 4: the whole budget)\n"
             "  --history            also draft from earlier outputs of the same group (trace order, in-memory store)\n"
             "  --history-budget N   history tokens per request (default 4096)\n"
             "  --param KEY=VALUE    a drafting-method parameter (repeatable; keys in draft/methods.h)\n"

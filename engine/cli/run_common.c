@@ -35,7 +35,7 @@ void sdn_run_opts_usage(FILE *f) {
                "  --max-tokens N        new tokens at most (default 256)\n"
                "  --temp T --top-k K --top-p P --seed S   sampling (default greedy)\n"
                "  --spec METHOD         drafting method: %s (default none)\n"
-               "  --draft-max N --draft-depth D --draft-branch B   draft tree caps (default 63, 63, 4)\n"
+               "  --draft-max N --draft-depth D --draft-branch B   draft tree caps (default 4, 4, 4)\n"
                "  --compare             also run plain decoding: same output?, speedup\n"
                "  --graphs MODE         fixed-shape graphs, switched during prefill: single, sync, async, progressive\n"
                "  --graph-blocks N --g1 S1 --g2 S2   blocks, prefill and decode graph rows (default 8, 256, from the profile)\n"
