@@ -60,7 +60,7 @@ double sdn_study_mean_draft(const sdn_study_counts *c);
 const char *sdn_study_unreplayable(const char *method, const sdn_trace_row *r);
 
 /* Replay `method` (created with mcfg, NULL = defaults) on one trace row with draft caps
- * `caps` (zero fields take the engine's defaults: 63 nodes, depth = nodes, branch 1).
+ * `caps` (zero fields take the study's defaults: the whole budget of 63 nodes, depth = nodes, branch 4).
  * steps_out (optional) receives the accepted draft tokens of every step (malloc'd,
  * *n_steps entries). Fails with SDN_EINVAL when the method is not replayable on the row. */
 int sdn_study_replay(const sdn_trace_row *r, const char *method, const sdn_method_config *mcfg, const sdn_draft_caps *caps,

@@ -97,6 +97,7 @@ static void test_bench_story(void **state) {
     if (sdn_history_open(hpath, &h, &err)) fail_msg("%s", err.msg);
     FILE *log = fopen(tu_tmp("bench.log"), "w");
     sdn_bench_opts o = {.methods = (const char *const *)methods, .n_methods = n_methods, .max_tokens = 64, .threads = 1, .n_ctx = 512,
+                        .caps = {.max_nodes = 16, .max_depth = 16, .max_branch = 4},
                         .history = h, .log = log};
     sdn_bench_result br;
     if (sdn_bench_run(m, &ds, &o, &br, &err)) fail_msg("%s", err.msg);
@@ -133,7 +134,9 @@ static void test_bench_story(void **state) {
         if (!sdn_method_needs_model_feedback(methods[k])) sm[ns++] = methods[k];
     /* the benchmark ran with the history store: requests drafted also from earlier answers of
        the group; the study simulates the same store */
-    sdn_study_opts sopt = {.methods = sm, .n_methods = ns, .history = 1};
+    /* the study and the bench default to different caps (the whole budget vs the engine's 4
+     * draft tokens): compare them with the bench's caps given explicitly to both */
+    sdn_study_opts sopt = {.methods = sm, .n_methods = ns, .history = 1, .caps = o.caps};
     sdn_result_cell *cells;
     int nc;
     if (sdn_study_run(&tr, &sopt, &cells, &nc, &err)) fail_msg("%s", err.msg);
