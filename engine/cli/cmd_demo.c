@@ -22,7 +22,7 @@ int cmd_demo(int argc, char **argv) {
     sdn_run_opts o;
     sdn_run_opts_init(&o);
     o.max_tokens = 64;
-    o.spec = "sam";
+    o.spec = "sdnpu";
     o.compare = 1;
     for (int i = 1; i < argc; i++) {
         int r = sdn_run_opts_parse(&o, argc, argv, &i);
