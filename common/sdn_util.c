@@ -60,6 +60,25 @@ static size_t status_field_kb(const char *field) {
 size_t sdn_peak_rss(void) { return status_field_kb("VmHWM:"); }
 size_t sdn_current_rss(void) { return status_field_kb("VmRSS:"); }
 
+void sdn_cpu_model(char *buf, size_t cap) {
+    snprintf(buf, cap, "unknown CPU");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f) return;
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+        if (strncmp(line, "model name", 10) != 0) continue;
+        char *c = strchr(line, ':');
+        if (c) {
+            c++;
+            while (*c == ' ' || *c == '\t') c++;
+            c[strcspn(c, "\n")] = 0;
+            snprintf(buf, cap, "%s", c);
+        }
+        break;
+    }
+    fclose(f);
+}
+
 static uint64_t splitmix64(uint64_t *x) {
     uint64_t z = (*x += 0x9e3779b97f4a7c15ULL);
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;

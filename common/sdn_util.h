@@ -23,6 +23,9 @@ size_t sdn_peak_rss(void);
 /* Current resident set size in bytes (VmRSS), 0 if unknown. */
 size_t sdn_current_rss(void);
 
+/* The CPU's model name from /proc/cpuinfo ("unknown CPU" when unavailable). */
+void sdn_cpu_model(char *buf, size_t cap);
+
 /* Deterministic 64-bit PRNG (xoshiro256**, seeded through splitmix64). */
 typedef struct sdn_rng { uint64_t s[4]; } sdn_rng;
 void sdn_rng_seed(sdn_rng *r, uint64_t seed);

@@ -2,6 +2,8 @@
  * (see results.h). The charts use "nice" axis ticks (1, 2, 5 x 10^k) and a fixed palette. */
 #include "datasets/results.h"
 
+#include "common/sdn_util.h"
+
 #include <math.h>
 #include <sqlite3.h>
 #include <stdio.h>
@@ -23,26 +25,10 @@ double sdn_cell_speedup(const sdn_result_cell *c) {
 }
 
 void sdn_machine_name(char *buf, size_t cap) {
-    char host[128] = "?", cpu[160] = "unknown CPU";
+    char host[128] = "?", cpu[160];
     gethostname(host, sizeof host - 1);
     host[sizeof host - 1] = 0;
-    FILE *f = fopen("/proc/cpuinfo", "r");
-    if (f) {
-        char line[512];
-        while (fgets(line, sizeof line, f)) {
-            if (!strncmp(line, "model name", 10)) {
-                char *c = strchr(line, ':');
-                if (c) {
-                    c++;
-                    while (*c == ' ') c++;
-                    c[strcspn(c, "\n")] = 0;
-                    snprintf(cpu, sizeof cpu, "%s", c);
-                }
-                break;
-            }
-        }
-        fclose(f);
-    }
+    sdn_cpu_model(cpu, sizeof cpu);
     snprintf(buf, cap, "%s, %s, %ld cores", host, cpu, sysconf(_SC_NPROCESSORS_ONLN));
 }
 

@@ -38,26 +38,8 @@ static void fill_default(int *dst, int *n, const int *src, int ns) {
 }
 
 void sdn_machine_id(char *buf, size_t cap) {
-    char model[128] = "unknown CPU";
-    FILE *f = fopen("/proc/cpuinfo", "r");
-    if (f) {
-        char line[512];
-        while (fgets(line, sizeof line, f)) {
-            if (!strncmp(line, "model name", 10)) {
-                char *c = strchr(line, ':');
-                if (c) {
-                    c++;
-                    while (*c == ' ' || *c == '\t') c++;
-                    size_t l = strcspn(c, "\n");
-                    if (l >= sizeof model) l = sizeof model - 1;
-                    memcpy(model, c, l);
-                    model[l] = 0;
-                }
-                break;
-            }
-        }
-        fclose(f);
-    }
+    char model[128];
+    sdn_cpu_model(model, sizeof model);
     snprintf(buf, cap, "%s x%ld", model, sysconf(_SC_NPROCESSORS_ONLN));
 }
 
