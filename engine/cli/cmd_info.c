@@ -9,10 +9,10 @@
 
 int cmd_info(int argc, char **argv) {
     const char *path = NULL, *tok = NULL;
-    long n_ctx = 4096;
+    long n_ctx = 0; /* 0: the engine's default, min(trained context, 4096) */
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help")) {
-            printf("usage: sdnpu info MODEL [--tokenizer FILE] [--ctx N]\n");
+            printf("usage: sdnpu info MODEL [--tokenizer FILE] [--ctx N (default: min(trained context, 4096))]\n");
             return 0;
         } else if (!strcmp(argv[i], "--tokenizer")) {
             if (!(tok = cli_value(argc, argv, &i, "--tokenizer"))) return 2;
@@ -39,6 +39,10 @@ int cmd_info(int argc, char **argv) {
             fprintf(stderr, "sdnpu: %s\n", err.msg);
             return 1;
         }
+    }
+    if (n_ctx == 0) {
+        int c = sdn_model_cfg(m)->ctx_len;
+        n_ctx = c < 4096 ? c : 4096;
     }
     char *d = sdn_model_describe(m, (int)n_ctx);
     fputs(d, stdout);
