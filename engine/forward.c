@@ -504,12 +504,29 @@ static void attention(sdn_ctx *c, const sdn_batch *b, int layer, int kv_base, in
 
 static int topk_logits(sdn_ctx *c, const sdn_batch *b, int nl, int inv, sdn_err *err) {
     const sdn_model *m = c->m;
-    int V = m->cfg.vocab, k = b->topk;
+    int k = b->topk;
+    /* candidate rows of the output matrix: the whole vocabulary, or the listed tokens
+     * gathered into a temporary matrix of the same layout */
+    sdn_weight out = m->output;
+    void *gathered = NULL;
+    int n_cand = m->cfg.vocab;
+    if (b->topk_vocab && b->n_topk_vocab > 0) {
+        n_cand = b->n_topk_vocab;
+        gathered = malloc((size_t)n_cand * out.row_bytes);
+        if (!gathered) return sdn_fail(err, SDN_ENOMEM, "out of memory (top-k vocabulary)");
+        const void *src = out.q ? out.q : out.data;
+        for (int i = 0; i < n_cand; i++)
+            memcpy((char *)gathered + (size_t)i * out.row_bytes, (const char *)src + (size_t)b->topk_vocab[i] * out.row_bytes, out.row_bytes);
+        out.data = gathered;
+        out.q = NULL;
+        out.f32 = NULL;
+        out.out = n_cand;
+    }
     float *tile = malloc((size_t)nl * TOPK_TILE * sizeof(float));
     double *mx = malloc((size_t)nl * sizeof(double)), *se = malloc((size_t)nl * sizeof(double));
     float *best = malloc((size_t)nl * k * sizeof(float));
     if (!tile || !mx || !se || !best) {
-        free(tile); free(mx); free(se); free(best);
+        free(tile); free(mx); free(se); free(best); free(gathered);
         return sdn_fail(err, SDN_ENOMEM, "out of memory (top-k logits)");
     }
     for (int r = 0; r < nl; r++) {
@@ -518,11 +535,12 @@ static int topk_logits(sdn_ctx *c, const sdn_batch *b, int nl, int inv, sdn_err 
         for (int j = 0; j < k; j++) { best[(size_t)r * k + j] = -INFINITY; b->topk_tok[(size_t)r * k + j] = -1; }
     }
     int rc = SDN_OK;
-    for (int v0 = 0; v0 < V && !rc; v0 += TOPK_TILE) {
-        int nv = V - v0 < TOPK_TILE ? V - v0 : TOPK_TILE;
-        sdn_weight w = m->output;
-        w.data = (const char *)m->output.data + (size_t)v0 * m->output.row_bytes;
-        w.f32 = m->output.f32 ? m->output.f32 + (size_t)v0 * m->output.in : NULL;
+    for (int v0 = 0; v0 < n_cand && !rc; v0 += TOPK_TILE) {
+        int nv = n_cand - v0 < TOPK_TILE ? n_cand - v0 : TOPK_TILE;
+        sdn_weight w = out;
+        w.data = (const char *)out.data + (size_t)v0 * out.row_bytes;
+        w.q = out.q ? (char *)out.q + (size_t)v0 * out.row_bytes : NULL;
+        w.f32 = out.f32 ? out.f32 + (size_t)v0 * out.in : NULL;
         w.out = nv;
         if ((rc = mm(c, &w, c->xb, nl, tile, inv, err))) break;
         for (int r = 0; r < nl; r++) {
@@ -537,7 +555,7 @@ static int topk_logits(sdn_ctx *c, const sdn_batch *b, int nl, int inv, sdn_err 
                     int j = k - 1;
                     while (j > 0 && lg[i] > bl[j - 1]) { bl[j] = bl[j - 1]; bt[j] = bt[j - 1]; j--; }
                     bl[j] = lg[i];
-                    bt[j] = v0 + i;
+                    bt[j] = gathered ? b->topk_vocab[v0 + i] : v0 + i;
                 }
             }
             mx[r] = m0;
@@ -547,7 +565,7 @@ static int topk_logits(sdn_ctx *c, const sdn_batch *b, int nl, int inv, sdn_err 
     for (int r = 0; r < nl && !rc; r++)
         for (int j = 0; j < k; j++)
             b->topk_prob[(size_t)r * k + j] = (float)(exp((double)best[(size_t)r * k + j] - mx[r]) / se[r]);
-    free(tile); free(mx); free(se); free(best);
+    free(tile); free(mx); free(se); free(best); free(gathered);
     return rc;
 }
 
@@ -568,8 +586,12 @@ static int check_batch(const sdn_ctx *c, const sdn_batch *b, sdn_err *err) {
         }
     }
     if (b->n_logits > b->n || b->n_logits < -1) return sdn_fail(err, SDN_EINVAL, "n_logits %d out of range", b->n_logits);
-    if (b->topk < 0 || b->topk > c->m->cfg.vocab || (b->topk && (!b->topk_tok || !b->topk_prob)))
-        return sdn_fail(err, SDN_EINVAL, "top-k of %d is invalid for a vocabulary of %d", b->topk, c->m->cfg.vocab);
+    int cand = b->topk_vocab && b->n_topk_vocab > 0 ? b->n_topk_vocab : c->m->cfg.vocab;
+    if (b->topk < 0 || b->topk > cand || (b->topk && (!b->topk_tok || !b->topk_prob)))
+        return sdn_fail(err, SDN_EINVAL, "top-k of %d is invalid for a candidate vocabulary of %d", b->topk, cand);
+    for (int i = 0; b->topk_vocab && i < b->n_topk_vocab; i++)
+        if (b->topk_vocab[i] < 0 || b->topk_vocab[i] >= c->m->cfg.vocab)
+            return sdn_fail(err, SDN_EINVAL, "top-k vocabulary entry %d (%d) is outside the vocabulary", i, b->topk_vocab[i]);
     for (int i = 0; i < b->n_logits; i++)
         if (!b->logit_rows || b->logit_rows[i] < 0 || b->logit_rows[i] >= b->n || (i && b->logit_rows[i] <= b->logit_rows[i - 1]))
             return sdn_fail(err, SDN_EINVAL, "logit_rows must be ascending rows of the batch");

@@ -51,6 +51,10 @@ typedef struct sdn_batch {
                                   most probable first; `logits` is then unused */
     int32_t *topk_tok;         /* [n_logits * topk] */
     float *topk_prob;          /* [n_logits * topk] */
+    const int32_t *topk_vocab; /* optional: restrict the top-k, and the softmax normalizing it,
+                                  to these distinct token ids (e.g. the context's own tokens):
+                                  the LM head then costs n_topk_vocab / vocab of a full one */
+    int n_topk_vocab;
 } sdn_batch;
 
 /* Run the batch; logits (n_logits x vocab floats, in logit_rows order) go to `logits` (or

@@ -52,6 +52,8 @@ int sdn_generate(sdn_ctx *c, const int32_t *prompt, int n_prompt, const sdn_gen_
     sdn_accept acc = {0};
     sdn_dist dist = {0};
     sdn_preds preds = {0};
+    int32_t *cvocab = NULL; /* candidate vocabulary of the prefill predictions */
+    int n_cvocab = 0;
     sdn_rng rng;
     sdn_rng_seed(&rng, p->sampling.seed);
     int rc = SDN_OK;
@@ -70,6 +72,18 @@ int sdn_generate(sdn_ctx *c, const int32_t *prompt, int n_prompt, const sdn_gen_
      * With prefill_topk, the same forward passes also produce each row's top-k. */
     int K = p->prefill_topk > 0 ? p->prefill_topk : 0;
     if (K > vocab) K = vocab;
+    if (K && !p->prefill_topk_full) {
+        /* the context's distinct tokens, ascending (the prompt is untrusted: ids checked by the forward pass) */
+        uint8_t *seen = calloc((size_t)vocab, 1);
+        cvocab = malloc(sizeof(int32_t) * (size_t)n_prompt);
+        if (!seen || !cvocab) { free(seen); rc = sdn_fail(err, SDN_ENOMEM, "out of memory"); goto done; }
+        for (int i = 0; i < n_prompt; i++)
+            if (prompt[i] >= 0 && prompt[i] < vocab) seen[prompt[i]] = 1;
+        for (int t = 0; t < vocab; t++)
+            if (seen[t]) cvocab[n_cvocab++] = t;
+        free(seen);
+        if (K > n_cvocab) K = n_cvocab;
+    }
     if (K) {
         preds.n_pos = n_prompt - 1;
         preds.k = K;
@@ -81,13 +95,14 @@ int sdn_generate(sdn_ctx *c, const int32_t *prompt, int n_prompt, const sdn_gen_
     sdn_ctx_stats(c, &fs0);
     double t0 = sdn_now();
     if (p->prefill) { /* called for a one-token prompt too: graph schedulers switch layouts there */
-        if ((rc = p->prefill(p->prefill_ud, c, prompt, n_prompt - 1, K, preds.tok, preds.prob, err))) goto done;
+        if ((rc = p->prefill(p->prefill_ud, c, prompt, n_prompt - 1, K, cvocab, n_cvocab, preds.tok, preds.prob, err))) goto done;
         if (sdn_kv_len(c) != n_prompt - 1) { rc = sdn_fail(err, SDN_ESTATE, "prefill hook left %d KV entries, expected %d", sdn_kv_len(c), n_prompt - 1); goto done; }
     } else
         for (int i = 0; i < n_prompt - 1; i += chunk) {
             int n = n_prompt - 1 - i < chunk ? n_prompt - 1 - i : chunk;
             sdn_batch b = {.n = n, .tokens = prompt + i, .n_logits = K ? -1 : 0, .topk = K,
-                           .topk_tok = K ? preds.tok + (size_t)i * K : NULL, .topk_prob = K ? preds.prob + (size_t)i * K : NULL};
+                           .topk_tok = K ? preds.tok + (size_t)i * K : NULL, .topk_prob = K ? preds.prob + (size_t)i * K : NULL,
+                           .topk_vocab = cvocab, .n_topk_vocab = n_cvocab};
             if ((rc = sdn_forward(c, &b, NULL, err))) goto done;
         }
     s.t_prefill = sdn_now() - t0;
@@ -166,5 +181,6 @@ done:
     sdn_accept_free(&acc);
     sdn_dist_free(&dist);
     sdn_preds_free(&preds);
+    free(cvocab);
     return rc;
 }

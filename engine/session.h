@@ -28,8 +28,10 @@
 #define SDN_DEFAULT_BRANCH 4
 
 /* A prefill implementation: run tokens[0..n) into the context's KV cache (committing them)
- * and, when topk > 0, write each position's top-k predictions (tok/prob: n*topk). */
-typedef int (*sdn_prefill_fn)(void *ud, sdn_ctx *c, const int32_t *tokens, int n, int topk, int32_t *tok, float *prob, sdn_err *err);
+ * and, when topk > 0, write each position's top-k predictions (tok/prob: n*topk) over the
+ * candidate vocabulary `vocab` (n_vocab ids; NULL: the whole vocabulary). */
+typedef int (*sdn_prefill_fn)(void *ud, sdn_ctx *c, const int32_t *tokens, int n, int topk, const int32_t *vocab, int n_vocab,
+                              int32_t *tok, float *prob, sdn_err *err);
 
 typedef struct sdn_gen_params {
     int max_tokens;        /* new tokens to generate at most */
@@ -43,6 +45,10 @@ typedef struct sdn_gen_params {
                               the prefill forward passes themselves, and give them to the drafter
                               (the last position's prediction comes from the first step) */
     struct sdn_preds *preds_out; /* optional: receives those predictions (caller frees) */
+    int prefill_topk_full;       /* 0 (default): predictions over the context's own tokens, normalized
+                                    there - what in-context calibration can use (it only expands
+                                    tokens that occur in the context), at ~|context vocabulary| /
+                                    |vocabulary| of a full LM head's cost; 1: over the whole vocabulary */
     /* Graph scheduling hooks (graph_sched/): a replacement for the default chunked prefill,
      * and a fixed decode-graph shape. */
     sdn_prefill_fn prefill;      /* NULL: default chunked prefill */

@@ -333,7 +333,8 @@ static int switch_only(sdn_gs *gs, sdn_err *err) {
     return SDN_OK;
 }
 
-int sdn_gs_prefill(void *ud, sdn_ctx *c, const int32_t *tokens, int n, int topk, int32_t *tok, float *prob, sdn_err *err) {
+int sdn_gs_prefill(void *ud, sdn_ctx *c, const int32_t *tokens, int n, int topk, const int32_t *vocab, int n_vocab, int32_t *tok,
+                   float *prob, sdn_err *err) {
     sdn_gs *gs = ud;
     sdn_gs_stats *st = &gs->st;
     if (sdn_ctx_model(c) != gs->m) return sdn_fail(err, SDN_EINVAL, "graph prefill: the context belongs to another model");
@@ -409,7 +410,8 @@ int sdn_gs_prefill(void *ud, sdn_ctx *c, const int32_t *tokens, int n, int topk,
         sdn_kv_commit(c, nc);
         if (K) {
             sdn_batch b = {.n = nc, .tokens = tokens + (size_t)ci * s1, .n_logits = -1, .topk = K,
-                           .topk_tok = tok + (size_t)ci * s1 * K, .topk_prob = prob + (size_t)ci * s1 * K};
+                           .topk_tok = tok + (size_t)ci * s1 * K, .topk_prob = prob + (size_t)ci * s1 * K,
+                           .topk_vocab = vocab, .n_topk_vocab = n_vocab};
             t0 = sdn_now();
             rc = sdn_fwd_head(c, &b, gs->bufs.x, NULL, SDN_PATH_PREFILL, err);
             st->t_compute += sdn_now() - t0;

@@ -96,7 +96,8 @@ int sdn_gs_prepare(sdn_gs *gs, sdn_err *err);
 /* The prefill hook (sdn_prefill_fn): ud is the sdn_gs. The context needs max batch >=
  * sdn_gs_min_batch() and room for the padded chunks (sdn_gs_kv_need()). n = 0 (nothing to
  * prefill) only switches every block to G2. */
-int sdn_gs_prefill(void *ud, sdn_ctx *c, const int32_t *tokens, int n, int topk, int32_t *tok, float *prob, sdn_err *err);
+int sdn_gs_prefill(void *ud, sdn_ctx *c, const int32_t *tokens, int n, int topk, const int32_t *vocab, int n_vocab, int32_t *tok,
+                   float *prob, sdn_err *err);
 /* Point gp at this runtime: prefill hook and decode_rows = S2. */
 void sdn_gs_apply(sdn_gs *gs, sdn_gen_params *gp);
 int sdn_gs_min_batch(const sdn_gs *gs);

@@ -243,6 +243,35 @@ static void test_topk(void **state) {
         }
         sdn_ctx_free(c);
     }
+    /* restricted to a candidate vocabulary: the top-k and the softmax over those ids only */
+    int32_t cand[37];
+    for (int i = 0; i < 37; i++) cand[i] = (int32_t)(i * 13 + 5) % V;
+    {
+        sdn_ctx *c = ctx(m, 2, 256);
+        sdn_batch b = {.n = N, .tokens = toks, .n_logits = -1};
+        assert_int_equal(sdn_forward(c, &b, lg, &e), SDN_OK);
+        sdn_kv_truncate(c, 0);
+        sdn_batch t = {.n = N, .tokens = toks, .n_logits = -1, .topk = K, .topk_tok = tk, .topk_prob = pr, .topk_vocab = cand,
+                       .n_topk_vocab = 37};
+        assert_int_equal(sdn_forward(c, &t, NULL, &e), SDN_OK);
+        for (int r = 0; r < N; r++) {
+            const float *l = lg + (size_t)r * V;
+            double mx = -1e30, z = 0;
+            for (int i = 0; i < 37; i++) mx = fmax(mx, l[cand[i]]);
+            for (int i = 0; i < 37; i++) z += exp(l[cand[i]] - mx);
+            int used[37] = {0};
+            for (int j = 0; j < K; j++) {
+                int best = -1;
+                for (int i = 0; i < 37; i++)
+                    if (!used[i] && (best < 0 || l[cand[i]] > l[cand[best]])) best = i;
+                used[best] = 1;
+                assert_int_equal(tk[(size_t)r * K + j], cand[best]);
+                double want = exp(l[cand[best]] - mx) / z;
+                assert_true(fabs(pr[(size_t)r * K + j] - want) <= 1e-5 * want + 1e-9);
+            }
+        }
+        sdn_ctx_free(c);
+    }
     free(lg); free(pr); free(tk);
     sdn_model_free(m);
 }
