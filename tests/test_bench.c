@@ -64,8 +64,7 @@ static void test_bench_story(void **state) {
     TU_REQUIRE_SHARED();
     sdn_err err = {0};
     sdn_model *m = NULL;
-    sdn_model_load_opts lo = {.tokenizer_path = tu_shared_path("models/stories260K/tok512.bin")};
-    if (sdn_model_load(tu_shared_path("models/stories260K/stories260K.bin"), &lo, &m, &err)) fail_msg("%s", err.msg);
+    m = tu_load_stories();
     /* the generated task: 5 stories */
     const char *task = tu_tmp("stories.jsonl");
     FILE *f = fopen(task, "w");

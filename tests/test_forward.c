@@ -29,20 +29,6 @@ static const char *types[] = {"F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_
 
 static int is_float(const char *t) { return !strcmp(t, "F32") || !strcmp(t, "F16") || !strcmp(t, "BF16"); }
 
-static sdn_model *load(const char *path) {
-    sdn_model *m;
-    sdn_err e = {0};
-    sdn_model_load_opts o = {.no_tokenizer = 1};
-    if (sdn_model_load(path, &o, &m, &e)) fail_msg("%s", e.msg);
-    return m;
-}
-static sdn_ctx *ctx(sdn_model *m, int threads, int n_ctx) {
-    sdn_ctx *c;
-    sdn_err e = {0};
-    sdn_ctx_params p = {.n_ctx = n_ctx, .n_threads = threads, .max_batch = 128};
-    if (sdn_ctx_new(m, &p, &c, &e)) fail_msg("%s", e.msg);
-    return c;
-}
 
 static void random_tokens(int32_t *t, int n, int vocab, uint64_t seed) {
     sdn_rng r;
@@ -57,11 +43,11 @@ static void test_vs_reference(void **state) {
     for (size_t a = 0; a < NA; a++)
         for (size_t t = 0; t < NT; t++) {
             const char *path = tu_model(archs[a], types[t], 11);
-            sdn_model *m = load(path);
+            sdn_model *m = tu_load(path, NULL);
             ref_model *r = ref_model_load(path);
             assert_non_null(r);
             int V = sdn_model_cfg(m)->vocab;
-            sdn_ctx *c = ctx(m, 2, 256);
+            sdn_ctx *c = tu_ctx(m, 256, 2, 128);
             int32_t toks[NP + ND];
             random_tokens(toks, NP + ND, V, 5 + a);
             float *lg = malloc((size_t)NP * V * sizeof(float)), *ref = malloc((size_t)V * sizeof(float));
@@ -102,20 +88,20 @@ static void test_batch_invariance(void **state) {
     enum { N = 64 };
     for (size_t a = 0; a < NA; a++)
         for (size_t t = 0; t < NT; t++) {
-            sdn_model *m = load(tu_model(archs[a], types[t], 12));
+            sdn_model *m = tu_load(tu_model(archs[a], types[t], 12), NULL);
             int V = sdn_model_cfg(m)->vocab;
             int32_t toks[N], rows[N];
             random_tokens(toks, N, V, 77);
             for (int i = 0; i < N; i++) rows[i] = i;
             float *base = malloc((size_t)N * V * sizeof(float)), *lg = malloc((size_t)N * V * sizeof(float));
             sdn_err e = {0};
-            sdn_ctx *c1 = ctx(m, 1, 128);
+            sdn_ctx *c1 = tu_ctx(m, 128, 1, 128);
             for (int p = 0; p < N; p++) {
                 sdn_batch b = {.n = 1, .tokens = &toks[p], .logit_rows = rows, .n_logits = 1, .invariant = 1};
                 assert_int_equal(sdn_forward(c1, &b, base + (size_t)p * V, &e), SDN_OK);
             }
             sdn_ctx_free(c1);
-            sdn_ctx *c2 = ctx(m, 2, 128);
+            sdn_ctx *c2 = tu_ctx(m, 128, 2, 128);
             for (int B = 1; B <= N; B++) {
                 sdn_kv_truncate(c2, 0);
                 for (int p = 0; p < N; p += B) {
@@ -138,7 +124,7 @@ static void test_batch_invariance(void **state) {
  * path and after it must equal (bit for bit) decoding prefix + path from scratch. */
 static void test_tree_mask_and_kv_keep(void **state) {
     for (size_t a = 0; a < NA; a++) {
-        sdn_model *m = load(tu_model(archs[a], "Q8_0", 13));
+        sdn_model *m = tu_load(tu_model(archs[a], "Q8_0", 13), NULL);
         int V = sdn_model_cfg(m)->vocab;
         sdn_rng r;
         sdn_rng_seed(&r, 1000 + a);
@@ -164,7 +150,7 @@ static void test_tree_mask_and_kv_keep(void **state) {
                 for (int j = i; j >= 0; j = parent[j]) mask[i * n + j] = 1;
             }
             sdn_err e = {0};
-            sdn_ctx *c = ctx(m, 2, 128);
+            sdn_ctx *c = tu_ctx(m, 128, 2, 128);
             sdn_batch pre = {.n = P - 1, .tokens = prefix, .n_logits = 0};
             assert_int_equal(sdn_forward(c, &pre, NULL, &e), SDN_OK);
             float *tl = malloc((size_t)n * V * sizeof(float));
@@ -184,7 +170,7 @@ static void test_tree_mask_and_kv_keep(void **state) {
                 assert_int_equal(sdn_forward(c, &d, cont + (size_t)k * V, &e), SDN_OK);
             }
             /* reference: the accepted sequence decoded from scratch, one token at a time */
-            sdn_ctx *s = ctx(m, 1, 128);
+            sdn_ctx *s = tu_ctx(m, 128, 1, 128);
             assert_int_equal(sdn_forward(s, &pre, NULL, &e), SDN_OK);
             float *one = malloc((size_t)V * sizeof(float));
             for (int i = 0; i < np + 2; i++) {
@@ -209,7 +195,7 @@ static void test_tree_mask_and_kv_keep(void **state) {
  * prefill batch large enough for the SGEMM path and on a decode batch. */
 static void test_topk(void **state) {
     const char *path = tu_model("tiny-qwen2", "Q8_0", 15);
-    sdn_model *m = load(path);
+    sdn_model *m = tu_load(path, NULL);
     int V = sdn_model_cfg(m)->vocab, K = 7;
     enum { N = 80 };
     int32_t toks[N];
@@ -219,7 +205,7 @@ static void test_topk(void **state) {
     sdn_err e = {0};
     for (int pass = 0; pass < 2; pass++) {
         int n = pass ? 12 : N, inv = pass;
-        sdn_ctx *c = ctx(m, 2, 256);
+        sdn_ctx *c = tu_ctx(m, 256, 2, 128);
         sdn_batch b = {.n = n, .tokens = toks, .n_logits = -1, .invariant = inv};
         assert_int_equal(sdn_forward(c, &b, lg, &e), SDN_OK);
         sdn_kv_truncate(c, 0);
@@ -247,7 +233,7 @@ static void test_topk(void **state) {
     int32_t cand[37];
     for (int i = 0; i < 37; i++) cand[i] = (int32_t)(i * 13 + 5) % V;
     {
-        sdn_ctx *c = ctx(m, 2, 256);
+        sdn_ctx *c = tu_ctx(m, 256, 2, 128);
         sdn_batch b = {.n = N, .tokens = toks, .n_logits = -1};
         assert_int_equal(sdn_forward(c, &b, lg, &e), SDN_OK);
         sdn_kv_truncate(c, 0);
@@ -277,8 +263,8 @@ static void test_topk(void **state) {
 }
 
 static void test_bad_batches(void **state) {
-    sdn_model *m = load(tu_model("tiny-llama", "F32", 14));
-    sdn_ctx *c = ctx(m, 1, 16);
+    sdn_model *m = tu_load(tu_model("tiny-llama", "F32", 14), NULL);
+    sdn_ctx *c = tu_ctx(m, 16, 1, 128);
     sdn_err e = {0};
     int32_t t[20] = {0}, bad = 100000, row = 0;
     sdn_batch b = {.n = 1, .tokens = &bad, .n_logits = 0};

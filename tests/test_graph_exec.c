@@ -32,21 +32,7 @@
 #include "graph_sched/prefill.h"
 #include "support/test_util.h"
 
-static sdn_model *load(const char *path) {
-    sdn_model *m;
-    sdn_err e = {0};
-    sdn_model_load_opts o = {.no_tokenizer = 1};
-    if (sdn_model_load(path, &o, &m, &e)) fail_msg("%s", e.msg);
-    return m;
-}
 
-static sdn_ctx *ctx(sdn_model *m, int n_ctx, int max_batch) {
-    sdn_ctx *c;
-    sdn_err e = {0};
-    sdn_ctx_params p = {.n_ctx = n_ctx, .n_threads = 2, .max_batch = max_batch};
-    if (sdn_ctx_new(m, &p, &c, &e)) fail_msg("%s", e.msg);
-    return c;
-}
 
 static void random_tokens(int32_t *t, int n, int vocab, uint64_t seed) {
     sdn_rng r;
@@ -56,7 +42,7 @@ static void random_tokens(int32_t *t, int n, int vocab, uint64_t seed) {
 
 /* G2 sub-chunks vs the decode path in one call (bitwise) and vs G1 (tolerance). */
 static void check_g2_vs_g1(const char *type, double tol) {
-    sdn_model *m = load(tu_model_layers("tiny-llama", type, 21, 4, NULL));
+    sdn_model *m = tu_load(tu_model_layers("tiny-llama", type, 21, 4, NULL), NULL);
     const sdn_model_config *cfg = sdn_model_cfg(m);
     enum { S1 = 48, S2 = 16, N = 40, BASE = 20 };
     int dim = cfg->dim, L = cfg->n_layers;
@@ -66,7 +52,7 @@ static void check_g2_vs_g1(const char *type, double tol) {
     float *x[3];
     for (int v = 0; v < 3; v++) {
         /* a prefix of BASE committed tokens first, so the chunk attends earlier entries */
-        sdn_ctx *c = ctx(m, 256, 64);
+        sdn_ctx *c = tu_ctx(m, 256, 2, 64);
         sdn_batch pre = {.n = BASE, .tokens = toks, .n_logits = 0};
         assert_int_equal(sdn_forward(c, &pre, NULL, &e), SDN_OK);
         sdn_graph_bufs b;
@@ -139,7 +125,7 @@ static const sdn_gs_costs test_costs = {
 static void run_mode(sdn_model *m, int mode, const int32_t *prompt, int n_prompt, int max_tokens, gen_out *o) {
     sdn_err e = {0};
     memset(o, 0, sizeof *o);
-    sdn_ctx *c = ctx(m, 512, 64);
+    sdn_ctx *c = tu_ctx(m, 512, 2, 64);
     /* full-vocabulary predictions: this test compares numerics across schedules, where a
      * handful of context tokens would make near-ties (and top-1 flips) common */
     sdn_gen_params gp = {.max_tokens = max_tokens, .ignore_eog = 1, .prefill_topk = 4, .prefill_topk_full = 1, .preds_out = &o->preds};
@@ -196,7 +182,7 @@ static void assert_preds_close(const gen_out *a, const gen_out *ref, const char 
  * feeds the prompt's last token, then ref[0..t-1]; T steps of V logits into out. */
 static void forced_logits(sdn_model *m, int mode, const int32_t *prompt, int n, const int32_t *ref, int T, float *out) {
     sdn_err e = {0};
-    sdn_ctx *c = ctx(m, 512, 64);
+    sdn_ctx *c = tu_ctx(m, 512, 2, 64);
     int V = sdn_model_cfg(m)->vocab;
     if (n > 1) {
         if (mode >= 0) {
@@ -258,7 +244,7 @@ static void assert_logits_close(sdn_model *m, int mode, const int32_t *prompt, i
 }
 
 static void test_modes_results(void **state) {
-    sdn_model *m = load(tu_model_layers("tiny-llama", "Q8_0", 22, 4, NULL));
+    sdn_model *m = tu_load(tu_model_layers("tiny-llama", "Q8_0", 22, 4, NULL), NULL);
     int V = sdn_model_cfg(m)->vocab;
     int lens[] = {151, 2, 12, 65, 64};
     for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
@@ -309,7 +295,7 @@ static void test_modes_real_model(void **state) {
 }
 
 static void test_state_and_memory(void **state) {
-    sdn_model *m = load(tu_model_layers("tiny-llama", "Q8_0", 22, 4, NULL));
+    sdn_model *m = tu_load(tu_model_layers("tiny-llama", "Q8_0", 22, 4, NULL), NULL);
     int L = sdn_model_cfg(m)->n_layers, V = sdn_model_cfg(m)->vocab;
     size_t g1 = sdn_layout_size(m, 0, L, SDN_LAYOUT_F32), g2 = sdn_layout_size(m, 0, L, SDN_LAYOUT_QUANT);
     size_t g2_block = sdn_layout_size(m, 0, 1, SDN_LAYOUT_QUANT);
@@ -345,7 +331,7 @@ static void test_state_and_memory(void **state) {
 }
 
 static void test_errors(void **state) {
-    sdn_model *m = load(tu_model_layers("tiny-llama", "Q8_0", 22, 4, NULL));
+    sdn_model *m = tu_load(tu_model_layers("tiny-llama", "Q8_0", 22, 4, NULL), NULL);
     sdn_err e = {0};
     sdn_gs *gs = NULL;
     sdn_gs_config cfg = {.mode = SDN_GS_PROGRESSIVE, .s1 = 64, .s2 = 16};
@@ -357,7 +343,7 @@ static void test_errors(void **state) {
     assert_int_equal(sdn_gs_new(m, &cfg, &gs, &e), SDN_OK);
     assert_int_equal(sdn_gs_prepare(gs, &e), SDN_OK);
     int32_t toks[100] = {0};
-    sdn_ctx *c = ctx(m, 120, 64); /* 100 tokens in 64-row chunks need 128 slots */
+    sdn_ctx *c = tu_ctx(m, 120, 2, 64); /* 100 tokens in 64-row chunks need 128 slots */
     e = (sdn_err){0};
     assert_int_equal(sdn_gs_prefill(gs, c, toks, 100, 0, NULL, 0, NULL, NULL, &e), SDN_EINVAL);
     assert_non_null(strstr(e.msg, "raise --ctx"));

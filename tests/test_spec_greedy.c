@@ -93,20 +93,13 @@ static void check_model(sdn_model *m, int n_prompts, uint64_t seed, int vocab_li
     sdn_ctx_free(c);
 }
 
-static sdn_model *load(const char *path, const char *tok) {
-    sdn_model *m;
-    sdn_err e = {0};
-    sdn_model_load_opts o = {.tokenizer_path = tok, .no_tokenizer = tok == NULL};
-    if (sdn_model_load(path, &o, &m, &e)) fail_msg("%s", e.msg);
-    return m;
-}
 
 static void test_make_model_archs(void **state) {
     const char *shapes[] = {"tiny-llama", "tiny-llama3", "tiny-qwen2"};
     const char *types[] = {"Q8_0", "F16", "Q4_K_M"};
     counts cnt = {0};
     for (int a = 0; a < 3; a++) {
-        sdn_model *m = load(tu_model(shapes[a], types[a], 31), NULL);
+        sdn_model *m = tu_load(tu_model(shapes[a], types[a], 31), NULL);
         /* a small vocabulary slice makes random prompts repeat, so drafts get accepted sometimes */
         check_model(m, 25, 100 + (uint64_t)a, 8, &cnt);
         sdn_model_free(m);
@@ -118,7 +111,7 @@ static void test_make_model_archs(void **state) {
 
 static void test_tinystories(void **state) {
     TU_REQUIRE_SHARED();
-    sdn_model *m = load(tu_shared_path("models/stories260K/stories260K.bin"), tu_shared_path("models/stories260K/tok512.bin"));
+    sdn_model *m = tu_load_stories();
     counts cnt = {0};
     check_model(m, 50, 7, 0, &cnt);
     print_message("TinyStories: %d speculative runs identical to plain; %d tokens in %d steps (%.2f tokens/step), %ld draft tokens accepted\n",

@@ -198,8 +198,7 @@ static void test_replay_tinystories(void **state) {
     TU_REQUIRE_SHARED();
     sdn_err err = {0};
     sdn_model *m = NULL;
-    sdn_model_load_opts lo = {.tokenizer_path = tu_shared_path("models/stories260K/tok512.bin")};
-    if (sdn_model_load(tu_shared_path("models/stories260K/stories260K.bin"), &lo, &m, &err)) fail_msg("%s", err.msg);
+    m = tu_load_stories();
     const sdn_tokenizer *tok = sdn_model_tokenizer(m);
     sdn_ctx *c = NULL;
     sdn_ctx_params cp = {.n_ctx = 512, .n_threads = 1};

@@ -21,13 +21,6 @@
 #include "engine/tokenizer.h"
 #include "support/test_util.h"
 
-static sdn_model *load_stories(void) {
-    sdn_model *m;
-    sdn_err e = {0};
-    sdn_model_load_opts o = {.tokenizer_path = tu_shared_path("models/stories260K/tok512.bin")};
-    if (sdn_model_load(tu_shared_path("models/stories260K/stories260K.bin"), &o, &m, &e)) fail_msg("%s", e.msg);
-    return m;
-}
 
 static int eog(void *ud, int32_t t) {
     const sdn_tokenizer *tk = ud;
@@ -66,7 +59,7 @@ static char *read_text(const char *path) {
 
 static void test_golden_prompt(void **state) {
     TU_REQUIRE_SHARED();
-    sdn_model *m = load_stories();
+    sdn_model *m = tu_load_stories();
     FILE *f = fopen(tu_shared_path("golden/stories260K/stories260K_greedy.ids"), "r");
     assert_non_null(f);
     int32_t want_prompt[64], want[1024];
@@ -109,7 +102,7 @@ static void test_golden_prompt(void **state) {
 
 static void test_golden_from_bos(void **state) {
     TU_REQUIRE_SHARED();
-    sdn_model *m = load_stories();
+    sdn_model *m = tu_load_stories();
     char *js = read_text(tu_shared_path("models/stories260K/greedy_from_bos_256.json"));
     cJSON *j = cJSON_Parse(js);
     assert_non_null(j);

@@ -12,7 +12,9 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "engine/forward.h"
 #include "engine/make_model.h"
+#include "engine/model.h"
 
 static char *rot(void) {
     static char bufs[8][1024];
@@ -91,4 +93,24 @@ int tu_write_file(const char *path, const void *data, size_t n) {
     if (!f) return -1;
     size_t w = fwrite(data, 1, n, f);
     return fclose(f) == 0 && w == n ? 0 : -1;
+}
+
+sdn_model *tu_load(const char *path, const char *tokenizer) {
+    sdn_model *m;
+    sdn_err e = {0};
+    sdn_model_load_opts o = {.tokenizer_path = tokenizer && *tokenizer ? tokenizer : NULL, .no_tokenizer = tokenizer == NULL};
+    if (sdn_model_load(path, &o, &m, &e)) fail_msg("%s", e.msg);
+    return m;
+}
+
+sdn_model *tu_load_stories(void) {
+    return tu_load(tu_shared_path("models/stories260K/stories260K.bin"), tu_shared_path("models/stories260K/tok512.bin"));
+}
+
+sdn_ctx *tu_ctx(sdn_model *m, int n_ctx, int threads, int max_batch) {
+    sdn_ctx *c;
+    sdn_err e = {0};
+    sdn_ctx_params p = {.n_ctx = n_ctx, .n_threads = threads, .max_batch = max_batch};
+    if (sdn_ctx_new(m, &p, &c, &e)) fail_msg("%s", e.msg);
+    return c;
 }

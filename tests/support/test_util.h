@@ -20,6 +20,15 @@ const char *tu_tmp(const char *name);
 const char *tu_model(const char *shape, const char *type, uint64_t seed);
 /* Same, with the layer count overridden (fast real-vocabulary shapes). */
 const char *tu_model_layers(const char *shape, const char *type, uint64_t seed, int layers, const char *vocab_from);
+struct sdn_model;
+struct sdn_ctx;
+/* Load a model (failing the test on error); tokenizer: a llama2.c tokenizer.bin, "" for a
+ * GGUF's own tokenizer, NULL for none. */
+struct sdn_model *tu_load(const char *path, const char *tokenizer);
+/* The real TinyStories 260K model from ../shared with its tokenizer. */
+struct sdn_model *tu_load_stories(void);
+/* An inference context (failing the test on error). */
+struct sdn_ctx *tu_ctx(struct sdn_model *m, int n_ctx, int threads, int max_batch);
 /* Write bytes to a file; returns 0 on success. */
 int tu_write_file(const char *path, const void *data, size_t n);
 
