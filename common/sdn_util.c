@@ -2,6 +2,8 @@
 #include "common/sdn_util.h"
 
 #include <errno.h>
+#include <sched.h>
+#include <unistd.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -77,6 +79,22 @@ void sdn_cpu_model(char *buf, size_t cap) {
         break;
     }
     fclose(f);
+}
+
+int sdn_cpus_online(void) {
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+int sdn_pin_self(int cpu0, int n, sdn_err *err) {
+    int online = sdn_cpus_online();
+    if (cpu0 < 0 || n < 1 || cpu0 + n > online || cpu0 + n > CPU_SETSIZE)
+        return sdn_fail(err, SDN_EINVAL, "CPU range %d..%d is outside this machine's %d online CPUs", cpu0, cpu0 + n - 1, online);
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    for (int i = cpu0; i < cpu0 + n; i++) CPU_SET(i, &set);
+    if (sched_setaffinity(0, sizeof set, &set) != 0) return sdn_fail(err, SDN_EIO, "cannot pin a thread to CPUs %d..%d", cpu0, cpu0 + n - 1);
+    return SDN_OK;
 }
 
 static uint64_t splitmix64(uint64_t *x) {

@@ -26,6 +26,13 @@ size_t sdn_current_rss(void);
 /* The CPU's model name from /proc/cpuinfo ("unknown CPU" when unavailable). */
 void sdn_cpu_model(char *buf, size_t cap);
 
+/* Online CPUs of this machine (>= 1). */
+int sdn_cpus_online(void);
+/* Pin the calling thread to CPUs [cpu0, cpu0 + n) (threads it creates afterwards inherit
+ * the set). SDN_EINVAL naming the range when it is outside the online CPUs; SDN_EIO when
+ * the kernel refuses. */
+int sdn_pin_self(int cpu0, int n, sdn_err *err);
+
 /* Deterministic 64-bit PRNG (xoshiro256**, seeded through splitmix64). */
 typedef struct sdn_rng { uint64_t s[4]; } sdn_rng;
 void sdn_rng_seed(sdn_rng *r, uint64_t seed);

@@ -2,6 +2,8 @@
  * layers (see layout.h). */
 #include "engine/layout.h"
 
+#include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -19,20 +21,193 @@ static size_t wsize(const sdn_weight *w, sdn_layout which) {
     return which == SDN_LAYOUT_F32 ? (size_t)w->out * (size_t)w->in * sizeof(float) : (size_t)w->out * w->row_bytes;
 }
 
-/* Layout memory: 2 MiB-aligned and advised for transparent huge pages, so materializing a
- * layout costs a few page faults per 2 MiB instead of one per 4 KiB (a fresh 16 MiB copy:
- * about 2 ms instead of 7-8 ms, measured while writing graph_sched). */
+/* Layout memory: 2 MiB-aligned mmap'd chunks advised for transparent huge pages, so
+ * materializing a layout costs a few page faults per 2 MiB instead of one per 4 KiB (a
+ * fresh 16 MiB copy: about 2 ms instead of 7-8 ms, measured while writing graph_sched).
+ *
+ * The reserve: freed chunks are kept, up to the model's reserve size, and later loads take
+ * them (best fit, split in 2 MiB units) before mapping fresh memory. A fresh huge page is
+ * not free: the kernel zeroes it, and on a VM whose host backs guest memory lazily its
+ * first touch costs far more (measured here: 14 ms to fault 4.5 MiB of fresh huge pages,
+ * 0.6 ms to copy into warm memory). Chunks in the reserve stay resident; callers count
+ * them (sdn_layout_reserve_bytes). */
 #define HUGE_ALIGN ((size_t)2 << 20)
-static void *layout_alloc(size_t sz) {
-    size_t n = (sz + HUGE_ALIGN - 1) / HUGE_ALIGN * HUGE_ALIGN;
-    void *p = aligned_alloc(HUGE_ALIGN, n);
+
+typedef struct chunk {
+    char *p;
+    size_t n;
+} chunk;
+
+struct sdn_layout_pool {
+    pthread_mutex_t mu;
+    chunk *free;
+    int n_free, cap_free;
+    size_t free_bytes, reserve;
+};
+
+static pthread_mutex_t pool_create_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static struct sdn_layout_pool *pool_of(sdn_model *m) {
+    pthread_mutex_lock(&pool_create_mu);
+    if (!m->lpool) {
+        struct sdn_layout_pool *p = calloc(1, sizeof *p);
+        if (p) pthread_mutex_init(&p->mu, NULL);
+        m->lpool = p;
+    }
+    pthread_mutex_unlock(&pool_create_mu);
+    return m->lpool;
+}
+
+static size_t chunk_size(size_t sz) { return (sz + HUGE_ALIGN - 1) / HUGE_ALIGN * HUGE_ALIGN; }
+
+static void *map_chunk(size_t n) {
+    size_t want = n + HUGE_ALIGN;
+    char *p = mmap(NULL, want, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return NULL;
+    char *a = (char *)(((uintptr_t)p + HUGE_ALIGN - 1) & ~(uintptr_t)(HUGE_ALIGN - 1));
+    size_t head = (size_t)(a - p), tail = want - head - n;
+    if (head) munmap(p, head);
+    if (tail) munmap(a + n, tail);
 #ifdef MADV_HUGEPAGE
-    if (p) madvise(p, n, MADV_HUGEPAGE);
+    madvise(a, n, MADV_HUGEPAGE);
 #endif
-    return p;
+    return a;
+}
+
+/* the pool's mutex held */
+static int pool_push(struct sdn_layout_pool *pl, char *p, size_t n) {
+    if (pl->n_free == pl->cap_free) {
+        int cap = pl->cap_free ? 2 * pl->cap_free : 64;
+        chunk *f = realloc(pl->free, (size_t)cap * sizeof *f);
+        if (!f) return -1;
+        pl->free = f;
+        pl->cap_free = cap;
+    }
+    pl->free[pl->n_free++] = (chunk){p, n};
+    pl->free_bytes += n;
+    return 0;
+}
+
+/* release free chunks until the reserve holds at most `keep` bytes (the pool's mutex held) */
+static void pool_shrink(struct sdn_layout_pool *pl, size_t keep) {
+    while (pl->free_bytes > keep && pl->n_free > 0) {
+        chunk *c = &pl->free[pl->n_free - 1];
+        size_t excess = pl->free_bytes - keep, cut = excess >= c->n ? c->n : chunk_size(excess);
+        if (cut >= c->n) {
+            munmap(c->p, c->n);
+            pl->free_bytes -= c->n;
+            pl->n_free--;
+        } else {
+            munmap(c->p + (c->n - cut), cut);
+            c->n -= cut;
+            pl->free_bytes -= cut;
+        }
+    }
+}
+
+static void *layout_alloc(sdn_model *m, size_t sz) {
+    size_t n = chunk_size(sz);
+    struct sdn_layout_pool *pl = pool_of(m);
+    if (pl) {
+        pthread_mutex_lock(&pl->mu);
+        int best = -1;
+        for (int i = 0; i < pl->n_free; i++)
+            if (pl->free[i].n >= n && (best < 0 || pl->free[i].n < pl->free[best].n)) best = i;
+        if (best >= 0) {
+            chunk c = pl->free[best];
+            pl->free[best] = pl->free[--pl->n_free];
+            pl->free_bytes -= c.n;
+            if (c.n > n && pool_push(pl, c.p + n, c.n - n)) munmap(c.p + n, c.n - n);
+            pthread_mutex_unlock(&pl->mu);
+            return c.p;
+        }
+        pthread_mutex_unlock(&pl->mu);
+    }
+    return map_chunk(n);
+}
+
+static void layout_free(sdn_model *m, void *p, size_t sz) {
+    if (!p) return;
+    size_t n = chunk_size(sz);
+    struct sdn_layout_pool *pl = pool_of(m);
+    if (pl) {
+        pthread_mutex_lock(&pl->mu);
+        if (pl->free_bytes + n <= pl->reserve && pool_push(pl, p, n) == 0) {
+            pthread_mutex_unlock(&pl->mu);
+            return;
+        }
+        size_t keep = pl->reserve > pl->free_bytes ? (pl->reserve - pl->free_bytes) / HUGE_ALIGN * HUGE_ALIGN : 0;
+        if (keep > 0 && keep < n && pool_push(pl, p, keep) == 0) {
+            pthread_mutex_unlock(&pl->mu);
+            munmap((char *)p + keep, n - keep);
+            return;
+        }
+        pthread_mutex_unlock(&pl->mu);
+    }
+    munmap(p, n);
+}
+
+int sdn_layout_set_reserve(sdn_model *m, size_t bytes, int fill, sdn_err *err) {
+    struct sdn_layout_pool *pl = pool_of(m);
+    if (!pl) return sdn_fail(err, SDN_ENOMEM, "layout reserve: out of memory");
+    bytes = bytes / HUGE_ALIGN * HUGE_ALIGN;
+    pthread_mutex_lock(&pl->mu);
+    pl->reserve = bytes;
+    pool_shrink(pl, bytes);
+    size_t need = fill && pl->free_bytes < bytes ? bytes - pl->free_bytes : 0;
+    pthread_mutex_unlock(&pl->mu);
+    if (!need) return SDN_OK;
+    char *p = map_chunk(need);
+    if (!p) return sdn_fail(err, SDN_ENOMEM, "layout reserve: cannot map %zu MiB", need >> 20);
+    memset(p, 0, need); /* fault it in now */
+    pthread_mutex_lock(&pl->mu);
+    int rc = pool_push(pl, p, need);
+    pool_shrink(pl, pl->reserve);
+    pthread_mutex_unlock(&pl->mu);
+    if (rc) {
+        munmap(p, need);
+        return sdn_fail(err, SDN_ENOMEM, "layout reserve: out of memory");
+    }
+    return SDN_OK;
+}
+
+size_t sdn_layout_reserve_bytes(sdn_model *m) {
+    struct sdn_layout_pool *pl = pool_of(m);
+    if (!pl) return 0;
+    pthread_mutex_lock(&pl->mu);
+    size_t b = pl->free_bytes;
+    pthread_mutex_unlock(&pl->mu);
+    return b;
+}
+
+void sdn_layout_release(sdn_model *m) {
+    if (!m->layers) return;
+    sdn_layout_unload(m, 0, m->cfg.n_layers, SDN_LAYOUT_F32);
+    sdn_layout_unload(m, 0, m->cfg.n_layers, SDN_LAYOUT_QUANT);
+    struct sdn_layout_pool *pl = m->lpool;
+    if (!pl) return;
+    pool_shrink(pl, 0);
+    free(pl->free);
+    pthread_mutex_destroy(&pl->mu);
+    free(pl);
+    m->lpool = NULL;
 }
 
 static int range_ok(const sdn_model *m, int l0, int l1) { return l0 >= 0 && l1 <= m->cfg.n_layers && l0 <= l1; }
+
+/* A layer's layout is one chunk: its seven matrices packed at 4 KiB-aligned offsets (the
+ * chunk rounded up to 2 MiB), so a layer wastes less than one huge page. */
+#define MAT_ALIGN ((size_t)4096)
+static size_t layer_bytes(sdn_layer *y, sdn_layout which, size_t off[NMAT]) {
+    sdn_weight *ws[NMAT];
+    mats(y, ws);
+    size_t t = 0;
+    for (int i = 0; i < NMAT; i++) {
+        if (off) off[i] = t;
+        t += (wsize(ws[i], which) + MAT_ALIGN - 1) / MAT_ALIGN * MAT_ALIGN;
+    }
+    return t;
+}
 
 int sdn_layout_load(sdn_model *m, int l0, int l1, sdn_layout which, size_t *bytes, sdn_err *err) {
     size_t total = 0;
@@ -40,24 +215,26 @@ int sdn_layout_load(sdn_model *m, int l0, int l1, sdn_layout which, size_t *byte
     for (int l = l0; l < l1; l++) {
         sdn_weight *ws[NMAT];
         mats(&m->layers[l], ws);
+        if (which == SDN_LAYOUT_F32 ? ws[0]->f32 != NULL : ws[0]->q != NULL) continue; /* a layer loads whole */
+        size_t off[NMAT], n = layer_bytes(&m->layers[l], which, off);
+        char *base = layout_alloc(m, n);
+        if (!base)
+            return sdn_fail(err, SDN_ENOMEM, "out of memory loading the %s layout of layer %d (%zu MiB)",
+                            which == SDN_LAYOUT_F32 ? "F32" : "quantized", l, n >> 20);
         for (int i = 0; i < NMAT; i++) {
             sdn_weight *w = ws[i];
-            size_t sz = wsize(w, which);
             if (which == SDN_LAYOUT_F32) {
-                if (w->f32) continue;
-                float *d = layout_alloc(sz);
-                if (!d) return sdn_fail(err, SDN_ENOMEM, "out of memory loading the F32 layout of layer %d (%zu MiB)", l, sz >> 20);
+                float *d = (float *)(base + off[i]);
                 for (int64_t r = 0; r < w->out; r++)
                     sdn_dequantize_row(w->type, (const char *)w->data + (size_t)r * w->row_bytes, d + r * w->in, w->in);
-                __atomic_store_n(&w->f32, d, __ATOMIC_RELEASE);
-            } else {
-                if (w->q) continue;
-                void *d = layout_alloc(sz);
-                if (!d) return sdn_fail(err, SDN_ENOMEM, "out of memory loading the quantized layout of layer %d", l);
-                memcpy(d, w->data, sz);
-                __atomic_store_n(&w->q, d, __ATOMIC_RELEASE);
-            }
-            total += sz;
+            } else
+                memcpy(base + off[i], w->data, wsize(w, which));
+            total += wsize(w, which);
+        }
+        /* publish the pointers after the data (other layers may be computing meanwhile) */
+        for (int i = 0; i < NMAT; i++) {
+            if (which == SDN_LAYOUT_F32) __atomic_store_n(&ws[i]->f32, (float *)(base + off[i]), __ATOMIC_RELEASE);
+            else __atomic_store_n(&ws[i]->q, (void *)(base + off[i]), __ATOMIC_RELEASE);
         }
     }
     if (bytes) *bytes = total;
@@ -69,10 +246,13 @@ void sdn_layout_unload(sdn_model *m, int l0, int l1, sdn_layout which) {
     for (int l = l0; l < l1; l++) {
         sdn_weight *ws[NMAT];
         mats(&m->layers[l], ws);
+        void *base = which == SDN_LAYOUT_F32 ? (void *)ws[0]->f32 : ws[0]->q;
+        if (!base) continue;
         for (int i = 0; i < NMAT; i++) {
-            if (which == SDN_LAYOUT_F32) { free(ws[i]->f32); ws[i]->f32 = NULL; }
-            else { free(ws[i]->q); ws[i]->q = NULL; }
+            if (which == SDN_LAYOUT_F32) ws[i]->f32 = NULL;
+            else ws[i]->q = NULL;
         }
+        layout_free(m, base, layer_bytes(&m->layers[l], which, NULL));
     }
 }
 
@@ -85,6 +265,13 @@ size_t sdn_layout_resident(const sdn_model *m, int l0, int l1, sdn_layout which)
         for (int i = 0; i < NMAT; i++)
             if (which == SDN_LAYOUT_F32 ? ws[i]->f32 != NULL : ws[i]->q != NULL) t += wsize(ws[i], which);
     }
+    return t;
+}
+
+size_t sdn_layout_alloc_size(const sdn_model *m, int l0, int l1, sdn_layout which) {
+    size_t t = 0;
+    if (!range_ok(m, l0, l1)) return 0;
+    for (int l = l0; l < l1; l++) t += chunk_size(layer_bytes(&m->layers[l], which, NULL));
     return t;
 }
 

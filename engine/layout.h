@@ -7,7 +7,8 @@
  * mapping; real memory), unloading frees it. Loads of different layers may run on another
  * thread while the forward pass computes other layers; a layer must not be unloaded while
  * a forward pass uses it. Without a loaded layout the forward pass falls back to the file
- * mapping (dequantizing per call for SGEMM). */
+ * mapping (dequantizing per call for SGEMM). Layout memory is 2 MiB-aligned, advised for
+ * transparent huge pages, and may be recycled through a reserve (below). */
 #ifndef SDN_LAYOUT_H
 #define SDN_LAYOUT_H
 
@@ -24,9 +25,23 @@ int sdn_layout_load(sdn_model *m, int l0, int l1, sdn_layout which, size_t *byte
 void sdn_layout_unload(sdn_model *m, int l0, int l1, sdn_layout which);
 /* Resident bytes of layout `which` over layers [l0, l1) (0 for parts not loaded). */
 size_t sdn_layout_resident(const sdn_model *m, int l0, int l1, sdn_layout which);
+/* Bytes layout `which` of layers [l0, l1) allocates (each matrix rounded up to 2 MiB). */
+size_t sdn_layout_alloc_size(const sdn_model *m, int l0, int l1, sdn_layout which);
 /* Bytes layout `which` of layers [l0, l1) takes when loaded. */
 size_t sdn_layout_size(const sdn_model *m, int l0, int l1, sdn_layout which);
 /* 1 when every matrix of layer l has layout `which` loaded. */
 int sdn_layout_is_loaded(const sdn_model *m, int l, sdn_layout which);
+
+/* The reserve: layout memory freed by unloads is kept, up to `bytes` (rounded down to 2 MiB),
+ * and reused by later loads (best fit, in 2 MiB units) before fresh memory is mapped, so a
+ * load into it is a copy into memory that is already faulted in. 0 (the default): freed
+ * memory goes back to the system at once. Lowering the size releases the excess now; fill:
+ * map and fault in fresh memory until the reserve holds `bytes`. Thread-safe with loads and
+ * unloads of other layers. */
+int sdn_layout_set_reserve(sdn_model *m, size_t bytes, int fill, sdn_err *err);
+/* Bytes held free in the reserve now (resident, not part of any layout). */
+size_t sdn_layout_reserve_bytes(sdn_model *m);
+/* Unload every layout and release the reserve (called by sdn_model_free). */
+void sdn_layout_release(sdn_model *m);
 
 #endif

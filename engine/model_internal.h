@@ -43,6 +43,7 @@ struct sdn_model {
     sdn_layer *layers;
     struct sdn_tokenizer *tok;
     uint64_t fingerprint;
+    struct sdn_layout_pool *lpool; /* layout.c: the layout memory reserve (NULL until first used) */
 };
 
 #endif

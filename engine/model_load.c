@@ -23,6 +23,7 @@
 
 #include "common/sdn_util.h"
 #include "engine/gguf.h"
+#include "engine/layout.h"
 #include "engine/model_internal.h"
 #include "engine/quant.h"
 #include "engine/tensor_types.h"
@@ -406,12 +407,11 @@ int sdn_model_load(const char *path, const sdn_model_load_opts *opts, sdn_model 
 
 void sdn_model_free(sdn_model *m) {
     if (!m) return;
+    sdn_layout_release(m);
     if (m->layers) {
         for (int l = 0; l < m->cfg.n_layers; l++) {
             sdn_layer *y = &m->layers[l];
             free(y->attn_norm); free(y->ffn_norm); free(y->bq); free(y->bk); free(y->bv);
-            sdn_weight *ws[] = {&y->wq, &y->wk, &y->wv, &y->wo, &y->w_gate, &y->w_up, &y->w_down};
-            for (int i = 0; i < 7; i++) { free(ws[i]->f32); free(ws[i]->q); }
         }
         free(m->layers);
     }

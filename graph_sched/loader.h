@@ -22,6 +22,11 @@ int sdn_loader_new(sdn_model *m, sdn_loader **out, sdn_err *err);
 /* Finish the running job, drop queued ones, stop and join the thread. */
 void sdn_loader_free(sdn_loader *ld);
 
+/* Pin the loader thread to CPUs [cpu0, cpu0 + n) (e.g. the cores the computation leaves
+ * free, the CPU analogue of loading on a different resource than the accelerator computes
+ * on). SDN_EINVAL naming the range when it is outside the online CPUs. */
+int sdn_loader_pin(sdn_loader *ld, int cpu0, int n, sdn_err *err);
+
 /* Queue a load of layout `which` for layers [l0, l1); *job gets its id (ids count up from 0
  * since the last sdn_loader_reset). `ev` (optional) is called on the loader thread. */
 int sdn_loader_submit(sdn_loader *ld, int l0, int l1, sdn_layout which, sdn_loader_event ev, void *ud, int *job, sdn_err *err);

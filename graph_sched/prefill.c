@@ -31,12 +31,16 @@ struct sdn_gs {
     pthread_mutex_t mu;
     size_t sz1[SDN_GRAPH_MAX_BLOCKS], sz2[SDN_GRAPH_MAX_BLOCKS];
     int has1[SDN_GRAPH_MAX_BLOCKS], has2[SDN_GRAPH_MAX_BLOCKS];
-    size_t cur;
+    size_t cur;  /* resident layout bytes */
+    size_t resv; /* bytes free in the layout reserve (resident too) */
+    size_t resv_size; /* reserve size for switching modes: the largest block's G2 */
     int phase; /* 0 prefill, 1 switching, 2 done */
     int both_now;
     int *job_block; /* loader job id -> block */
     int job_cap;
     sdn_gs_stats st;
+    sdn_gs_task_time *tl; /* timeline of the last prefill */
+    int n_tl, tl_cap;
 };
 
 static const char *mode_names[] = {"single", "sync", "async", "progressive", "optimal"};
@@ -75,13 +79,20 @@ int sdn_gs_new(sdn_model *m, const sdn_gs_config *cfg, sdn_gs **out, sdn_err *er
     int rc = sdn_blocks_partition(mc->n_layers, cfg->n_blocks > 0 ? cfg->n_blocks : SDN_GS_DEFAULT_BLOCKS, &gs->bl, err);
     if (!rc) rc = sdn_graph_bufs_init(&gs->bufs, mc->dim, s1, s2, err);
     if (!rc) rc = sdn_loader_new(m, &gs->ld, err);
+    if (!rc && cfg->pin > 0) {
+        int online = sdn_cpus_online();
+        rc = cfg->pin < online ? sdn_loader_pin(gs->ld, cfg->pin, online - cfg->pin, err)
+                               : sdn_fail(err, SDN_EINVAL, "pinning: %d compute CPUs leave none of the %d online CPUs to the loader", cfg->pin, online);
+    }
     if (rc) {
         sdn_gs_free(gs);
         return rc;
     }
     for (int j = 0; j < gs->bl.n; j++) {
-        gs->sz1[j] = sdn_layout_size(m, gs->bl.l0[j], gs->bl.l1[j], SDN_LAYOUT_F32);
-        gs->sz2[j] = sdn_layout_size(m, gs->bl.l0[j], gs->bl.l1[j], SDN_LAYOUT_QUANT);
+        /* memory is accounted as allocated (layout.h: a layer's layout is one chunk rounded to 2 MiB) */
+        gs->sz1[j] = sdn_layout_alloc_size(m, gs->bl.l0[j], gs->bl.l1[j], SDN_LAYOUT_F32);
+        gs->sz2[j] = sdn_layout_alloc_size(m, gs->bl.l0[j], gs->bl.l1[j], SDN_LAYOUT_QUANT);
+        if (gs->sz2[j] > gs->resv_size) gs->resv_size = gs->sz2[j];
     }
     *out = gs;
     return SDN_OK;
@@ -93,6 +104,7 @@ void sdn_gs_free(sdn_gs *gs) {
     sdn_graph_bufs_free(&gs->bufs);
     pthread_mutex_destroy(&gs->mu);
     free(gs->job_block);
+    free(gs->tl);
     free(gs);
 }
 
@@ -100,6 +112,10 @@ const sdn_blocks *sdn_gs_blocks(const sdn_gs *gs) { return &gs->bl; }
 int sdn_gs_s1(const sdn_gs *gs) { return gs->s1; }
 int sdn_gs_s2(const sdn_gs *gs) { return gs->s2; }
 const sdn_gs_stats *sdn_gs_last(const sdn_gs *gs) { return &gs->st; }
+const sdn_gs_task_time *sdn_gs_timeline(const sdn_gs *gs, int *n) {
+    *n = gs->n_tl;
+    return gs->tl;
+}
 int sdn_gs_min_batch(const sdn_gs *gs) { return gs->s1 > SDN_INVARIANT_MAX_ROWS ? gs->s1 : SDN_INVARIANT_MAX_ROWS; }
 
 int sdn_gs_kv_need(const sdn_gs *gs, int kv0, int n) {
@@ -124,12 +140,12 @@ static void recount(sdn_gs *gs) {
     for (int j = 0; j < gs->bl.n; j++) {
         gs->has1[j] = sdn_layout_resident(gs->m, gs->bl.l0[j], gs->bl.l1[j], SDN_LAYOUT_F32) > 0;
         gs->has2[j] = sdn_layout_resident(gs->m, gs->bl.l0[j], gs->bl.l1[j], SDN_LAYOUT_QUANT) > 0;
-        gs->cur += sdn_layout_resident(gs->m, gs->bl.l0[j], gs->bl.l1[j], SDN_LAYOUT_F32) +
-                   sdn_layout_resident(gs->m, gs->bl.l0[j], gs->bl.l1[j], SDN_LAYOUT_QUANT);
+        gs->cur += (gs->has1[j] ? gs->sz1[j] : 0) + (gs->has2[j] ? gs->sz2[j] : 0);
         gs->both_now += gs->has1[j] && gs->has2[j];
     }
+    gs->resv = sdn_layout_reserve_bytes(gs->m);
     gs->phase = 0;
-    gs->st.bytes_prefill_peak = gs->cur;
+    gs->st.bytes_prefill_peak = gs->cur + gs->resv;
     gs->st.bytes_switch_peak = 0;
     gs->st.max_both = gs->both_now;
     pthread_mutex_unlock(&gs->mu);
@@ -137,7 +153,7 @@ static void recount(sdn_gs *gs) {
 
 static void note_peak(sdn_gs *gs) { /* under mu */
     size_t *pk = gs->phase == 0 ? &gs->st.bytes_prefill_peak : &gs->st.bytes_switch_peak;
-    if (gs->cur > *pk) *pk = gs->cur;
+    if (gs->cur + gs->resv > *pk) *pk = gs->cur + gs->resv;
     if (gs->both_now > gs->st.max_both) gs->st.max_both = gs->both_now;
 }
 
@@ -149,6 +165,8 @@ static void on_load_event(void *ud, int job, int done) {
     if (j >= 0 && !gs->has2[j]) {
         gs->has2[j] = 1;
         gs->cur += gs->sz2[j];
+        size_t r = sdn_layout_reserve_bytes(gs->m); /* the load is about to take its memory from the reserve */
+        gs->resv = r > gs->sz2[j] ? r - gs->sz2[j] : 0;
         gs->both_now += gs->has1[j];
         note_peak(gs);
     }
@@ -165,6 +183,8 @@ static void free_g1(sdn_gs *gs, int j) {
         gs->cur -= gs->sz1[j];
         gs->both_now -= gs->has2[j];
     }
+    gs->resv = sdn_layout_reserve_bytes(gs->m);
+    note_peak(gs);
     pthread_mutex_unlock(&gs->mu);
 }
 
@@ -183,10 +203,15 @@ int sdn_gs_prepare(sdn_gs *gs, sdn_err *err) {
     int rc = sdn_loader_wait_all(gs->ld, NULL);
     (void)rc;
     int L = sdn_model_cfg(gs->m)->n_layers;
+    /* switching modes keep a reserve of the largest block's G2 bytes, faulted in, for the
+     * loads to copy into (layout.h); single never loads during a run */
+    size_t resv = gs->mode == SDN_GS_SINGLE ? 0 : gs->resv_size;
+    if ((rc = sdn_layout_set_reserve(gs->m, resv, 0, err))) return rc;
     if (gs->mode != SDN_GS_SINGLE) sdn_layout_unload(gs->m, 0, L, SDN_LAYOUT_QUANT);
     if ((rc = sdn_layout_load(gs->m, 0, L, SDN_LAYOUT_F32, NULL, err))) return sdn_fail(err, rc, "preparing the prefill graphs");
     if (gs->mode == SDN_GS_SINGLE && (rc = sdn_layout_load(gs->m, 0, L, SDN_LAYOUT_QUANT, NULL, err)))
         return sdn_fail(err, rc, "preparing the decode graphs");
+    if ((rc = sdn_layout_set_reserve(gs->m, resv, 1, err))) return rc;
     recount(gs);
     return SDN_OK;
 }
@@ -261,6 +286,8 @@ static int do_switch(run *r, int i, int e, sdn_err *err) {
     if (e == r->P) st->t_wait_end += w;
     if (rc) return sdn_fail(err, rc, "loading the decode graph of block %d", j);
     st->t_load += info.t_end - info.t_start;
+    st->load_t0[i] = info.t_start;
+    st->load_t1[i] = info.t_end;
     if (gs->has1[j]) free_g1(gs, j);
     r->on_g2[j] = 1;
     if (++r->switched == st->plan.n) {
@@ -302,6 +329,7 @@ static int switch_only(sdn_gs *gs, sdn_err *err) {
     sdn_gs_stats *st = &gs->st;
     double t_start = sdn_now();
     memset(st, 0, sizeof *st);
+    gs->n_tl = 0;
     st->mode = gs->mode;
     st->n_blocks = gs->bl.n;
     st->s1 = gs->s1;
@@ -320,14 +348,15 @@ static int switch_only(sdn_gs *gs, sdn_err *err) {
         sdn_sched_inst in = {.n_blocks = gs->bl.n, .n_chunks = 0};
         sdn_sched_sync(&in, &st->plan);
         for (int j = 0; j < gs->bl.n; j++) free_g1(gs, j); /* no task needs G1 */
-        if ((rc = boundary(&r, 0, err))) {
+        if (!(rc = boundary(&r, 0, err))) rc = sdn_layout_set_reserve(gs->m, 0, 0, err);
+        if (rc) {
             sdn_loader_wait_all(gs->ld, NULL);
             return sdn_fail(err, rc, "graph prefill (%s)", sdn_gs_mode_name(gs->mode));
         }
     }
     pthread_mutex_lock(&gs->mu);
     gs->phase = 2;
-    st->bytes_decode = gs->cur;
+    st->bytes_decode = gs->cur + sdn_layout_reserve_bytes(gs->m);
     pthread_mutex_unlock(&gs->mu);
     st->t_prefill = sdn_now() - t_start;
     return SDN_OK;
@@ -382,6 +411,13 @@ int sdn_gs_prefill(void *ud, sdn_ctx *c, const int32_t *tokens, int n, int topk,
     if (rc) return rc;
 
     run r = {.gs = gs, .P = N * C};
+    gs->n_tl = 0;
+    if (r.P > gs->tl_cap) {
+        sdn_gs_task_time *t = realloc(gs->tl, (size_t)r.P * sizeof *t);
+        if (!t) return sdn_fail(err, SDN_ENOMEM, "graph prefill: out of memory (timeline)");
+        gs->tl = t;
+        gs->tl_cap = r.P;
+    }
     int K = topk > 0 ? topk : 0;
     for (int ci = 0; ci < C && !rc; ci++) {
         int nc = n - ci * s1 < s1 ? n - ci * s1 : s1, base = kv0 + ci * s1;
@@ -393,7 +429,8 @@ int sdn_gs_prefill(void *ud, sdn_ctx *c, const int32_t *tokens, int n, int topk,
             sdn_graph g = {r.on_g2[j] ? SDN_GRAPH_G2 : SDN_GRAPH_G1, gs->bl.l0[j], gs->bl.l1[j], r.on_g2[j] ? gs->s2 : s1};
             t0 = sdn_now();
             rc = sdn_graph_run(c, &g, gs->bufs.x, nc, base, err);
-            double dt = sdn_now() - t0;
+            double t1 = sdn_now(), dt = t1 - t0;
+            gs->tl[gs->n_tl++] = (sdn_gs_task_time){t0, t1, r.on_g2[j], 0};
             st->t_compute += dt;
             *(r.on_g2[j] ? &st->t_g2 : &st->t_g1) += dt;
             int rows = sdn_graph_rows_run(&g, nc);
@@ -418,14 +455,22 @@ int sdn_gs_prefill(void *ud, sdn_ctx *c, const int32_t *tokens, int n, int topk,
         }
     }
     if (!rc) rc = boundary(&r, r.P, err);
+    if (!rc && mode != SDN_GS_SINGLE) { /* every block switched: decoding needs no reserve (the next prepare refills it) */
+        double t0 = sdn_now();
+        rc = sdn_layout_set_reserve(gs->m, 0, 0, err);
+        st->t_unload += sdn_now() - t0;
+    }
     if (rc) {
         sdn_loader_wait_all(gs->ld, NULL);
         return sdn_fail(err, rc, "graph prefill (%s)", sdn_gs_mode_name(mode));
     }
     pthread_mutex_lock(&gs->mu);
     gs->phase = 2;
-    st->bytes_decode = gs->cur;
+    st->bytes_decode = gs->cur + sdn_layout_reserve_bytes(gs->m);
     pthread_mutex_unlock(&gs->mu);
+    for (int e = 0; e < gs->n_tl; e++) /* every load has been waited for: its interval is known */
+        for (int i = 0; i < st->plan.n; i++)
+            if (st->load_t1[i] > gs->tl[e].t0 && st->load_t0[i] < gs->tl[e].t1) gs->tl[e].loading = 1;
     if (mode != SDN_GS_SINGLE)
         for (int j = 0; j < N; j++)
             if (!r.on_g2[j] || gs->has1[j])

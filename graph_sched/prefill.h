@@ -62,6 +62,9 @@ typedef struct sdn_gs_config {
     int s1;                    /* prefill graph rows (0: SDN_GS_DEFAULT_S1) */
     int s2;                    /* decode graph rows, 1..64 (0: SDN_GS_DEFAULT_S2) */
     const sdn_gs_costs *costs; /* needed by progressive and optimal; otherwise optional (predicted times) */
+    int pin;                   /* > 0: the computation runs on CPUs [0, pin) (the caller pins itself, sdn_pin_self,
+                                  before creating its context); the loader thread is pinned to the other CPUs.
+                                  Needs pin < the online CPUs. 0: no pinning */
 } sdn_gs_config;
 
 typedef struct sdn_gs sdn_gs;
@@ -85,7 +88,15 @@ typedef struct sdn_gs_stats {
     size_t bytes_decode;               /* ... held after prefill, for decoding */
     int max_both;                      /* most blocks holding both layouts at once */
     sdn_sched_plan plan;               /* the plan that ran */
+    double load_t0[SDN_SCHED_MAX_BLOCKS], load_t1[SDN_SCHED_MAX_BLOCKS]; /* plan item i's load on the loader (sdn_now()) */
 } sdn_gs_stats;
+
+/* One block task of the last prefill (see sdn_gs_timeline). */
+typedef struct sdn_gs_task_time {
+    double t0, t1; /* sdn_now() at the start and end of the graph run */
+    int g2;        /* ran on G2 (its block had switched) */
+    int loading;   /* the loader was loading during part of the task */
+} sdn_gs_task_time;
 
 /* Create the runtime for model m (starts the loader thread). Does not load anything. */
 int sdn_gs_new(sdn_model *m, const sdn_gs_config *cfg, sdn_gs **out, sdn_err *err);
@@ -108,6 +119,11 @@ int sdn_gs_s1(const sdn_gs *gs);
 int sdn_gs_s2(const sdn_gs *gs);
 /* Statistics of the last prefill. */
 const sdn_gs_stats *sdn_gs_last(const sdn_gs *gs);
+/* Timeline of the last prefill: task (c, j) at index c * n_blocks + j; *n gets the task
+ * count (chunks x blocks). Valid until the next prefill. Comparing a task's time with the
+ * same task in a run that never switches (single) separates what a load costs the
+ * computation it overlaps (contention) from run-to-run noise in the rest of the run. */
+const sdn_gs_task_time *sdn_gs_timeline(const sdn_gs *gs, int *n);
 
 /* The scheduling instance of a prefill of n tokens at KV length kv0 under the costs, for
  * `mode`: sync loads after the computation, so its loads take load_g2; the other modes

@@ -1,7 +1,10 @@
 /* test_graph_loader.c - the loader thread (graph_sched/loader.h): jobs run one at a time
  * in submission order (each starts after the previous ended), allocate exactly the layout
  * sizes, report events in order; bad ranges and unknown jobs are refused; reset only when
- * idle; freeing with queued jobs returns. */
+ * idle; freeing with queued jobs returns. The layout reserve (engine/layout.h): freed layout
+ * memory is kept up to its size and reused by later loads, whose contents still equal the
+ * file's rows byte for byte; the reserve never exceeds its size; fill faults it in.
+ * Pinning: bad CPU ranges are refused, valid ones accepted. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -11,8 +14,11 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "common/sdn_util.h"
 #include "engine/layout.h"
 #include "engine/model.h"
+#include "engine/model_internal.h"
+#include "engine/quant.h"
 #include "graph_sched/loader.h"
 #include "support/test_util.h"
 
@@ -84,7 +90,104 @@ static void test_free_with_queue(void **state) {
     sdn_model_free(m);
 }
 
+/* every matrix of layer l: the G2 copy equals the file's rows, the G1 copy their dequantization's first value */
+static void check_layer_quant(sdn_model *m, int l) {
+    sdn_layer *y = &m->layers[l];
+    sdn_weight *ws[] = {&y->wq, &y->wk, &y->wv, &y->wo, &y->w_gate, &y->w_up, &y->w_down};
+    for (int i = 0; i < 7; i++) {
+        assert_non_null(ws[i]->q);
+        assert_int_equal((uintptr_t)ws[i]->q % (i ? 4096u : 2u << 20), 0); /* one 2 MiB-aligned chunk per layer, matrices at 4 KiB */
+        assert_memory_equal(ws[i]->q, ws[i]->data, (size_t)ws[i]->out * ws[i]->row_bytes);
+    }
+}
+
+static void test_reserve(void **state) {
+    sdn_model *m = load();
+    sdn_err e = {0};
+    size_t R = sdn_layout_alloc_size(m, 0, 1, SDN_LAYOUT_QUANT);
+    assert_true(R >= sdn_layout_size(m, 0, 1, SDN_LAYOUT_QUANT) && R % (2u << 20) == 0);
+    assert_int_equal(sdn_layout_reserve_bytes(m), 0);
+    assert_int_equal(sdn_layout_set_reserve(m, R, 0, &e), SDN_OK);
+    assert_int_equal(sdn_layout_reserve_bytes(m), 0); /* no fill: nothing mapped yet */
+    assert_int_equal(sdn_layout_load(m, 0, 4, SDN_LAYOUT_QUANT, NULL, &e), SDN_OK);
+    for (int l = 0; l < 4; l++) check_layer_quant(m, l);
+    /* an unload fills the reserve up to its size, further unloads release the rest */
+    sdn_layout_unload(m, 1, 2, SDN_LAYOUT_QUANT);
+    assert_int_equal(sdn_layout_reserve_bytes(m), R);
+    sdn_layout_unload(m, 2, 4, SDN_LAYOUT_QUANT);
+    assert_int_equal(sdn_layout_reserve_bytes(m), R);
+    /* a load takes the reserve (memory holding the old rows of another layer) and copies the right rows */
+    assert_int_equal(sdn_layout_load(m, 3, 4, SDN_LAYOUT_QUANT, NULL, &e), SDN_OK);
+    assert_int_equal(sdn_layout_reserve_bytes(m), 0);
+    check_layer_quant(m, 3);
+    /* G1 takes a reserve chunk that fits (the fill's), and its values equal a fresh dequantization */
+    sdn_layout_unload(m, 3, 4, SDN_LAYOUT_QUANT);
+    assert_int_equal(sdn_layout_reserve_bytes(m), R);
+    size_t RF = sdn_layout_alloc_size(m, 0, 1, SDN_LAYOUT_F32);
+    assert_int_equal(sdn_layout_set_reserve(m, RF + R, 1, &e), SDN_OK);
+    assert_int_equal(sdn_layout_reserve_bytes(m), RF + R);
+    assert_int_equal(sdn_layout_load(m, 2, 3, SDN_LAYOUT_F32, NULL, &e), SDN_OK);
+    assert_int_equal(sdn_layout_reserve_bytes(m), R);
+    {
+        sdn_layer *y = &m->layers[2];
+        sdn_weight *ws[] = {&y->wq, &y->wk, &y->wv, &y->wo, &y->w_gate, &y->w_up, &y->w_down};
+        for (int i = 0; i < 7; i++) {
+            float *row = malloc((size_t)ws[i]->in * sizeof(float));
+            for (int64_t r = 0; r < ws[i]->out; r++) {
+                sdn_dequantize_row(ws[i]->type, (const char *)ws[i]->data + (size_t)r * ws[i]->row_bytes, row, ws[i]->in);
+                assert_memory_equal(row, ws[i]->f32 + r * ws[i]->in, (size_t)ws[i]->in * sizeof(float));
+            }
+            free(row);
+        }
+    }
+    /* G2 loads split the G1 chunk freed into the reserve */
+    sdn_layout_unload(m, 2, 3, SDN_LAYOUT_F32);
+    assert_int_equal(sdn_layout_reserve_bytes(m), RF + R);
+    assert_int_equal(sdn_layout_load(m, 1, 4, SDN_LAYOUT_QUANT, NULL, &e), SDN_OK);
+    assert_true(sdn_layout_reserve_bytes(m) <= RF + R - 2 * R);
+    for (int l = 0; l < 4; l++) check_layer_quant(m, l);
+    /* fill maps and faults in what is missing; lowering releases the excess; 0 releases all */
+    assert_int_equal(sdn_layout_set_reserve(m, 3 * R, 1, &e), SDN_OK);
+    assert_int_equal(sdn_layout_reserve_bytes(m), 3 * R);
+    assert_int_equal(sdn_layout_set_reserve(m, R + (3u << 20), 0, &e), SDN_OK);
+    assert_int_equal(sdn_layout_reserve_bytes(m), R + (2u << 20));
+    assert_int_equal(sdn_layout_set_reserve(m, 0, 0, &e), SDN_OK);
+    assert_int_equal(sdn_layout_reserve_bytes(m), 0);
+    sdn_layout_unload(m, 0, 4, SDN_LAYOUT_QUANT);
+    assert_int_equal(sdn_layout_reserve_bytes(m), 0);
+    /* freeing the model with layouts and a filled reserve releases both (ASan/valgrind clean) */
+    assert_int_equal(sdn_layout_set_reserve(m, 2 * R, 1, &e), SDN_OK);
+    assert_int_equal(sdn_layout_load(m, 0, 2, SDN_LAYOUT_QUANT, NULL, &e), SDN_OK);
+    sdn_model_free(m);
+}
+
+static void test_pin(void **state) {
+    sdn_model *m = load();
+    sdn_loader *ld;
+    sdn_err e = {0};
+    assert_int_equal(sdn_loader_new(m, &ld, &e), SDN_OK);
+    int online = sdn_cpus_online();
+    assert_true(online >= 1);
+    assert_int_equal(sdn_loader_pin(ld, online, 1, &e), SDN_EINVAL);
+    assert_non_null(strstr(e.msg, "online CPUs"));
+    e = (sdn_err){0};
+    assert_int_equal(sdn_loader_pin(ld, 0, 0, &e), SDN_EINVAL);
+    e = (sdn_err){0};
+    assert_int_equal(sdn_loader_pin(ld, online - 1, 1, &e), SDN_OK);
+    int id;
+    assert_int_equal(sdn_loader_submit(ld, 0, 1, SDN_LAYOUT_QUANT, NULL, NULL, &id, &e), SDN_OK);
+    assert_int_equal(sdn_loader_wait(ld, id, NULL, &e), SDN_OK);
+    assert_int_equal(sdn_pin_self(-1, 1, &e), SDN_EINVAL);
+    e = (sdn_err){0};
+    assert_int_equal(sdn_pin_self(0, online + 1, &e), SDN_EINVAL);
+    e = (sdn_err){0};
+    assert_int_equal(sdn_pin_self(0, online, &e), SDN_OK); /* all CPUs: what the test had */
+    sdn_loader_free(ld);
+    sdn_model_free(m);
+}
+
 int main(void) {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_fifo), cmocka_unit_test(test_free_with_queue)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_fifo), cmocka_unit_test(test_free_with_queue), cmocka_unit_test(test_reserve),
+                                       cmocka_unit_test(test_pin)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -28,9 +28,12 @@
 #include "graph_sched/schedule.h"
 #include "graph_sched/setup.h"
 
+#define NMODES 5
+#define MAXREPS 64
+
 typedef struct gopts {
-    const char *shapes, *type, *db, *part, *threads_list;
-    int layers, prompt, reps, threads, blocks, s1, s2, instances;
+    const char *shapes, *type, *db, *part, *threads_list, *modes;
+    int layers, prompt, reps, threads, blocks, s1, s2, instances, pin;
     long seed;
 } gopts;
 
@@ -41,13 +44,16 @@ static void usage(FILE *f) {
                "  --type T               weight type (default Q8_0)\n"
                "  --layers L             cut the models to L layers (default: the full shape)\n"
                "  --prompt N             prompt tokens (default 1024)\n"
-               "  --reps R               repetitions per scheduler (default 3)\n"
+               "  --reps R               repetitions per scheduler (default 3, at most %d)\n"
                "  --threads K[,K2]       compute threads, one table each (default 2; 1 leaves a core to the loader)\n"
+               "  --modes A,B,...        schedulers (default single,sync,async,progressive,optimal; single is always run)\n"
+               "  --pin auto|on|off      pin the computation to CPUs 0..K-1 and the loader to the others (auto: on\n"
+               "                         when K is below the online CPUs)\n"
                "  --blocks N --g1 S1 --g2 S2   graphs (default %d blocks, S1 %d, S2 %d)\n"
                "  --instances I          random scheduling instances for the gap (default 300)\n"
                "  --seed S               seed of the random instances (default 1)\n"
                "  --profile-db FILE      profile cache (default $SDNPU_CACHE/profiles.sqlite)\n",
-            SDN_GS_DEFAULT_BLOCKS, SDN_GS_DEFAULT_S1, SDN_GS_DEFAULT_S2);
+            MAXREPS, SDN_GS_DEFAULT_BLOCKS, SDN_GS_DEFAULT_S1, SDN_GS_DEFAULT_S2);
 }
 
 static const char *model_path(const char *shape, const char *type, int layers) {
@@ -65,7 +71,6 @@ static const char *model_path(const char *shape, const char *type, int layers) {
     return path;
 }
 
-#define NMODES 5
 
 /* CPU time (seconds) used by the whole machine (non-idle) and by this process, to detect
  * runs disturbed by other processes on a shared machine. */
@@ -93,14 +98,67 @@ static void cpu_times(double *machine, double *self) {
 }
 
 typedef struct mode_res {
-    double ttft[16], wait[16], load[16], pred[16], prefill[16], comp[16];
+    double ttft[MAXREPS], wait[MAXREPS], load[MAXREPS], pred[MAXREPS], prefill[MAXREPS], comp[MAXREPS], unload[MAXREPS];
+    sdn_gs_task_time *tl[MAXREPS]; /* each repetition's task timeline */
+    int n_tl;
     int g2_tasks, max_both;
     size_t peak_prefill, peak_switch, decode;
     int32_t first;
     int same;
 } mode_res;
 
+/* Distribution-free confidence interval of the median of n values (sorted in place): the
+ * order statistics [v_(j), v_(n+1-j)] with the largest j whose coverage 1 - 2 P(Bin(n, 1/2) < j)
+ * is at least 95% (or j = 1 when n is too small for 95%); *cover gets the coverage. */
+static void median_ci(double *v, int n, double *lo, double *hi, double *cover) {
+    bench_median(v, n); /* sorts */
+    double pk = pow(0.5, n), cdf = 0; /* P(X <= i) */
+    int j = 1;
+    double cov = 1 - 2 * pk;          /* j = 1: P(X < 1) = P(X = 0) */
+    for (int i = 0; i < n / 2; i++) { /* try j = i + 2 */
+        cdf += pk;
+        pk = pk * (n - i) / (i + 1);
+        double c = 1 - 2 * (cdf + pk);
+        if (c < 0.95) break;
+        j = i + 2;
+        cov = c;
+    }
+    *lo = v[j - 1];
+    *hi = v[n - j];
+    *cover = cov;
+}
+
+/* which modes to run: mask over sdn_gs_mode; single always (the reference) */
+static int parse_modes(const char *list, int *on) {
+    for (int k = 0; k < NMODES; k++) on[k] = list == NULL;
+    on[SDN_GS_SINGLE] = 1;
+    if (!list) return 0;
+    char *l = strdup(list), *save = NULL;
+    for (char *t = strtok_r(l, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        int k = 0;
+        while (k < NMODES && strcmp(t, sdn_gs_mode_name((sdn_gs_mode)k))) k++;
+        if (k == NMODES) {
+            fprintf(stderr, "sdnpu bench-graphs: --modes: unknown scheduler '%s' (single, sync, async, progressive, optimal)\n", t);
+            free(l);
+            return 2;
+        }
+        on[k] = 1;
+    }
+    free(l);
+    return 0;
+}
+
 static int bench_ttft_one(const gopts *o, const char *shape) {
+    int on[NMODES], order[NMODES], M = 0;
+    if (parse_modes(o->modes, on)) return 2;
+    for (int k = 0; k < NMODES; k++)
+        if (on[k]) order[M++] = k;
+    int online = sdn_cpus_online();
+    int pin = o->pin < 0 ? o->threads < online : o->pin;
+    if (pin && o->threads >= online) {
+        fprintf(stderr, "sdnpu bench-graphs: --pin on needs fewer compute threads (%d) than online CPUs (%d)\n", o->threads, online);
+        return 2;
+    }
     const char *path = model_path(shape, o->type, o->layers);
     if (!path) return 1;
     sdn_err err = {0};
@@ -109,21 +167,29 @@ static int bench_ttft_one(const gopts *o, const char *shape) {
     sdn_gs *gs[NMODES] = {0};
     sdn_ctx *c = NULL;
     int32_t *toks = NULL;
-    int code = 1;
+    int code = 1, pinned = 0;
+    mode_res *res = calloc(NMODES, sizeof *res);
+    if (!res) return 1;
     sdn_model_load_opts lo = {.no_tokenizer = 1};
     if (sdn_model_load(path, &lo, &m, &err)) goto fail;
     const sdn_model_config *cfg = sdn_model_cfg(m);
     if (sdn_gs_profile_get(m, o->threads, o->db, o->blocks, o->s1, 0, stderr, &p, &err)) goto fail;
     sdn_gs_costs costs;
     sdn_gs_costs_from_profile(p, &costs);
-    mode_res res[NMODES];
-    memset(res, 0, sizeof res);
+    /* the computation on CPUs 0..K-1 (the context's pool and OpenBLAS threads inherit the
+     * caller's CPU set), each runtime's loader on the others */
+    if (pin) {
+        if (sdn_pin_self(0, o->threads, &err)) goto fail;
+        pinned = 1;
+    }
     for (int k = 0; k < NMODES; k++) {
-        sdn_gs_config gc = {.mode = (sdn_gs_mode)k, .n_blocks = o->blocks, .s1 = o->s1, .s2 = o->s2, .costs = &costs};
+        if (!on[k]) continue;
+        sdn_gs_config gc = {.mode = (sdn_gs_mode)k, .n_blocks = o->blocks, .s1 = o->s1, .s2 = o->s2, .costs = &costs, .pin = pin ? o->threads : 0};
         if (sdn_gs_new(m, &gc, &gs[k], &err)) goto fail;
     }
     int P = o->prompt;
     toks = malloc((size_t)(P + 1) * sizeof(int32_t));
+    if (!toks) { sdn_fail(&err, SDN_ENOMEM, "out of memory"); goto fail; }
     sdn_rng rng;
     sdn_rng_seed(&rng, 99);
     for (int i = 0; i <= P; i++) toks[i] = (int32_t)sdn_rng_below(&rng, (uint64_t)cfg->vocab);
@@ -135,12 +201,16 @@ static int bench_ttft_one(const gopts *o, const char *shape) {
         if (fscanf(lf, "%lf %lf %lf", &la[0], &la[1], &la[2]) != 3) la[0] = -1;
         fclose(lf);
     }
-    printf("\n%s (%s, %d layers, %s): prompt %d tokens, %d threads, %d blocks, S1 %d, S2 %d, %d reps; load average before %.2f\n", shape,
-           o->type, cfg->n_layers, path, P, o->threads, sdn_gs_blocks(gs[0])->n, o->s1, o->s2, o->reps, la[0]);
+    printf("\n%s (%s, %d layers, %s): prompt %d tokens, %d threads%s, %d blocks, S1 %d, S2 %d, %d reps; load average before %.2f\n", shape,
+           o->type, cfg->n_layers, path, P, o->threads, pin ? " (pinned to CPUs 0..K-1, the loader to the others)" : "",
+           sdn_gs_blocks(gs[0])->n, o->s1, o->s2, o->reps, la[0]);
     fflush(stdout);
     int discarded = 0;
+    /* repetition r runs the modes in the order rotated by r, so that no mode always follows
+     * the same one (the run before leaves freed or fresh memory behind) */
     for (int r = 0; r < o->reps; r++)
-        for (int k = 0; k < NMODES; k++) {
+        for (int i = 0; i < M; i++) {
+            int k = order[(i + r) % M];
             if (sdn_gs_prepare(gs[k], &err)) goto fail;
             double m0, s0, m1, s1;
             cpu_times(&m0, &s0);
@@ -159,7 +229,7 @@ static int bench_ttft_one(const gopts *o, const char *shape) {
                 discarded++;
                 fprintf(stderr, "  rep %d %-12s disturbed (other processes used %.2f CPU-s): repeated\n", r, sdn_gs_mode_name((sdn_gs_mode)k), foreign);
                 free(out);
-                k--;
+                i--;
                 continue;
             }
             mode_res *mr = &res[k];
@@ -169,38 +239,90 @@ static int bench_ttft_one(const gopts *o, const char *shape) {
             mr->wait[r] = s->t_wait;
             mr->load[r] = s->t_load;
             mr->pred[r] = s->predicted;
+            mr->unload[r] = s->t_unload;
+            int ntl;
+            const sdn_gs_task_time *tl = sdn_gs_timeline(gs[k], &ntl);
+            free(mr->tl[r]);
+            mr->tl[r] = malloc((size_t)(ntl > 0 ? ntl : 1) * sizeof *tl);
+            if (!mr->tl[r]) { sdn_fail(&err, SDN_ENOMEM, "out of memory"); goto fail; }
+            memcpy(mr->tl[r], tl, (size_t)ntl * sizeof *tl);
+            mr->n_tl = ntl;
             mr->g2_tasks = s->g2_tasks;
             mr->max_both = s->max_both;
             mr->peak_prefill = s->bytes_prefill_peak;
             mr->peak_switch = s->bytes_switch_peak;
             mr->decode = s->bytes_decode;
             if (r == 0) mr->first = n_out ? out[0] : -1;
-            mr->same = (r == 0 ? 1 : mr->same) && n_out && out[0] == res[0].first;
+            mr->same = (r == 0 ? 1 : mr->same) && n_out && out[0] == (r == 0 ? mr->first : res[k].first);
             free(out);
-            fprintf(stderr, "  rep %d %-12s TTFT %.1f ms (waited %.1f ms)\n", r, sdn_gs_mode_name((sdn_gs_mode)k), 1e3 * gst.t_first_token,
-                    1e3 * s->t_wait);
+            fprintf(stderr, "  rep %d %-12s TTFT %.1f ms (prefill %.1f: compute %.1f, waited %.1f; first step %.1f)\n", r,
+                    sdn_gs_mode_name((sdn_gs_mode)k), 1e3 * gst.t_first_token, 1e3 * s->t_prefill, 1e3 * s->t_compute, 1e3 * s->t_wait,
+                    1e3 * gst.t_verify);
         }
-    /* overheads: per repetition against the single run of the same repetition, then the median */
-    double over[NMODES], d[16];
-    for (int k = 0; k < NMODES; k++) {
+    /* overheads: per repetition against the single run of the same repetition, then the
+     * median and its distribution-free confidence interval */
+    double over[NMODES] = {0}, olo[NMODES] = {0}, ohi[NMODES] = {0}, cover = 0, d[MAXREPS];
+    for (int k = 1; k < NMODES; k++) {
+        if (!on[k]) continue;
         for (int r = 0; r < o->reps; r++) d[r] = res[k].ttft[r] - res[0].ttft[r];
         over[k] = bench_median(d, o->reps);
+        median_ci(d, o->reps, &olo[k], &ohi[k], &cover);
     }
-    double over_sync = over[SDN_GS_SYNC];
-    printf("  %-12s %9s %9s %8s %9s %8s %8s %8s %8s %8s %6s  %-24s %s\n", "scheduler", "TTFT ms", "overhead", "hidden", "compute", "waited",
-           "loads", "overlap", "pred. ms", "G2 tasks", "both", "weights MiB pre/sw/dec", "1st token");
+    double over_sync = on[SDN_GS_SYNC] ? over[SDN_GS_SYNC] : 0;
+    /* exposed load time, task by task: waiting for loads + freeing G1 + for every task that
+     * overlapped a load or ran on G2, its time beyond the same task of the single run of the
+     * same repetition. The tasks without a load beside them and on the same graph as in
+     * single are left out: their difference is noise only, which the whole-TTFT overhead
+     * carries in full. */
+    double expo[NMODES] = {0}, elo[NMODES] = {0}, ehi[NMODES] = {0}, cont[NMODES] = {0};
+    int n_ovl[NMODES] = {0};
+    for (int k = 1; k < NMODES; k++) {
+        if (!on[k]) continue;
+        double cc[MAXREPS], no[MAXREPS];
+        for (int r = 0; r < o->reps; r++) {
+            double x = 0;
+            int cnt = 0;
+            for (int e = 0; e < res[k].n_tl && e < res[0].n_tl; e++)
+                if (res[k].tl[r][e].loading || res[k].tl[r][e].g2) {
+                    x += (res[k].tl[r][e].t1 - res[k].tl[r][e].t0) - (res[0].tl[r][e].t1 - res[0].tl[r][e].t0);
+                    cnt++;
+                }
+            cc[r] = x;
+            no[r] = cnt;
+            d[r] = res[k].wait[r] + res[k].unload[r] + x;
+        }
+        cont[k] = bench_median(cc, o->reps);
+        n_ovl[k] = (int)bench_median(no, o->reps);
+        expo[k] = bench_median(d, o->reps);
+        median_ci(d, o->reps, &elo[k], &ehi[k], &cover);
+    }
+    double expo_sync = on[SDN_GS_SYNC] ? expo[SDN_GS_SYNC] : 0;
+    printf("  %-12s %9s %9s %17s %8s %9s %8s %8s %8s %8s %8s %6s  %-24s %s\n", "scheduler", "TTFT ms", "overhead", "overhead CI", "hidden",
+           "compute", "waited", "loads", "overlap", "pred. ms", "G2 tasks", "both", "weights MiB pre/sw/dec", "1st token");
     for (int k = 0; k < NMODES; k++) {
+        if (!on[k]) continue;
         mode_res *mr = &res[k];
         double t = bench_median(mr->ttft, o->reps), w = bench_median(mr->wait, o->reps), l = bench_median(mr->load, o->reps);
         double pr = bench_median(mr->pred, o->reps), cm = bench_median(mr->comp, o->reps);
-        char hid[16] = "-", ovl[16] = "-";
+        char hid[16] = "-", ovl[16] = "-", ci[32] = "-";
         if (k > 0 && over_sync > 0) snprintf(hid, sizeof hid, "%.1f%%", 100 * (1 - over[k] / over_sync));
+        if (k > 0) snprintf(ci, sizeof ci, "[%.0f, %.0f]", 1e3 * olo[k], 1e3 * ohi[k]);
         if (l > 0) snprintf(ovl, sizeof ovl, "%.1f%%", 100 * (1 - w / l));
         char mem[64];
         snprintf(mem, sizeof mem, "%.0f/%.0f/%.0f", mr->peak_prefill / 1048576.0, mr->peak_switch / 1048576.0, mr->decode / 1048576.0);
-        printf("  %-12s %9.1f %9.1f %8s %9.1f %8.1f %8.1f %8s %8.1f %8d %6d  %-24s %d%s\n", sdn_gs_mode_name((sdn_gs_mode)k), 1e3 * t,
-               1e3 * over[k], hid, 1e3 * cm, 1e3 * w, 1e3 * l, ovl, 1e3 * pr, mr->g2_tasks, mr->max_both, mem, mr->first,
-               mr->same ? "" : " (differs from single)");
+        printf("  %-12s %9.1f %9.1f %17s %8s %9.1f %8.1f %8.1f %8s %8.1f %8d %6d  %-24s %d%s\n", sdn_gs_mode_name((sdn_gs_mode)k), 1e3 * t,
+               1e3 * over[k], ci, hid, 1e3 * cm, 1e3 * w, 1e3 * l, ovl, 1e3 * pr, mr->g2_tasks, mr->max_both, mem, mr->first,
+               mr->first == res[0].first && mr->same ? "" : " (differs from single)");
+    }
+    printf("  exposed load time, task by task:\n");
+    printf("  %-12s %8s %8s %10s %8s %9s %17s %8s\n", "scheduler", "waited", "unload", "contention", "tasks", "exposed", "exposed CI", "hidden");
+    for (int k = 1; k < NMODES; k++) {
+        if (!on[k]) continue;
+        char hid[16] = "-", ci[32];
+        if (expo_sync > 0) snprintf(hid, sizeof hid, "%.1f%%", 100 * (1 - expo[k] / expo_sync));
+        snprintf(ci, sizeof ci, "[%.0f, %.0f]", 1e3 * elo[k], 1e3 * ehi[k]);
+        printf("  %-12s %8.1f %8.1f %10.1f %8d %9.1f %17s %8s\n", sdn_gs_mode_name((sdn_gs_mode)k), 1e3 * bench_median(res[k].wait, o->reps),
+               1e3 * bench_median(res[k].unload, o->reps), 1e3 * cont[k], n_ovl[k], 1e3 * expo[k], ci, hid);
     }
     lf = fopen("/proc/loadavg", "r");
     if (lf) {
@@ -208,9 +330,13 @@ static int bench_ttft_one(const gopts *o, const char *shape) {
         fclose(lf);
     }
     printf("  (%d runs disturbed by other processes were repeated; load average after %.2f)\n", discarded, la[0]);
-    printf("  (TTFT: median; overhead = median over repetitions of TTFT - TTFT(single) of the same repetition; hidden = 1 - overhead / overhead(sync); compute = main thread in graph runs, embedding\n"
-           "   and head (its growth over single is the loader's contention); waited = main thread blocked on loads;\n"
-           "   overlap = 1 - waited / load time; pred. = the plan's predicted prefill time from the profile)\n");
+    printf("  (TTFT: median; overhead = median over repetitions of TTFT - TTFT(single) of the same repetition, CI: its %.1f%% distribution-free\n"
+           "   confidence interval; hidden = 1 - overhead / overhead(sync); compute = main thread in graph runs, embedding and head (its growth\n"
+           "   over single is the loader's contention); waited = main thread blocked on loads; overlap = 1 - waited / load time;\n"
+           "   pred. = the plan's predicted prefill time from the profile;\n"
+           "   exposed = waited + unload + contention, per repetition, median and CI; contention = time of the tasks that overlapped a load\n"
+           "   or ran on G2 beyond the same tasks in single of the same repetition (tasks: how many, median); hidden = 1 - exposed / exposed(sync))\n",
+           100 * cover);
     code = 0;
     goto out;
 fail:
@@ -221,6 +347,10 @@ out:
     free(toks);
     sdn_profile_free(p);
     sdn_model_free(m);
+    for (int k = 0; k < NMODES; k++)
+        for (int r = 0; r < MAXREPS; r++) free(res[k].tl[r]);
+    free(res);
+    if (pinned) sdn_pin_self(0, online, NULL);
     return code;
 }
 
@@ -363,7 +493,7 @@ static int bench_gap(const gopts *o) {
 
 int cmd_bench_graphs(int argc, char **argv) {
     gopts o = {.shapes = "qwen2.5-0.5b,llama-3.2-1b", .type = "Q8_0", .part = "all", .prompt = 1024, .reps = 3, .threads_list = "2",
-               .blocks = SDN_GS_DEFAULT_BLOCKS, .s1 = SDN_GS_DEFAULT_S1, .s2 = SDN_GS_DEFAULT_S2, .instances = 300, .seed = 1};
+               .blocks = SDN_GS_DEFAULT_BLOCKS, .s1 = SDN_GS_DEFAULT_S1, .s2 = SDN_GS_DEFAULT_S2, .instances = 300, .seed = 1, .pin = -1};
     char dbpath[1200];
     const char *v;
     long x;
@@ -377,7 +507,15 @@ int cmd_bench_graphs(int argc, char **argv) {
         else if (!strcmp(a, "--profile-db")) { if (!VAL()) return 2; o.db = v; }
         else if (!strcmp(a, "--layers")) INT(1, 1024, o.layers);
         else if (!strcmp(a, "--prompt")) INT(2, 1 << 20, o.prompt);
-        else if (!strcmp(a, "--reps")) INT(1, 16, o.reps);
+        else if (!strcmp(a, "--reps")) INT(1, MAXREPS, o.reps);
+        else if (!strcmp(a, "--modes")) { if (!VAL()) return 2; o.modes = v; }
+        else if (!strcmp(a, "--pin")) {
+            if (!VAL()) return 2;
+            if (!strcmp(v, "auto")) o.pin = -1;
+            else if (!strcmp(v, "on")) o.pin = 1;
+            else if (!strcmp(v, "off")) o.pin = 0;
+            else { fprintf(stderr, "sdnpu bench-graphs: --pin must be auto, on or off (got '%s')\n", v); return 2; }
+        }
         else if (!strcmp(a, "--threads")) { if (!VAL()) return 2; o.threads_list = v; }
         else if (!strcmp(a, "--blocks")) INT(1, 128, o.blocks);
         else if (!strcmp(a, "--g1")) INT(1, 4096, o.s1);
