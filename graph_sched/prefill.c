@@ -208,7 +208,15 @@ int sdn_gs_prepare(sdn_gs *gs, sdn_err *err) {
     size_t resv = gs->mode == SDN_GS_SINGLE ? 0 : gs->resv_size;
     if ((rc = sdn_layout_set_reserve(gs->m, resv, 0, err))) return rc;
     if (gs->mode != SDN_GS_SINGLE) sdn_layout_unload(gs->m, 0, L, SDN_LAYOUT_QUANT);
-    if ((rc = sdn_layout_load(gs->m, 0, L, SDN_LAYOUT_F32, NULL, err))) return sdn_fail(err, rc, "preparing the prefill graphs");
+    /* the G1 layouts: the upper half of the layers on the loader thread (its own CPUs when
+     * pinned), the lower half here */
+    int half = L / 2, id = -1;
+    if (half > 0 && (rc = sdn_loader_submit(gs->ld, half, L, SDN_LAYOUT_F32, NULL, NULL, &id, err))) return rc;
+    rc = sdn_layout_load(gs->m, 0, half > 0 ? half : L, SDN_LAYOUT_F32, NULL, err);
+    int rw = id >= 0 ? sdn_loader_wait(gs->ld, id, NULL, rc ? NULL : err) : SDN_OK;
+    if (!rc) rc = rw;
+    if (!rc) rc = sdn_loader_reset(gs->ld, err); /* a run's job ids start at 0 */
+    if (rc) return sdn_fail(err, rc, "preparing the prefill graphs");
     if (gs->mode == SDN_GS_SINGLE && (rc = sdn_layout_load(gs->m, 0, L, SDN_LAYOUT_QUANT, NULL, err)))
         return sdn_fail(err, rc, "preparing the decode graphs");
     if ((rc = sdn_layout_set_reserve(gs->m, resv, 1, err))) return rc;

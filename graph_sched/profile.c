@@ -165,9 +165,14 @@ int sdn_profile_measure(sdn_model *m, int threads, const sdn_profile_opts *oi, s
     sdn_layout_unload(m, 0, cfg->n_layers, SDN_LAYOUT_F32);
     sdn_layout_unload(m, 0, cfg->n_layers, SDN_LAYOUT_QUANT);
 
-    /* 1. loads */
+    /* 1. loads. G2 loads copy into the layout reserve as in a scheduled prefill (prefill.h:
+     * the largest block's G2 bytes, faulted in); G1 loads (prepare) into fresh memory. */
+    size_t resv = 0;
+    for (int j = 0; j < bl.n; j++)
+        if (sdn_layout_alloc_size(m, bl.l0[j], bl.l1[j], SDN_LAYOUT_QUANT) > resv) resv = sdn_layout_alloc_size(m, bl.l0[j], bl.l1[j], SDN_LAYOUT_QUANT);
     for (int kind = 3; kind <= 4; kind++) {
         sdn_layout which = kind == 3 ? SDN_LAYOUT_F32 : SDN_LAYOUT_QUANT;
+        if ((rc = sdn_layout_set_reserve(m, kind == 3 ? 0 : resv, kind == 4, err))) goto done;
         plog(o.log, "profile: %s loads of %d blocks x %d reps\n", kind == 3 ? "G1 (F32)" : "G2 (quantized)", bl.n, o.reps);
         for (int j = 0; j < bl.n; j++) {
             size_t bytes = 0;
@@ -181,6 +186,7 @@ int sdn_profile_measure(sdn_model *m, int threads, const sdn_profile_opts *oi, s
             if ((rc = add_meas(p, &cap, me, err))) goto done;
         }
     }
+    if ((rc = sdn_layout_set_reserve(m, 0, 0, err))) goto done;
     /* 2. compute: G1 then G2, per block */
     for (int kind = 1; kind <= 2; kind++) {
         sdn_graph_kind gk = kind == 1 ? SDN_GRAPH_G1 : SDN_GRAPH_G2;
@@ -211,6 +217,7 @@ int sdn_profile_measure(sdn_model *m, int threads, const sdn_profile_opts *oi, s
     /* 3. G2 loads on the loader thread while the main thread runs G1 of the next block */
     plog(o.log, "profile: G2 loads overlapped with G1 compute, %d blocks x %d reps\n", bl.n, o.reps);
     if ((rc = sdn_loader_new(m, &ld, err))) goto done;
+    if ((rc = sdn_layout_set_reserve(m, resv, 1, err))) goto done;
     for (int j = 0; j < bl.n; j++) {
         int other = (j + 1) % bl.n;
         double tg[16];
@@ -235,6 +242,7 @@ int sdn_profile_measure(sdn_model *m, int threads, const sdn_profile_opts *oi, s
         sdn_profile_meas mg = {.block = other, .kind = 7, .rows = o.s1, .seconds = median(tg, o.reps)};
         if ((rc = add_meas(p, &cap, me, err)) || (rc = add_meas(p, &cap, mg, err))) goto done;
     }
+    if ((rc = sdn_layout_set_reserve(m, 0, 0, err))) goto done;
     /* 4. whole-model decode steps (G2 resident everywhere) at KV base s1 */
     plog(o.log, "profile: decode steps at %d shapes\n", o.n_shapes);
     {
@@ -267,6 +275,7 @@ int sdn_profile_measure(sdn_model *m, int threads, const sdn_profile_opts *oi, s
     rc = sdn_profile_fit(p, err);
 done:
     sdn_loader_free(ld);
+    sdn_layout_set_reserve(m, 0, 0, NULL);
     sdn_layout_unload(m, 0, cfg->n_layers, SDN_LAYOUT_F32);
     sdn_layout_unload(m, 0, cfg->n_layers, SDN_LAYOUT_QUANT);
     sdn_ctx_free(r.c);

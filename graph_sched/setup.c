@@ -3,6 +3,8 @@
  * draft size not given); otherwise none is read or measured. */
 #include "graph_sched/setup.h"
 
+#include "common/sdn_util.h"
+
 #include <string.h>
 
 int sdn_gs_profile_get(sdn_model *m, int threads, const char *db_path, int n_blocks, int s1, int force, FILE *log, sdn_profile **out,
@@ -59,9 +61,12 @@ int sdn_gs_budget(const sdn_profile *p, int s2, int min_shape, double accept, sd
 int sdn_gs_setup(sdn_model *m, int threads, const sdn_gs_options *o, FILE *log, sdn_ctx_params *cp, sdn_gen_params *gp, sdn_gs **out,
                  sdn_budget *budget, sdn_err *err) {
     *out = NULL;
-    sdn_gs_config cfg = {.n_blocks = o->n_blocks, .s1 = o->s1, .s2 = o->s2};
+    sdn_gs_config cfg = {.n_blocks = o->n_blocks, .s1 = o->s1, .s2 = o->s2, .pin = o->pin ? threads : 0};
     int rc = sdn_gs_mode_parse(o->graphs, &cfg.mode, err);
     if (rc) return rc;
+    if (o->pin && threads >= sdn_cpus_online())
+        return sdn_fail(err, SDN_EINVAL, "--graph-pin: %d compute threads leave none of the %d online CPUs to the loader (use fewer --threads)",
+                        threads, sdn_cpus_online());
     sdn_budget b = {0};
     sdn_profile *p = NULL;
     sdn_gs_costs costs;
@@ -79,6 +84,7 @@ int sdn_gs_setup(sdn_model *m, int threads, const sdn_gs_options *o, FILE *log, 
         if (o->s2 <= 0) cfg.s2 = b.shape;
     }
     sdn_profile_free(p);
+    if (o->pin && (rc = sdn_pin_self(0, threads, err))) return rc;
     if ((rc = sdn_gs_new(m, &cfg, out, err))) return rc;
     if ((rc = sdn_gs_prepare(*out, err))) {
         sdn_gs_free(*out);

@@ -22,6 +22,9 @@ typedef struct sdn_gs_options {
     const char *profile_db; /* profile cache file (needed when a profile is) */
     int draft_max;          /* > 0: the caller's draft cap; 0: the budget's draft size */
     double accept;          /* per-token acceptance of the default model (0: SDN_ACCEPT_DEFAULT) */
+    int pin;                /* 1: pin the calling thread (and so the context's compute threads created after
+                               setup) to CPUs 0..threads-1 and the loader to the others; needs threads below
+                               the online CPUs */
 } sdn_gs_options;
 
 /* The profile of m with `threads` threads: from the cache file, or measured now (progress

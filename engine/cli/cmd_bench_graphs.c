@@ -24,6 +24,8 @@
 #include "engine/make_model.h"
 #include "engine/model.h"
 #include "engine/session.h"
+#include "graph_sched/graph.h"
+#include "graph_sched/loader.h"
 #include "graph_sched/prefill.h"
 #include "graph_sched/schedule.h"
 #include "graph_sched/setup.h"
@@ -33,7 +35,7 @@
 
 typedef struct gopts {
     const char *shapes, *type, *db, *part, *threads_list, *modes;
-    int layers, prompt, reps, threads, blocks, s1, s2, instances, pin;
+    int layers, prompt, reps, threads, blocks, s1, s2, instances, pin, pairs;
     long seed;
 } gopts;
 
@@ -49,6 +51,7 @@ static void usage(FILE *f) {
                "  --modes A,B,...        schedulers (default single,sync,async,progressive,optimal; single is always run)\n"
                "  --pin auto|on|off      pin the computation to CPUs 0..K-1 and the loader to the others (auto: on\n"
                "                         when K is below the online CPUs)\n"
+               "  --pairs P              contention pairs: a G1 task alone vs beside a G2 load, interleaved (default 24, 0: skip)\n"
                "  --blocks N --g1 S1 --g2 S2   graphs (default %d blocks, S1 %d, S2 %d)\n"
                "  --instances I          random scheduling instances for the gap (default 300)\n"
                "  --seed S               seed of the random instances (default 1)\n"
@@ -146,6 +149,71 @@ static int parse_modes(const char *list, int *on) {
     }
     free(l);
     return 0;
+}
+
+/* What a G2 load beside a G1 task costs that task: pairs of the same G1 task (block j, S1
+ * rows) run alone and beside the G2 load of block j+1 into the layout reserve (as in a
+ * switching run: the load starts with the task, on the loader's CPUs), in alternating
+ * order; the median paired difference is the contention per load. Tasks of about the same
+ * length measured seconds apart carry run-to-run noise; adjacent pairs cancel most of it. */
+typedef struct contention {
+    double per_load, lo, hi, cover, load, task;
+    int pairs;
+} contention;
+
+static int bench_contention(sdn_model *m, sdn_ctx *c, sdn_gs *gs, const gopts *o, int pin, contention *out, sdn_err *err) {
+    memset(out, 0, sizeof *out);
+    int P = o->pairs;
+    if (P < 1) return SDN_OK;
+    const sdn_blocks *bl = sdn_gs_blocks(gs);
+    if (bl->n < 2) return SDN_OK;
+    int rc = sdn_gs_prepare(gs, err); /* every G1 resident, the reserve filled */
+    if (rc) return rc;
+    sdn_graph_bufs b = {0};
+    sdn_loader *ld = NULL;
+    double *d = malloc((size_t)P * 3 * sizeof(double)), *lt = d + P, *ta = d + 2 * P;
+    int32_t *toks = malloc((size_t)o->s1 * sizeof(int32_t));
+    if (!d || !toks) { rc = sdn_fail(err, SDN_ENOMEM, "out of memory"); goto done; }
+    for (int i = 0; i < o->s1; i++) toks[i] = (int32_t)(i * 7919 % sdn_model_cfg(m)->vocab);
+    if ((rc = sdn_graph_bufs_init(&b, sdn_model_cfg(m)->dim, o->s1, 1, err)) || (rc = sdn_loader_new(m, &ld, err))) goto done;
+    int online = sdn_cpus_online();
+    if (pin && (rc = sdn_loader_pin(ld, o->threads, online - o->threads, err))) goto done;
+    for (int p = 0; p < P && !rc; p++) {
+        int j = p % bl->n, k = (j + 1) % bl->n;
+        sdn_graph g = {SDN_GRAPH_G1, bl->l0[j], bl->l1[j], o->s1};
+        double t[2] = {0};
+        for (int h = 0; h < 2 && !rc; h++) {
+            int loaded = (h + p) % 2; /* alternate which of the pair runs first */
+            int id = -1;
+            if ((rc = sdn_graph_embed(c, &b, toks, o->s1, 0, err))) break;
+            if (loaded && ((rc = sdn_loader_reset(ld, err)) || (rc = sdn_loader_submit(ld, bl->l0[k], bl->l1[k], SDN_LAYOUT_QUANT, NULL, NULL, &id, err))))
+                break;
+            double t0 = sdn_now();
+            rc = sdn_graph_run(c, &g, b.x, o->s1, 0, err);
+            t[loaded] = sdn_now() - t0;
+            if (loaded) {
+                sdn_loader_job_info info;
+                int rw = sdn_loader_wait(ld, id, &info, rc ? NULL : err);
+                if (!rc) rc = rw;
+                lt[p] = info.t_end - info.t_start;
+                sdn_layout_unload(m, bl->l0[k], bl->l1[k], SDN_LAYOUT_QUANT); /* back into the reserve */
+            }
+        }
+        d[p] = t[1] - t[0];
+        ta[p] = t[0];
+    }
+    if (rc) goto done;
+    out->pairs = P;
+    out->load = bench_median(lt, P);
+    out->task = bench_median(ta, P);
+    out->per_load = bench_median(d, P);
+    median_ci(d, P, &out->lo, &out->hi, &out->cover);
+done:
+    sdn_loader_free(ld);
+    sdn_graph_bufs_free(&b);
+    free(d);
+    free(toks);
+    return rc;
 }
 
 static int bench_ttft_one(const gopts *o, const char *shape) {
@@ -324,6 +392,32 @@ static int bench_ttft_one(const gopts *o, const char *shape) {
         printf("  %-12s %8.1f %8.1f %10.1f %8d %9.1f %17s %8s\n", sdn_gs_mode_name((sdn_gs_mode)k), 1e3 * bench_median(res[k].wait, o->reps),
                1e3 * bench_median(res[k].unload, o->reps), 1e3 * cont[k], n_ovl[k], 1e3 * expo[k], ci, hid);
     }
+    int ksw = on[SDN_GS_SYNC] ? SDN_GS_SYNC : on[SDN_GS_PROGRESSIVE] ? SDN_GS_PROGRESSIVE : -1;
+    if (o->pairs > 0 && ksw > 0) {
+        contention ct;
+        if (bench_contention(m, c, gs[ksw], o, pin, &ct, &err)) goto fail;
+        if (ct.pairs) {
+            printf("  contention: a G1 task (median %.1f ms) beside a G2 load (median %.1f ms) takes %+.2f ms more, %.0f%% CI [%+.2f, %+.2f] (%d interleaved pairs)\n",
+                   1e3 * ct.task, 1e3 * ct.load, 1e3 * ct.per_load, 100 * ct.cover, 1e3 * ct.lo, 1e3 * ct.hi, ct.pairs);
+            for (int k = 1; k < NMODES; k++) {
+                if (!on[k] || !res[k].n_tl) continue;
+                double nloads = (double)sdn_gs_last(gs[k])->plan.n;
+                double w = bench_median(res[k].wait, o->reps), u = bench_median(res[k].unload, o->reps);
+                double ovl_frac = 0, lsum = 0, wsum = 0;
+                for (int r = 0; r < o->reps; r++) { lsum += res[k].load[r]; wsum += res[k].wait[r]; }
+                ovl_frac = lsum > 0 ? 1 - wsum / lsum : 0; /* share of the load time that overlapped computation */
+                ovl_frac = ovl_frac < 0 ? 0 : ovl_frac > 1 ? 1 : ovl_frac;
+                double e = w + u + nloads * ovl_frac * ct.per_load, elo = w + u + nloads * ovl_frac * ct.lo, ehi = w + u + nloads * ovl_frac * ct.hi;
+                char hid[48] = "-";
+                if (k != SDN_GS_SYNC && on[SDN_GS_SYNC]) {
+                    double es = bench_median(res[SDN_GS_SYNC].wait, o->reps) + bench_median(res[SDN_GS_SYNC].unload, o->reps);
+                    snprintf(hid, sizeof hid, "%.1f%% [%.1f%%, %.1f%%]", 100 * (1 - e / es), 100 * (1 - ehi / es), 100 * (1 - elo / es));
+                }
+                printf("    %-12s waited %.1f + unload %.1f + %.0f loads x %.0f%% overlapped x contention = exposed %.1f ms [%.1f, %.1f]; hidden %s\n",
+                       sdn_gs_mode_name((sdn_gs_mode)k), 1e3 * w, 1e3 * u, nloads, 100 * ovl_frac, 1e3 * e, 1e3 * elo, 1e3 * ehi, hid);
+            }
+        }
+    }
     lf = fopen("/proc/loadavg", "r");
     if (lf) {
         if (fscanf(lf, "%lf", &la[0]) != 1) la[0] = -1;
@@ -493,7 +587,7 @@ static int bench_gap(const gopts *o) {
 
 int cmd_bench_graphs(int argc, char **argv) {
     gopts o = {.shapes = "qwen2.5-0.5b,llama-3.2-1b", .type = "Q8_0", .part = "all", .prompt = 1024, .reps = 3, .threads_list = "2",
-               .blocks = SDN_GS_DEFAULT_BLOCKS, .s1 = SDN_GS_DEFAULT_S1, .s2 = SDN_GS_DEFAULT_S2, .instances = 300, .seed = 1, .pin = -1};
+               .blocks = SDN_GS_DEFAULT_BLOCKS, .s1 = SDN_GS_DEFAULT_S1, .s2 = SDN_GS_DEFAULT_S2, .instances = 300, .seed = 1, .pin = -1, .pairs = 24};
     char dbpath[1200];
     const char *v;
     long x;
@@ -509,6 +603,7 @@ int cmd_bench_graphs(int argc, char **argv) {
         else if (!strcmp(a, "--prompt")) INT(2, 1 << 20, o.prompt);
         else if (!strcmp(a, "--reps")) INT(1, MAXREPS, o.reps);
         else if (!strcmp(a, "--modes")) { if (!VAL()) return 2; o.modes = v; }
+        else if (!strcmp(a, "--pairs")) INT(0, 4096, o.pairs);
         else if (!strcmp(a, "--pin")) {
             if (!VAL()) return 2;
             if (!strcmp(v, "auto")) o.pin = -1;

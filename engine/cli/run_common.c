@@ -40,6 +40,7 @@ void sdn_run_opts_usage(FILE *f) {
                "  --graphs MODE         fixed-shape graphs, switched during prefill: single, sync, async, progressive\n"
                "  --graph-blocks N --g1 S1 --g2 S2   blocks, prefill and decode graph rows (default 8, 256, from the profile)\n"
                "  --profile-db FILE     graph profile cache (default $SDNPU_CACHE/profiles.sqlite)\n"
+               "  --graph-pin           compute threads on CPUs 0..threads-1, the graph loader on the others\n"
                "  --prefill-topk K      prefill predictions kept per context position for sam+cal/sdnpu (default 4)\n"
                "  --param KEY=VALUE     a drafting parameter, e.g. sdnpu.follow=0.7 (keys: draft/methods.h)\n"
                "  --threads K           worker threads (default 2)\n"
@@ -68,6 +69,7 @@ int sdn_run_opts_parse(sdn_run_opts *o, int argc, char **argv, int *i) {
     if (!strcmp(a, "--spec")) return VAL() ? (o->spec = v, 1) : -1;
     if (!strcmp(a, "--graphs")) return VAL() ? (o->graphs.graphs = v, 1) : -1;
     if (!strcmp(a, "--profile-db")) return VAL() ? (o->graphs.profile_db = v, 1) : -1;
+    if (!strcmp(a, "--graph-pin")) return o->graphs.pin = 1, 1;
     if (!strcmp(a, "--graph-blocks")) return VAL() && !cli_int(a, v, 1, 128, &x) ? (o->graphs.n_blocks = (int)x, 1) : -1;
     if (!strcmp(a, "--g1")) return VAL() && !cli_int(a, v, 1, 4096, &x) ? (o->graphs.s1 = (int)x, 1) : -1;
     if (!strcmp(a, "--g2")) return VAL() && !cli_int(a, v, 1, 64, &x) ? (o->graphs.s2 = (int)x, 1) : -1;
