@@ -175,6 +175,15 @@ static void on_load_event(void *ud, int job, int done) {
 
 static void free_g1(sdn_gs *gs, int j) {
     double t0 = sdn_now();
+    /* the freed chunks stay in the reserve as far as the loads still to come can use them
+     * (their G2 bytes), so no load of this prefill faults fresh memory while memory freed
+     * earlier in it is at hand; the rest goes back to the system */
+    size_t need = 0;
+    pthread_mutex_lock(&gs->mu);
+    for (int b = 0; b < gs->bl.n; b++)
+        if (!gs->has2[b]) need += gs->sz2[b];
+    pthread_mutex_unlock(&gs->mu);
+    if (gs->mode != SDN_GS_SINGLE) sdn_layout_set_reserve(gs->m, need, 0, NULL);
     sdn_layout_unload(gs->m, gs->bl.l0[j], gs->bl.l1[j], SDN_LAYOUT_F32);
     gs->st.t_unload += sdn_now() - t0;
     pthread_mutex_lock(&gs->mu);
