@@ -2,6 +2,7 @@
 #include "common/sdn_util.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <sched.h>
 #include <unistd.h>
 #include <math.h>
@@ -86,16 +87,18 @@ int sdn_cpus_online(void) {
     return n > 0 ? (int)n : 1;
 }
 
-int sdn_pin_self(int cpu0, int n, sdn_err *err) {
+int sdn_pin_thread(pthread_t th, int cpu0, int n, sdn_err *err) {
     int online = sdn_cpus_online();
     if (cpu0 < 0 || n < 1 || cpu0 + n > online || cpu0 + n > CPU_SETSIZE)
         return sdn_fail(err, SDN_EINVAL, "CPU range %d..%d is outside this machine's %d online CPUs", cpu0, cpu0 + n - 1, online);
     cpu_set_t set;
     CPU_ZERO(&set);
     for (int i = cpu0; i < cpu0 + n; i++) CPU_SET(i, &set);
-    if (sched_setaffinity(0, sizeof set, &set) != 0) return sdn_fail(err, SDN_EIO, "cannot pin a thread to CPUs %d..%d", cpu0, cpu0 + n - 1);
+    if (pthread_setaffinity_np(th, sizeof set, &set) != 0) return sdn_fail(err, SDN_EIO, "cannot pin a thread to CPUs %d..%d", cpu0, cpu0 + n - 1);
     return SDN_OK;
 }
+
+int sdn_pin_self(int cpu0, int n, sdn_err *err) { return sdn_pin_thread(pthread_self(), cpu0, n, err); }
 
 static uint64_t splitmix64(uint64_t *x) {
     uint64_t z = (*x += 0x9e3779b97f4a7c15ULL);

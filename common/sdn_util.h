@@ -4,6 +4,7 @@
 #ifndef SDN_UTIL_H
 #define SDN_UTIL_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -32,6 +33,8 @@ int sdn_cpus_online(void);
  * the set). SDN_EINVAL naming the range when it is outside the online CPUs; SDN_EIO when
  * the kernel refuses. */
 int sdn_pin_self(int cpu0, int n, sdn_err *err);
+/* The same for thread th. */
+int sdn_pin_thread(pthread_t th, int cpu0, int n, sdn_err *err);
 
 /* Deterministic 64-bit PRNG (xoshiro256**, seeded through splitmix64). */
 typedef struct sdn_rng { uint64_t s[4]; } sdn_rng;

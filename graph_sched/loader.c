@@ -4,7 +4,6 @@
 #include "graph_sched/loader.h"
 
 #include <pthread.h>
-#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -99,15 +98,8 @@ void sdn_loader_free(sdn_loader *ld) {
 }
 
 int sdn_loader_pin(sdn_loader *ld, int cpu0, int n, sdn_err *err) {
-    int online = sdn_cpus_online();
-    if (cpu0 < 0 || n < 1 || cpu0 + n > online || cpu0 + n > CPU_SETSIZE)
-        return sdn_fail(err, SDN_EINVAL, "loader: CPU range %d..%d is outside this machine's %d online CPUs", cpu0, cpu0 + n - 1, online);
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    for (int i = cpu0; i < cpu0 + n; i++) CPU_SET(i, &set);
-    if (pthread_setaffinity_np(ld->th, sizeof set, &set) != 0)
-        return sdn_fail(err, SDN_EIO, "loader: cannot pin the loader thread to CPUs %d..%d", cpu0, cpu0 + n - 1);
-    return SDN_OK;
+    int rc = sdn_pin_thread(ld->th, cpu0, n, err);
+    return rc ? sdn_fail(err, rc, "loader: pinning the loader thread") : SDN_OK;
 }
 
 int sdn_loader_submit(sdn_loader *ld, int l0, int l1, sdn_layout which, sdn_loader_event ev, void *ud, int *id, sdn_err *err) {

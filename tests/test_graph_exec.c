@@ -364,6 +364,12 @@ static void test_errors(void **state) {
     assert_int_equal(sdn_gs_mode_parse("progressive", &md, &e), SDN_OK);
     assert_int_equal(md, SDN_GS_PROGRESSIVE);
     assert_int_equal(sdn_gs_mode_parse("fast", &md, &e), SDN_EINVAL);
+    /* pinning needs a CPU left for the loader */
+    sdn_gs_config pc = {.mode = SDN_GS_SYNC, .s1 = 64, .s2 = 16, .pin = sdn_cpus_online()};
+    e = (sdn_err){0};
+    assert_int_equal(sdn_gs_new(m, &pc, &gs, &e), SDN_EINVAL);
+    assert_non_null(strstr(e.msg, "loader"));
+    assert_null(gs);
     sdn_model_free(m);
 }
 
