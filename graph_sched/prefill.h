@@ -102,7 +102,10 @@ typedef struct sdn_gs_task_time {
 int sdn_gs_new(sdn_model *m, const sdn_gs_config *cfg, sdn_gs **out, sdn_err *err);
 /* Stop the loader thread and free the runtime (layouts stay as they are). */
 void sdn_gs_free(sdn_gs *gs);
-/* Bring the model to the initial state of a run (see above); untimed setup. */
+/* Bring the model to the initial state of a run (see above): every G1 layout loaded (half
+ * of the layers on the loader thread), G2 unloaded (single: loaded too), and for the
+ * switching modes a layout reserve of the largest block's G2 bytes, faulted in, for the
+ * loads to copy into (engine/layout.h); untimed setup. */
 int sdn_gs_prepare(sdn_gs *gs, sdn_err *err);
 /* The prefill hook (sdn_prefill_fn): ud is the sdn_gs. The context needs max batch >=
  * sdn_gs_min_batch() and room for the padded chunks (sdn_gs_kv_need()). n = 0 (nothing to
