@@ -431,11 +431,13 @@ static int bench_ttft_one(const gopts *o, const char *shape) {
     printf("  (%d runs disturbed by other processes were repeated; load average after %.2f)\n", discarded, la[0]);
     printf("  (TTFT: median; overhead = median over repetitions of TTFT - TTFT(single) of the same repetition, CI: its %.1f%% distribution-free\n"
            "   confidence interval; hidden = 1 - overhead / overhead(sync), n.s. when sync's CI contains 0; compute = main thread in graph\n"
-           "   runs, embedding and head (its growth\n"
-           "   over single is the loader's contention); waited = main thread blocked on loads; overlap = 1 - waited / load time;\n"
+           "   runs, embedding and head (its growth over single is the loader's contention); waited = main thread blocked on loads;\n"
+           "   overlap = 1 - waited / load time;\n"
            "   pred. = the plan's predicted prefill time from the profile;\n"
            "   exposed = waited + unload + contention, per repetition, median and CI; contention = time of the tasks that overlapped a load\n"
-           "   or ran on G2 beyond the same tasks in single of the same repetition (tasks: how many, median); hidden = 1 - exposed / exposed(sync))\n",
+           "   or ran on G2 beyond the same tasks in single of the same repetition (tasks: how many, median); hidden = 1 - exposed / exposed(sync);\n"
+           "   decomposed (the lines under 'contention:'): waited + unload + loads x overlapped share x the pairs' median contention, its CI\n"
+           "   from the pairs' CI)\n",
            100 * cover);
     code = 0;
     goto out;
