@@ -115,9 +115,9 @@ typedef struct mode_res {
 
 /* Distribution-free confidence interval of the median of n values (sorted in place): the
  * order statistics [v_(j), v_(n+1-j)] with the largest j whose coverage 1 - 2 P(Bin(n, 1/2) < j)
- * is at least 95% (or j = 1 when n is too small for 95%); *cover gets the coverage. */
-static void median_ci(double *v, int n, double *lo, double *hi, double *cover) {
-    bench_median(v, n); /* sorts */
+ * is at least 95% (or j = 1 when n is too small for 95%); *cover gets the coverage; returns the median. */
+static double median_ci(double *v, int n, double *lo, double *hi, double *cover) {
+    double med = bench_median(v, n); /* sorts */
     double pk = pow(0.5, n), cdf = 0; /* P(X <= i) */
     int j = 1;
     double cov = 1 - 2 * pk;          /* j = 1: P(X < 1) = P(X = 0) */
@@ -132,6 +132,7 @@ static void median_ci(double *v, int n, double *lo, double *hi, double *cover) {
     *lo = v[j - 1];
     *hi = v[n - j];
     *cover = cov;
+    return med;
 }
 
 /* which modes to run: mask over sdn_gs_mode; single always (the reference) */
@@ -209,8 +210,7 @@ static int bench_contention(sdn_model *m, sdn_ctx *c, sdn_gs *gs, const gopts *o
     out->pairs = P;
     out->load = bench_median(lt, P);
     out->task = bench_median(ta, P);
-    out->per_load = bench_median(d, P);
-    median_ci(d, P, &out->lo, &out->hi, &out->cover);
+    out->per_load = median_ci(d, P, &out->lo, &out->hi, &out->cover);
 done:
     sdn_loader_free(ld);
     sdn_graph_bufs_free(&b);
@@ -324,7 +324,7 @@ static int bench_ttft_one(const gopts *o, const char *shape) {
             mr->peak_switch = s->bytes_switch_peak;
             mr->decode = s->bytes_decode;
             if (r == 0) mr->first = n_out ? out[0] : -1;
-            mr->same = (r == 0 ? 1 : mr->same) && n_out && out[0] == (r == 0 ? mr->first : res[k].first);
+            mr->same = (r == 0 || mr->same) && n_out && out[0] == mr->first; /* the same first token in every repetition */
             free(out);
             fprintf(stderr, "  rep %d %-12s TTFT %.1f ms (prefill %.1f: compute %.1f, waited %.1f; first step %.1f)\n", r,
                     sdn_gs_mode_name((sdn_gs_mode)k), 1e3 * gst.t_first_token, 1e3 * s->t_prefill, 1e3 * s->t_compute, 1e3 * s->t_wait,
@@ -336,8 +336,7 @@ static int bench_ttft_one(const gopts *o, const char *shape) {
     for (int k = 1; k < NMODES; k++) {
         if (!on[k]) continue;
         for (int r = 0; r < o->reps; r++) d[r] = res[k].ttft[r] - res[0].ttft[r];
-        over[k] = bench_median(d, o->reps);
-        median_ci(d, o->reps, &olo[k], &ohi[k], &cover);
+        over[k] = median_ci(d, o->reps, &olo[k], &ohi[k], &cover);
     }
     double over_sync = on[SDN_GS_SYNC] ? over[SDN_GS_SYNC] : 0;
     /* exposed load time, task by task: waiting for loads + freeing G1 + for every task that
@@ -364,8 +363,7 @@ static int bench_ttft_one(const gopts *o, const char *shape) {
         }
         cont[k] = bench_median(cc, o->reps);
         n_ovl[k] = (int)bench_median(no, o->reps);
-        expo[k] = bench_median(d, o->reps);
-        median_ci(d, o->reps, &elo[k], &ehi[k], &cover);
+        expo[k] = median_ci(d, o->reps, &elo[k], &ehi[k], &cover);
     }
     double expo_sync = on[SDN_GS_SYNC] ? expo[SDN_GS_SYNC] : 0;
     printf("  %-12s %9s %9s %17s %8s %9s %8s %8s %8s %8s %8s %6s  %-24s %s\n", "scheduler", "TTFT ms", "overhead", "overhead CI", "hidden",
