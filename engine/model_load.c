@@ -22,6 +22,7 @@
 #include <xxhash.h>
 
 #include "common/sdn_util.h"
+#include "engine/model_registry.h"
 #include "engine/gguf.h"
 #include "engine/layout.h"
 #include "engine/model_internal.h"
@@ -376,6 +377,10 @@ static uint64_t fingerprint(const sdn_model *m) {
 
 int sdn_model_load(const char *path, const sdn_model_load_opts *opts, sdn_model **out, sdn_err *err) {
     *out = NULL;
+    char resolved[1300];
+    int rc = sdn_model_resolve(path, resolved, sizeof resolved, err); /* a known model's name -> its cached file */
+    if (rc) return rc;
+    path = resolved;
     sdn_model *m = calloc(1, sizeof *m);
     if (!m) return sdn_fail(err, SDN_ENOMEM, "out of memory");
     m->path = strdup(path);
@@ -388,7 +393,6 @@ int sdn_model_load(const char *path, const sdn_model_load_opts *opts, sdn_model 
     char magic[4] = {0};
     size_t got = fread(magic, 1, 4, f);
     fclose(f);
-    int rc;
     if (got == 4 && !memcmp(magic, "GGUF", 4)) {
         m->format = "gguf";
         rc = load_gguf(m, path, opts, err);

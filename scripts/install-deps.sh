@@ -3,7 +3,7 @@
 # Only packages that are missing are installed; uses sudo when not run as root.
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config libopenblas-dev libsqlite3-dev libxxhash-dev
-      libpcre2-dev libcjson-dev libcmocka-dev)
+      libpcre2-dev libcjson-dev libcmocka-dev libssl-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,5 +1,6 @@
 /* bench_util.c - see bench_util.h. */
 #include "engine/cli/bench_util.h"
+#include "engine/model_registry.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -104,19 +105,7 @@ double bench_read_bandwidth(int threads, size_t bytes, int reps) {
     return best;
 }
 
-const char *bench_cache_dir(void) {
-    static char dir[1024];
-    if (dir[0]) return dir;
-    const char *e = getenv("SDNPU_CACHE"), *x = getenv("XDG_CACHE_HOME"), *h = getenv("HOME");
-    if (e && *e) snprintf(dir, sizeof dir, "%s", e);
-    else if (x && *x) snprintf(dir, sizeof dir, "%s/sdnpu", x);
-    else if (h && *h) snprintf(dir, sizeof dir, "%s/.cache/sdnpu", h);
-    else snprintf(dir, sizeof dir, "/tmp/sdnpu-cache");
-    for (char *p = dir + 1; *p; p++)
-        if (*p == '/') { *p = 0; mkdir(dir, 0755); *p = '/'; }
-    mkdir(dir, 0755);
-    return dir;
-}
+const char *bench_cache_dir(void) { return sdn_cache_dir(); }
 
 const char *bench_model(const char *shape, const char *type, const char *vocab_from) {
     static char paths[8][1200];

@@ -1,6 +1,9 @@
-/* cmd_demo.c - `sdnpu demo`, the README's main job: with no download, write (once, cached)
- * a seeded make-model model and run the built-in request on it, printing the output and
- * the statistics, then say how to run a real GGUF file. */
+/* cmd_demo.c - `sdnpu demo`, the README's main job: the real instruction-tuned model
+ * SmolLM2-135M-Instruct (pulled into the cache on first use, model_registry.h) summarizes a
+ * real public-domain document that ships inside the program, with plain and speculative
+ * decoding side by side (same output, mean accepted tokens, ms/token, speedup). Only when
+ * the model cannot be fetched does it fall back, saying why, to a seeded random-weight
+ * make-model model and the built-in corpus (no download). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,68 +15,132 @@
 #include "engine/cli/cli.h"
 #include "engine/cli/run_common.h"
 #include "engine/make_model.h"
+#include "engine/model_registry.h"
 #include "engine/vocab_gen.h"
 
+#define DEMO_MODEL "smollm2-135m-instruct"
 #define DEMO_SHAPE "small-llama"
 #define DEMO_TYPE "Q8_0"
 #define DEMO_SEED 42 /* vocabulary: the 574 pieces the built-in corpus yields + 2 unused */
 
+/* The demo document: Abraham Lincoln's Gettysburg Address (19 November 1863), the "Bliss
+ * copy" text as printed by the Library of Congress and the Lincoln papers; a work of the
+ * United States from 1863, in the public domain. */
+static const char k_demo_document[] =
+    "Address delivered at the dedication of the Cemetery at Gettysburg.\n\n"
+    "Four score and seven years ago our fathers brought forth on this continent, a new nation, conceived in Liberty, and "
+    "dedicated to the proposition that all men are created equal.\n\n"
+    "Now we are engaged in a great civil war, testing whether that nation, or any nation so conceived and so dedicated, can "
+    "long endure. We are met on a great battle-field of that war. We have come to dedicate a portion of that field, as a final "
+    "resting place for those who here gave their lives that that nation might live. It is altogether fitting and proper that "
+    "we should do this.\n\n"
+    "But, in a larger sense, we can not dedicate -- we can not consecrate -- we can not hallow -- this ground. The brave men, "
+    "living and dead, who struggled here, have consecrated it, far above our poor power to add or detract. The world will "
+    "little note, nor long remember what we say here, but it can never forget what they did here. It is for us the living, "
+    "rather, to be dedicated here to the unfinished work which they who fought here have thus far so nobly advanced. It is "
+    "rather for us to be here dedicated to the great task remaining before us -- that from these honored dead we take "
+    "increased devotion to that cause for which they gave the last full measure of devotion -- that we here highly resolve "
+    "that these dead shall not have died in vain -- that this nation, under God, shall have a new birth of freedom -- and that "
+    "government of the people, by the people, for the people, shall not perish from the earth.\n\n"
+    "Abraham Lincoln\nNovember 19, 1863\n";
+#define DEMO_DOC_NAME "gettysburg-address.txt"
+#define DEMO_DOC_SOURCE "Abraham Lincoln, the Gettysburg Address (1863, Bliss copy; public domain)"
+#define DEMO_PROMPT "Summarize the speech in a few sentences."
+
+static int write_file(const char *path, const char *text) {
+    FILE *f = fopen(path, "w");
+    if (!f || fputs(text, f) < 0 || fclose(f) != 0) {
+        fprintf(stderr, "sdnpu demo: cannot write %s\n", path);
+        return -1;
+    }
+    return 0;
+}
+
+/* The seeded random-weight model of the offline fallback (written once into the cache). */
+static int fallback_model(char *model, size_t cap) {
+    snprintf(model, cap, "%s/demo-%s-%s-seed%d.gguf", sdn_cache_dir(), DEMO_SHAPE, DEMO_TYPE, DEMO_SEED);
+    if (access(model, R_OK) == 0) return 0;
+    fprintf(stderr, "demo: writing a seeded random-weight model (%s, %s) to %s ...\n", DEMO_SHAPE, DEMO_TYPE, model);
+    sdn_make_model_opts mo = {.shape = DEMO_SHAPE, .out_path = model, .type = DEMO_TYPE, .seed = DEMO_SEED, .quiet = 1};
+    sdn_err err = {0};
+    if (sdn_make_model(&mo, &err)) {
+        fprintf(stderr, "sdnpu: %s\n", err.msg);
+        return -1;
+    }
+    return 0;
+}
+
 int cmd_demo(int argc, char **argv) {
     sdn_run_opts o;
     sdn_run_opts_init(&o);
-    o.max_tokens = 64;
+    o.max_tokens = 128;
     o.spec = "sdnpu";
     o.compare = 1;
+    int offline = 0;
     for (int i = 1; i < argc; i++) {
         int r = sdn_run_opts_parse(&o, argc, argv, &i);
         if (r == 1) continue;
         if (r < 0) return 2;
-        if (!strcmp(argv[i], "--help")) {
-            printf("usage: sdnpu demo [run options]\n  Writes (once) a seeded %s %s model to the cache directory ($SDNPU_CACHE,\n"
-                   "  default ~/.cache/sdnpu) and runs the built-in request on it. Options as for `sdnpu run`.\n",
-                   DEMO_SHAPE, DEMO_TYPE);
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            printf("usage: sdnpu demo [--offline] [run options]\n"
+                   "  Pulls %s into the cache ($SDNPU_CACHE, default ~/.cache/sdnpu) on first use and asks it to\n"
+                   "  summarize a document that ships with sdnpu (%s), with plain and speculative decoding\n"
+                   "  side by side. --offline (or a failed pull) uses a seeded random-weight %s %s model instead.\n"
+                   "  Options as for `sdnpu run` (--model, --context, --prompt replace the defaults).\n"
+                   "example: sdnpu demo --spec sam --max-tokens 64\n",
+                   DEMO_MODEL, DEMO_DOC_SOURCE, DEMO_SHAPE, DEMO_TYPE);
             return 0;
+        }
+        if (!strcmp(argv[i], "--offline")) {
+            offline = 1;
+            continue;
         }
         fprintf(stderr, "sdnpu demo: unknown option %s\n", argv[i]);
         return 2;
     }
-    char model[1200], doc[1200];
-    const char *dir = bench_cache_dir();
-    snprintf(model, sizeof model, "%s/demo-%s-%s-seed%d.gguf", dir, DEMO_SHAPE, DEMO_TYPE, DEMO_SEED);
-    snprintf(doc, sizeof doc, "%s/demo-document.txt", dir);
-    if (access(model, R_OK) != 0) {
-        fprintf(stderr, "demo: writing a seeded random-weight model (%s, %s) to %s ...\n", DEMO_SHAPE, DEMO_TYPE, model);
-        sdn_make_model_opts mo = {.shape = DEMO_SHAPE, .out_path = model, .type = DEMO_TYPE, .seed = DEMO_SEED, .quiet = 1};
+    const char *dir = sdn_cache_dir();
+    char model[1300], doc[1200];
+    int real = 0;
+    if (!o.model_path) {
+        const sdn_known_model *km = sdn_known_model_find(DEMO_MODEL);
         sdn_err err = {0};
-        if (sdn_make_model(&mo, &err)) {
-            fprintf(stderr, "sdnpu: %s\n", err.msg);
+        if (!offline && sdn_known_model_check(km, &err)) {
+            fprintf(stderr, "demo: fetching %s (%.0f MB, %s) on first use ...\n", km->name, km->size / 1e6, km->licence);
+            sdn_pull_opts po = {.progress = isatty(2)};
+            sdn_err_clear(&err);
+            if (sdn_model_pull(km, &po, model, sizeof model, &err)) {
+                fprintf(stderr, "demo: cannot fetch %s: %s\n"
+                                "demo: falling back to a seeded random-weight model: the engine runs end to end, but its text is meaningless.\n",
+                        km->name, err.msg);
+                offline = 1;
+            }
+        }
+        if (!offline) {
+            sdn_known_model_path(km, model, sizeof model);
+            real = 1;
+        } else if (fallback_model(model, sizeof model)) {
             return 1;
         }
+        o.model_path = model;
     }
-    FILE *f = fopen(doc, "w");
-    if (!f || fputs(sdn_builtin_corpus, f) < 0 || fclose(f) != 0) {
-        fprintf(stderr, "sdnpu demo: cannot write %s\n", doc);
-        return 1;
-    }
-    if (!o.model_path) o.model_path = model;
-    if (!o.prompt && !o.prompt_ids) o.prompt = "Summarize what the town council discussed about the lighthouse.";
     if (!o.n_contexts) {
+        snprintf(doc, sizeof doc, "%s/%s", dir, real ? DEMO_DOC_NAME : "demo-document.txt");
+        if (write_file(doc, real ? k_demo_document : sdn_builtin_corpus)) return 1;
         o.contexts = malloc(sizeof *o.contexts);
         o.contexts[0] = doc;
         o.n_contexts = 1;
     }
-    printf("== sdnpu demo ==\nmodel:    %s\ncontext:  %s (%zu bytes)\nprompt:   %s\n", o.model_path, doc, strlen(sdn_builtin_corpus),
-           o.prompt ? o.prompt : o.prompt_ids);
-    printf("note:     the demo model has random weights, so its text is not meaningful; it exercises the\n"
-           "          whole engine (GGUF loading, tokenizer, prefill, drafting, tree verification) with no download.\n"
-           "          Acceptance on a random model only reflects its repetition loops, not real behaviour: see the\n"
-           "          README for figures measured on a real model.\n\n");
-    printf("plain decoding and speculative decoding (%s) side by side, greedy, %d tokens at most:\n", o.spec, o.max_tokens);
+    if (!o.prompt && !o.prompt_ids) o.prompt = real ? DEMO_PROMPT : "Summarize what the town council discussed about the lighthouse.";
+    printf("== sdnpu demo ==\nmodel:    %s\ncontext:  %s%s%s\nprompt:   %s\n", o.model_path, o.contexts[0],
+           real ? "\n          " : "", real ? DEMO_DOC_SOURCE : "", o.prompt ? o.prompt : o.prompt_ids);
+    if (!real)
+        printf("note:     this model has random weights, so its text is not meaningful; it exercises the whole\n"
+               "          engine (GGUF loading, tokenizer, prefill, drafting, tree verification) with no download.\n");
+    printf("\nplain decoding and speculative decoding (%s) side by side, greedy, %d tokens at most:\n", o.spec, o.max_tokens);
     fflush(stdout);
     int rc = sdn_run_request(&o, stdout);
     if (rc == 0)
-        printf("\nTo run a real model:  sdnpu run --model MODEL.gguf --context DOC.txt --prompt \"QUESTION\"\n"
-               "Real TinyStories:     sdnpu run --model stories260K.bin --tokenizer tok512.bin --prompt \"Once upon a time\"\n");
+        printf("\nYour own document:  sdnpu run --model %s --context DOC.txt --prompt \"QUESTION\" --spec sdnpu --compare\n", DEMO_MODEL);
     sdn_run_opts_free(&o);
     return rc;
 }

@@ -8,6 +8,7 @@
 
 #include "common/sdn_util.h"
 #include "engine/cli/cli.h"
+#include "engine/model_registry.h"
 #include "engine/gguf.h"
 #include "engine/tokenizer.h"
 
@@ -144,7 +145,9 @@ int cmd_tokenize(int argc, char **argv) {
         rc = sdn_tokenizer_from_llama2c(tokfile, 0, &t, &err);
         if (rc) fprintf(stderr, "sdnpu tokenize: option --tokenizer: %s\n", err.msg);
     } else {
-        rc = sdn_gguf_open(model, &g, &err);
+        char resolved[1300];
+        rc = sdn_model_resolve(model, resolved, sizeof resolved, &err);
+        if (!rc) rc = sdn_gguf_open(resolved, &g, &err);
         if (!rc) rc = sdn_tokenizer_from_gguf(g, &t, &err);
         if (rc)
             fprintf(stderr, "sdnpu tokenize: option --model: %s%s\n", err.msg,

@@ -13,8 +13,9 @@ static const struct {
     sdn_cmd_fn fn;
     const char *help;
 } commands[] = {
-    {"demo", cmd_demo, "the built-in default: a seeded model and request, run end to end (no download)"},
+    {"demo", cmd_demo, "the built-in default: SmolLM2-135M-Instruct summarizes a shipped document, plain vs speculative"},
     {"run", cmd_run, "generate text for a prompt (and context documents) with a model file"},
+    {"pull", cmd_pull, "fetch a known real model (smollm2-135m-instruct) into the cache and verify it"},
     {"info", cmd_info, "describe a model file: architecture, shapes, tensor types, tokenizer, memory"},
     {"make-model", cmd_make_model, "write a seeded random-weight GGUF of a named shape"},
     {"bench-model", cmd_bench_model, "prefill/decode speed vs. memory bandwidth and SGEMM (Qwen2.5-0.5B shapes)"},

@@ -15,6 +15,7 @@
 #include "engine/forward.h"
 #include "engine/make_model.h"
 #include "engine/model.h"
+#include "engine/model_registry.h"
 
 static char *rot(void) {
     static char bufs[8][1024];
@@ -45,6 +46,35 @@ const char *tu_shared(void) {
         if (ci && !strcmp(ci, "true")) fail_msg("../shared is missing but CI=true: shared test data must be present");
     }
     return res;
+}
+
+const char *tu_source_path(const char *rel) {
+    char *b = rot();
+    const char *s = getenv("SDN_SOURCE");
+    snprintf(b, 1024, "%s/%s", s ? s : "..", rel);
+    return b;
+}
+
+const char *tu_smollm2(void) {
+    static char path[1300];
+    static int done, ok;
+    if (!done) {
+        done = 1;
+        const sdn_known_model *km = sdn_known_model_find("smollm2-135m-instruct");
+        sdn_err e = {0};
+        if (km && !sdn_known_model_check(km, &e)) {
+            sdn_known_model_path(km, path, sizeof path);
+            ok = 1;
+        } else {
+            print_message("%s\n", e.msg);
+        }
+    }
+    if (!ok) {
+        const char *ci = getenv("CI");
+        if (ci && !strcmp(ci, "true")) fail_msg("SmolLM2-135M-Instruct is not in the model cache but CI=true: .ci/run must pull it");
+        return NULL;
+    }
+    return path;
 }
 
 const char *tu_shared_path(const char *rel) {

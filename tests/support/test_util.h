@@ -32,6 +32,23 @@ struct sdn_ctx *tu_ctx(struct sdn_model *m, int n_ctx, int threads, int max_batc
 /* Write bytes to a file; returns 0 on success. */
 int tu_write_file(const char *path, const void *data, size_t n);
 
+/* A file of the source tree (SDN_SOURCE, set by CTest), in a static rotating buffer. */
+const char *tu_source_path(const char *rel);
+/* Path of the cached real SmolLM2-135M-Instruct GGUF (`sdnpu pull smollm2-135m-instruct`,
+ * verified size and SHA-256), or NULL when it is not in the cache; under CI=true its absence
+ * fails the test. */
+const char *tu_smollm2(void);
+
+/* Skip (or fail under CI) when the real SmolLM2 model is not in the cache. */
+#define TU_REQUIRE_SMOLLM2(path)                                                                        \
+    do {                                                                                                \
+        if (!((path) = tu_smollm2())) {                                                                 \
+            print_message("SmolLM2-135M-Instruct is not in the model cache: test skipped "              \
+                          "(run ./sdnpu pull smollm2-135m-instruct)\n");                               \
+            skip();                                                                                     \
+        }                                                                                               \
+    } while (0)
+
 /* Skip (or fail under CI) when shared data is missing: use at the top of a test. */
 #define TU_REQUIRE_SHARED()                                                              \
     do {                                                                                 \
