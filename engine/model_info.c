@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "engine/gguf.h"
+#include "engine/chat_template.h"
 #include "engine/model_internal.h"
 #include "engine/tensor_types.h"
 #include "engine/tokenizer.h"
@@ -73,9 +74,25 @@ char *sdn_model_describe(const sdn_model *m, int n_ctx) {
             sdn_tokenizer_bos(m->tok), sdn_tokenizer_eos(m->tok), sdn_tokenizer_add_bos(m->tok) ? "yes" : "no");
     else
         add(&b, "tokenizer:     none (prompts as token ids)\n");
+    if (m->tok) {
+        /* every warning the tokenizer recorded while loading, one line each */
+        const char *w = sdn_tokenizer_warnings(m->tok);
+        for (const char *e; w && *w; w = *e ? e + 1 : e) {
+            e = strchr(w, '\n');
+            if (!e) e = w + strlen(w);
+            add(&b, "tokenizer note: %.*s\n", (int)(e - w), w);
+        }
+    }
     if (m->gguf) {
         const char *tmpl = sdn_gguf_str_or_null(m->gguf, "tokenizer.chat_template");
-        add(&b, "chat template: %s\n", tmpl ? "present" : "none");
+        if (tmpl) {
+            sdn_chat_template ct;
+            sdn_chat_template_init(&ct, SDN_CHAT_AUTO, tmpl);
+            add(&b, "chat template: present, rendered as %s%s%s%s\n", sdn_chat_kind_name(ct.kind), ct.default_system[0] ? " (default system prompt: \"" : "",
+                ct.default_system, ct.default_system[0] ? "\")" : "");
+        } else {
+            add(&b, "chat template: none\n");
+        }
     }
     size_t wb = sdn_model_weight_bytes(m), tok = sdn_model_bytes_per_token(m), kv = sdn_model_kv_bytes(m, n_ctx);
     add(&b, "memory:        layer weights %s (mapped), read per decoded token %s, KV cache for %d positions %s\n", mib(wb, t1),

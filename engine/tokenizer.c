@@ -35,15 +35,26 @@ int tok_vec_push(tok_vec *a, int32_t x) {
     return SDN_OK;
 }
 
-void tok_warn(sdn_tokenizer *t, const char *fmt, ...) {
-    char buf[512];
-    va_list ap;
-    va_start(ap, fmt);
+static void tok_record(sdn_tokenizer *t, int print, const char *fmt, va_list ap) {
+    char buf[1536];
     vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "sdnpu: warning: %s\n", buf);
+    if (print) fprintf(stderr, "sdnpu: warning: %s\n", buf);
     size_t used = strlen(t->warnings);
     if (used + strlen(buf) + 2 < sizeof t->warnings) snprintf(t->warnings + used, sizeof t->warnings - used, "%s\n", buf);
+}
+
+void tok_warn(sdn_tokenizer *t, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    tok_record(t, 1, fmt, ap);
+    va_end(ap);
+}
+
+void tok_warn_opt(sdn_tokenizer *t, int print, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    tok_record(t, print, fmt, ap);
+    va_end(ap);
 }
 
 /* Length of the well-formed UTF-8 sequence at s (RFC 3629: no overlongs, no surrogates,

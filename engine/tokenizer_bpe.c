@@ -141,7 +141,22 @@ int tok_bpe_setup(sdn_tokenizer *t, const char *pre, const char *path, sdn_err *
         t->byte_id[b] = tok_map_get(t, u, l);
         if (t->byte_id[b] < 0) missing++;
     }
-    if (missing) tok_warn(t, "%s: %d of the 256 byte tokens of byte-level BPE are missing; those bytes are dropped when encoding", path, missing);
+    if (missing) {
+        /* Listed bytes are dropped when encoding (as llama.cpp does). Vocabularies such as
+         * SmolLM2's lack only control bytes and bytes that (almost) never occur in UTF-8 text
+         * (0xC0, 0xC1, leads of 4-byte sequences past U+3FFFF): recorded for `info` but not
+         * printed; any other missing byte is warned about. */
+        char list[256 * 5 + 1];
+        size_t o = 0;
+        int rare = 1;
+        for (int b = 0; b < 256; b++)
+            if (t->byte_id[b] < 0) {
+                o += (size_t)snprintf(list + o, sizeof list - o, " %02X", b);
+                if (!((b < 0x20 && b != '\t' && b != '\n' && b != '\r') || b == 0x7F || b == 0xC0 || b == 0xC1 || b >= 0xF1)) rare = 0;
+            }
+        tok_warn_opt(t, !rare, "%s: %d of the 256 byte tokens of byte-level BPE are missing (bytes%s); those bytes are dropped when encoding", path,
+                     missing, list);
+    }
     return SDN_OK;
 }
 

@@ -86,6 +86,8 @@ int32_t tok_map_get(const sdn_tokenizer *t, const char *s, size_t n);
 
 /* Append a warning (printed to stderr and kept in t->warnings). */
 void tok_warn(sdn_tokenizer *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The same, printed only when `print` is nonzero (always recorded for sdn_tokenizer_warnings). */
+void tok_warn_opt(sdn_tokenizer *t, int print, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* SentencePiece: encode one text fragment (already free of special tokens). `prefix_space`
  * adds the dummy U+2581 prefix. */

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # install-deps.sh - install sdnpu's build and test dependencies from Debian packages.
-# Only packages that are missing are installed; uses sudo when not run as root.
+# Only packages that are missing are installed; uses sudo when not run as root. python3 and
+# python3-pip are the package client `sdnpu pull` runs to fetch real models.
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config libopenblas-dev libsqlite3-dev libxxhash-dev
-      libpcre2-dev libcjson-dev libcmocka-dev libssl-dev)
+      libpcre2-dev libcjson-dev libcmocka-dev libssl-dev python3 python3-pip)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

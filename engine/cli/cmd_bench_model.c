@@ -8,6 +8,7 @@
  *     (target >= 60%);
  *   - tokenizer: time to tokenize a ~4,000-token document vs. the time to prefill it. */
 #include <cblas.h>
+#include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +19,7 @@
 #include "engine/cli/cli.h"
 #include "engine/forward.h"
 #include "engine/layout.h"
+#include "engine/matmul.h"
 #include "engine/model.h"
 #include "engine/model_internal.h"
 #include "engine/tokenizer.h"
@@ -28,6 +30,7 @@ extern void openblas_set_num_threads(int num_threads);
 typedef struct bopts {
     int prompt, gen, reps;
     int threads[8], n_threads;
+    cJSON *json; /* --json: one entry per model and thread count */
 } bopts;
 
 /* GFLOP/s of cblas_sgemm alone over the layer matmul shapes for a chunk of n rows. */
@@ -121,6 +124,17 @@ static int bench_one(const char *path, const bopts *o) {
         snprintf(ratio, sizeof ratio, "%.0f%%", 100 * gemm / alone);
         printf("  %-7d | %-12.1f %-12.1f %-10.1f %-8s | %-10.1f %-9.2f %-10.2f %-9.2f %.0f%%\n", th, P / p, gemm, alone, ratio, 1.0 / d,
                1000 * d, wgbs, probe, 100 * wgbs / probe);
+        if (o->json) {
+            cJSON *r = cJSON_CreateObject();
+            cJSON_AddStringToObject(r, "model", path);
+            cJSON_AddStringToObject(r, "kernel", sdn_matmul_isa());
+            cJSON_AddNumberToObject(r, "threads", th);
+            cJSON_AddNumberToObject(r, "prompt_tokens", P);
+            cJSON_AddNumberToObject(r, "prefill_tokens_per_s", P / p);
+            cJSON_AddNumberToObject(r, "decode_tokens_per_s", 1.0 / d);
+            cJSON_AddNumberToObject(r, "decode_ms_per_token", 1000 * d);
+            cJSON_AddItemToArray(o->json, r);
+        }
         sdn_ctx_free(c);
     }
     /* prefill predictions: the same prefill also producing top-4 (token, probability) per
@@ -226,16 +240,17 @@ int cmd_bench_model(int argc, char **argv) {
     bopts o = {.prompt = 256, .gen = 32, .reps = 3, .threads = {1, 2}, .n_threads = 2};
     const char *models[8];
     int nm = 0;
-    const char *shape = "qwen2.5-0.5b", *types = "Q8_0,F16", *vocab = NULL;
+    const char *shape = "qwen2.5-0.5b", *types = "Q8_0,F16", *vocab = NULL, *json = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         long x;
         if (!strcmp(a, "--help")) {
             printf("usage: sdnpu bench-model [--model M ...] [--shape S --types T1,T2] [--vocab-from GGUF]\n"
-                   "                         [--threads 1,2] [--prompt N] [--gen N] [--reps N]\n"
+                   "                         [--threads 1,2] [--prompt N] [--gen N] [--reps N] [--json OUT]\n"
                    "  default: make-model qwen2.5-0.5b in Q8_0 and F16 (cached), 256-token prefill, 32 decode steps\n");
             return 0;
         } else if (!strcmp(a, "--model")) { if (!(v = cli_value(argc, argv, &i, a))) return 2; if (nm < 8) models[nm++] = v; }
+        else if (!strcmp(a, "--json")) { if (!(json = cli_value(argc, argv, &i, a))) return 2; }
         else if (!strcmp(a, "--shape")) { if (!(shape = cli_value(argc, argv, &i, a))) return 2; }
         else if (!strcmp(a, "--types")) { if (!(types = cli_value(argc, argv, &i, a))) return 2; }
         else if (!strcmp(a, "--vocab-from")) { if (!(vocab = cli_value(argc, argv, &i, a))) return 2; }
@@ -271,7 +286,22 @@ int cmd_bench_model(int argc, char **argv) {
            "  GEMM ratio: prefill matmul GFLOP/s (weights dequantized per call) / OpenBLAS SGEMM alone on the same shapes\n"
            "  decode ratio: weight bytes per token / s per token, over a streaming-read probe with the same threads (target >= 70%%)\n",
            o.prompt, o.gen, o.reps);
+    FILE *jf = NULL;
+    if (json) {
+        if (!(jf = fopen(json, "w"))) {
+            fprintf(stderr, "sdnpu bench-model: option --json: cannot write %s\n", json);
+            return 2;
+        }
+        o.json = cJSON_CreateArray();
+    }
     for (int i = 0; i < nm; i++)
         if (bench_one(models[i], &o)) return 1;
+    if (jf) {
+        char *t = cJSON_Print(o.json);
+        fprintf(jf, "%s\n", t);
+        fclose(jf);
+        free(t);
+        cJSON_Delete(o.json);
+    }
     return 0;
 }
