@@ -49,6 +49,7 @@ struct sdn_ctx {
     float *wtile;             /* SGEMM weight tile */
     float *scores;            /* row attention: [n_threads][n_ctx]; GEMM attention: [max_batch][n_ctx] */
     int32_t *slots;           /* [n_threads][n_ctx] attended slot list */
+    int32_t *kv_tok, *kv_pos; /* [n_ctx] token and position of each committed KV entry (-1: unknown) */
     sdn_fwd_stats st;
 };
 
@@ -89,9 +90,11 @@ int sdn_ctx_new(const sdn_model *m, const sdn_ctx_params *p, sdn_ctx **out, sdn_
     size_t sc_rows = B > (size_t)c->n_threads ? B : (size_t)c->n_threads;
     c->scores = malloc(sc_rows * (size_t)c->n_ctx * sizeof(float));
     c->slots = malloc((size_t)c->n_threads * c->n_ctx * sizeof(int32_t));
+    c->kv_tok = malloc((size_t)c->n_ctx * sizeof(int32_t));
+    c->kv_pos = malloc((size_t)c->n_ctx * sizeof(int32_t));
     c->pool = sdn_pool_new(c->n_threads);
     if (!c->k_cache || !c->v_cache || !c->x || !c->xb || !c->xb2 || !c->q || !c->k || !c->v || !c->att || !c->hb ||
-        !c->hb2 || !c->rope_cs || !c->inv_freq || !c->scores || !c->slots || !c->pool) {
+        !c->hb2 || !c->rope_cs || !c->inv_freq || !c->scores || !c->slots || !c->kv_tok || !c->kv_pos || !c->pool) {
         size_t need = 2 * kv * sizeof(float);
         sdn_ctx_free(c);
         return sdn_fail(err, SDN_ENOMEM, "out of memory allocating the context (KV cache alone needs %zu MiB for %d positions)",
@@ -113,7 +116,7 @@ void sdn_ctx_free(sdn_ctx *c) {
     if (!c) return;
     sdn_pool_free(c->pool);
     free(c->k_cache); free(c->v_cache); free(c->x); free(c->xb); free(c->xb2); free(c->q); free(c->k); free(c->v);
-    free(c->att); free(c->hb); free(c->hb2); free(c->rope_cs); free(c->inv_freq); free(c->scores); free(c->slots);
+    free(c->att); free(c->hb); free(c->hb2); free(c->rope_cs); free(c->inv_freq); free(c->scores); free(c->slots); free(c->kv_tok); free(c->kv_pos);
     free(c->act[0]); free(c->act[1]); free(c->wtile);
     free(c);
 }
@@ -123,6 +126,12 @@ int sdn_ctx_n_ctx(const sdn_ctx *c) { return c->n_ctx; }
 int sdn_ctx_max_batch(const sdn_ctx *c) { return c->max_batch; }
 int sdn_ctx_threads(const sdn_ctx *c) { return c->n_threads; }
 int sdn_kv_len(const sdn_ctx *c) { return c->n_kv; }
+
+int sdn_kv_common_prefix(const sdn_ctx *c, const int32_t *tokens, int n) {
+    int i = 0;
+    while (i < n && i < c->n_kv && c->kv_pos[i] == i && c->kv_tok[i] == tokens[i]) i++;
+    return i;
+}
 void sdn_ctx_stats(const sdn_ctx *c, sdn_fwd_stats *out) { *out = c->st; }
 void sdn_ctx_reset_stats(sdn_ctx *c) { memset(&c->st, 0, sizeof c->st); }
 
@@ -138,6 +147,10 @@ int sdn_kv_keep(sdn_ctx *c, int first, const int32_t *keep, int n_keep, sdn_err 
             return sdn_fail(err, SDN_EINVAL, "kv_keep: index %d (%d) is not ascending within the %d new entries", i, keep[i],
                             c->n_kv - first);
     size_t row = (size_t)c->kvd * sizeof(float);
+    for (int i = 0; i < n_keep; i++) {
+        c->kv_tok[first + i] = c->kv_tok[first + keep[i]];
+        c->kv_pos[first + i] = c->kv_pos[first + keep[i]];
+    }
     for (int l = 0; l < c->m->cfg.n_layers; l++) {
         float *K = c->k_cache + (size_t)l * c->n_ctx * c->kvd, *V = c->v_cache + (size_t)l * c->n_ctx * c->kvd;
         for (int i = 0; i < n_keep; i++) {
@@ -683,7 +696,9 @@ int sdn_fwd_head(sdn_ctx *c, const sdn_batch *b, const float *x, float *logits, 
 }
 
 void sdn_kv_commit(sdn_ctx *c, int n) {
-    if (n >= 0 && c->n_kv + n <= c->n_ctx) c->n_kv += n;
+    if (n < 0 || c->n_kv + n > c->n_ctx) return;
+    for (int i = 0; i < n; i++) c->kv_tok[c->n_kv + i] = c->kv_pos[c->n_kv + i] = -1; /* the block API does not see the tokens */
+    c->n_kv += n;
 }
 
 float *sdn_ctx_hidden(sdn_ctx *c) { return c->x; }
@@ -694,6 +709,12 @@ int sdn_forward(sdn_ctx *c, const sdn_batch *b, float *logits, sdn_err *err) {
     sdn_fwd_embed(c, b, c->x);
     if ((rc = sdn_fwd_layers(c, b, c->n_kv, 0, c->m->cfg.n_layers, c->x, SDN_PATH_AUTO, err))) return rc;
     if ((rc = sdn_fwd_head(c, b, c->x, logits, SDN_PATH_AUTO, err))) return rc;
+    /* what each entry holds, for prompt-prefix reuse: an entry counts only in the slot of its
+     * own position (tree rows get there when sdn_kv_keep moves the accepted ones) */
+    for (int i = 0; i < b->n; i++) {
+        c->kv_tok[c->n_kv + i] = b->tokens[i];
+        c->kv_pos[c->n_kv + i] = b->pos ? b->pos[i] : c->n_kv + i;
+    }
     c->n_kv += b->n;
     c->st.forwards++;
     c->st.rows += b->n;

@@ -65,6 +65,9 @@ int sdn_forward(sdn_ctx *c, const sdn_batch *b, float *logits, sdn_err *err);
 
 /* Number of committed KV entries. */
 int sdn_kv_len(const sdn_ctx *c);
+/* How many leading committed KV entries hold tokens[0..n) at their own positions (entries
+ * committed through the block API count as unknown): the prefix a new prompt can reuse. */
+int sdn_kv_common_prefix(const sdn_ctx *c, const int32_t *tokens, int n);
 /* Keep only entries first+keep[0], first+keep[1], ... (keep ascending, all < n_kv - first)
  * and move them to slots first, first+1, ...; the KV length becomes first + n_keep. */
 int sdn_kv_keep(sdn_ctx *c, int first, const int32_t *keep, int n_keep, sdn_err *err);

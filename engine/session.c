@@ -58,7 +58,9 @@ int sdn_generate(sdn_ctx *c, const int32_t *prompt, int n_prompt, const sdn_gen_
     sdn_rng_seed(&rng, p->sampling.seed);
     int rc = SDN_OK;
     if (!gen || !logits || !argmax) { rc = sdn_fail(err, SDN_ENOMEM, "out of memory"); goto done; }
-    sdn_kv_truncate(c, 0);
+    int K = p->prefill_topk > 0 ? p->prefill_topk : 0;
+    int reused = (p->reuse_kv && !K && !p->prefill) ? sdn_kv_common_prefix(c, prompt, n_prompt - 1) : 0;
+    sdn_kv_truncate(c, reused);
     if (pad_rows > 0 && n_prompt + pad_rows > n_ctx) {
         rc = sdn_fail(err, SDN_EINVAL, "context of %d is too small for the prompt plus the decode graph's %d rows", n_ctx, pad_rows);
         goto done;
@@ -67,10 +69,10 @@ int sdn_generate(sdn_ctx *c, const int32_t *prompt, int n_prompt, const sdn_gen_
         (rc = sdn_accept_init(&acc, caps.max_nodes > 0 ? caps.max_nodes : 1, err)))
         goto done;
     s.n_prompt = n_prompt;
+    s.n_reused = reused;
 
     /* Prefill: every prompt token but the last; the last is the root of the first step.
      * With prefill_topk, the same forward passes also produce each row's top-k. */
-    int K = p->prefill_topk > 0 ? p->prefill_topk : 0;
     if (K > vocab) K = vocab;
     if (K && !p->prefill_topk_full) {
         /* the context's distinct tokens, ascending (the prompt is untrusted: ids checked by the forward pass) */
@@ -98,7 +100,7 @@ int sdn_generate(sdn_ctx *c, const int32_t *prompt, int n_prompt, const sdn_gen_
         if ((rc = p->prefill(p->prefill_ud, c, prompt, n_prompt - 1, K, cvocab, n_cvocab, preds.tok, preds.prob, err))) goto done;
         if (sdn_kv_len(c) != n_prompt - 1) { rc = sdn_fail(err, SDN_ESTATE, "prefill hook left %d KV entries, expected %d", sdn_kv_len(c), n_prompt - 1); goto done; }
     } else
-        for (int i = 0; i < n_prompt - 1; i += chunk) {
+        for (int i = reused; i < n_prompt - 1; i += chunk) {
             int n = n_prompt - 1 - i < chunk ? n_prompt - 1 - i : chunk;
             sdn_batch b = {.n = n, .tokens = prompt + i, .n_logits = K ? -1 : 0, .topk = K,
                            .topk_tok = K ? preds.tok + (size_t)i * K : NULL, .topk_prob = K ? preds.prob + (size_t)i * K : NULL,

@@ -56,6 +56,12 @@ typedef struct sdn_gen_params {
     int decode_rows;             /* > 0: every verification batch is padded to this many rows (the
                                     decode graph's fixed shape; padding rows are computed and
                                     discarded); the draft budget is capped at decode_rows - 1 */
+    int reuse_kv;                /* 1: keep the KV entries of the context's previous request that hold
+                                    the same leading prompt tokens (sdn_kv_common_prefix) and prefill
+                                    only the rest. Not with prefill_topk or a prefill hook (their
+                                    predictions and layouts need the whole prompt). Entries the
+                                    previous request made while decoding have the decode kernels'
+                                    rounding, not the prefill's. */
 } sdn_gen_params;
 
 /* Owned prefill predictions: tok[p*k + j], prob[p*k + j] for positions p < n_pos. */
@@ -68,6 +74,7 @@ void sdn_preds_free(sdn_preds *p);
 
 typedef struct sdn_gen_stats {
     int n_prompt, n_gen;
+    int n_reused;                /* prompt tokens whose KV entries were reused (reuse_kv) */
     int steps;                   /* verification (decode) steps */
     long drafted;                /* draft tokens proposed in total */
     long accepted;               /* draft tokens accepted in total */
@@ -85,7 +92,8 @@ double sdn_gen_mean_accepted(const sdn_gen_stats *s);
 /* Called with newly committed tokens; return nonzero to stop generation. */
 typedef int (*sdn_token_cb)(void *ud, const int32_t *tokens, int n);
 
-/* Generate after `prompt` (n_prompt >= 1 tokens) on a context whose KV cache is reset.
+/* Generate after `prompt` (n_prompt >= 1 tokens) on a context whose KV cache is reset (or,
+ * with reuse_kv, kept for the prompt's common prefix with what the context holds).
  * The generated tokens (without any end-of-generation token) are returned in *out
  * (malloc'd) when out is not NULL. eog(ud_eog, tok) says whether a token ends generation
  * (NULL: never). */
