@@ -14,7 +14,8 @@ exact GGUF file sdnpu pulls:
   * at every answer position, the top --topk logits (ids and values) that predicted it: the
     teacher-forced reference for sdnpu's top-1 agreement and logit differences.
 
-Usage (the reference is built from the package index's source distribution; record the flags):
+Run with OMP_WAIT_POLICY=passive on a shared machine (ggml's OpenMP threads otherwise spin
+and the run takes 10x longer). Usage (the reference is built from the package index's source distribution; record the flags):
   python3 -m venv /root/refvenv
   CMAKE_ARGS="-DGGML_NATIVE=ON -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF" \\
       /root/refvenv/bin/pip install llama-cpp-python==0.3.36 numpy jinja2
@@ -40,6 +41,16 @@ TASKS = [  # (file under datasets/, rows taken in file order)
     ("ui/ui_droidtask.jsonl", 12),
     ("tweet/tweet_convai2_substitute.jsonl", 12),
 ]
+
+
+def cpu_model():
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.machine()
 
 
 def user_message(row):
@@ -85,12 +96,16 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--max-new", type=int, default=128)
     ap.add_argument("--topk", type=int, default=8)
-    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--cmake-args", default=os.environ.get("CMAKE_ARGS", ""))
     ap.add_argument("--chat-only", action="store_true", help="replace only the chat lines of an existing --out file")
     a = ap.parse_args()
 
-    llm = llama_cpp.Llama(model_path=a.model, n_ctx=4096, n_batch=512, n_threads=a.threads, logits_all=False, verbose=False)
+    # KV cache in F32 (llama.cpp's default is F16, whose rounding alone moves logits by tenths)
+    # and no flash attention: the reference then differs from exact arithmetic only by its
+    # 8-bit activation quantization and summation order, like sdnpu.
+    llm = llama_cpp.Llama(model_path=a.model, n_ctx=4096, n_batch=512, n_threads=a.threads, logits_all=False, verbose=False,
+                          type_k=0, type_v=0, flash_attn=False)
     meta = llm.metadata
     template = meta["tokenizer.chat_template"]
     vocab = llm.n_vocab()
@@ -108,8 +123,10 @@ def main():
         "system_info": llama_cpp.llama_print_system_info().decode(),
         "cmake_args": a.cmake_args,
         "compiler": subprocess.run(["cc", "--version"], capture_output=True, text=True).stdout.splitlines()[0],
-        "cpu": platform.processor() or platform.machine(),
+        "cpu": cpu_model(),
         "threads": a.threads,
+        "kv_cache": "F32",
+        "flash_attn": False,
         "max_new": a.max_new,
         "topk": a.topk,
         "made_by": "scripts/reference/smollm2_golden.py",
