@@ -76,17 +76,41 @@ static inline const int16_t *sdn_act_bsum(const void *row, int64_t in) {
     return (const int16_t *)((const char *)row + in + (in / 256) * 4);
 }
 
-/* SIMD kernels (engine/matmul_*_avx2.c), compiled when the build targets AVX2+FMA+F16C.
- * Same contract as sdn_act_prepare / sdn_matmul_rows for their families. */
+/* SIMD kernels (engine/matmul_*_avx2.c, engine/quant_avx2.c). Their sources are compiled once
+ * per SIMD variant with that variant's target flags (CMakeLists.txt: avx2, avx2vnni, avx512)
+ * and SDN_KVARIANT set to the variant's name, which SDN_KFN appends to the exported names:
+ * SDN_KFN(sdn_matmul_q32) is sdn_matmul_q32_avx512 in the avx512 objects. engine/matmul.c
+ * picks a variant at run time (engine/kernel_path.h). Same contracts as sdn_act_prepare /
+ * sdn_matmul_rows for their families; sdn_dequantize_row_<v> returns 0 for types it leaves
+ * to the scalar code. */
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 #define SDN_MATMUL_AVX2 1
-void sdn_act_prepare_avx2(uint32_t wtype, const float *X, int64_t ldx, int n, int64_t in, void *act);
-void sdn_matmul_float_avx2(uint32_t wtype, const void *W, size_t row_bytes, int64_t in, const void *act, int n,
-                           float *Y, int64_t ldy, int64_t o0, int64_t o1);
-void sdn_matmul_q32_avx2(uint32_t wtype, const void *W, size_t row_bytes, int64_t in, const void *act, int n,
-                         float *Y, int64_t ldy, int64_t o0, int64_t o1);
-void sdn_matmul_k_avx2(uint32_t wtype, const void *W, size_t row_bytes, int64_t in, const void *act, int n, float *Y,
-                       int64_t ldy, int64_t o0, int64_t o1);
 #endif
+#define SDN_KCAT2(a, b) a##_##b
+#define SDN_KCAT(a, b) SDN_KCAT2(a, b)
+#ifdef SDN_KVARIANT
+#define SDN_KFN(name) SDN_KCAT(name, SDN_KVARIANT)
+#endif
+#define SDN_KDECL(v)                                                                                                   \
+    void sdn_act_prepare_##v(uint32_t wtype, const float *X, int64_t ldx, int n, int64_t in, void *act);              \
+    void sdn_matmul_float_##v(uint32_t wtype, const void *W, size_t row_bytes, int64_t in, const void *act, int n,   \
+                              float *Y, int64_t ldy, int64_t o0, int64_t o1);                                         \
+    void sdn_matmul_q32_##v(uint32_t wtype, const void *W, size_t row_bytes, int64_t in, const void *act, int n,     \
+                            float *Y, int64_t ldy, int64_t o0, int64_t o1);                                           \
+    void sdn_matmul_k_##v(uint32_t wtype, const void *W, size_t row_bytes, int64_t in, const void *act, int n,       \
+                          float *Y, int64_t ldy, int64_t o0, int64_t o1);                                             \
+    int sdn_dequantize_row_##v(uint32_t type, const void *src, float *dst, int64_t n);                                \
+    void sdn_f16_table_fill_##v(void);
+SDN_KDECL(avx2)
+SDN_KDECL(avx2vnni)
+SDN_KDECL(avx512)
+
+/* fp16 -> fp32 of all 65536 codes, read by the SIMD kernels (defined in matmul.c, filled with
+ * the exact F16C conversion by sdn_kernels_setup). */
+extern float sdn_f16_table[65536];
+/* One-time setup the SIMD kernels need (the table above); idempotent, thread-safe. */
+void sdn_kernels_setup(void);
+/* 1 if the CPU has AVX-VNNI (kernel_path.c). */
+int sdn_kpath_avxvnni(void);
 
 #endif
