@@ -4,7 +4,8 @@
  * Kernel families and their files (the *_avx2.c sources are compiled once per SIMD variant,
  * avx2 / avx2vnni / avx512, with that variant's target flags; matmul_internal.h):
  *   F32, F16, BF16 weights, F32 activations           matmul_float_avx2.c
- *   Q8_0, Q4_0, Q5_0, Q4_1, Q5_1 x Q8_0/Q8_1-style     matmul_q32_avx2.c
+ *   Q8_0, Q4_0, Q4_1 (the portable bits)               matmul_cols_avx2.c
+ *   Q5_0, Q5_1 x Q8_0/Q8_1-style                       matmul_q32_avx2.c
  *   Q4_K, Q5_K, Q6_K x Q8_K-style                      matmul_k_avx2.c
  *   activation preparation                             matmul_act_avx2.c
  *   any type, plain C                                  matmul_portable.c
@@ -26,12 +27,15 @@ void sdn_kernels_setup(void) { pthread_once(&g_setup_once, setup_once); }
 typedef void (*prep_fn)(uint32_t, const float *, int64_t, int, int64_t, void *);
 typedef void (*mm_fn)(uint32_t, const void *, size_t, int64_t, const void *, int, float *, int64_t, int64_t, int64_t);
 
+typedef int (*cols_fn)(uint32_t, const void *, size_t, int64_t, const void *, int, float *, int64_t, int64_t, int64_t);
+
 typedef struct kvariant {
     prep_fn prep;
     mm_fn fl, q32, k;
+    cols_fn cols;
 } kvariant;
 
-#define KV(v) {sdn_act_prepare_##v, sdn_matmul_float_##v, sdn_matmul_q32_##v, sdn_matmul_k_##v}
+#define KV(v) {sdn_act_prepare_##v, sdn_matmul_float_##v, sdn_matmul_q32_##v, sdn_matmul_k_##v, sdn_matmul_cols_##v}
 static const kvariant kv_avx2 = KV(avx2), kv_avx2vnni = KV(avx2vnni), kv_avx512 = KV(avx512);
 
 /* The SIMD variant of the path in use (NULL: portable). */
@@ -65,7 +69,9 @@ void sdn_matmul_rows(uint32_t wtype, const void *W, size_t row_bytes, int64_t in
     if (!sdn_act_row_stride(wtype, in) || n <= 0 || o1 <= o0) return;
     switch (sdn_act_family(wtype)) {
     case SDN_ACT_F32: v->fl(wtype, W, row_bytes, in, act, n, Y, ldy, o0, o1); break;
-    case SDN_ACT_Q32: v->q32(wtype, W, row_bytes, in, act, n, Y, ldy, o0, o1); break;
+    case SDN_ACT_Q32:
+        if (!v->cols(wtype, W, row_bytes, in, act, n, Y, ldy, o0, o1)) v->q32(wtype, W, row_bytes, in, act, n, Y, ldy, o0, o1);
+        break;
     case SDN_ACT_QK: v->k(wtype, W, row_bytes, in, act, n, Y, ldy, o0, o1); break;
     default: break;
     }

@@ -65,6 +65,7 @@ void SDN_KFN(sdn_act_prepare)(uint32_t wtype, const float *X, int64_t ldx, int n
         if (fam == SDN_ACT_Q32) {
             const int64_t nb = in / 32;
             float *s = d + nb;
+            int32_t *qsum = (int32_t *)(s + nb);
             for (int64_t b = 0; b < nb; b++) {
                 const float amax = amax_block(x + 32 * b, 32);
                 const float id = amax > 0 ? 127.0f / amax : 0.0f;
@@ -72,8 +73,9 @@ void SDN_KFN(sdn_act_prepare)(uint32_t wtype, const float *X, int64_t ldx, int n
                 d[b] = amax / 127.0f;
                 quant32(x + 32 * b, _mm256_set1_ps(id), q + 32 * b, &lo, &hi);
                 s[b] = d[b] * (float)(lo + hi);
+                qsum[b] = lo + hi;
             }
-            memset(row + in + nb * 8, 0, stride - (size_t)(in + nb * 8));
+            memset(row + in + nb * 12, 0, stride - (size_t)(in + nb * 12));
         } else {
             const int64_t nb = in / 256;
             int16_t *bsum = (int16_t *)(row + in + nb * 4);

@@ -6,9 +6,10 @@
  *
  *   SDN_ACT_F32 (F32, F16, BF16 weights): float x[in].
  *   SDN_ACT_Q32 (Q8_0, Q4_0, Q5_0, Q4_1, Q5_1): blocks of 32, nb = in/32:
- *       int8 q[in] | float d[nb] | float s[nb]
+ *       int8 q[in] | float d[nb] | float s[nb] | int32 qsum[nb]
  *     q = round-to-nearest-even(x * 127/amax) of the block, d = amax/127, s = d * sum(q)
- *     (the Q8_1 idea: s makes the min term m * sum(x) of Q4_1/Q5_1 exact in the integer part).
+ *     (the Q8_1 idea: s makes the min term m * sum(x) of Q4_1/Q5_1 exact in the integer part),
+ *     qsum = sum(q) (the offset correction of unsigned weight levels, matmul_cols_avx2.c).
  *   SDN_ACT_QK (Q4_K, Q5_K, Q6_K): super-blocks of 256, nb = in/256:
  *       int8 q[in] | float d[nb] | int16 bsum[in/16]
  *     q, d as above over the 256-element super-block; bsum = sum of each 16 consecutive q
@@ -53,7 +54,7 @@ static inline size_t sdn_act_row_stride(uint32_t wtype, int64_t in) {
     case SDN_ACT_F32: raw = (size_t)in * 4; break;
     case SDN_ACT_Q32:
         if (in % 32) return 0;
-        raw = (size_t)in + (size_t)(in / 32) * 8;
+        raw = (size_t)in + (size_t)(in / 32) * 12;
         break;
     case SDN_ACT_QK:
         if (in % 256) return 0;
@@ -70,6 +71,10 @@ static inline const float *sdn_act_d(const void *row, int64_t in) { return (cons
 /* Q32 only: s[nb] after d[nb]. */
 static inline const float *sdn_act_s(const void *row, int64_t in) {
     return (const float *)((const char *)row + in + (in / 32) * 4);
+}
+/* Q32 only: qsum[nb] after s[nb]. */
+static inline const int32_t *sdn_act_qsum(const void *row, int64_t in) {
+    return (const int32_t *)((const char *)row + in + (in / 32) * 8);
 }
 /* QK only: bsum[in/16] after d[in/256]. */
 static inline const int16_t *sdn_act_bsum(const void *row, int64_t in) {
@@ -99,6 +104,8 @@ static inline const int16_t *sdn_act_bsum(const void *row, int64_t in) {
                             float *Y, int64_t ldy, int64_t o0, int64_t o1);                                           \
     void sdn_matmul_k_##v(uint32_t wtype, const void *W, size_t row_bytes, int64_t in, const void *act, int n,       \
                           float *Y, int64_t ldy, int64_t o0, int64_t o1);                                             \
+    int sdn_matmul_cols_##v(uint32_t wtype, const void *W, size_t row_bytes, int64_t in, const void *act, int n,     \
+                            float *Y, int64_t ldy, int64_t o0, int64_t o1);                                           \
     int sdn_dequantize_row_##v(uint32_t type, const void *src, float *dst, int64_t n);                                \
     void sdn_f16_table_fill_##v(void);
 SDN_KDECL(avx2)

@@ -1,0 +1,314 @@
+/* matmul_cols_avx2.c - column-parallel kernels for Q8_0, Q4_0 and Q4_1 (the "batched" types):
+ * one vector lane per output column, so each weight block is unpacked once and reused for
+ * every activation row, and the float work per block is one convert + two multiplies + one
+ * add per row for a whole vector of columns.
+ *
+ * Compiled per SIMD variant (matmul_internal.h): with AVX-512 a group is 16 columns (zmm),
+ * otherwise 8 (ymm). For a group of columns and a 32-element block b, the weight block is
+ * transposed into 8 vectors V[t] (t = 0..7), lane c of V[t] = the 4 weight levels of column c
+ * at elements 4t..4t+3 (unsigned: Q4 nibbles as stored, Q8_0 levels + 128), the layout of a
+ * vpdpbusd operand (and of an AMX B tile). Then per activation row, with the row's 4 bytes at
+ * 4t broadcast to all lanes:
+ *   isum = -off * qsum[b] + sum_t dpbusd(V[t], x[4t..4t+3])   (exact: the block's sum w*q)
+ *   acc  = acc + (float)isum * (dw * dx)                        (dw per lane, dx broadcast)
+ *   accm = accm + mw * s                                        (Q4_1: the min term)
+ *   y    = acc (+ accm)
+ * which is exactly the per-element float sequence of the portable kernels (matmul_portable.c,
+ * port_q32): blocks in order, one accumulator, no FMA. So these kernels give the portable
+ * bits, whatever the vector width, the batch size or the tile (batch invariance across
+ * paths, docs/kernels.md).
+ *
+ * Batches of up to FUSE_ROWS rows transpose each block in registers as they go; larger ones
+ * first transpose the whole group (all blocks) into a per-thread scratch buffer that all row
+ * tiles then read from cache. Without VNNI (plain AVX2) Q8_0 uses |w| and sign(x, w) with
+ * vpmaddubsw + vpmaddwd (exact for these ranges, see matmul_avx2.h). */
+#include "engine/matmul_internal.h"
+
+#ifdef SDN_MATMUL_AVX2
+#include <stdlib.h>
+
+#include "engine/matmul_avx2.h"
+
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VNNI__)
+#define CW 16
+typedef __m512i vi;
+typedef __m512 vf;
+#define VI_ZERO() _mm512_setzero_si512()
+#define VI_SET1(v) _mm512_set1_epi32(v)
+#define VI_AND(a, b) _mm512_and_si512(a, b)
+#define VI_SUB(a, b) _mm512_sub_epi32(a, b)
+#define VI_XOR(a, b) _mm512_xor_si512(a, b)
+#define VI_SRL16(a, k) _mm512_srli_epi16(a, k)
+#define VI_LOAD(p) _mm512_load_si512((const void *)(p))
+#define VI_STORE(p, v) _mm512_store_si512((void *)(p), v)
+#define VDP(acc, u, s) _mm512_dpbusd_epi32(acc, u, s)
+#define VF_ZERO() _mm512_setzero_ps()
+#define VF_SET1(v) _mm512_set1_ps(v)
+#define VF_LOAD(p) _mm512_load_ps(p)
+#define VF_STORE(p, v) _mm512_store_ps(p, v)
+#define VF_STOREU(p, v) _mm512_storeu_ps(p, v)
+#define VF_CVT(v) _mm512_cvtepi32_ps(v)
+#define VF_MUL(a, b) _mm512_mul_ps(a, b)
+#define VF_ADD(a, b) _mm512_add_ps(a, b)
+#define VNNI_DP 1
+#else
+#define CW 8
+typedef __m256i vi;
+typedef __m256 vf;
+#define VI_ZERO() _mm256_setzero_si256()
+#define VI_SET1(v) _mm256_set1_epi32(v)
+#define VI_AND(a, b) _mm256_and_si256(a, b)
+#define VI_SUB(a, b) _mm256_sub_epi32(a, b)
+#define VI_XOR(a, b) _mm256_xor_si256(a, b)
+#define VI_SRL16(a, k) _mm256_srli_epi16(a, k)
+#define VI_LOAD(p) _mm256_load_si256((const __m256i *)(p))
+#define VI_STORE(p, v) _mm256_store_si256((__m256i *)(p), v)
+#define VDP(acc, u, s) sdn_dpbusd(acc, u, s)
+#define VF_ZERO() _mm256_setzero_ps()
+#define VF_SET1(v) _mm256_set1_ps(v)
+#define VF_LOAD(p) _mm256_load_ps(p)
+#define VF_STORE(p, v) _mm256_store_ps(p, v)
+#define VF_STOREU(p, v) _mm256_storeu_ps(p, v)
+#define VF_CVT(v) _mm256_cvtepi32_ps(v)
+#define VF_MUL(a, b) _mm256_mul_ps(a, b)
+#define VF_ADD(a, b) _mm256_add_ps(a, b)
+#ifdef SDN_VNNI
+#define VNNI_DP 1
+#else
+#define VNNI_DP 0
+#endif
+#endif
+
+#define RT 4        /* activation rows per tile */
+#define FUSE_ROWS 4 /* batches up to this size transpose in registers, larger ones via scratch */
+
+/* Weight-side data of one (column group, block): 8 transposed level vectors, for plain-AVX2
+ * Q8_0 also the 8 signed level vectors (for sign(x, w)), then per-lane d and m. */
+typedef struct {
+    vi v[8];
+#if CW == 8 && !VNNI_DP
+    vi sg[8];
+#endif
+    float d[CW], m[CW];
+} __attribute__((aligned(64))) wblk;
+
+SDN_INLINE uint32_t ld32(const void *p) {
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+/* In-lane 4x4 transpose of 32-bit elements across a0..a3 (every 128-bit lane separately):
+ * out[t] lane-position i of each 128-bit lane = a_i's element t of that lane. */
+#define TRANSPOSE4(T, UNLO32, UNHI32, UNLO64, UNHI64, a0, a1, a2, a3, out)                                          \
+    do {                                                                                                             \
+        const T t0_ = UNLO32(a0, a1), t1_ = UNHI32(a0, a1), t2_ = UNLO32(a2, a3), t3_ = UNHI32(a2, a3);                \
+        out[0] = UNLO64(t0_, t2_);                                                                                    \
+        out[1] = UNHI64(t0_, t2_);                                                                                    \
+        out[2] = UNLO64(t1_, t3_);                                                                                    \
+        out[3] = UNHI64(t1_, t3_);                                                                                    \
+    } while (0)
+
+#if CW == 16
+#define TR4(a0, a1, a2, a3, out)                                                                                     \
+    TRANSPOSE4(__m512i, _mm512_unpacklo_epi32, _mm512_unpackhi_epi32, _mm512_unpacklo_epi64, _mm512_unpackhi_epi64, \
+               a0, a1, a2, a3, out)
+/* 32 bytes of rows r[0..15] at byte offset off -> V[t] lane c = dword t of row c. */
+SDN_INLINE void transpose32(const uint8_t *const *r, size_t off, vi *V) {
+    __m512i a[8], x[4], y[4];
+    for (int j = 0; j < 4; j++) {
+        a[j] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(r[j] + off))),
+                                  _mm256_loadu_si256((const __m256i *)(r[j + 4] + off)), 1);
+        a[4 + j] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(r[8 + j] + off))),
+                                      _mm256_loadu_si256((const __m256i *)(r[12 + j] + off)), 1);
+    }
+    TR4(a[0], a[1], a[2], a[3], x);
+    TR4(a[4], a[5], a[6], a[7], y);
+    for (int t = 0; t < 4; t++) {
+        V[t] = _mm512_shuffle_i64x2(x[t], y[t], _MM_SHUFFLE(2, 0, 2, 0));
+        V[4 + t] = _mm512_shuffle_i64x2(x[t], y[t], _MM_SHUFFLE(3, 1, 3, 1));
+    }
+}
+/* 16 bytes of rows r[0..15] at off -> P[t] lane c = dword t of row c (t < 4). */
+SDN_INLINE void transpose16(const uint8_t *const *r, size_t off, vi *P) {
+    __m512i a[4];
+    for (int i = 0; i < 4; i++) {
+        __m512i v = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(r[i] + off)));
+        v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(r[4 + i] + off)), 1);
+        v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(r[8 + i] + off)), 2);
+        a[i] = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(r[12 + i] + off)), 3);
+    }
+    TR4(a[0], a[1], a[2], a[3], P);
+}
+#else
+#define TR4(a0, a1, a2, a3, out)                                                                                     \
+    TRANSPOSE4(__m256i, _mm256_unpacklo_epi32, _mm256_unpackhi_epi32, _mm256_unpacklo_epi64, _mm256_unpackhi_epi64, \
+               a0, a1, a2, a3, out)
+SDN_INLINE void transpose32(const uint8_t *const *r, size_t off, vi *V) {
+    __m256i a[8], x[4], y[4];
+    for (int j = 0; j < 8; j++) a[j] = _mm256_loadu_si256((const __m256i *)(r[j] + off));
+    TR4(a[0], a[1], a[2], a[3], x);
+    TR4(a[4], a[5], a[6], a[7], y);
+    for (int t = 0; t < 4; t++) {
+        V[t] = _mm256_permute2x128_si256(x[t], y[t], 0x20);
+        V[4 + t] = _mm256_permute2x128_si256(x[t], y[t], 0x31);
+    }
+}
+SDN_INLINE void transpose16(const uint8_t *const *r, size_t off, vi *P) {
+    __m256i a[4];
+    for (int i = 0; i < 4; i++)
+        a[i] = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(r[i] + off))),
+                                       _mm_loadu_si128((const __m128i *)(r[4 + i] + off)), 1);
+    TR4(a[0], a[1], a[2], a[3], P);
+}
+#endif
+
+SDN_INLINE size_t blk_bytes(uint32_t wtype) {
+    return wtype == SDN_TYPE_Q8_0 ? 34 : wtype == SDN_TYPE_Q4_0 ? 18 : 20;
+}
+
+/* Unpack block b of the group's rows r[0..CW) into *wb. */
+SDN_INLINE void build(uint32_t wtype, const uint8_t *const *r, int64_t b, size_t pf, wblk *wb) {
+    const size_t off = (size_t)b * blk_bytes(wtype);
+    for (int c = 0; c < CW; c++) {
+        sdn_prefetch(r[c] + pf + off);
+        wb->d[c] = sdn_f16_table[sdn_le16(r[c] + off)];
+        if (wtype == SDN_TYPE_Q4_1) wb->m[c] = sdn_f16_table[sdn_le16(r[c] + off + 2)];
+    }
+    if (wtype == SDN_TYPE_Q8_0) {
+        vi w[8];
+        transpose32(r, off + 2, w);
+        for (int t = 0; t < 8; t++) {
+            if (VNNI_DP) {
+                wb->v[t] = VI_XOR(w[t], VI_SET1((int)0x80808080)); /* w + 128, unsigned */
+            } else {
+#if CW == 8 && !VNNI_DP
+                wb->v[t] = _mm256_sign_epi8(w[t], w[t]); /* |w| */
+                wb->sg[t] = w[t];
+#endif
+            }
+        }
+    } else {
+        vi p[4];
+        transpose16(r, off + (wtype == SDN_TYPE_Q4_1 ? 4 : 2), p);
+        const vi m4 = VI_SET1(0x0F0F0F0F);
+        for (int t = 0; t < 4; t++) {
+            wb->v[t] = VI_AND(p[t], m4);                /* elements 4t..4t+3: low nibbles */
+            wb->v[4 + t] = VI_AND(VI_SRL16(p[t], 4), m4); /* elements 16+4t..: high nibbles */
+        }
+    }
+}
+
+/* Rows [r, r + TX) of the batch against one group: acc[j] over all blocks (from wb[b], or
+ * built per block into a local when wb is NULL), then y. */
+SDN_INLINE void tile(uint32_t wtype, const int TX, const uint8_t *const *rows, const wblk *wbs, int64_t nb,
+                     size_t pf, const char *act, size_t stride, int64_t in, int r, float *out /* [TX][CW] */) {
+    const int affine = wtype == SDN_TYPE_Q4_1;
+    const int off = wtype == SDN_TYPE_Q8_0 ? (VNNI_DP ? 128 : 0) : wtype == SDN_TYPE_Q4_0 ? 8 : 0;
+    const int8_t *xq[RT];
+    const float *xd[RT], *xs[RT];
+    const int32_t *xsum[RT];
+    vf acc[RT], accm[RT];
+    SDN_UNROLL
+    for (int j = 0; j < TX; j++) {
+        const char *row = act + (size_t)(r + j) * stride;
+        xq[j] = sdn_act_q(row);
+        xd[j] = sdn_act_d(row, in);
+        xs[j] = sdn_act_s(row, in);
+        xsum[j] = sdn_act_qsum(row, in);
+        acc[j] = VF_ZERO();
+        accm[j] = VF_ZERO();
+    }
+    wblk local;
+    for (int64_t b = 0; b < nb; b++) {
+        const wblk *wb = wbs ? wbs + b : &local;
+        if (!wbs) build(wtype, rows, b, pf, &local);
+        const vf dw = VF_LOAD(wb->d);
+        vf mw;
+        if (affine) mw = VF_LOAD(wb->m);
+        SDN_UNROLL
+        for (int j = 0; j < TX; j++) {
+            vi isum = off ? VI_SET1(-off * xsum[j][b]) : VI_ZERO();
+            const int8_t *x = xq[j] + 32 * b;
+            SDN_UNROLL
+            for (int t = 0; t < 8; t++) {
+                vi xb = VI_SET1((int)ld32(x + 4 * t));
+#if CW == 8 && !VNNI_DP
+                if (wtype == SDN_TYPE_Q8_0) xb = _mm256_sign_epi8(xb, VI_LOAD(&wb->sg[t]));
+#endif
+                isum = VDP(isum, VI_LOAD(&wb->v[t]), xb);
+            }
+            acc[j] = VF_ADD(acc[j], VF_MUL(VF_CVT(isum), VF_MUL(dw, VF_SET1(xd[j][b]))));
+            if (affine) accm[j] = VF_ADD(accm[j], VF_MUL(mw, VF_SET1(xs[j][b])));
+        }
+    }
+    SDN_UNROLL
+    for (int j = 0; j < TX; j++) VF_STOREU(out + j * CW, affine ? VF_ADD(acc[j], accm[j]) : acc[j]);
+}
+
+#define TILE_FN(name, T, TX)                                                                                        \
+    static void name(const uint8_t *const *rows, const wblk *wbs, int64_t nb, size_t pf, const char *act,          \
+                     size_t stride, int64_t in, int r, float *out) {                                                \
+        tile(T, TX, rows, wbs, nb, pf, act, stride, in, r, out);                                                    \
+    }
+#define TILE_SET(pfx, T)                                                                                            \
+    TILE_FN(pfx##_1, T, 1)                                                                                          \
+    TILE_FN(pfx##_2, T, 2)                                                                                          \
+    TILE_FN(pfx##_3, T, 3)                                                                                          \
+    TILE_FN(pfx##_4, T, 4)                                                                                          \
+    static void pfx##_build(const uint8_t *const *rows, int64_t b, size_t pf, wblk *wb) { build(T, rows, b, pf, wb); } \
+    static const tile_fn pfx##_tiles[4] = {pfx##_1, pfx##_2, pfx##_3, pfx##_4};
+
+typedef void (*tile_fn)(const uint8_t *const *, const wblk *, int64_t, size_t, const char *, size_t, int64_t, int,
+                        float *);
+
+TILE_SET(q8_0, SDN_TYPE_Q8_0)
+TILE_SET(q4_0, SDN_TYPE_Q4_0)
+TILE_SET(q4_1, SDN_TYPE_Q4_1)
+
+/* Per-thread scratch for the transposed weights of one column group. */
+static __thread wblk *g_scratch;
+static __thread int64_t g_scratch_nb;
+
+static wblk *scratch(int64_t nb) {
+    if (nb > g_scratch_nb) {
+        free(g_scratch);
+        g_scratch = aligned_alloc(64, (size_t)nb * sizeof(wblk));
+        g_scratch_nb = g_scratch ? nb : 0;
+    }
+    return g_scratch;
+}
+
+/* Returns 0 (and does nothing) for types other than Q8_0, Q4_0, Q4_1. */
+int SDN_KFN(sdn_matmul_cols)(uint32_t wtype, const void *W, size_t row_bytes, int64_t in, const void *act, int n,
+                             float *Y, int64_t ldy, int64_t o0, int64_t o1) {
+    const tile_fn *tiles;
+    void (*bld)(const uint8_t *const *, int64_t, size_t, wblk *);
+    switch (wtype) {
+    case SDN_TYPE_Q8_0: tiles = q8_0_tiles; bld = q8_0_build; break;
+    case SDN_TYPE_Q4_0: tiles = q4_0_tiles; bld = q4_0_build; break;
+    case SDN_TYPE_Q4_1: tiles = q4_1_tiles; bld = q4_1_build; break;
+    default: return 0;
+    }
+    const size_t stride = sdn_act_row_stride(wtype, in);
+    const int64_t nb = in / 32;
+    const size_t pf = (size_t)CW * row_bytes; /* prefetch distance: the next group's rows */
+    /* without scratch memory every tile unpacks for itself: slower, the same bits */
+    wblk *wbs = n > FUSE_ROWS ? scratch(nb) : NULL;
+    float out[RT * CW] __attribute__((aligned(64)));
+    for (int64_t o = o0; o < o1; o += CW) {
+        const int nc = o1 - o < CW ? (int)(o1 - o) : CW;
+        const uint8_t *rows[CW];
+        for (int c = 0; c < CW; c++) rows[c] = (const uint8_t *)W + (size_t)(o + (c < nc ? c : nc - 1)) * row_bytes;
+        if (wbs)
+            for (int64_t b = 0; b < nb; b++) bld(rows, b, pf, wbs + b);
+        for (int r = 0; r < n; r += RT) {
+            const int tx = n - r < RT ? n - r : RT;
+            tiles[tx - 1](rows, wbs, nb, pf, (const char *)act, stride, in, r, out);
+            for (int j = 0; j < tx; j++) memcpy(Y + (size_t)(r + j) * ldy + o, out + j * CW, sizeof(float) * (size_t)nc);
+        }
+    }
+    return 1;
+}
+
+#endif
