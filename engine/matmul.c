@@ -6,7 +6,8 @@
  *   F32, F16, BF16 weights, F32 activations           matmul_float_avx2.c
  *   Q8_0, Q4_0, Q4_1 (the portable bits)               matmul_cols_avx2.c
  *   Q5_0, Q5_1 x Q8_0/Q8_1-style                       matmul_q32_avx2.c
- *   Q4_K, Q5_K, Q6_K x Q8_K-style                      matmul_k_avx2.c
+ *   Q4_K, Q6_K (the portable bits)                     matmul_kcols_avx2.c
+ *   Q5_K x Q8_K-style                                  matmul_k_avx2.c
  *   activation preparation                             matmul_act_avx2.c
  *   any type, plain C                                  matmul_portable.c
  * Layouts of the prepared activations: matmul_internal.h. */
@@ -32,10 +33,11 @@ typedef int (*cols_fn)(uint32_t, const void *, size_t, int64_t, const void *, in
 typedef struct kvariant {
     prep_fn prep;
     mm_fn fl, q32, k;
-    cols_fn cols;
+    cols_fn cols, kcols;
 } kvariant;
 
-#define KV(v) {sdn_act_prepare_##v, sdn_matmul_float_##v, sdn_matmul_q32_##v, sdn_matmul_k_##v, sdn_matmul_cols_##v}
+#define KV(v) {sdn_act_prepare_##v, sdn_matmul_float_##v, sdn_matmul_q32_##v, sdn_matmul_k_##v, sdn_matmul_cols_##v,        \
+              sdn_matmul_kcols_##v}
 static const kvariant kv_avx2 = KV(avx2), kv_avx2vnni = KV(avx2vnni), kv_avx512 = KV(avx512);
 
 /* The SIMD variant of the path in use (NULL: portable). */
@@ -72,7 +74,9 @@ void sdn_matmul_rows(uint32_t wtype, const void *W, size_t row_bytes, int64_t in
     case SDN_ACT_Q32:
         if (!v->cols(wtype, W, row_bytes, in, act, n, Y, ldy, o0, o1)) v->q32(wtype, W, row_bytes, in, act, n, Y, ldy, o0, o1);
         break;
-    case SDN_ACT_QK: v->k(wtype, W, row_bytes, in, act, n, Y, ldy, o0, o1); break;
+    case SDN_ACT_QK:
+        if (!v->kcols(wtype, W, row_bytes, in, act, n, Y, ldy, o0, o1)) v->k(wtype, W, row_bytes, in, act, n, Y, ldy, o0, o1);
+        break;
     default: break;
     }
 }

@@ -29,55 +29,7 @@
 
 #include "engine/matmul_avx2.h"
 
-#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VNNI__)
-#define CW 16
-typedef __m512i vi;
-typedef __m512 vf;
-#define VI_ZERO() _mm512_setzero_si512()
-#define VI_SET1(v) _mm512_set1_epi32(v)
-#define VI_AND(a, b) _mm512_and_si512(a, b)
-#define VI_SUB(a, b) _mm512_sub_epi32(a, b)
-#define VI_XOR(a, b) _mm512_xor_si512(a, b)
-#define VI_SRL16(a, k) _mm512_srli_epi16(a, k)
-#define VI_LOAD(p) _mm512_load_si512((const void *)(p))
-#define VI_STORE(p, v) _mm512_store_si512((void *)(p), v)
-#define VDP(acc, u, s) _mm512_dpbusd_epi32(acc, u, s)
-#define VF_ZERO() _mm512_setzero_ps()
-#define VF_SET1(v) _mm512_set1_ps(v)
-#define VF_LOAD(p) _mm512_load_ps(p)
-#define VF_STORE(p, v) _mm512_store_ps(p, v)
-#define VF_STOREU(p, v) _mm512_storeu_ps(p, v)
-#define VF_CVT(v) _mm512_cvtepi32_ps(v)
-#define VF_MUL(a, b) _mm512_mul_ps(a, b)
-#define VF_ADD(a, b) _mm512_add_ps(a, b)
-#define VNNI_DP 1
-#else
-#define CW 8
-typedef __m256i vi;
-typedef __m256 vf;
-#define VI_ZERO() _mm256_setzero_si256()
-#define VI_SET1(v) _mm256_set1_epi32(v)
-#define VI_AND(a, b) _mm256_and_si256(a, b)
-#define VI_SUB(a, b) _mm256_sub_epi32(a, b)
-#define VI_XOR(a, b) _mm256_xor_si256(a, b)
-#define VI_SRL16(a, k) _mm256_srli_epi16(a, k)
-#define VI_LOAD(p) _mm256_load_si256((const __m256i *)(p))
-#define VI_STORE(p, v) _mm256_store_si256((__m256i *)(p), v)
-#define VDP(acc, u, s) sdn_dpbusd(acc, u, s)
-#define VF_ZERO() _mm256_setzero_ps()
-#define VF_SET1(v) _mm256_set1_ps(v)
-#define VF_LOAD(p) _mm256_load_ps(p)
-#define VF_STORE(p, v) _mm256_store_ps(p, v)
-#define VF_STOREU(p, v) _mm256_storeu_ps(p, v)
-#define VF_CVT(v) _mm256_cvtepi32_ps(v)
-#define VF_MUL(a, b) _mm256_mul_ps(a, b)
-#define VF_ADD(a, b) _mm256_add_ps(a, b)
-#ifdef SDN_VNNI
-#define VNNI_DP 1
-#else
-#define VNNI_DP 0
-#endif
-#endif
+#include "engine/matmul_cols.h"
 
 #define RT 4        /* activation rows per tile */
 #define FUSE_ROWS 4 /* batches up to this size transpose in registers, larger ones via scratch */
@@ -91,77 +43,6 @@ typedef struct {
 #endif
     float d[CW], m[CW];
 } __attribute__((aligned(64))) wblk;
-
-SDN_INLINE uint32_t ld32(const void *p) {
-    uint32_t v;
-    memcpy(&v, p, 4);
-    return v;
-}
-
-/* In-lane 4x4 transpose of 32-bit elements across a0..a3 (every 128-bit lane separately):
- * out[t] lane-position i of each 128-bit lane = a_i's element t of that lane. */
-#define TRANSPOSE4(T, UNLO32, UNHI32, UNLO64, UNHI64, a0, a1, a2, a3, out)                                          \
-    do {                                                                                                             \
-        const T t0_ = UNLO32(a0, a1), t1_ = UNHI32(a0, a1), t2_ = UNLO32(a2, a3), t3_ = UNHI32(a2, a3);                \
-        out[0] = UNLO64(t0_, t2_);                                                                                    \
-        out[1] = UNHI64(t0_, t2_);                                                                                    \
-        out[2] = UNLO64(t1_, t3_);                                                                                    \
-        out[3] = UNHI64(t1_, t3_);                                                                                    \
-    } while (0)
-
-#if CW == 16
-#define TR4(a0, a1, a2, a3, out)                                                                                     \
-    TRANSPOSE4(__m512i, _mm512_unpacklo_epi32, _mm512_unpackhi_epi32, _mm512_unpacklo_epi64, _mm512_unpackhi_epi64, \
-               a0, a1, a2, a3, out)
-/* 32 bytes of rows r[0..15] at byte offset off -> V[t] lane c = dword t of row c. */
-SDN_INLINE void transpose32(const uint8_t *const *r, size_t off, vi *V) {
-    __m512i a[8], x[4], y[4];
-    for (int j = 0; j < 4; j++) {
-        a[j] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(r[j] + off))),
-                                  _mm256_loadu_si256((const __m256i *)(r[j + 4] + off)), 1);
-        a[4 + j] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(r[8 + j] + off))),
-                                      _mm256_loadu_si256((const __m256i *)(r[12 + j] + off)), 1);
-    }
-    TR4(a[0], a[1], a[2], a[3], x);
-    TR4(a[4], a[5], a[6], a[7], y);
-    for (int t = 0; t < 4; t++) {
-        V[t] = _mm512_shuffle_i64x2(x[t], y[t], _MM_SHUFFLE(2, 0, 2, 0));
-        V[4 + t] = _mm512_shuffle_i64x2(x[t], y[t], _MM_SHUFFLE(3, 1, 3, 1));
-    }
-}
-/* 16 bytes of rows r[0..15] at off -> P[t] lane c = dword t of row c (t < 4). */
-SDN_INLINE void transpose16(const uint8_t *const *r, size_t off, vi *P) {
-    __m512i a[4];
-    for (int i = 0; i < 4; i++) {
-        __m512i v = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(r[i] + off)));
-        v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(r[4 + i] + off)), 1);
-        v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(r[8 + i] + off)), 2);
-        a[i] = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(r[12 + i] + off)), 3);
-    }
-    TR4(a[0], a[1], a[2], a[3], P);
-}
-#else
-#define TR4(a0, a1, a2, a3, out)                                                                                     \
-    TRANSPOSE4(__m256i, _mm256_unpacklo_epi32, _mm256_unpackhi_epi32, _mm256_unpacklo_epi64, _mm256_unpackhi_epi64, \
-               a0, a1, a2, a3, out)
-SDN_INLINE void transpose32(const uint8_t *const *r, size_t off, vi *V) {
-    __m256i a[8], x[4], y[4];
-    for (int j = 0; j < 8; j++) a[j] = _mm256_loadu_si256((const __m256i *)(r[j] + off));
-    TR4(a[0], a[1], a[2], a[3], x);
-    TR4(a[4], a[5], a[6], a[7], y);
-    for (int t = 0; t < 4; t++) {
-        V[t] = _mm256_permute2x128_si256(x[t], y[t], 0x20);
-        V[4 + t] = _mm256_permute2x128_si256(x[t], y[t], 0x31);
-    }
-}
-SDN_INLINE void transpose16(const uint8_t *const *r, size_t off, vi *P) {
-    __m256i a[4];
-    for (int i = 0; i < 4; i++)
-        a[i] = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(r[i] + off))),
-                                       _mm_loadu_si128((const __m128i *)(r[4 + i] + off)), 1);
-    TR4(a[0], a[1], a[2], a[3], P);
-}
-#endif
 
 SDN_INLINE size_t blk_bytes(uint32_t wtype) {
     return wtype == SDN_TYPE_Q8_0 ? 34 : wtype == SDN_TYPE_Q4_0 ? 18 : 20;

@@ -299,7 +299,7 @@ static void test_batch_invariance_portable(void **state) {
 /* Types whose kernels compute the same float operations in the same order on every path
  * (docs/kernels.md, "Batch invariance across paths"): their bits agree across paths. */
 static int cross_path_exact(uint32_t t) {
-    return t == SDN_TYPE_Q8_0 || t == SDN_TYPE_Q4_0 || t == SDN_TYPE_Q4_1;
+    return t == SDN_TYPE_Q8_0 || t == SDN_TYPE_Q4_0 || t == SDN_TYPE_Q4_1 || t == SDN_TYPE_Q4_K || t == SDN_TYPE_Q6_K;
 }
 
 /* Y of batches n = 1..64 (all rows at once) on the path in use vs on `ref`; bit for bit when
