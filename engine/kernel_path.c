@@ -9,6 +9,7 @@
 #include "engine/kernel_path.h"
 
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -187,3 +188,17 @@ const char *sdn_cpu_features(void) {
 
 /* AVX-VNNI is not a path of its own: the avx2 path uses it when the CPU has it. */
 int sdn_kpath_avxvnni(void) { return caps()->avxvnni; }
+
+void sdn_amx_tile_config(uint8_t cfg[64], int m) {
+    memset(cfg, 0, 64);
+    cfg[0] = 1; /* palette 1; start_row 0 */
+    /* colsb[i] at 16 + 2i (little-endian uint16), rows[i] at 48 + i */
+    static const int colsb[3] = {64, 32, 64}, rows8 = 8;
+    for (int t = 0; t < 3; t++) {
+        cfg[16 + 2 * t] = (uint8_t)colsb[t];
+        cfg[17 + 2 * t] = 0;
+    }
+    cfg[48 + 0] = (uint8_t)m; /* tmm0: C, m rows of 16 int32 */
+    cfg[48 + 1] = (uint8_t)m; /* tmm1: A, m activation rows of 32 bytes (one block) */
+    cfg[48 + 2] = rows8;      /* tmm2: B, 8 rows of 16 columns x 4 bytes */
+}

@@ -28,12 +28,15 @@ void sdn_kernels_setup(void) { pthread_once(&g_setup_once, setup_once); }
 typedef void (*prep_fn)(uint32_t, const float *, int64_t, int, int64_t, void *);
 typedef void (*mm_fn)(uint32_t, const void *, size_t, int64_t, const void *, int, float *, int64_t, int64_t, int64_t);
 
-typedef int (*cols_fn)(uint32_t, const void *, size_t, int64_t, const void *, int, float *, int64_t, int64_t, int64_t);
+typedef int (*cols_fn)(uint32_t, const void *, size_t, int64_t, const void *, int, float *, int64_t, int64_t, int64_t,
+                       int);
+typedef int (*kcols_fn)(uint32_t, const void *, size_t, int64_t, const void *, int, float *, int64_t, int64_t, int64_t);
 
 typedef struct kvariant {
     prep_fn prep;
     mm_fn fl, q32, k;
-    cols_fn cols, kcols;
+    cols_fn cols;
+    kcols_fn kcols;
 } kvariant;
 
 #define KV(v) {sdn_act_prepare_##v, sdn_matmul_float_##v, sdn_matmul_q32_##v, sdn_matmul_k_##v, sdn_matmul_cols_##v,        \
@@ -72,7 +75,9 @@ void sdn_matmul_rows(uint32_t wtype, const void *W, size_t row_bytes, int64_t in
     switch (sdn_act_family(wtype)) {
     case SDN_ACT_F32: v->fl(wtype, W, row_bytes, in, act, n, Y, ldy, o0, o1); break;
     case SDN_ACT_Q32:
-        if (!v->cols(wtype, W, row_bytes, in, act, n, Y, ldy, o0, o1)) v->q32(wtype, W, row_bytes, in, act, n, Y, ldy, o0, o1);
+        if (!v->cols(wtype, W, row_bytes, in, act, n, Y, ldy, o0, o1,
+                     n >= SDN_AMX_MIN_ROWS && sdn_kpath_get() == SDN_KPATH_AMX))
+            v->q32(wtype, W, row_bytes, in, act, n, Y, ldy, o0, o1);
         break;
     case SDN_ACT_QK:
         if (!v->kcols(wtype, W, row_bytes, in, act, n, Y, ldy, o0, o1)) v->k(wtype, W, row_bytes, in, act, n, Y, ldy, o0, o1);

@@ -160,9 +160,57 @@ static wblk *scratch(int64_t nb) {
     return g_scratch;
 }
 
-/* Returns 0 (and does nothing) for types other than Q8_0, Q4_0, Q4_1. */
+#if CW == 16
+/* AMX-INT8 (tile registers + TMUL), used by the amx path for batches of SDN_AMX_MIN_ROWS rows
+ * and more: per block, C = A x B with tdpbsud, A = up to 16 activation rows of 32 int8 (the
+ * prepared rows read in place, stride = row stride), B = the block's 8 transposed weight
+ * vectors from the scratch (unsigned levels, 64-byte rows), C = the exact int32 block sums of
+ * 16 rows x 16 columns, the integers the vpdpbusd loop computes; the float work per row is the
+ * same code as tile(), so the bits are the same. Every tile instruction is inline asm (no AMX
+ * intrinsics): GCC 12's _tile_loadconfig can drop the stores that fill the configuration before
+ * ldtilecfg (SIGILL at the first tile instruction), so the configuration is written by an
+ * out-of-line function into memory the asm reads through a "memory" clobber. */
+static void amx_rows(uint32_t wtype, const wblk *wbs, int64_t nb, const char *act, size_t stride, int64_t in, int r,
+                     int m, float *out /* [16][CW] */) {
+    const int affine = wtype == SDN_TYPE_Q4_1;
+    const int off = wtype == SDN_TYPE_Q8_0 ? 128 : wtype == SDN_TYPE_Q4_0 ? 8 : 0;
+    uint8_t cfg[64] __attribute__((aligned(64)));
+    int32_t C[16][CW] __attribute__((aligned(64)));
+    sdn_amx_tile_config(cfg, m);
+    __asm__ volatile("ldtilecfg %0" ::"m"(*(const uint8_t(*)[64])cfg) : "memory");
+    vf acc[16], accm[16];
+    for (int j = 0; j < m; j++) acc[j] = accm[j] = VF_ZERO();
+    const char *a0 = act + (size_t)r * stride;
+    for (int64_t b = 0; b < nb; b++) {
+        const wblk *wb = wbs + b;
+        __asm__ volatile("tilezero %%tmm0\n\t"
+                         "tileloadd (%0,%1,1), %%tmm1\n\t"
+                         "tileloadd (%2,%3,1), %%tmm2\n\t"
+                         "tdpbsud %%tmm2, %%tmm1, %%tmm0\n\t"
+                         "tilestored %%tmm0, (%4,%3,1)"
+                         :
+                         : "r"(a0 + 32 * b), "r"((long)stride), "r"(wb->v), "r"((long)64), "r"(C)
+                         : "memory");
+        const vf dw = VF_LOAD(wb->d);
+        vf mw = VF_ZERO();
+        if (affine) mw = VF_LOAD(wb->m);
+        for (int j = 0; j < m; j++) {
+            const char *row = a0 + (size_t)j * stride;
+            vi isum = VI_LOAD(C[j]);
+            if (off) isum = VI_ADD(isum, VI_SET1(-off * sdn_act_qsum(row, in)[b]));
+            acc[j] = VF_ADD(acc[j], VF_MUL(VF_CVT(isum), VF_MUL(dw, VF_SET1(sdn_act_d(row, in)[b]))));
+            if (affine) accm[j] = VF_ADD(accm[j], VF_MUL(mw, VF_SET1(sdn_act_s(row, in)[b])));
+        }
+    }
+    __asm__ volatile("tilerelease" ::: "memory");
+    for (int j = 0; j < m; j++) VF_STOREU(out + j * CW, affine ? VF_ADD(acc[j], accm[j]) : acc[j]);
+}
+#endif
+
+/* Returns 0 (and does nothing) for types other than Q8_0, Q4_0, Q4_1. amx: use AMX tiles
+ * (only in the AVX-512 build, on a CPU the caller checked). */
 int SDN_KFN(sdn_matmul_cols)(uint32_t wtype, const void *W, size_t row_bytes, int64_t in, const void *act, int n,
-                             float *Y, int64_t ldy, int64_t o0, int64_t o1) {
+                             float *Y, int64_t ldy, int64_t o0, int64_t o1, int amx) {
     const tile_fn *tiles;
     void (*bld)(const uint8_t *const *, int64_t, size_t, wblk *);
     switch (wtype) {
@@ -176,13 +224,29 @@ int SDN_KFN(sdn_matmul_cols)(uint32_t wtype, const void *W, size_t row_bytes, in
     const size_t pf = (size_t)CW * row_bytes; /* prefetch distance: the next group's rows */
     /* without scratch memory every tile unpacks for itself: slower, the same bits */
     wblk *wbs = n > FUSE_ROWS ? scratch(nb) : NULL;
+#if CW == 16
+    float out[16 * CW] __attribute__((aligned(64)));
+#else
     float out[RT * CW] __attribute__((aligned(64)));
+    (void)amx;
+#endif
     for (int64_t o = o0; o < o1; o += CW) {
         const int nc = o1 - o < CW ? (int)(o1 - o) : CW;
         const uint8_t *rows[CW];
         for (int c = 0; c < CW; c++) rows[c] = (const uint8_t *)W + (size_t)(o + (c < nc ? c : nc - 1)) * row_bytes;
         if (wbs)
             for (int64_t b = 0; b < nb; b++) bld(rows, b, pf, wbs + b);
+#if CW == 16
+        if (amx && wbs) {
+            for (int r = 0; r < n; r += 16) {
+                const int m = n - r < 16 ? n - r : 16;
+                amx_rows(wtype, wbs, nb, (const char *)act, stride, in, r, m, out);
+                for (int j = 0; j < m; j++)
+                    memcpy(Y + (size_t)(r + j) * ldy + o, out + j * CW, sizeof(float) * (size_t)nc);
+            }
+            continue;
+        }
+#endif
         for (int r = 0; r < n; r += RT) {
             const int tx = n - r < RT ? n - r : RT;
             tiles[tx - 1](rows, wbs, nb, pf, (const char *)act, stride, in, r, out);

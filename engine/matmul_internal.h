@@ -105,7 +105,7 @@ static inline const int16_t *sdn_act_bsum(const void *row, int64_t in) {
     void sdn_matmul_k_##v(uint32_t wtype, const void *W, size_t row_bytes, int64_t in, const void *act, int n,       \
                           float *Y, int64_t ldy, int64_t o0, int64_t o1);                                             \
     int sdn_matmul_cols_##v(uint32_t wtype, const void *W, size_t row_bytes, int64_t in, const void *act, int n,     \
-                            float *Y, int64_t ldy, int64_t o0, int64_t o1);                                           \
+                            float *Y, int64_t ldy, int64_t o0, int64_t o1, int amx);                                  \
     int sdn_matmul_kcols_##v(uint32_t wtype, const void *W, size_t row_bytes, int64_t in, const void *act, int n,    \
                              float *Y, int64_t ldy, int64_t o0, int64_t o1);                                          \
     int sdn_dequantize_row_##v(uint32_t type, const void *src, float *dst, int64_t n);                                \
@@ -119,6 +119,11 @@ SDN_KDECL(avx512)
 extern float sdn_f16_table[65536];
 /* One-time setup the SIMD kernels need (the table above); idempotent, thread-safe. */
 void sdn_kernels_setup(void);
+/* The 64-byte AMX tile configuration of the column kernels' AMX loop (kernel_path.c), for
+ * m = 1..16 activation rows: palette 1; tmm0 = C (m rows x 64 bytes: 16 int32 columns),
+ * tmm1 = A (m rows x 32 bytes: one 32-element block of int8 activations), tmm2 = B (8 rows x
+ * 64 bytes: 16 columns x 4 weight bytes); everything else zero (Intel SDM, LDTILECFG). */
+void sdn_amx_tile_config(uint8_t cfg[64], int m);
 /* 1 if the CPU has AVX-VNNI (kernel_path.c). */
 int sdn_kpath_avxvnni(void);
 

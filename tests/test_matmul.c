@@ -23,7 +23,9 @@
  *    lacks are reported SKIPPED by name): invariance as above on the path, and the path's
  *    bits against the portable path's for batches n = 1..64 (bit for bit for the types whose
  *    float work has one fixed order on every path, see cross_path_exact; to float rounding
- *    otherwise, and then bit for bit between the SIMD paths). */
+ *    otherwise, and then bit for bit between the SIMD paths); on the amx path batches of 16 and
+ *    more rows of Q8_0/Q4_0/Q4_1 run on AMX tiles, so [AMX] checks the tile configuration and
+ *    kernel where the CPU has AMX; the configuration bytes are checked everywhere. */
 #include <float.h>
 #include <math.h>
 #include <setjmp.h>
@@ -36,6 +38,7 @@
 
 #include "common/sdn_util.h"
 #include "engine/matmul.h"
+#include "engine/matmul_internal.h"
 #include "engine/matmul_ref.h"
 #include "engine/quant.h"
 #include "engine/tensor_types.h"
@@ -393,6 +396,27 @@ static void test_act_prepare_agree(void **state) {
     free(X);
 }
 
+/* The AMX tile configuration bytes (checked everywhere; executed by the [AMX] tests on
+ * machines with AMX): palette 1, C/A/B tiles with the documented rows and column bytes, every
+ * other byte zero (reserved fields must be zero or ldtilecfg faults). */
+static void test_amx_tile_config(void **state) {
+    (void)state;
+    for (int m = 1; m <= 16; m++) {
+        uint8_t cfg[64];
+        memset(cfg, 0xEE, sizeof cfg);
+        sdn_amx_tile_config(cfg, m);
+        uint8_t want[64] = {0};
+        want[0] = 1;
+        want[16] = 64; /* tmm0 colsb 64 */
+        want[18] = 32; /* tmm1 colsb 32 */
+        want[20] = 64; /* tmm2 colsb 64 */
+        want[48] = (uint8_t)m;
+        want[49] = (uint8_t)m;
+        want[50] = 8;
+        assert_memory_equal(cfg, want, 64);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         KPATH_TESTS(test_act_prepare_agree),
@@ -400,6 +424,7 @@ int main(void) {
         KPATH_TESTS(test_batch_invariance),
         cmocka_unit_test(test_batch_invariance_portable),
         KPATH_TESTS(test_paths_agree),
+        cmocka_unit_test(test_amx_tile_config),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

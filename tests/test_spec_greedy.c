@@ -3,7 +3,9 @@
  * greedy decoding (the reference is the same model decoded one token at a time), for every
  * method: pld, sam, sam+tree, sam+cal (with prefill predictions), sam+reuse, sdnpu. Runs on
  * make-model models of each architecture (several tensor types) and on the real TinyStories
- * model, whose continuations repeat enough for drafts to be accepted. */
+ * model, whose continuations repeat enough for drafts to be accepted. test_kernel_path[path]
+ * repeats the make-model check on each kernel path the machine has (fewer prompts; paths it
+ * lacks are reported SKIPPED). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -19,6 +21,7 @@
 #include "engine/model.h"
 #include "engine/session.h"
 #include "engine/tokenizer.h"
+#include "support/kpath_test.h"
 #include "support/test_util.h"
 
 typedef struct counts {
@@ -109,6 +112,20 @@ static void test_make_model_archs(void **state) {
     assert_true(cnt.runs >= 200);
 }
 
+static void test_kernel_path(void **state) {
+    kpath_use(state);
+    const char *types[] = {"Q4_0", "Q4_K_M"};
+    counts cnt = {0};
+    for (int a = 0; a < 2; a++) {
+        sdn_model *m = tu_load(tu_model("tiny-qwen2", types[a], 33), NULL);
+        check_model(m, 6, 200 + (uint64_t)a, 8, &cnt);
+        sdn_model_free(m);
+    }
+    print_message("path %s: %d speculative runs identical to plain, %ld draft tokens accepted\n", sdn_kpath_name(sdn_kpath_get()),
+                  cnt.runs, cnt.accepted);
+    assert_true(cnt.runs >= 72);
+}
+
 static void test_tinystories(void **state) {
     TU_REQUIRE_SHARED();
     sdn_model *m = tu_load_stories();
@@ -124,6 +141,7 @@ static void test_tinystories(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_make_model_archs),
+        KPATH_TESTS(test_kernel_path),
         cmocka_unit_test(test_tinystories),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
