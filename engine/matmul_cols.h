@@ -10,6 +10,7 @@
 #ifndef SDN_MATMUL_COLS_H
 #define SDN_MATMUL_COLS_H
 
+#include <stdlib.h>
 #include <string.h>
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VNNI__)
@@ -157,5 +158,79 @@ SDN_INLINE vf vf_from_f16(vi v, int hi) {
     return _mm256_cvtph_ps(_mm_packus_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1)));
 #endif
 }
+
+/* ---- the driver shared by the column kernels ----
+ * A kernel supplies: blk_bytes (the unpacked form of one (column group, block)), build (unpack
+ * block b of the group's CW weight rows into a blk), tiles[tx - 1] (rows [r, r + tx) of the
+ * batch, tx <= COL_RT, against all blocks: from the unpacked blocks, or unpacking per block
+ * when given NULL; writes out[tx][CW]) and optionally group (all n rows of a group at once from
+ * the unpacked blocks, writing out[row][CW] rows of up to 16 at a time via its own loop; NULL
+ * when unused). */
+#define COL_RT 4        /* activation rows per tile */
+#define COL_FUSE_ROWS 4 /* batches up to this size unpack in registers, larger ones via scratch */
+
+typedef void (*col_build_fn)(const uint8_t *const *rows, int64_t b, size_t pf, void *blk);
+typedef void (*col_tile_fn)(const uint8_t *const *rows, const void *blks, int64_t nb, size_t pf, const char *act,
+                            size_t stride, int64_t in, int r, float *out);
+/* All n rows of one group from the unpacked blocks into Y (columns [o, o + nc)). */
+typedef void (*col_group_fn)(const void *blks, int64_t nb, const char *act, size_t stride, int64_t in, int n, float *Y,
+                             int64_t ldy, int64_t o, int nc);
+
+/* Per-thread scratch of at least `bytes` (64-byte aligned; NULL when out of memory). */
+static __thread void *g_col_scratch;
+static __thread size_t g_col_scratch_bytes;
+static inline void *col_scratch(size_t bytes) {
+    if (bytes > g_col_scratch_bytes) {
+        free(g_col_scratch);
+        g_col_scratch = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
+        g_col_scratch_bytes = g_col_scratch ? bytes : 0;
+    }
+    return g_col_scratch;
+}
+
+/* Y[r][o] for r < n, o0 <= o < o1: column groups of CW (the last one repeats its last valid
+ * row in the missing lanes, which are not stored), each unpacked once into scratch for
+ * batches above COL_FUSE_ROWS (without scratch memory every tile unpacks for itself: slower,
+ * the same bits), then row tiles or `group`. */
+static inline void col_drive(const void *W, size_t row_bytes, int64_t nb, size_t blk_bytes, col_build_fn build,
+                             const col_tile_fn *tiles, col_group_fn group, const char *act, size_t stride, int64_t in,
+                             int n, float *Y, int64_t ldy, int64_t o0, int64_t o1) {
+    const size_t pf = (size_t)CW * row_bytes; /* prefetch distance: the next group's rows */
+    char *blks = n > COL_FUSE_ROWS ? col_scratch((size_t)nb * blk_bytes) : NULL;
+    float out[COL_RT * CW] __attribute__((aligned(64)));
+    for (int64_t o = o0; o < o1; o += CW) {
+        const int nc = o1 - o < CW ? (int)(o1 - o) : CW;
+        const uint8_t *rows[CW];
+        for (int c = 0; c < CW; c++) rows[c] = (const uint8_t *)W + (size_t)(o + (c < nc ? c : nc - 1)) * row_bytes;
+        if (blks)
+            for (int64_t b = 0; b < nb; b++) build(rows, b, pf, blks + (size_t)b * blk_bytes);
+        if (group && blks) {
+            group(blks, nb, act, stride, in, n, Y, ldy, o, nc);
+            continue;
+        }
+        for (int r = 0; r < n; r += COL_RT) {
+            const int tx = n - r < COL_RT ? n - r : COL_RT;
+            tiles[tx - 1](rows, blks, nb, pf, act, stride, in, r, out);
+            for (int j = 0; j < tx; j++) memcpy(Y + (size_t)(r + j) * ldy + o, out + j * CW, sizeof(float) * (size_t)nc);
+        }
+    }
+}
+
+/* tile functions for tile sizes 1..4 of an inline tile body BODY(T, TX, ...), a build wrapper,
+ * and the table pfx##_tiles */
+#define COL_TILE_FN(name, BODY, BLK, T, TX)                                                                           \
+    static void name(const uint8_t *const *rows, const void *blks, int64_t nb, size_t pf, const char *act,           \
+                     size_t stride, int64_t in, int r, float *out) {                                                  \
+        BODY(T, TX, rows, (const BLK *)blks, nb, pf, act, stride, in, r, out);                                        \
+    }
+#define COL_TILE_SET(pfx, BODY, BUILD, BLK, T)                                                                        \
+    COL_TILE_FN(pfx##_1, BODY, BLK, T, 1)                                                                             \
+    COL_TILE_FN(pfx##_2, BODY, BLK, T, 2)                                                                             \
+    COL_TILE_FN(pfx##_3, BODY, BLK, T, 3)                                                                             \
+    COL_TILE_FN(pfx##_4, BODY, BLK, T, 4)                                                                             \
+    static void pfx##_build(const uint8_t *const *rows, int64_t b, size_t pf, void *blk) {                            \
+        BUILD(T, rows, b, pf, (BLK *)blk);                                                                            \
+    }                                                                                                                 \
+    static const col_tile_fn pfx##_tiles[COL_RT] = {pfx##_1, pfx##_2, pfx##_3, pfx##_4};
 
 #endif

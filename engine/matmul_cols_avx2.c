@@ -18,7 +18,7 @@
  * bits, whatever the vector width, the batch size or the tile (batch invariance across
  * paths, docs/kernels.md).
  *
- * Batches of up to FUSE_ROWS rows transpose each block in registers as they go; larger ones
+ * Batches of up to COL_FUSE_ROWS rows transpose each block in registers as they go; larger ones
  * first transpose the whole group (all blocks) into a per-thread scratch buffer that all row
  * tiles then read from cache. Without VNNI (plain AVX2) Q8_0 uses |w| and sign(x, w) with
  * vpmaddubsw + vpmaddwd (exact for these ranges, see matmul_avx2.h). */
@@ -31,8 +31,7 @@
 
 #include "engine/matmul_cols.h"
 
-#define RT 4        /* activation rows per tile */
-#define FUSE_ROWS 4 /* batches up to this size transpose in registers, larger ones via scratch */
+#define RT COL_RT
 
 /* Weight-side data of one (column group, block): 8 transposed level vectors, for plain-AVX2
  * Q8_0 also the 8 signed level vectors (for sign(x, w)), then per-lane d and m. */
@@ -127,38 +126,9 @@ SDN_INLINE void tile(uint32_t wtype, const int TX, const uint8_t *const *rows, c
     for (int j = 0; j < TX; j++) VF_STOREU(out + j * CW, affine ? VF_ADD(acc[j], accm[j]) : acc[j]);
 }
 
-#define TILE_FN(name, T, TX)                                                                                        \
-    static void name(const uint8_t *const *rows, const wblk *wbs, int64_t nb, size_t pf, const char *act,          \
-                     size_t stride, int64_t in, int r, float *out) {                                                \
-        tile(T, TX, rows, wbs, nb, pf, act, stride, in, r, out);                                                    \
-    }
-#define TILE_SET(pfx, T)                                                                                            \
-    TILE_FN(pfx##_1, T, 1)                                                                                          \
-    TILE_FN(pfx##_2, T, 2)                                                                                          \
-    TILE_FN(pfx##_3, T, 3)                                                                                          \
-    TILE_FN(pfx##_4, T, 4)                                                                                          \
-    static void pfx##_build(const uint8_t *const *rows, int64_t b, size_t pf, wblk *wb) { build(T, rows, b, pf, wb); } \
-    static const tile_fn pfx##_tiles[4] = {pfx##_1, pfx##_2, pfx##_3, pfx##_4};
-
-typedef void (*tile_fn)(const uint8_t *const *, const wblk *, int64_t, size_t, const char *, size_t, int64_t, int,
-                        float *);
-
-TILE_SET(q8_0, SDN_TYPE_Q8_0)
-TILE_SET(q4_0, SDN_TYPE_Q4_0)
-TILE_SET(q4_1, SDN_TYPE_Q4_1)
-
-/* Per-thread scratch for the transposed weights of one column group. */
-static __thread wblk *g_scratch;
-static __thread int64_t g_scratch_nb;
-
-static wblk *scratch(int64_t nb) {
-    if (nb > g_scratch_nb) {
-        free(g_scratch);
-        g_scratch = aligned_alloc(64, (size_t)nb * sizeof(wblk));
-        g_scratch_nb = g_scratch ? nb : 0;
-    }
-    return g_scratch;
-}
+COL_TILE_SET(q8_0, tile, build, wblk, SDN_TYPE_Q8_0)
+COL_TILE_SET(q4_0, tile, build, wblk, SDN_TYPE_Q4_0)
+COL_TILE_SET(q4_1, tile, build, wblk, SDN_TYPE_Q4_1)
 
 #if CW == 16
 /* AMX-INT8 (tile registers + TMUL), used by the amx path for batches of SDN_AMX_MIN_ROWS rows
@@ -207,52 +177,47 @@ static void amx_rows(uint32_t wtype, const wblk *wbs, int64_t nb, const char *ac
 }
 #endif
 
+#if CW == 16
+/* All n rows of one column group on AMX, 16 rows per tile. */
+static void amx_group(uint32_t wtype, const void *blks, int64_t nb, const char *act, size_t stride, int64_t in, int n,
+                      float *Y, int64_t ldy, int64_t o, int nc) {
+    float out[16 * CW] __attribute__((aligned(64)));
+    for (int r = 0; r < n; r += 16) {
+        const int m = n - r < 16 ? n - r : 16;
+        amx_rows(wtype, blks, nb, act, stride, in, r, m, out);
+        for (int j = 0; j < m; j++) memcpy(Y + (size_t)(r + j) * ldy + o, out + j * CW, sizeof(float) * (size_t)nc);
+    }
+}
+#define AMX_GROUP(pfx, T)                                                                                             \
+    static void pfx##_amx(const void *blks, int64_t nb, const char *act, size_t stride, int64_t in, int n, float *Y,   \
+                          int64_t ldy, int64_t o, int nc) {                                                            \
+        amx_group(T, blks, nb, act, stride, in, n, Y, ldy, o, nc);                                                   \
+    }
+AMX_GROUP(q8_0, SDN_TYPE_Q8_0)
+AMX_GROUP(q4_0, SDN_TYPE_Q4_0)
+AMX_GROUP(q4_1, SDN_TYPE_Q4_1)
+#endif
+
 /* Returns 0 (and does nothing) for types other than Q8_0, Q4_0, Q4_1. amx: use AMX tiles
  * (only in the AVX-512 build, on a CPU the caller checked). */
 int SDN_KFN(sdn_matmul_cols)(uint32_t wtype, const void *W, size_t row_bytes, int64_t in, const void *act, int n,
                              float *Y, int64_t ldy, int64_t o0, int64_t o1, int amx) {
-    const tile_fn *tiles;
-    void (*bld)(const uint8_t *const *, int64_t, size_t, wblk *);
+    const col_tile_fn *tiles;
+    col_build_fn bld;
+    col_group_fn group = NULL;
     switch (wtype) {
     case SDN_TYPE_Q8_0: tiles = q8_0_tiles; bld = q8_0_build; break;
     case SDN_TYPE_Q4_0: tiles = q4_0_tiles; bld = q4_0_build; break;
     case SDN_TYPE_Q4_1: tiles = q4_1_tiles; bld = q4_1_build; break;
     default: return 0;
     }
-    const size_t stride = sdn_act_row_stride(wtype, in);
-    const int64_t nb = in / 32;
-    const size_t pf = (size_t)CW * row_bytes; /* prefetch distance: the next group's rows */
-    /* without scratch memory every tile unpacks for itself: slower, the same bits */
-    wblk *wbs = n > FUSE_ROWS ? scratch(nb) : NULL;
 #if CW == 16
-    float out[16 * CW] __attribute__((aligned(64)));
+    if (amx) group = wtype == SDN_TYPE_Q8_0 ? q8_0_amx : wtype == SDN_TYPE_Q4_0 ? q4_0_amx : q4_1_amx;
 #else
-    float out[RT * CW] __attribute__((aligned(64)));
     (void)amx;
 #endif
-    for (int64_t o = o0; o < o1; o += CW) {
-        const int nc = o1 - o < CW ? (int)(o1 - o) : CW;
-        const uint8_t *rows[CW];
-        for (int c = 0; c < CW; c++) rows[c] = (const uint8_t *)W + (size_t)(o + (c < nc ? c : nc - 1)) * row_bytes;
-        if (wbs)
-            for (int64_t b = 0; b < nb; b++) bld(rows, b, pf, wbs + b);
-#if CW == 16
-        if (amx && wbs) {
-            for (int r = 0; r < n; r += 16) {
-                const int m = n - r < 16 ? n - r : 16;
-                amx_rows(wtype, wbs, nb, (const char *)act, stride, in, r, m, out);
-                for (int j = 0; j < m; j++)
-                    memcpy(Y + (size_t)(r + j) * ldy + o, out + j * CW, sizeof(float) * (size_t)nc);
-            }
-            continue;
-        }
-#endif
-        for (int r = 0; r < n; r += RT) {
-            const int tx = n - r < RT ? n - r : RT;
-            tiles[tx - 1](rows, wbs, nb, pf, (const char *)act, stride, in, r, out);
-            for (int j = 0; j < tx; j++) memcpy(Y + (size_t)(r + j) * ldy + o, out + j * CW, sizeof(float) * (size_t)nc);
-        }
-    }
+    col_drive(W, row_bytes, in / 32, sizeof(wblk), bld, tiles, group, (const char *)act, sdn_act_row_stride(wtype, in), in,
+              n, Y, ldy, o0, o1);
     return 1;
 }
 

@@ -21,8 +21,7 @@
 #include "engine/matmul_avx2.h"
 #include "engine/matmul_cols.h"
 
-#define RT 4
-#define FUSE_ROWS 4
+#define RT COL_RT
 
 /* One (column group, super-block): levels v[t] for elements 4t..4t+3, int32 scales per lane
  * (16 for Q6_K, 8 for Q4_K, which also has 8 mins), d and dmin per lane. */
@@ -152,64 +151,21 @@ SDN_INLINE void ktile(uint32_t wtype, const int TX, const uint8_t *const *rows, 
     for (int j = 0; j < TX; j++) VF_STOREU(out + j * CW, acc[j]);
 }
 
-#define KTILE_FN(name, T, TX)                                                                                       \
-    static void name(const uint8_t *const *rows, const kblk *kbs, int64_t nb, size_t pf, const char *act,          \
-                     size_t stride, int64_t in, int r, float *out) {                                                \
-        ktile(T, TX, rows, kbs, nb, pf, act, stride, in, r, out);                                                   \
-    }
-#define KTILE_SET(pfx, T)                                                                                           \
-    KTILE_FN(pfx##_1, T, 1)                                                                                         \
-    KTILE_FN(pfx##_2, T, 2)                                                                                         \
-    KTILE_FN(pfx##_3, T, 3)                                                                                         \
-    KTILE_FN(pfx##_4, T, 4)                                                                                         \
-    static void pfx##_build(const uint8_t *const *rows, int64_t b, size_t pf, kblk *kb) { build(T, rows, b, pf, kb); } \
-    static const ktile_fn pfx##_tiles[4] = {pfx##_1, pfx##_2, pfx##_3, pfx##_4};
-
-typedef void (*ktile_fn)(const uint8_t *const *, const kblk *, int64_t, size_t, const char *, size_t, int64_t, int,
-                         float *);
-
-KTILE_SET(q4k, SDN_TYPE_Q4_K)
-KTILE_SET(q6k, SDN_TYPE_Q6_K)
-
-static __thread kblk *g_kscratch;
-static __thread int64_t g_kscratch_nb;
-
-static kblk *kscratch(int64_t nb) {
-    if (nb > g_kscratch_nb) {
-        free(g_kscratch);
-        g_kscratch = aligned_alloc(64, (size_t)nb * sizeof(kblk));
-        g_kscratch_nb = g_kscratch ? nb : 0;
-    }
-    return g_kscratch;
-}
+COL_TILE_SET(q4k, ktile, build, kblk, SDN_TYPE_Q4_K)
+COL_TILE_SET(q6k, ktile, build, kblk, SDN_TYPE_Q6_K)
 
 /* Returns 0 (and does nothing) for types other than Q4_K and Q6_K. */
 int SDN_KFN(sdn_matmul_kcols)(uint32_t wtype, const void *W, size_t row_bytes, int64_t in, const void *act, int n,
                               float *Y, int64_t ldy, int64_t o0, int64_t o1) {
-    const ktile_fn *tiles;
-    void (*bld)(const uint8_t *const *, int64_t, size_t, kblk *);
+    const col_tile_fn *tiles;
+    col_build_fn bld;
     switch (wtype) {
     case SDN_TYPE_Q4_K: tiles = q4k_tiles; bld = q4k_build; break;
     case SDN_TYPE_Q6_K: tiles = q6k_tiles; bld = q6k_build; break;
     default: return 0;
     }
-    const size_t stride = sdn_act_row_stride(wtype, in);
-    const int64_t nb = in / 256;
-    const size_t pf = (size_t)CW * row_bytes;
-    kblk *kbs = n > FUSE_ROWS ? kscratch(nb) : NULL; /* NULL: per-tile unpacking, the same bits */
-    float out[RT * CW] __attribute__((aligned(64)));
-    for (int64_t o = o0; o < o1; o += CW) {
-        const int nc = o1 - o < CW ? (int)(o1 - o) : CW;
-        const uint8_t *rows[CW];
-        for (int c = 0; c < CW; c++) rows[c] = (const uint8_t *)W + (size_t)(o + (c < nc ? c : nc - 1)) * row_bytes;
-        if (kbs)
-            for (int64_t b = 0; b < nb; b++) bld(rows, b, pf, kbs + b);
-        for (int r = 0; r < n; r += RT) {
-            const int tx = n - r < RT ? n - r : RT;
-            tiles[tx - 1](rows, kbs, nb, pf, (const char *)act, stride, in, r, out);
-            for (int j = 0; j < tx; j++) memcpy(Y + (size_t)(r + j) * ldy + o, out + j * CW, sizeof(float) * (size_t)nc);
-        }
-    }
+    col_drive(W, row_bytes, in / 256, sizeof(kblk), bld, tiles, NULL, (const char *)act, sdn_act_row_stride(wtype, in), in,
+              n, Y, ldy, o0, o1);
     return 1;
 }
 
