@@ -10,6 +10,7 @@
 #ifndef SDN_MATMUL_COLS_H
 #define SDN_MATMUL_COLS_H
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -147,6 +148,26 @@ SDN_INLINE void transpose16(const uint8_t *const *r, size_t off, vi *P) {
     TR4(a[0], a[1], a[2], a[3], P);
 }
 #endif
+
+/* Lane c = the 4 bytes at r[c] + off (a gather over the group's rows). */
+SDN_INLINE vi gather32(const uint8_t *const *r, size_t off) {
+#if CW == 16
+    const __m512i b = _mm512_set1_epi64((long long)(uintptr_t)r[0]);
+    const __m256i i0 = _mm512_cvtepi64_epi32(_mm512_sub_epi64(_mm512_loadu_si512((const void *)r), b));
+    const __m256i i1 = _mm512_cvtepi64_epi32(_mm512_sub_epi64(_mm512_loadu_si512((const void *)(r + 8)), b));
+    const __m512i idx = _mm512_inserti64x4(_mm512_castsi256_si512(i0), i1, 1);
+    return _mm512_i32gather_epi32(idx, (const void *)(r[0] + off), 1);
+#else
+    const __m256i b = _mm256_set1_epi64x((long long)(uintptr_t)r[0]);
+    const __m256i d0 = _mm256_sub_epi64(_mm256_loadu_si256((const __m256i *)r), b);
+    const __m256i d1 = _mm256_sub_epi64(_mm256_loadu_si256((const __m256i *)(r + 4)), b);
+    /* low dwords of the 8 int64 differences, in order */
+    const __m256i sel = _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6);
+    const __m256i lo = _mm256_permutevar8x32_epi32(d0, sel), hi = _mm256_permutevar8x32_epi32(d1, sel);
+    const __m256i idx = _mm256_permute2x128_si256(lo, hi, 0x20);
+    return _mm256_i32gather_epi32((const int *)(r[0] + off), idx, 1);
+#endif
+}
 
 /* Lane c = the fp16 in the low (hi = 0) or high (hi = 1) 16 bits of lane c of v, as fp32
  * (F16C: the exact conversion, the same values as sdn_f16_table). */

@@ -50,11 +50,10 @@ SDN_INLINE size_t blk_bytes(uint32_t wtype) {
 /* Unpack block b of the group's rows r[0..CW) into *wb. */
 SDN_INLINE void build(uint32_t wtype, const uint8_t *const *r, int64_t b, size_t pf, wblk *wb) {
     const size_t off = (size_t)b * blk_bytes(wtype);
-    for (int c = 0; c < CW; c++) {
-        sdn_prefetch(r[c] + pf + off);
-        wb->d[c] = sdn_f16_table[sdn_le16(r[c] + off)];
-        if (wtype == SDN_TYPE_Q4_1) wb->m[c] = sdn_f16_table[sdn_le16(r[c] + off + 2)];
-    }
+    for (int c = 0; c < CW; c++) sdn_prefetch(r[c] + pf + off);
+    const vi dm = gather32(r, off); /* d (and Q4_1's m) of every column, F16C-converted */
+    VF_STORE(wb->d, vf_from_f16(dm, 0));
+    if (wtype == SDN_TYPE_Q4_1) VF_STORE(wb->m, vf_from_f16(dm, 1));
     if (wtype == SDN_TYPE_Q8_0) {
         vi w[8];
         transpose32(r, off + 2, w);
