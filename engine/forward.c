@@ -19,11 +19,18 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#if defined(__AVX2__) && defined(__FMA__)
+#if defined(__x86_64__)
 #include <immintrin.h>
+/* The SIMD helpers below (attention dot products, exponentials, axpy) are compiled for
+ * AVX2+FMA by function attribute and used when the kernel path in use is not portable
+ * (engine/kernel_path.h), so the build needs no -march flag. */
+#define FWD_SIMD 1
+#define FWD_TARGET __attribute__((target("avx2,fma"), noinline))
+static int g_simd = -1; /* 1: AVX2+FMA helpers (set from the kernel path by sdn_ctx_new) */
 #endif
 
 #include "common/sdn_util.h"
+#include "engine/kernel_path.h"
 #include "engine/matmul.h"
 #include "engine/model_internal.h"
 #include "engine/quant.h"
@@ -58,6 +65,9 @@ struct sdn_ctx {
 int sdn_ctx_new(const sdn_model *m, const sdn_ctx_params *p, sdn_ctx **out, sdn_err *err) {
     *out = NULL;
     const sdn_model_config *cfg = &m->cfg;
+#ifdef FWD_SIMD
+    g_simd = sdn_kpath_get() != SDN_KPATH_PORTABLE;
+#endif
     sdn_ctx *c = calloc(1, sizeof *c);
     if (!c) return sdn_fail(err, SDN_ENOMEM, "out of memory");
     c->m = m;
@@ -293,16 +303,20 @@ static void rmsnorm(float *o, const float *x, const float *w, int d, float eps) 
 
 /* Fixed-order dot product used for attention scores: the same code for every row and
  * batch, so scores are bit-reproducible. */
+#ifdef FWD_SIMD
+FWD_TARGET static float dot_f32_avx2(const float *a, const float *b, int n) {
+    __m256 acc = _mm256_setzero_ps();
+    for (int i = 0; i < n; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc);
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+#endif
+
 static inline float dot_f32(const float *a, const float *b, int n) {
-#if defined(__AVX2__) && defined(__FMA__)
-    if ((n & 7) == 0) {
-        __m256 acc = _mm256_setzero_ps();
-        for (int i = 0; i < n; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc);
-        __m128 s = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
-        s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-        s = _mm_add_ss(s, _mm_movehdup_ps(s));
-        return _mm_cvtss_f32(s);
-    }
+#ifdef FWD_SIMD
+    if (g_simd > 0 && (n & 7) == 0) return dot_f32_avx2(a, b, n);
 #endif
     float s = 0.0f;
     for (int i = 0; i < n; i++) s += a[i] * b[i];
@@ -344,8 +358,8 @@ static void rope_row(const sdn_model_config *cfg, float *v, int n_h, const float
  * Taylor polynomial for e^r (relative error < 2e-7), 2^k from exponent bits; x is clamped at
  * -87. Used where many exponentials are summed (softmax), always through the same code, so
  * results are reproducible bit for bit. */
-#if defined(__AVX2__) && defined(__FMA__)
-static inline __m256 exp256_nonpos(__m256 v) {
+#ifdef FWD_SIMD
+__attribute__((target("avx2,fma"))) static inline __m256 exp256_nonpos(__m256 v) {
     v = _mm256_max_ps(v, _mm256_set1_ps(-87.0f));
     __m256 kf = _mm256_round_ps(_mm256_mul_ps(v, _mm256_set1_ps(1.44269504f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     __m256 r = _mm256_fnmadd_ps(kf, _mm256_set1_ps(0.69314718f), v);
@@ -363,10 +377,9 @@ static inline __m256 exp256_nonpos(__m256 v) {
 
 /* x[i] = exp(x[i] - m) for all i (x[i] <= m); returns the sum (8 lane sums, then a fixed
  * reduction and the scalar tail). */
-static float exp_shift_store(float *x, int n, float m) {
+#ifdef FWD_SIMD
+FWD_TARGET static int exp_shift_store_avx2(float *x, int n, float m, float *total) {
     int i = 0;
-    float total = 0.0f;
-#if defined(__AVX2__) && defined(__FMA__)
     __m256 acc = _mm256_setzero_ps(), vm = _mm256_set1_ps(m);
     for (; i + 8 <= n; i += 8) {
         __m256 e = exp256_nonpos(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm));
@@ -375,7 +388,16 @@ static float exp_shift_store(float *x, int n, float m) {
     }
     float lanes[8];
     _mm256_storeu_ps(lanes, acc);
-    for (int j = 0; j < 8; j++) total += lanes[j];
+    for (int j = 0; j < 8; j++) *total += lanes[j];
+    return i;
+}
+#endif
+
+static float exp_shift_store(float *x, int n, float m) {
+    int i = 0;
+    float total = 0.0f;
+#ifdef FWD_SIMD
+    if (g_simd > 0) i = exp_shift_store_avx2(x, n, m, &total);
 #endif
     for (; i < n; i++) {
         x[i] = expf(x[i] - m);
@@ -385,31 +407,45 @@ static float exp_shift_store(float *x, int n, float m) {
 }
 
 /* sum_i exp(x[i] - m) for x[i] <= m, in double across lanes (LM-head normalizer). */
-static double sum_exp_shifted(const float *x, int n, float m) {
+#ifdef FWD_SIMD
+FWD_TARGET static int sum_exp_shifted_avx2(const float *x, int n, float m, double *total) {
     int i = 0;
-    double total = 0;
-#if defined(__AVX2__) && defined(__FMA__)
     __m256 acc = _mm256_setzero_ps(), vm = _mm256_set1_ps(m);
     for (; i + 8 <= n; i += 8) acc = _mm256_add_ps(acc, exp256_nonpos(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm)));
     float lanes[8];
     _mm256_storeu_ps(lanes, acc);
-    for (int j = 0; j < 8; j++) total += lanes[j];
+    for (int j = 0; j < 8; j++) *total += lanes[j];
+    return i;
+}
+#endif
+
+static double sum_exp_shifted(const float *x, int n, float m) {
+    int i = 0;
+    double total = 0;
+#ifdef FWD_SIMD
+    if (g_simd > 0) i = sum_exp_shifted_avx2(x, n, m, &total);
 #endif
     for (; i < n; i++) total += exp((double)x[i] - m);
     return total;
 }
 
 /* o[0..n) += p * v[0..n) */
-static inline void axpy(float *o, float p, const float *v, int n) {
+#ifdef FWD_SIMD
+FWD_TARGET static int axpy_avx2(float *o, float p, const float *v, int n) {
     int d = 0;
-#if defined(__AVX2__) && defined(__FMA__)
     __m256 vp = _mm256_set1_ps(p);
     for (; d + 8 <= n; d += 8) _mm256_storeu_ps(o + d, _mm256_fmadd_ps(vp, _mm256_loadu_ps(v + d), _mm256_loadu_ps(o + d)));
+    return d;
+}
+#endif
+
+static inline void axpy(float *o, float p, const float *v, int n) {
+    int d = 0;
+#ifdef FWD_SIMD
+    if (g_simd > 0) d = axpy_avx2(o, p, v, n);
 #endif
     for (; d < n; d++) o[d] = fmaf(p, v[d], o[d]);
 }
-
-
 
 typedef struct att_job {
     sdn_ctx *c;

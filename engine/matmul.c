@@ -1,18 +1,57 @@
-/* matmul.c - entry points of the small-batch kernels (engine/matmul.h): picks the SIMD
- * kernels when the build targets AVX2+FMA+F16C, the portable ones (matmul_portable.c)
- * otherwise. The choice is made at compile time, so one binary always runs one kernel
- * family and a row's bits never depend on a run-time decision.
+/* matmul.c - entry points of the small-batch kernels (engine/matmul.h): dispatch to the kernel
+ * path chosen at run time (engine/kernel_path.h).
  *
- * Kernel families and their files:
+ * Kernel families and their files (the *_avx2.c sources are compiled once per SIMD variant,
+ * avx2 / avx2vnni / avx512, with that variant's target flags; matmul_internal.h):
  *   F32, F16, BF16 weights, F32 activations           matmul_float_avx2.c
- *   Q8_0, Q4_0, Q5_0, Q4_1, Q5_1 x Q8_0/Q8_1-style     matmul_q32_avx2.c
- *   Q4_K, Q5_K, Q6_K x Q8_K-style                      matmul_k_avx2.c
+ *   Q8_0, Q4_0, Q4_1 (the portable bits)               matmul_cols_avx2.c
+ *   Q5_0, Q5_1 x Q8_0/Q8_1-style                       matmul_q32_avx2.c
+ *   Q4_K, Q6_K (the portable bits)                     matmul_kcols_avx2.c
+ *   Q5_K x Q8_K-style                                  matmul_k_avx2.c
  *   activation preparation                             matmul_act_avx2.c
+ *   any type, plain C                                  matmul_portable.c
  * Layouts of the prepared activations: matmul_internal.h. */
 #include "engine/matmul.h"
 
+#include <pthread.h>
+
+#include "engine/kernel_path.h"
 #include "engine/matmul_internal.h"
 #include "engine/matmul_ref.h"
+
+float sdn_f16_table[65536];
+
+static pthread_once_t g_setup_once = PTHREAD_ONCE_INIT;
+static void setup_once(void) { sdn_f16_table_fill_avx2(); }
+void sdn_kernels_setup(void) { pthread_once(&g_setup_once, setup_once); }
+
+typedef void (*prep_fn)(uint32_t, const float *, int64_t, int, int64_t, void *);
+typedef void (*mm_fn)(uint32_t, const void *, size_t, int64_t, const void *, int, float *, int64_t, int64_t, int64_t);
+
+typedef int (*cols_fn)(uint32_t, const void *, size_t, int64_t, const void *, int, float *, int64_t, int64_t, int64_t,
+                       int);
+typedef int (*kcols_fn)(uint32_t, const void *, size_t, int64_t, const void *, int, float *, int64_t, int64_t, int64_t);
+
+typedef struct kvariant {
+    prep_fn prep;
+    mm_fn fl, q32, k;
+    cols_fn cols;
+    kcols_fn kcols;
+} kvariant;
+
+#define KV(v) {sdn_act_prepare_##v, sdn_matmul_float_##v, sdn_matmul_q32_##v, sdn_matmul_k_##v, sdn_matmul_cols_##v,        \
+              sdn_matmul_kcols_##v}
+static const kvariant kv_avx2 = KV(avx2), kv_avx2vnni = KV(avx2vnni), kv_avx512 = KV(avx512);
+
+/* The SIMD variant of the path in use (NULL: portable). */
+static const kvariant *variant(void) {
+    switch (sdn_kpath_get()) {
+    case SDN_KPATH_AVX2: return sdn_kpath_avxvnni() ? &kv_avx2vnni : &kv_avx2;
+    case SDN_KPATH_AVX512:
+    case SDN_KPATH_AMX: return &kv_avx512;
+    default: return NULL;
+    }
+}
 
 size_t sdn_act_bytes(uint32_t wtype, int64_t in, int n) {
     size_t stride = sdn_act_row_stride(wtype, in);
@@ -20,36 +59,31 @@ size_t sdn_act_bytes(uint32_t wtype, int64_t in, int n) {
 }
 
 void sdn_act_prepare(uint32_t wtype, const float *X, int64_t ldx, int n, int64_t in, void *act) {
-#ifdef SDN_MATMUL_AVX2
-    sdn_act_prepare_avx2(wtype, X, ldx, n, in, act);
-#else
-    sdn_act_prepare_portable(wtype, X, ldx, n, in, act);
-#endif
+    const kvariant *v = variant();
+    if (v) v->prep(wtype, X, ldx, n, in, act);
+    else sdn_act_prepare_portable(wtype, X, ldx, n, in, act);
 }
 
 void sdn_matmul_rows(uint32_t wtype, const void *W, size_t row_bytes, int64_t in, const void *act, int n, float *Y,
                      int64_t ldy, int64_t o0, int64_t o1) {
-#ifdef SDN_MATMUL_AVX2
+    const kvariant *v = variant();
+    if (!v) {
+        sdn_matmul_rows_portable(wtype, W, row_bytes, in, act, n, Y, ldy, o0, o1);
+        return;
+    }
     if (!sdn_act_row_stride(wtype, in) || n <= 0 || o1 <= o0) return;
     switch (sdn_act_family(wtype)) {
-    case SDN_ACT_F32: sdn_matmul_float_avx2(wtype, W, row_bytes, in, act, n, Y, ldy, o0, o1); break;
-    case SDN_ACT_Q32: sdn_matmul_q32_avx2(wtype, W, row_bytes, in, act, n, Y, ldy, o0, o1); break;
-    case SDN_ACT_QK: sdn_matmul_k_avx2(wtype, W, row_bytes, in, act, n, Y, ldy, o0, o1); break;
+    case SDN_ACT_F32: v->fl(wtype, W, row_bytes, in, act, n, Y, ldy, o0, o1); break;
+    case SDN_ACT_Q32:
+        if (!v->cols(wtype, W, row_bytes, in, act, n, Y, ldy, o0, o1,
+                     n >= SDN_AMX_MIN_ROWS && sdn_kpath_get() == SDN_KPATH_AMX))
+            v->q32(wtype, W, row_bytes, in, act, n, Y, ldy, o0, o1);
+        break;
+    case SDN_ACT_QK:
+        if (!v->kcols(wtype, W, row_bytes, in, act, n, Y, ldy, o0, o1)) v->k(wtype, W, row_bytes, in, act, n, Y, ldy, o0, o1);
+        break;
     default: break;
     }
-#else
-    sdn_matmul_rows_portable(wtype, W, row_bytes, in, act, n, Y, ldy, o0, o1);
-#endif
 }
 
-const char *sdn_matmul_isa(void) {
-#ifdef SDN_MATMUL_AVX2
-#if (defined(__AVX512VNNI__) && defined(__AVX512VL__)) || defined(__AVXVNNI__)
-    return "avx2+fma+vnni";
-#else
-    return "avx2+fma";
-#endif
-#else
-    return "portable";
-#endif
-}
+const char *sdn_matmul_isa(void) { return sdn_kpath_describe(); }

@@ -27,7 +27,7 @@ void sdn_act_prepare(uint32_t wtype, const float *X, int64_t ldx, int n, int64_t
 /* Y[r*ldy + o] for r < n, o0 <= o < o1 (see the contract above). */
 void sdn_matmul_rows(uint32_t wtype, const void *W, size_t row_bytes, int64_t in, const void *act, int n, float *Y,
                      int64_t ldy, int64_t o0, int64_t o1);
-/* Name of the kernel family compiled in ("avx2+fma", "portable"). */
+/* Description of the kernel path in use, e.g. "avx512 (avx512f+bw+vl+vnni)" (kernel_path.h). */
 const char *sdn_matmul_isa(void);
 
 #endif

@@ -10,9 +10,9 @@
 
 #include "engine/matmul_avx2.h"
 
-float sdn_f16_table[65536];
-
-__attribute__((constructor)) static void init_f16_table(void) {
+/* Fill sdn_f16_table with the F16C conversion (called once by sdn_kernels_setup, never on a
+ * CPU without F16C). */
+void SDN_KFN(sdn_f16_table_fill)(void) {
     for (int h = 0; h < 65536; h++) sdn_f16_table[h] = _cvtsh_ss((unsigned short)h);
 }
 
@@ -48,7 +48,7 @@ SDN_INLINE void quant32(const float *x, __m256 id, int8_t *q, int *lo16, int *hi
     *hi16 = t[0] + t[1] + t[2] + t[3] + t[4] + t[5] + t[6] + t[7];
 }
 
-void sdn_act_prepare_avx2(uint32_t wtype, const float *X, int64_t ldx, int n, int64_t in, void *act) {
+void SDN_KFN(sdn_act_prepare)(uint32_t wtype, const float *X, int64_t ldx, int n, int64_t in, void *act) {
     const size_t stride = sdn_act_row_stride(wtype, in);
     if (!stride) return;
     const int fam = sdn_act_family(wtype);
@@ -65,6 +65,7 @@ void sdn_act_prepare_avx2(uint32_t wtype, const float *X, int64_t ldx, int n, in
         if (fam == SDN_ACT_Q32) {
             const int64_t nb = in / 32;
             float *s = d + nb;
+            int32_t *qsum = (int32_t *)(s + nb);
             for (int64_t b = 0; b < nb; b++) {
                 const float amax = amax_block(x + 32 * b, 32);
                 const float id = amax > 0 ? 127.0f / amax : 0.0f;
@@ -72,8 +73,9 @@ void sdn_act_prepare_avx2(uint32_t wtype, const float *X, int64_t ldx, int n, in
                 d[b] = amax / 127.0f;
                 quant32(x + 32 * b, _mm256_set1_ps(id), q + 32 * b, &lo, &hi);
                 s[b] = d[b] * (float)(lo + hi);
+                qsum[b] = lo + hi;
             }
-            memset(row + in + nb * 8, 0, stride - (size_t)(in + nb * 8));
+            memset(row + in + nb * 12, 0, stride - (size_t)(in + nb * 12));
         } else {
             const int64_t nb = in / 256;
             int16_t *bsum = (int16_t *)(row + in + nb * 4);

@@ -82,10 +82,8 @@ SDN_INLINE float sdn_h2f(const void *p) {
     return _cvtsh_ss(h);
 }
 
-/* fp16 -> fp32 of all 65536 codes (filled once at load time by matmul_act_avx2.c with the
- * exact F16C conversion). A block scale then costs two loads (index, broadcast) instead of a
- * vcvtph2ps plus a broadcast on the vector ports the dot products need. */
-extern float sdn_f16_table[65536];
+/* sdn_f16_table (matmul_internal.h): a block scale costs two loads (index, broadcast) instead
+ * of a vcvtph2ps plus a broadcast on the vector ports the dot products need. */
 SDN_INLINE __m256 sdn_h2f_bcast(const void *p) {
     uint16_t h;
     memcpy(&h, p, 2);

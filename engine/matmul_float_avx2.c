@@ -103,7 +103,7 @@ FTILE_SET(f32, SDN_TYPE_F32)
 FTILE_SET(f16, SDN_TYPE_F16)
 FTILE_SET(bf16, SDN_TYPE_BF16)
 
-void sdn_matmul_float_avx2(uint32_t wtype, const void *W, size_t row_bytes, int64_t in, const void *act, int n,
+void SDN_KFN(sdn_matmul_float)(uint32_t wtype, const void *W, size_t row_bytes, int64_t in, const void *act, int n,
                            float *Y, int64_t ldy, int64_t o0, int64_t o1) {
     const ftile_fn(*t)[4] = wtype == SDN_TYPE_F32 ? f32_tiles : wtype == SDN_TYPE_F16 ? f16_tiles : bf16_tiles;
     const size_t stride = sdn_act_row_stride(wtype, in);

@@ -6,9 +6,10 @@
  *
  *   SDN_ACT_F32 (F32, F16, BF16 weights): float x[in].
  *   SDN_ACT_Q32 (Q8_0, Q4_0, Q5_0, Q4_1, Q5_1): blocks of 32, nb = in/32:
- *       int8 q[in] | float d[nb] | float s[nb]
+ *       int8 q[in] | float d[nb] | float s[nb] | int32 qsum[nb]
  *     q = round-to-nearest-even(x * 127/amax) of the block, d = amax/127, s = d * sum(q)
- *     (the Q8_1 idea: s makes the min term m * sum(x) of Q4_1/Q5_1 exact in the integer part).
+ *     (the Q8_1 idea: s makes the min term m * sum(x) of Q4_1/Q5_1 exact in the integer part),
+ *     qsum = sum(q) (the offset correction of unsigned weight levels, matmul_cols_avx2.c).
  *   SDN_ACT_QK (Q4_K, Q5_K, Q6_K): super-blocks of 256, nb = in/256:
  *       int8 q[in] | float d[nb] | int16 bsum[in/16]
  *     q, d as above over the 256-element super-block; bsum = sum of each 16 consecutive q
@@ -53,7 +54,7 @@ static inline size_t sdn_act_row_stride(uint32_t wtype, int64_t in) {
     case SDN_ACT_F32: raw = (size_t)in * 4; break;
     case SDN_ACT_Q32:
         if (in % 32) return 0;
-        raw = (size_t)in + (size_t)(in / 32) * 8;
+        raw = (size_t)in + (size_t)(in / 32) * 12;
         break;
     case SDN_ACT_QK:
         if (in % 256) return 0;
@@ -71,22 +72,59 @@ static inline const float *sdn_act_d(const void *row, int64_t in) { return (cons
 static inline const float *sdn_act_s(const void *row, int64_t in) {
     return (const float *)((const char *)row + in + (in / 32) * 4);
 }
+/* Q32 only: qsum[nb] after s[nb]. */
+static inline const int32_t *sdn_act_qsum(const void *row, int64_t in) {
+    return (const int32_t *)((const char *)row + in + (in / 32) * 8);
+}
 /* QK only: bsum[in/16] after d[in/256]. */
 static inline const int16_t *sdn_act_bsum(const void *row, int64_t in) {
     return (const int16_t *)((const char *)row + in + (in / 256) * 4);
 }
 
-/* SIMD kernels (engine/matmul_*_avx2.c), compiled when the build targets AVX2+FMA+F16C.
- * Same contract as sdn_act_prepare / sdn_matmul_rows for their families. */
+/* SIMD kernels (engine/matmul_*_avx2.c, engine/quant_avx2.c). Their sources are compiled once
+ * per SIMD variant with that variant's target flags (CMakeLists.txt: avx2, avx2vnni, avx512)
+ * and SDN_KVARIANT set to the variant's name, which SDN_KFN appends to the exported names:
+ * SDN_KFN(sdn_matmul_q32) is sdn_matmul_q32_avx512 in the avx512 objects. engine/matmul.c
+ * picks a variant at run time (engine/kernel_path.h). Same contracts as sdn_act_prepare /
+ * sdn_matmul_rows for their families; sdn_dequantize_row_<v> returns 0 for types it leaves
+ * to the scalar code. */
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 #define SDN_MATMUL_AVX2 1
-void sdn_act_prepare_avx2(uint32_t wtype, const float *X, int64_t ldx, int n, int64_t in, void *act);
-void sdn_matmul_float_avx2(uint32_t wtype, const void *W, size_t row_bytes, int64_t in, const void *act, int n,
-                           float *Y, int64_t ldy, int64_t o0, int64_t o1);
-void sdn_matmul_q32_avx2(uint32_t wtype, const void *W, size_t row_bytes, int64_t in, const void *act, int n,
-                         float *Y, int64_t ldy, int64_t o0, int64_t o1);
-void sdn_matmul_k_avx2(uint32_t wtype, const void *W, size_t row_bytes, int64_t in, const void *act, int n, float *Y,
-                       int64_t ldy, int64_t o0, int64_t o1);
 #endif
+#define SDN_KCAT2(a, b) a##_##b
+#define SDN_KCAT(a, b) SDN_KCAT2(a, b)
+#ifdef SDN_KVARIANT
+#define SDN_KFN(name) SDN_KCAT(name, SDN_KVARIANT)
+#endif
+#define SDN_KDECL(v)                                                                                                   \
+    void sdn_act_prepare_##v(uint32_t wtype, const float *X, int64_t ldx, int n, int64_t in, void *act);              \
+    void sdn_matmul_float_##v(uint32_t wtype, const void *W, size_t row_bytes, int64_t in, const void *act, int n,   \
+                              float *Y, int64_t ldy, int64_t o0, int64_t o1);                                         \
+    void sdn_matmul_q32_##v(uint32_t wtype, const void *W, size_t row_bytes, int64_t in, const void *act, int n,     \
+                            float *Y, int64_t ldy, int64_t o0, int64_t o1);                                           \
+    void sdn_matmul_k_##v(uint32_t wtype, const void *W, size_t row_bytes, int64_t in, const void *act, int n,       \
+                          float *Y, int64_t ldy, int64_t o0, int64_t o1);                                             \
+    int sdn_matmul_cols_##v(uint32_t wtype, const void *W, size_t row_bytes, int64_t in, const void *act, int n,     \
+                            float *Y, int64_t ldy, int64_t o0, int64_t o1, int amx);                                  \
+    int sdn_matmul_kcols_##v(uint32_t wtype, const void *W, size_t row_bytes, int64_t in, const void *act, int n,    \
+                             float *Y, int64_t ldy, int64_t o0, int64_t o1);                                          \
+    int sdn_dequantize_row_##v(uint32_t type, const void *src, float *dst, int64_t n);                                \
+    void sdn_f16_table_fill_##v(void);
+SDN_KDECL(avx2)
+SDN_KDECL(avx2vnni)
+SDN_KDECL(avx512)
+
+/* fp16 -> fp32 of all 65536 codes, read by the SIMD kernels (defined in matmul.c, filled with
+ * the exact F16C conversion by sdn_kernels_setup). */
+extern float sdn_f16_table[65536];
+/* One-time setup the SIMD kernels need (the table above); idempotent, thread-safe. */
+void sdn_kernels_setup(void);
+/* The 64-byte AMX tile configuration of the column kernels' AMX loop (kernel_path.c), for
+ * m = 1..16 activation rows: palette 1; tmm0 = C (m rows x 64 bytes: 16 int32 columns),
+ * tmm1 = A (m rows x 32 bytes: one 32-element block of int8 activations), tmm2 = B (8 rows x
+ * 64 bytes: 16 columns x 4 weight bytes); everything else zero (Intel SDM, LDTILECFG). */
+void sdn_amx_tile_config(uint8_t cfg[64], int m);
+/* 1 if the CPU has AVX-VNNI (kernel_path.c). */
+int sdn_kpath_avxvnni(void);
 
 #endif

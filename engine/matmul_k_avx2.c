@@ -267,7 +267,7 @@ KTILE_SET(q4k, M_Q4K)
 KTILE_SET(q5k, M_Q5K)
 KTILE_SET(q6k, Q6)
 
-void sdn_matmul_k_avx2(uint32_t wtype, const void *W, size_t row_bytes, int64_t in, const void *act, int n, float *Y,
+void SDN_KFN(sdn_matmul_k)(uint32_t wtype, const void *W, size_t row_bytes, int64_t in, const void *act, int n, float *Y,
                        int64_t ldy, int64_t o0, int64_t o1) {
     const ktile_fn(*t)[4] = wtype == SDN_TYPE_Q4_K ? q4k_tiles : wtype == SDN_TYPE_Q5_K ? q5k_tiles : q6k_tiles;
     const ktile_fn t4x1 = wtype == SDN_TYPE_Q4_K ? q4k_4x1 : wtype == SDN_TYPE_Q5_K ? q5k_4x1 : q6k_4x1;

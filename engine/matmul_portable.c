@@ -51,6 +51,7 @@ void sdn_act_prepare_portable(uint32_t wtype, const float *X, int64_t ldx, int n
         float *d = (float *)(row + in);
         if (fam == SDN_ACT_Q32) {
             float *s = d + in / 32;
+            int32_t *qsum = (int32_t *)(s + in / 32);
             for (int64_t b = 0; b < in / 32; b++) {
                 float id;
                 d[b] = act_scale(x + 32 * b, 32, &id);
@@ -60,6 +61,7 @@ void sdn_act_prepare_portable(uint32_t wtype, const float *X, int64_t ldx, int n
                     sum += q[32 * b + i];
                 }
                 s[b] = d[b] * (float)sum;
+                qsum[b] = sum;
             }
         } else {
             int16_t *bsum = (int16_t *)(row + in + (in / 256) * 4);

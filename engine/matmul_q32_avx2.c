@@ -176,7 +176,7 @@ QTILE_SET(q5_0, SDN_TYPE_Q5_0)
 QTILE_SET(q4_1, SDN_TYPE_Q4_1)
 QTILE_SET(q5_1, SDN_TYPE_Q5_1)
 
-void sdn_matmul_q32_avx2(uint32_t wtype, const void *W, size_t row_bytes, int64_t in, const void *act, int n,
+void SDN_KFN(sdn_matmul_q32)(uint32_t wtype, const void *W, size_t row_bytes, int64_t in, const void *act, int n,
                          float *Y, int64_t ldy, int64_t o0, int64_t o1) {
     const qtile_fn(*t)[4];
     switch (wtype) {

@@ -37,7 +37,10 @@ int sdn_generate(sdn_ctx *c, const int32_t *prompt, int n_prompt, const sdn_gen_
         pad_rows = p->decode_rows < SDN_INVARIANT_MAX_ROWS ? p->decode_rows : SDN_INVARIANT_MAX_ROWS;
         budget = pad_rows - 1;
     }
-    if (caps.max_nodes <= 0) caps.max_nodes = SDN_DEFAULT_DRAFT_TOKENS;
+    /* the budget follows the cost curve when the caller gave one and no fixed size */
+    const int adaptive = p->verify_ms && p->drafter && caps.max_nodes <= 0;
+    long budget_miss = 0;
+    if (caps.max_nodes <= 0) caps.max_nodes = adaptive ? SDN_INVARIANT_MAX_ROWS - 1 : SDN_DEFAULT_DRAFT_TOKENS;
     /* a one-row decode graph (budget 0) leaves no room for drafts */
     if (caps.max_nodes > budget) caps.max_nodes = budget > 0 ? budget : 0;
     if (caps.max_depth <= 0) caps.max_depth = caps.max_nodes;
@@ -127,6 +130,12 @@ int sdn_generate(sdn_ctx *c, const int32_t *prompt, int n_prompt, const sdn_gen_
         sdn_draft_caps sc = caps;
         int room = max_new - n_gen - 1; /* tokens beyond the bonus still allowed */
         int kv_room = n_ctx - sdn_kv_len(c) - (pad_rows > 0 ? pad_rows : 1);
+        if (adaptive) {
+            int d = sdn_draft_budget(p->verify_ms, sc.max_nodes, sdn_accept_estimate(s.accepted, budget_miss));
+            if (d == 0 && s.steps % 8 == 7) d = 1; /* keep observing acceptance now and then */
+            sc.max_nodes = d;
+            if (sc.max_depth > d) sc.max_depth = d;
+        }
         if (sc.max_nodes > room) sc.max_nodes = room;
         if (sc.max_nodes > kv_room) sc.max_nodes = kv_room;
         if (p->drafter && sc.max_nodes > 0 && (rc = sdn_drafter_propose(p->drafter, &tree, &sc, err))) goto done;
@@ -146,6 +155,7 @@ int sdn_generate(sdn_ctx *c, const int32_t *prompt, int n_prompt, const sdn_gen_
         s.steps++;
         s.drafted += tree.n;
         s.accepted += acc.n_acc;
+        if (acc.n_acc < tree.n) budget_miss++;
         s.accept_hist[acc.n_acc < SDN_ACCEPT_HIST ? acc.n_acc : SDN_ACCEPT_HIST - 1]++;
         double tc = sdn_now();
         s.t_verify += tc - tb;
@@ -185,4 +195,21 @@ done:
     sdn_preds_free(&preds);
     free(cvocab);
     return rc;
+}
+
+int sdn_draft_budget(const double *verify_ms, int dmax, double a) {
+    int best = 0;
+    double e = 1, pw = 1, best_rate = verify_ms[0] > 0 ? 1 / verify_ms[0] : 0;
+    for (int d = 1; d <= dmax && d < SDN_INVARIANT_MAX_ROWS; d++) {
+        pw *= a;
+        e += pw;
+        const double rate = verify_ms[d] > 0 ? e / verify_ms[d] : 0;
+        if (rate > best_rate) best_rate = rate, best = d;
+    }
+    return best;
+}
+
+double sdn_accept_estimate(long accepted, long misses) {
+    const double a = (accepted + 2.0) / (accepted + misses + 4.0);
+    return a < 0.98 ? a : 0.98;
 }

@@ -18,12 +18,11 @@
 #include "engine/sampler.h"
 
 #define SDN_ACCEPT_HIST 65 /* histogram buckets: accepted draft tokens 0..64 */
-/* Default draft caps: 4 draft tokens per step, up to 4 children per node (chain drafters such
- * as pld and sam produce chains regardless). On a CPU a verification step is compute-bound
- * beyond a few rows (sdnpu bench-verify: on the Qwen2.5-0.5B shape, Q8_0, 2 threads, 2 rows
- * cost 1.12x one row, 4 rows 1.5x, 16 rows 4.8x), so small drafts are what pay; pass larger
- * caps explicitly, or let --graphs choose the budget from the profiled cost curve. The
- * offline study uses the whole budget (63) to measure what drafting could accept. */
+/* Default draft caps when no verify cost curve is given (sdn_gen_params.verify_ms): 4 draft
+ * tokens per step, up to 4 children per node (chain drafters such as pld and sam produce
+ * chains regardless). `sdnpu run` gives the measured curve, so its default budget follows the
+ * machine (sdn_draft_budget); --graphs chooses it from the profiled curve. The offline study
+ * uses the whole budget (63) to measure what drafting could accept. */
 #define SDN_DEFAULT_DRAFT_TOKENS 4
 #define SDN_DEFAULT_BRANCH 4
 
@@ -62,7 +61,22 @@ typedef struct sdn_gen_params {
                                     predictions and layouts need the whole prompt). Entries the
                                     previous request made while decoding have the decode kernels'
                                     rounding, not the prefill's. */
+    /* Draft budget from the verify cost curve: verify_ms[d] (d = 0 .. SDN_INVARIANT_MAX_ROWS - 1)
+     * is the measured time of a verification step with d draft tokens (d = 0: plain decoding).
+     * With a drafter, verify_ms and caps.max_nodes = 0, every step drafts sdn_draft_budget(
+     * verify_ms, cap, a) tokens, a = the per-token acceptance observed so far in this request
+     * (sdn_accept_estimate); NULL: the fixed caps. */
+    const double *verify_ms;
 } sdn_gen_params;
+
+/* The draft size d in [0, dmax] maximizing expected tokens per millisecond of a chain whose
+ * tokens are each accepted with probability a given the previous ones: E(d) / verify_ms[d],
+ * E(d) = 1 + a + ... + a^d (the bonus token included). Ties go to the smaller d. */
+int sdn_draft_budget(const double *verify_ms, int dmax, double a);
+/* Per-token acceptance estimate after `accepted` accepted draft tokens and `misses` steps
+ * whose draft was not fully accepted: (accepted + 2) / (accepted + misses + 4), i.e. a prior
+ * of 0.5 worth four observations, capped at 0.98. */
+double sdn_accept_estimate(long accepted, long misses);
 
 /* Owned prefill predictions: tok[p*k + j], prob[p*k + j] for positions p < n_pos. */
 typedef struct sdn_preds {

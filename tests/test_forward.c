@@ -2,6 +2,9 @@
  * (tests/support/ref_model.c) for every architecture and tensor type, batch invariance
  * (bit-exact logits for batch sizes 1..64 and any thread count), and tree-mask
  * verification with KV compaction against recomputing the accepted sequence from scratch.
+ * Batch invariance is also checked on every kernel path (test_batch_invariance_path[path]:
+ * the batched types Q8_0, Q4_0, Q4_1, Q4_K, Q6_K, batch sizes around the kernels' tile and
+ * AMX thresholds; paths the machine lacks are reported SKIPPED).
  *
  * Tolerances (max |logit - ref| / max |ref| over a sequence): 2e-4 for F32, F16 and BF16
  * weights (F32 activations; the reference dequantizes the same weights) and 6e-2 for the
@@ -19,6 +22,7 @@
 #include "common/sdn_util.h"
 #include "engine/forward.h"
 #include "engine/model.h"
+#include "support/kpath_test.h"
 #include "support/ref_model.h"
 #include "support/test_util.h"
 
@@ -82,41 +86,70 @@ static void test_vs_reference(void **state) {
         }
 }
 
+/* The logits of the first n of toks decoded one token at a time (1 thread) equal those of the
+ * same tokens in batches of Bs[k] rows (2 threads), bit for bit; `what` names the model. */
+static void check_batches(sdn_model *m, const int32_t *toks, int n, const int *Bs, int nB, const char *what) {
+    int V = sdn_model_cfg(m)->vocab;
+    int32_t rows[64];
+    for (int i = 0; i < n; i++) rows[i] = i;
+    float *base = malloc((size_t)n * V * sizeof(float)), *lg = malloc((size_t)n * V * sizeof(float));
+    sdn_err e = {0};
+    sdn_ctx *c1 = tu_ctx(m, 128, 1, 128);
+    for (int p = 0; p < n; p++) {
+        sdn_batch b = {.n = 1, .tokens = &toks[p], .logit_rows = rows, .n_logits = 1, .invariant = 1};
+        assert_int_equal(sdn_forward(c1, &b, base + (size_t)p * V, &e), SDN_OK);
+    }
+    sdn_ctx_free(c1);
+    sdn_ctx *c2 = tu_ctx(m, 128, 2, 128);
+    for (int k = 0; k < nB; k++) {
+        const int B = Bs[k];
+        sdn_kv_truncate(c2, 0);
+        for (int p = 0; p < n; p += B) {
+            int nr = n - p < B ? n - p : B;
+            sdn_batch b = {.n = nr, .tokens = toks + p, .logit_rows = rows, .n_logits = nr, .invariant = 1};
+            assert_int_equal(sdn_forward(c2, &b, lg + (size_t)p * V, &e), SDN_OK);
+        }
+        if (memcmp(base, lg, (size_t)n * V * sizeof(float)) != 0) fail_msg("%s: batch size %d changes the logits bits", what, B);
+    }
+    sdn_ctx_free(c2);
+    free(base);
+    free(lg);
+}
+
 /* Batch invariance: logits of every position are bit-identical whether the sequence is
  * decoded one token at a time or in batches of any size 1..64, with 1 or 2 threads. */
 static void test_batch_invariance(void **state) {
     enum { N = 64 };
+    int Bs[N];
+    for (int B = 1; B <= N; B++) Bs[B - 1] = B;
     for (size_t a = 0; a < NA; a++)
         for (size_t t = 0; t < NT; t++) {
             sdn_model *m = tu_load(tu_model(archs[a], types[t], 12), NULL);
-            int V = sdn_model_cfg(m)->vocab;
-            int32_t toks[N], rows[N];
-            random_tokens(toks, N, V, 77);
-            for (int i = 0; i < N; i++) rows[i] = i;
-            float *base = malloc((size_t)N * V * sizeof(float)), *lg = malloc((size_t)N * V * sizeof(float));
-            sdn_err e = {0};
-            sdn_ctx *c1 = tu_ctx(m, 128, 1, 128);
-            for (int p = 0; p < N; p++) {
-                sdn_batch b = {.n = 1, .tokens = &toks[p], .logit_rows = rows, .n_logits = 1, .invariant = 1};
-                assert_int_equal(sdn_forward(c1, &b, base + (size_t)p * V, &e), SDN_OK);
-            }
-            sdn_ctx_free(c1);
-            sdn_ctx *c2 = tu_ctx(m, 128, 2, 128);
-            for (int B = 1; B <= N; B++) {
-                sdn_kv_truncate(c2, 0);
-                for (int p = 0; p < N; p += B) {
-                    int n = N - p < B ? N - p : B;
-                    sdn_batch b = {.n = n, .tokens = toks + p, .logit_rows = rows, .n_logits = n, .invariant = 1};
-                    assert_int_equal(sdn_forward(c2, &b, lg + (size_t)p * V, &e), SDN_OK);
-                }
-                if (memcmp(base, lg, (size_t)N * V * sizeof(float)) != 0)
-                    fail_msg("%s %s: batch size %d changes the logits bits", archs[a], types[t], B);
-            }
-            sdn_ctx_free(c2);
-            free(base);
-            free(lg);
+            int32_t toks[N];
+            random_tokens(toks, N, sdn_model_cfg(m)->vocab, 77);
+            char what[96];
+            snprintf(what, sizeof what, "%s %s", archs[a], types[t]);
+            check_batches(m, toks, N, Bs, N, what);
             sdn_model_free(m);
         }
+}
+
+/* The logits of N tokens decoded one at a time (1 thread) equal those of the same tokens in
+ * batches of B rows (2 threads), bit for bit, on the path this test entry forces. */
+static void test_batch_invariance_path(void **state) {
+    kpath_use(state);
+    enum { N = 40 };
+    static const char *btypes[] = {"Q8_0", "Q4_0", "Q4_1", "Q4_K", "Q6_K"};
+    static const int Bs[] = {2, 3, 4, 5, 15, 16, 17, 33, 40};
+    for (size_t t = 0; t < sizeof btypes / sizeof btypes[0]; t++) {
+        sdn_model *m = tu_load(tu_model("tiny-qwen2", btypes[t], 12), NULL);
+        int32_t toks[N];
+        random_tokens(toks, N, sdn_model_cfg(m)->vocab, 78);
+        char what[96];
+        snprintf(what, sizeof what, "%s on path %s", btypes[t], sdn_kpath_name(sdn_kpath_get()));
+        check_batches(m, toks, N, Bs, (int)(sizeof Bs / sizeof Bs[0]), what);
+        sdn_model_free(m);
+    }
 }
 
 /* Tree verification: a random token tree is run in one batch with the tree mask; then a
@@ -293,6 +326,7 @@ int main(void) {
         cmocka_unit_test(test_topk),
         cmocka_unit_test(test_vs_reference),
         cmocka_unit_test(test_batch_invariance),
+        KPATH_TESTS(test_batch_invariance_path),
         cmocka_unit_test(test_tree_mask_and_kv_keep),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

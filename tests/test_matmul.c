@@ -18,7 +18,14 @@
  *    row of a batch of n = 1..64 equals that row computed alone; rows placed at other
  *    positions, among padding rows of garbage bits (NaN/Inf included) and garbage prepared
  *    bytes, give the same bits; any split of [0, out) into [o0, o1) ranges gives the same
- *    bits; nothing outside Y[r < n][o0 <= o < o1] is written. */
+ *    bits; nothing outside Y[r < n][o0 <= o < o1] is written;
+ *  - every kernel path of engine/kernel_path.h (tests named fn[path]; paths this machine
+ *    lacks are reported SKIPPED by name): invariance as above on the path, and the path's
+ *    bits against the portable path's for batches n = 1..64 (bit for bit for the types whose
+ *    float work has one fixed order on every path, see cross_path_exact; to float rounding
+ *    otherwise, and then bit for bit between the SIMD paths); on the amx path batches of 16 and
+ *    more rows of Q8_0/Q4_0/Q4_1 run on AMX tiles, so [AMX] checks the tile configuration and
+ *    kernel where the CPU has AMX; the configuration bytes are checked everywhere. */
 #include <float.h>
 #include <math.h>
 #include <setjmp.h>
@@ -31,9 +38,11 @@
 
 #include "common/sdn_util.h"
 #include "engine/matmul.h"
+#include "engine/matmul_internal.h"
 #include "engine/matmul_ref.h"
 #include "engine/quant.h"
 #include "engine/tensor_types.h"
+#include "support/kpath_test.h"
 
 static const uint32_t all_types[] = {SDN_TYPE_F32,  SDN_TYPE_F16,  SDN_TYPE_BF16, SDN_TYPE_Q8_0,
                                      SDN_TYPE_Q4_0, SDN_TYPE_Q4_1, SDN_TYPE_Q5_0, SDN_TYPE_Q5_1,
@@ -280,7 +289,7 @@ static void run_invariance(prep_fn prep, mm_fn mm) {
 }
 
 static void test_batch_invariance(void **state) {
-    (void)state;
+    kpath_use(state);
     print_message("kernels: %s\n", sdn_matmul_isa());
     run_invariance(sdn_act_prepare, sdn_matmul_rows);
 }
@@ -290,9 +299,77 @@ static void test_batch_invariance_portable(void **state) {
     run_invariance(sdn_act_prepare_portable, sdn_matmul_rows_portable);
 }
 
+/* Types whose kernels compute the same float operations in the same order on every path
+ * (docs/kernels.md, "Batch invariance across paths"): their bits agree across paths. */
+static int cross_path_exact(uint32_t t) {
+    return t == SDN_TYPE_Q8_0 || t == SDN_TYPE_Q4_0 || t == SDN_TYPE_Q4_1 || t == SDN_TYPE_Q4_K || t == SDN_TYPE_Q6_K;
+}
+
+/* Y of batches n = 1..64 (all rows at once) on the path in use vs on `ref`; bit for bit when
+ * `exact`, else within the float-rounding part of the accuracy bound. */
+static void check_paths(uint32_t type, int64_t in, int64_t out, sdn_kpath ref, int exact, uint64_t seed) {
+    const int N = 64;
+    const sdn_kpath here = sdn_kpath_get();
+    wmat m;
+    wmat_make(&m, type, out, in, seed);
+    float *X = make_x(N, in, seed + 1);
+    void *act = malloc(sdn_act_bytes(type, in, N));
+    float *Y = malloc(sizeof(float) * (size_t)(N * out)), *Yr = malloc(sizeof(float) * (size_t)(N * out));
+    static const int ns[] = {1, 2, 3, 4, 5, 7, 8, 15, 16, 17, 31, 32, 33, 63, 64};
+    for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++) {
+        const int n = ns[k];
+        assert_int_equal(sdn_kpath_set(ref, NULL), SDN_OK);
+        sdn_act_prepare(type, X, in, n, in, act);
+        sdn_matmul_rows(type, m.W, m.rb, in, act, n, Yr, out, 0, out);
+        assert_int_equal(sdn_kpath_set(here, NULL), SDN_OK);
+        sdn_act_prepare(type, X, in, n, in, act);
+        sdn_matmul_rows(type, m.W, m.rb, in, act, n, Y, out, 0, out);
+        if (exact) {
+            if (memcmp(Y, Yr, sizeof(float) * (size_t)(n * out))) {
+                for (int64_t i = 0; i < n * out; i++)
+                    if (memcmp(&Y[i], &Yr[i], sizeof(float)))
+                        print_error("%s in=%lld n=%d row %lld col %lld: %s %.9g vs %s %.9g\n", sdn_type_name(type),
+                                    (long long)in, n, (long long)(i / out), (long long)(i % out), sdn_kpath_name(here),
+                                    Y[i], sdn_kpath_name(ref), Yr[i]);
+                fail();
+            }
+        } else {
+            /* different summation orders: within 1e-5 of the row's largest magnitude (the
+             * accuracy test bounds this difference precisely) */
+            for (int r = 0; r < n; r++) {
+                double mx = 0;
+                for (int64_t o = 0; o < out; o++) mx = fmax(mx, fabs(Yr[r * out + o]));
+                for (int64_t o = 0; o < out; o++)
+                    if (!(fabs((double)Y[r * out + o] - Yr[r * out + o]) <= 1e-5 * mx)) {
+                        print_error("%s n=%d: %.9g vs %.9g\n", sdn_type_name(type), n, Y[r * out + o], Yr[r * out + o]);
+                        fail();
+                    }
+            }
+        }
+    }
+    free(X); free(act); free(Y); free(Yr);
+    wmat_free(&m);
+}
+
+static void test_paths_agree(void **state) {
+    kpath_use(state);
+    const sdn_kpath here = sdn_kpath_get();
+    static const int64_t shapes[][2] = {{256, 37}, {896, 19}, {4864, 5}};
+    for (size_t t = 0; t < NTYPES; t++)
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+            const uint32_t type = all_types[t];
+            if (!shape_ok(type, shapes[s][0])) continue;
+            const uint64_t seed = 7000 + 10 * t + s;
+            check_paths(type, shapes[s][0], shapes[s][1], SDN_KPATH_PORTABLE, cross_path_exact(type), seed);
+            if (!cross_path_exact(type) && here != SDN_KPATH_PORTABLE)
+                check_paths(type, shapes[s][0], shapes[s][1], SDN_KPATH_AVX2, 1, seed); /* one SIMD order */
+        }
+    assert_int_equal(sdn_kpath_set(here, NULL), SDN_OK);
+}
+
 /* Portable and SIMD preparations agree byte for byte, also on rows of garbage bits. */
 static void test_act_prepare_agree(void **state) {
-    (void)state;
+    kpath_use(state);
     sdn_rng rng;
     sdn_rng_seed(&rng, 99);
     const int64_t in = 512;
@@ -319,12 +396,35 @@ static void test_act_prepare_agree(void **state) {
     free(X);
 }
 
+/* The AMX tile configuration bytes (checked everywhere; executed by the [AMX] tests on
+ * machines with AMX): palette 1, C/A/B tiles with the documented rows and column bytes, every
+ * other byte zero (reserved fields must be zero or ldtilecfg faults). */
+static void test_amx_tile_config(void **state) {
+    (void)state;
+    for (int m = 1; m <= 16; m++) {
+        uint8_t cfg[64];
+        memset(cfg, 0xEE, sizeof cfg);
+        sdn_amx_tile_config(cfg, m);
+        uint8_t want[64] = {0};
+        want[0] = 1;
+        want[16] = 64; /* tmm0 colsb 64 */
+        want[18] = 32; /* tmm1 colsb 32 */
+        want[20] = 64; /* tmm2 colsb 64 */
+        want[48] = (uint8_t)m;
+        want[49] = (uint8_t)m;
+        want[50] = 8;
+        assert_memory_equal(cfg, want, 64);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_act_prepare_agree),
+        KPATH_TESTS(test_act_prepare_agree),
         cmocka_unit_test(test_accuracy),
-        cmocka_unit_test(test_batch_invariance),
+        KPATH_TESTS(test_batch_invariance),
         cmocka_unit_test(test_batch_invariance_portable),
+        KPATH_TESTS(test_paths_agree),
+        cmocka_unit_test(test_amx_tile_config),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

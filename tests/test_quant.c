@@ -7,7 +7,8 @@
  *    the layout, then random block bytes against a deliberately naive decoder in this file
  *    that reads the GGUF layout bit by bit (get_bits on byte offsets written from the
  *    ggml-common.h block definitions, not from engine/quant.c), and the SIMD dequantizers
- *    bit-identical to the scalar ones (sdn_dequantize_row_ref);
+ *    bit-identical to the scalar ones (sdn_dequantize_row_ref) on every kernel path the
+ *    machine has (tests fn[path]; paths it lacks reported SKIPPED);
  *  - quantize -> dequantize error bounds per type on N(0,1) data (RMS error relative to the
  *    RMS value, and a per-block max error), exact round trips for data already on a type's
  *    grid, determinism, and the row-size / unsupported-type contract. */
@@ -22,6 +23,7 @@
 #include <cmocka.h>
 
 #include "common/sdn_util.h"
+#include "support/kpath_test.h"
 #include "engine/quant.h"
 #include "engine/tensor_types.h"
 
@@ -120,7 +122,7 @@ static const uint32_t qtypes[] = {SDN_TYPE_Q4_0, SDN_TYPE_Q4_1, SDN_TYPE_Q5_0, S
 /* ------------------------------------------------------------ fp16 / bf16 */
 
 static void test_fp16_all_codes(void **state) {
-    (void)state;
+    kpath_use(state);
     uint16_t codes[65536];
     float dq[65536];
     for (unsigned h = 0; h < 65536; h++) codes[h] = (uint16_t)h;
@@ -303,7 +305,7 @@ static void test_hand_values(void **state) {
 
 /* Random block bytes (with sane fp16 scales) against the naive decoder. */
 static void test_random_blocks_vs_naive(void **state) {
-    (void)state;
+    kpath_use(state);
     sdn_rng rng;
     sdn_rng_seed(&rng, 7);
     for (size_t t = 0; t < NQ; t++) {
@@ -464,9 +466,9 @@ static void test_special_inputs(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_fp16_all_codes),  cmocka_unit_test(test_fp16_rounding),
+        KPATH_TESTS(test_fp16_all_codes),       cmocka_unit_test(test_fp16_rounding),
         cmocka_unit_test(test_bf16),            cmocka_unit_test(test_hand_values),
-        cmocka_unit_test(test_random_blocks_vs_naive), cmocka_unit_test(test_roundtrip_error),
+        KPATH_TESTS(test_random_blocks_vs_naive), cmocka_unit_test(test_roundtrip_error),
         cmocka_unit_test(test_exact_grid),      cmocka_unit_test(test_special_inputs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

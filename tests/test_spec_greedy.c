@@ -3,7 +3,9 @@
  * greedy decoding (the reference is the same model decoded one token at a time), for every
  * method: pld, sam, sam+tree, sam+cal (with prefill predictions), sam+reuse, sdnpu. Runs on
  * make-model models of each architecture (several tensor types) and on the real TinyStories
- * model, whose continuations repeat enough for drafts to be accepted. */
+ * model, whose continuations repeat enough for drafts to be accepted. test_kernel_path[path]
+ * repeats the make-model check on each kernel path the machine has (fewer prompts; paths it
+ * lacks are reported SKIPPED). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -11,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <math.h>
 #include <cmocka.h>
 
 #include "common/sdn_util.h"
@@ -19,6 +22,7 @@
 #include "engine/model.h"
 #include "engine/session.h"
 #include "engine/tokenizer.h"
+#include "support/kpath_test.h"
 #include "support/test_util.h"
 
 typedef struct counts {
@@ -109,6 +113,97 @@ static void test_make_model_archs(void **state) {
     assert_true(cnt.runs >= 200);
 }
 
+static void test_kernel_path(void **state) {
+    kpath_use(state);
+    const char *types[] = {"Q4_0", "Q4_K_M"};
+    counts cnt = {0};
+    for (int a = 0; a < 2; a++) {
+        sdn_model *m = tu_load(tu_model("tiny-qwen2", types[a], 33), NULL);
+        check_model(m, 6, 200 + (uint64_t)a, 8, &cnt);
+        sdn_model_free(m);
+    }
+    print_message("path %s: %d speculative runs identical to plain, %ld draft tokens accepted\n", sdn_kpath_name(sdn_kpath_get()),
+                  cnt.runs, cnt.accepted);
+    assert_true(cnt.runs >= 72);
+}
+
+/* sdn_draft_budget against a brute-force maximization written here, and the acceptance
+ * estimate's prior and cap. */
+static void test_draft_budget_choice(void **state) {
+    (void)state;
+    double ms[SDN_INVARIANT_MAX_ROWS];
+    for (int shape = 0; shape < 4; shape++)
+        for (int ai = 0; ai <= 10; ai++) {
+            const double a = ai / 10.0 * 0.98;
+            for (int d = 0; d < SDN_INVARIANT_MAX_ROWS; d++)
+                ms[d] = shape == 0 ? 10.0 : shape == 1 ? 10.0 + d : shape == 2 ? 10.0 + 0.5 * d : 10.0 + (d > 7 ? 40.0 : 0.2 * d);
+            double rate[64], best_r = 0;
+            for (int d = 0; d <= 63; d++) {
+                double e = 0;
+                for (int k = 0; k <= d; k++) e += pow(a, k);
+                rate[d] = e / ms[d];
+                if (rate[d] > best_r) best_r = rate[d];
+            }
+            const int got = sdn_draft_budget(ms, 63, a);
+            assert_true(got >= 0 && got <= 63);
+            assert_true(rate[got] >= best_r * (1 - 1e-12)); /* a maximizer (up to float rounding) */
+        }
+    for (int d = 0; d < SDN_INVARIANT_MAX_ROWS; d++) ms[d] = 10.0;
+    assert_int_equal(sdn_draft_budget(ms, 63, 0.9), 63); /* a flat curve: every token pays */
+    assert_int_equal(sdn_draft_budget(ms, 5, 0.9), 5);
+    for (int d = 0; d < SDN_INVARIANT_MAX_ROWS; d++) ms[d] = 10.0 * (1 + d);
+    assert_int_equal(sdn_draft_budget(ms, 63, 0.9), 0); /* cost linear in rows: drafting never pays */
+    assert_true(fabs(sdn_accept_estimate(0, 0) - 0.5) < 1e-12);
+    assert_true(fabs(sdn_accept_estimate(6, 2) - 8.0 / 12.0) < 1e-12);
+    assert_true(sdn_accept_estimate(100000, 0) == 0.98);
+}
+
+/* With a cost curve and no fixed draft size every method's output stays plain greedy
+ * decoding's (the per-step budget changes what is drafted, never what is committed). */
+static void test_budget_from_curve(void **state) {
+    (void)state;
+    sdn_model *m = tu_shared() ? tu_load_stories() : tu_load(tu_model("tiny-qwen2", "Q8_0", 41), NULL);
+    double ms[SDN_INVARIANT_MAX_ROWS];
+    for (int d = 0; d < SDN_INVARIANT_MAX_ROWS; d++) ms[d] = 10.0 + 0.05 * d;
+    sdn_ctx *c;
+    sdn_err e = {0};
+    sdn_ctx_params cp = {.n_ctx = 512, .n_threads = 2};
+    if (sdn_ctx_new(m, &cp, &c, &e)) fail_msg("%s", e.msg);
+    int32_t prompt[24];
+    const int V = sdn_model_cfg(m)->vocab < 8 ? sdn_model_cfg(m)->vocab : 8;
+    for (int i = 0; i < 24; i++) prompt[i] = i == 0 ? 1 : (int32_t)(1 + (i * 5) % (V - 1));
+    const char *methods[] = {"pld", "sam", "sdnpu"};
+    long drafted = 0, steps = 0, max_step = 0;
+    for (int k = 0; k < 3; k++) {
+        sdn_gen_params gp = {.max_tokens = 60, .ignore_eog = 1};
+        int32_t *base, *got;
+        int nb, ng;
+        if (sdn_generate(c, prompt, 24, &gp, NULL, NULL, NULL, NULL, &base, &nb, NULL, &e)) fail_msg("%s", e.msg);
+        sdn_method_config mc;
+        sdn_method_defaults(&mc);
+        sdn_drafter d;
+        if (sdn_method_create(methods[k], &mc, &d, &e)) fail_msg("%s", e.msg);
+        gp.drafter = &d;
+        gp.verify_ms = ms;
+        sdn_gen_stats st;
+        if (sdn_generate(c, prompt, 24, &gp, NULL, NULL, NULL, NULL, &got, &ng, &st, &e)) fail_msg("%s", e.msg);
+        assert_int_equal(ng, nb);
+        assert_memory_equal(got, base, sizeof(int32_t) * (size_t)nb);
+        drafted += st.drafted;
+        steps += st.steps;
+        for (int h = 0; h < SDN_ACCEPT_HIST; h++)
+            if (st.accept_hist[h] && h > max_step) max_step = h;
+        sdn_drafter_destroy(&d);
+        free(base);
+        free(got);
+    }
+    print_message("budget from a flat curve: %ld draft tokens in %ld steps, up to %ld accepted in one step\n", drafted, steps, max_step);
+    assert_true(drafted > 0);
+    assert_true(sdn_draft_budget(ms, 63, sdn_accept_estimate(0, 0)) > 4); /* the prior drafts beyond the old default here */
+    sdn_ctx_free(c);
+    sdn_model_free(m);
+}
+
 static void test_tinystories(void **state) {
     TU_REQUIRE_SHARED();
     sdn_model *m = tu_load_stories();
@@ -124,6 +219,9 @@ static void test_tinystories(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_make_model_archs),
+        KPATH_TESTS(test_kernel_path),
+        cmocka_unit_test(test_draft_budget_choice),
+        cmocka_unit_test(test_budget_from_curve),
         cmocka_unit_test(test_tinystories),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -21,6 +21,7 @@
 #include "engine/cli/bench_util.h"
 #include "engine/cli/cli.h"
 #include "engine/forward.h"
+#include "engine/kernel_path.h"
 #include "engine/model.h"
 #include "engine/request.h"
 #include "engine/session.h"
@@ -29,7 +30,9 @@
 static const int rows_list[] = {1, 2, 4, 8, 16, 32, 64};
 #define NROWS (int)(sizeof rows_list / sizeof rows_list[0])
 
-static int cost_curve(const char *path, int threads, int reps, double *ms, sdn_err *err) {
+/* Median ms of a verify step of rows[k] rows (k < nrows, each 1..64) after a 256-token context. */
+static int cost_curve_rows(const char *path, int threads, int reps, const int *rows_n, int nrows, double *ms,
+                           sdn_err *err) {
     sdn_model *m;
     sdn_model_load_opts lo = {.no_tokenizer = 1};
     int rc = sdn_model_load(path, &lo, &m, err);
@@ -47,8 +50,8 @@ static int cost_curve(const char *path, int threads, int reps, double *ms, sdn_e
     float *lg = malloc((size_t)64 * V * sizeof(float));
     int32_t rows[64];
     for (int i = 0; i < 64; i++) rows[i] = i;
-    for (int k = 0; k < NROWS; k++) {
-        int n = rows_list[k];
+    for (int k = 0; k < nrows; k++) {
+        int n = rows_n[k];
         double t[32];
         for (int rep = 0; rep < reps + 1; rep++) {
             /* a chain draft: causal mask, logits for every row, as a verification step */
@@ -68,6 +71,51 @@ out:
     sdn_ctx_free(c);
     sdn_model_free(m);
     return rc;
+}
+
+static int cost_curve(const char *path, int threads, int reps, double *ms, sdn_err *err) {
+    return cost_curve_rows(path, threads, reps, rows_list, NROWS, ms, err);
+}
+
+/* --model F [--rows LIST] [--json OUT]: the curve of one model file, printed and written as
+ * {"kernel", "threads", "model", "rows", "ms"}. */
+static int model_curve(const char *model, const char *rows_opt, int threads, int reps, const char *json) {
+    int rows_n[64], nrows = 0;
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", rows_opt);
+    for (char *sp, *t = strtok_r(buf, ",", &sp); t; t = strtok_r(NULL, ",", &sp)) {
+        long v;
+        if (nrows == 64 || cli_int("--rows", t, 1, 64, &v)) return 2;
+        rows_n[nrows++] = (int)v;
+    }
+    if (!nrows) { fprintf(stderr, "sdnpu bench-verify: --rows is empty\n"); return 2; }
+    double ms[64];
+    sdn_err err = {0};
+    if (cost_curve_rows(model, threads, reps, rows_n, nrows, ms, &err)) { fprintf(stderr, "sdnpu: %s\n", err.msg); return 1; }
+    printf("verify step of %s after a 256-token context, kernel path %s, %d threads, median of %d\n", model,
+           sdn_kpath_describe(), threads, reps);
+    printf("  %6s %10s %8s\n", "rows", "ms", "T(k)/T(1)");
+    for (int k = 0; k < nrows; k++) printf("  %6d %10.3f %8.2fx\n", rows_n[k], ms[k], ms[k] / ms[0]);
+    if (json) {
+        cJSON *j = cJSON_CreateObject(), *rs = cJSON_CreateArray(), *ts = cJSON_CreateArray();
+        cJSON_AddStringToObject(j, "kernel", sdn_kpath_name(sdn_kpath_get()));
+        cJSON_AddNumberToObject(j, "threads", threads);
+        cJSON_AddStringToObject(j, "model", model);
+        for (int k = 0; k < nrows; k++) {
+            cJSON_AddItemToArray(rs, cJSON_CreateNumber(rows_n[k]));
+            cJSON_AddItemToArray(ts, cJSON_CreateNumber(ms[k]));
+        }
+        cJSON_AddItemToObject(j, "rows", rs);
+        cJSON_AddItemToObject(j, "ms", ts);
+        char *txt = cJSON_PrintUnformatted(j);
+        cJSON_Delete(j);
+        FILE *f = fopen(json, "w");
+        if (!f) { free(txt); fprintf(stderr, "sdnpu: option --json: cannot write %s\n", json); return 1; }
+        fprintf(f, "%s\n", txt);
+        fclose(f);
+        free(txt);
+    }
+    return 0;
 }
 
 static int write_profile(const char *file, const char *model, const char *shape, int threads, const double *ms) {
@@ -271,29 +319,37 @@ static int stories_e2e(const char *dir, int threads, int max_tokens, sdn_err *er
 
 int cmd_bench_verify(int argc, char **argv) {
     const char *cost_out = NULL, *stories = NULL, *shapes = "qwen2.5-0.5b,llama-3.2-1b", *types = "F16,Q8_0";
+    const char *model = NULL, *rows_opt = "1,2,4,8,16,32,64", *json = NULL;
     long threads = 2, reps = 5, max_tokens = 200;
     int skip_curve = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         if (!strcmp(a, "--help")) {
             printf("usage: sdnpu bench-verify [--shapes S1,S2] [--types T1,T2] [--threads N] [--reps N] [--cost-out FILE]\n"
-                   "                          [--stories DIR] [--max-tokens N] [--no-curve]\n");
+                   "                          [--stories DIR] [--max-tokens N] [--no-curve]\n"
+                   "       sdnpu bench-verify --model FILE [--rows 1,2,4,8,16,32,64] [--json OUT] [--threads N] [--reps N]\n"
+                   "  (--model: only the verify-cost curve of that file; --json writes\n"
+                   "   {\"kernel\", \"threads\", \"model\", \"rows\", \"ms\"}; --kernel NAME forces a kernel path)\n");
             return 0;
         } else if (!strcmp(a, "--cost-out")) { if (!(cost_out = cli_value(argc, argv, &i, a))) return 2; }
         else if (!strcmp(a, "--stories")) { if (!(stories = cli_value(argc, argv, &i, a))) return 2; }
         else if (!strcmp(a, "--shapes")) { if (!(shapes = cli_value(argc, argv, &i, a))) return 2; }
         else if (!strcmp(a, "--types")) { if (!(types = cli_value(argc, argv, &i, a))) return 2; }
         else if (!strcmp(a, "--no-curve")) skip_curve = 1;
+        else if (!strcmp(a, "--model")) { if (!(model = cli_value(argc, argv, &i, a))) return 2; }
+        else if (!strcmp(a, "--rows")) { if (!(rows_opt = cli_value(argc, argv, &i, a))) return 2; }
+        else if (!strcmp(a, "--json")) { if (!(json = cli_value(argc, argv, &i, a))) return 2; }
         else if (!strcmp(a, "--threads")) { if (!(v = cli_value(argc, argv, &i, a)) || cli_int(a, v, 1, 256, &threads)) return 2; }
         else if (!strcmp(a, "--reps")) { if (!(v = cli_value(argc, argv, &i, a)) || cli_int(a, v, 1, 31, &reps)) return 2; }
         else if (!strcmp(a, "--max-tokens")) { if (!(v = cli_value(argc, argv, &i, a)) || cli_int(a, v, 1, 4000, &max_tokens)) return 2; }
         else { fprintf(stderr, "sdnpu bench-verify: unknown option %s\n", a); return 2; }
     }
+    if (model) return model_curve(model, rows_opt, (int)threads, (int)reps, json);
     sdn_err err = {0};
     if (!skip_curve) {
-        printf("verify step cost vs. batch rows (root + draft chain) after a 256-token context, %ld threads, median of %ld\n"
-               "(random-weight models: these figures are speed only; acceptance on them is meaningless)\n",
-               threads, reps);
+        printf("verify step cost vs. batch rows (root + draft chain) after a 256-token context, %ld threads, median of %ld,\n"
+               "kernel path %s\n(random-weight models: these figures are speed only; acceptance on them is meaningless)\n",
+               threads, reps, sdn_kpath_describe());
         printf("  %-14s %-5s", "shape", "type");
         for (int k = 0; k < NROWS; k++) printf(" %9d", rows_list[k]);
         printf("   (rows)\n");

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "engine/cli/cli.h"
+#include "engine/kernel_path.h"
 #include "engine/model.h"
 
 int cmd_info(int argc, char **argv) {
@@ -46,6 +47,7 @@ int cmd_info(int argc, char **argv) {
     }
     char *d = sdn_model_describe(m, (int)n_ctx);
     fputs(d, stdout);
+    printf("kernel path: %s; CPU features: %s\n", sdn_kpath_describe(), sdn_cpu_features());
     free(d);
     sdn_model_free(m);
     return 0;

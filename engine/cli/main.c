@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "engine/cli/cli.h"
+#include "engine/kernel_path.h"
 
 static const struct {
     const char *name;
@@ -36,12 +37,50 @@ static void usage(FILE *f) {
     fprintf(f, "usage: sdnpu COMMAND [options]   (sdnpu COMMAND --help for its options)\n\ncommands:\n");
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         fprintf(f, "  %-12s %s\n", commands[i].name, commands[i].help);
+    fprintf(f, "\nevery command also takes --kernel portable|avx2|avx512|amx (or the environment variable\n"
+               "SDN_KERNEL) to force a kernel path; the default is the best path this CPU supports\n");
+}
+
+/* Take the global option --kernel NAME (or --kernel=NAME) out of argv and select the kernel
+ * path: that one, else SDN_KERNEL, else the best. Returns 0, or 2 after printing the error. */
+static int kernel_option(int *argc, char **argv) {
+    const char *name = NULL;
+    int j = 1;
+    for (int i = 1; i < *argc; i++) {
+        if (!strcmp(argv[i], "--kernel")) {
+            if (i + 1 >= *argc) {
+                fprintf(stderr, "sdnpu: option --kernel needs a value (portable, avx2, avx512 or amx)\n");
+                return 2;
+            }
+            name = argv[++i];
+        } else if (!strncmp(argv[i], "--kernel=", 9)) {
+            name = argv[i] + 9;
+        } else {
+            argv[j++] = argv[i];
+        }
+    }
+    *argc = j;
+    argv[j] = NULL;
+    sdn_err err = {0};
+    sdn_kpath p;
+    int rc = name ? sdn_kpath_parse(name, &p, &err) : SDN_OK;
+    if (!rc) rc = name ? sdn_kpath_set(p, &err) : sdn_kpath_init(&err);
+    if (rc) {
+        fprintf(stderr, "sdnpu: %s%s\n", name ? "--kernel: " : "", err.msg);
+        return 2;
+    }
+    return 0;
 }
 
 int main(int argc, char **argv) {
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
+    }
+    if (kernel_option(&argc, argv)) return 2;
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (!strcmp(argv[1], commands[i].name)) return commands[i].fn(argc - 1, argv + 1);

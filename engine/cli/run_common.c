@@ -4,15 +4,19 @@
 #include <cjson/cJSON.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/sdn_util.h"
+#include "datasets/cost.h"
 #include "draft/methods.h"
 #include "engine/cli/bench_util.h"
 #include "engine/cli/cli.h"
 #include "engine/forward.h"
+#include "engine/kernel_path.h"
 #include "engine/model.h"
 #include "engine/request.h"
 #include "engine/tokenizer.h"
+#include "graph_sched/profile.h"
 
 void sdn_run_opts_init(sdn_run_opts *o) {
     memset(o, 0, sizeof *o);
@@ -35,7 +39,9 @@ void sdn_run_opts_usage(FILE *f) {
                "  --max-tokens N        new tokens at most (default 256)\n"
                "  --temp T --top-k K --top-p P --seed S   sampling (default greedy)\n"
                "  --spec METHOD         drafting method: %s (default none)\n"
-               "  --draft-max N --draft-depth D --draft-branch B   draft tree caps (default 4, 4, 4)\n"
+               "  --draft-max N --draft-depth D --draft-branch B   draft tree caps (default: each step's draft size\n"
+               "                        from this machine's measured verify cost curve and the acceptance seen\n"
+               "                        so far, maximizing expected tokens/s; branch 4)\n"
                "  --compare             also run plain decoding: same output?, speedup\n"
                "  --graphs MODE         fixed-shape graphs, switched during prefill: single, sync, async, progressive\n"
                "  --graph-blocks N --g1 S1 --g2 S2   blocks, prefill and decode graph rows (default 8, 256, from the profile)\n"
@@ -234,6 +240,43 @@ static cJSON *pass_json(const pass *p, const pass *base) {
     return j;
 }
 
+/* The verify cost curve of m on this machine (ms of a verification step with d = 0..63 draft
+ * tokens, interpolated): from the cache file $SDNPU_CACHE/verify-cost-<model
+ * fingerprint>-<kernel path>-t<threads>.json when it was measured on this machine, else
+ * measured now (sdn_cost_measure after a 64-token context, a few seconds) and cached. */
+static int verify_curve(sdn_model *m, int threads, double *ms, FILE *log, sdn_err *err) {
+    static const int sizes[] = {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 63};
+    const int nsz = (int)(sizeof sizes / sizeof sizes[0]);
+    char path[1200], key[256], machine[160];
+    const char *kp = sdn_kpath_name(sdn_kpath_get());
+    sdn_machine_id(machine, sizeof machine);
+    snprintf(path, sizeof path, "%s/verify-cost-%016llx-%s-t%d.json", bench_cache_dir(),
+             (unsigned long long)sdn_model_fingerprint(m), kp, threads);
+    snprintf(key, sizeof key, "%s, kernel path %s", machine, kp);
+    sdn_cost_profile prof;
+    sdn_err e2 = {0};
+    int cached = access(path, R_OK) == 0 && sdn_cost_load(path, &prof, &e2) == SDN_OK && !strcmp(prof.shape, key) &&
+                 prof.threads == threads && prof.n == nsz;
+    if (!cached) {
+        if (log) fprintf(log, "measuring the verify cost curve of this model on this machine (cached in %s) ...\n", path);
+        sdn_ctx *c = NULL;
+        sdn_ctx_params cp = {.n_ctx = 64 + SDN_INVARIANT_MAX_ROWS + 8, .n_threads = threads, .max_batch = SDN_INVARIANT_MAX_ROWS};
+        int rc = sdn_ctx_new(m, &cp, &c, err);
+        if (!rc) rc = sdn_cost_measure(c, sizes, nsz, 64, 2, &prof, err);
+        sdn_ctx_free(c);
+        if (rc) return sdn_fail(err, rc, "verify cost curve");
+        snprintf(prof.model, sizeof prof.model, "%016llx", (unsigned long long)sdn_model_fingerprint(m));
+        snprintf(prof.shape, sizeof prof.shape, "%s", key);
+        prof.threads = threads;
+        if (sdn_cost_write(path, &prof, &e2) && log) fprintf(log, "sdnpu: warning: %s (the curve is not cached)\n", e2.msg);
+    }
+    for (int d = 0; d < SDN_INVARIANT_MAX_ROWS; d++) ms[d] = sdn_cost_step_ms(&prof, d);
+    if (log)
+        fprintf(log, "draft budget per step from the verify cost curve (%s): T(4)/T(0) %.2f, T(16)/T(0) %.2f, T(63)/T(0) %.2f\n",
+                kp, ms[4] / ms[0], ms[16] / ms[0], ms[63] / ms[0]);
+    return SDN_OK;
+}
+
 /* One generation pass with `method`. Returns 0 or prints the error and returns 1. */
 static int run_pass(const sdn_run_opts *o, sdn_model *m, const int32_t *prompt, int n_prompt, const char *method, FILE *out, pass *p) {
     sdn_err err = {0};
@@ -254,6 +297,11 @@ static int run_pass(const sdn_run_opts *o, sdn_model *m, const int32_t *prompt, 
     sdn_gen_params gp = {.max_tokens = o->max_tokens, .sampling = o->sampling, .ignore_eog = o->ignore_eos,
                          .drafter = d.ops ? &d : NULL, .caps = o->caps,
                          .prefill_topk = sdn_method_uses_prefill_preds(method) ? o->prefill_topk : 0};
+    double verify_ms[SDN_INVARIANT_MAX_ROWS];
+    if (d.ops && !o->graphs.graphs && o->caps.max_nodes <= 0) { /* the default budget: from the cost curve */
+        if (verify_curve(m, o->threads, verify_ms, o->quiet ? NULL : stderr, &err)) goto fail;
+        gp.verify_ms = verify_ms;
+    }
     if (o->graphs.graphs) { /* fixed-shape graphs: prefill hook, decode shape, budget (graph_sched/setup.h) */
         sdn_gs_options go = o->graphs;
         char db[1200];

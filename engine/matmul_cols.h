@@ -1,0 +1,257 @@
+/* matmul_cols.h - vector helpers of the column-parallel kernels (matmul_cols_avx2.c,
+ * matmul_kcols_avx2.c). Internal; include only under SDN_MATMUL_AVX2, after matmul_avx2.h.
+ *
+ * With AVX-512 (F/BW/VNNI) a column group is CW = 16 lanes of a zmm, otherwise CW = 8 lanes of
+ * a ymm; the VI_* / VF_* macros are the integer / float operations at that width, VDP the
+ * exact u8 x s8 dot product into int32 lanes (vpdpbusd, or vpmaddubsw + vpmaddwd without
+ * VNNI, exact for the operand ranges the kernels use). transpose32 / transpose16 turn 32 / 16
+ * bytes at the same offset of CW weight rows into vectors whose lane c holds dword t of row c
+ * (the vpdpbusd operand layout: one lane per output column). */
+#ifndef SDN_MATMUL_COLS_H
+#define SDN_MATMUL_COLS_H
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VNNI__)
+#define CW 16
+#define VI_SRA32(a, k) _mm512_srai_epi32(a, k)
+typedef __m512i vi;
+typedef __m512 vf;
+#define VI_ZERO() _mm512_setzero_si512()
+#define VI_SET1(v) _mm512_set1_epi32(v)
+#define VI_AND(a, b) _mm512_and_si512(a, b)
+#define VI_SUB(a, b) _mm512_sub_epi32(a, b)
+#define VI_XOR(a, b) _mm512_xor_si512(a, b)
+#define VI_SRL16(a, k) _mm512_srli_epi16(a, k)
+#define VI_LOAD(p) _mm512_load_si512((const void *)(p))
+#define VI_STORE(p, v) _mm512_store_si512((void *)(p), v)
+#define VDP(acc, u, s) _mm512_dpbusd_epi32(acc, u, s)
+#define VF_ZERO() _mm512_setzero_ps()
+#define VF_SET1(v) _mm512_set1_ps(v)
+#define VF_LOAD(p) _mm512_load_ps(p)
+#define VF_STORE(p, v) _mm512_store_ps(p, v)
+#define VF_STOREU(p, v) _mm512_storeu_ps(p, v)
+#define VF_CVT(v) _mm512_cvtepi32_ps(v)
+#define VF_MUL(a, b) _mm512_mul_ps(a, b)
+#define VF_ADD(a, b) _mm512_add_ps(a, b)
+#define VF_SUB(a, b) _mm512_sub_ps(a, b)
+#define VI_ADD(a, b) _mm512_add_epi32(a, b)
+#define VI_MULLO(a, b) _mm512_mullo_epi32(a, b)
+#define VI_SRL32(a, k) _mm512_srli_epi32(a, k)
+#define VI_SLL32(a, k) _mm512_slli_epi32(a, k)
+#define VI_OR(a, b) _mm512_or_si512(a, b)
+#define VNNI_DP 1
+#else
+#define CW 8
+#define VI_SRA32(a, k) _mm256_srai_epi32(a, k)
+typedef __m256i vi;
+typedef __m256 vf;
+#define VI_ZERO() _mm256_setzero_si256()
+#define VI_SET1(v) _mm256_set1_epi32(v)
+#define VI_AND(a, b) _mm256_and_si256(a, b)
+#define VI_SUB(a, b) _mm256_sub_epi32(a, b)
+#define VI_XOR(a, b) _mm256_xor_si256(a, b)
+#define VI_SRL16(a, k) _mm256_srli_epi16(a, k)
+#define VI_LOAD(p) _mm256_load_si256((const __m256i *)(p))
+#define VI_STORE(p, v) _mm256_store_si256((__m256i *)(p), v)
+#define VDP(acc, u, s) sdn_dpbusd(acc, u, s)
+#define VF_ZERO() _mm256_setzero_ps()
+#define VF_SET1(v) _mm256_set1_ps(v)
+#define VF_LOAD(p) _mm256_load_ps(p)
+#define VF_STORE(p, v) _mm256_store_ps(p, v)
+#define VF_STOREU(p, v) _mm256_storeu_ps(p, v)
+#define VF_CVT(v) _mm256_cvtepi32_ps(v)
+#define VF_MUL(a, b) _mm256_mul_ps(a, b)
+#define VF_ADD(a, b) _mm256_add_ps(a, b)
+#define VF_SUB(a, b) _mm256_sub_ps(a, b)
+#define VI_ADD(a, b) _mm256_add_epi32(a, b)
+#define VI_MULLO(a, b) _mm256_mullo_epi32(a, b)
+#define VI_SRL32(a, k) _mm256_srli_epi32(a, k)
+#define VI_SLL32(a, k) _mm256_slli_epi32(a, k)
+#define VI_OR(a, b) _mm256_or_si256(a, b)
+#ifdef SDN_VNNI
+#define VNNI_DP 1
+#else
+#define VNNI_DP 0
+#endif
+#endif
+
+SDN_INLINE uint32_t ld32(const void *p) {
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+/* In-lane 4x4 transpose of 32-bit elements across a0..a3 (every 128-bit lane separately):
+ * out[t] lane-position i of each 128-bit lane = a_i's element t of that lane. */
+#define TRANSPOSE4(T, UNLO32, UNHI32, UNLO64, UNHI64, a0, a1, a2, a3, out)                                          \
+    do {                                                                                                             \
+        const T t0_ = UNLO32(a0, a1), t1_ = UNHI32(a0, a1), t2_ = UNLO32(a2, a3), t3_ = UNHI32(a2, a3);                \
+        out[0] = UNLO64(t0_, t2_);                                                                                    \
+        out[1] = UNHI64(t0_, t2_);                                                                                    \
+        out[2] = UNLO64(t1_, t3_);                                                                                    \
+        out[3] = UNHI64(t1_, t3_);                                                                                    \
+    } while (0)
+
+#if CW == 16
+#define TR4(a0, a1, a2, a3, out)                                                                                     \
+    TRANSPOSE4(__m512i, _mm512_unpacklo_epi32, _mm512_unpackhi_epi32, _mm512_unpacklo_epi64, _mm512_unpackhi_epi64, \
+               a0, a1, a2, a3, out)
+/* 32 bytes of rows r[0..15] at byte offset off -> V[t] lane c = dword t of row c. */
+SDN_INLINE void transpose32(const uint8_t *const *r, size_t off, vi *V) {
+    __m512i a[8], x[4], y[4];
+    for (int j = 0; j < 4; j++) {
+        a[j] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(r[j] + off))),
+                                  _mm256_loadu_si256((const __m256i *)(r[j + 4] + off)), 1);
+        a[4 + j] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(r[8 + j] + off))),
+                                      _mm256_loadu_si256((const __m256i *)(r[12 + j] + off)), 1);
+    }
+    TR4(a[0], a[1], a[2], a[3], x);
+    TR4(a[4], a[5], a[6], a[7], y);
+    for (int t = 0; t < 4; t++) {
+        V[t] = _mm512_shuffle_i64x2(x[t], y[t], _MM_SHUFFLE(2, 0, 2, 0));
+        V[4 + t] = _mm512_shuffle_i64x2(x[t], y[t], _MM_SHUFFLE(3, 1, 3, 1));
+    }
+}
+/* 16 bytes of rows r[0..15] at off -> P[t] lane c = dword t of row c (t < 4). */
+SDN_INLINE void transpose16(const uint8_t *const *r, size_t off, vi *P) {
+    __m512i a[4];
+    for (int i = 0; i < 4; i++) {
+        __m512i v = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(r[i] + off)));
+        v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(r[4 + i] + off)), 1);
+        v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(r[8 + i] + off)), 2);
+        a[i] = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(r[12 + i] + off)), 3);
+    }
+    TR4(a[0], a[1], a[2], a[3], P);
+}
+#else
+#define TR4(a0, a1, a2, a3, out)                                                                                     \
+    TRANSPOSE4(__m256i, _mm256_unpacklo_epi32, _mm256_unpackhi_epi32, _mm256_unpacklo_epi64, _mm256_unpackhi_epi64, \
+               a0, a1, a2, a3, out)
+SDN_INLINE void transpose32(const uint8_t *const *r, size_t off, vi *V) {
+    __m256i a[8], x[4], y[4];
+    for (int j = 0; j < 8; j++) a[j] = _mm256_loadu_si256((const __m256i *)(r[j] + off));
+    TR4(a[0], a[1], a[2], a[3], x);
+    TR4(a[4], a[5], a[6], a[7], y);
+    for (int t = 0; t < 4; t++) {
+        V[t] = _mm256_permute2x128_si256(x[t], y[t], 0x20);
+        V[4 + t] = _mm256_permute2x128_si256(x[t], y[t], 0x31);
+    }
+}
+SDN_INLINE void transpose16(const uint8_t *const *r, size_t off, vi *P) {
+    __m256i a[4];
+    for (int i = 0; i < 4; i++)
+        a[i] = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(r[i] + off))),
+                                       _mm_loadu_si128((const __m128i *)(r[4 + i] + off)), 1);
+    TR4(a[0], a[1], a[2], a[3], P);
+}
+#endif
+
+/* Lane c = the 4 bytes at r[c] + off (a gather over the group's rows). */
+SDN_INLINE vi gather32(const uint8_t *const *r, size_t off) {
+#if CW == 16
+    const __m512i b = _mm512_set1_epi64((long long)(uintptr_t)r[0]);
+    const __m256i i0 = _mm512_cvtepi64_epi32(_mm512_sub_epi64(_mm512_loadu_si512((const void *)r), b));
+    const __m256i i1 = _mm512_cvtepi64_epi32(_mm512_sub_epi64(_mm512_loadu_si512((const void *)(r + 8)), b));
+    const __m512i idx = _mm512_inserti64x4(_mm512_castsi256_si512(i0), i1, 1);
+    return _mm512_i32gather_epi32(idx, (const void *)(r[0] + off), 1);
+#else
+    const __m256i b = _mm256_set1_epi64x((long long)(uintptr_t)r[0]);
+    const __m256i d0 = _mm256_sub_epi64(_mm256_loadu_si256((const __m256i *)r), b);
+    const __m256i d1 = _mm256_sub_epi64(_mm256_loadu_si256((const __m256i *)(r + 4)), b);
+    /* low dwords of the 8 int64 differences, in order */
+    const __m256i sel = _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6);
+    const __m256i lo = _mm256_permutevar8x32_epi32(d0, sel), hi = _mm256_permutevar8x32_epi32(d1, sel);
+    const __m256i idx = _mm256_permute2x128_si256(lo, hi, 0x20);
+    return _mm256_i32gather_epi32((const int *)(r[0] + off), idx, 1);
+#endif
+}
+
+/* Lane c = the fp16 in the low (hi = 0) or high (hi = 1) 16 bits of lane c of v, as fp32
+ * (F16C: the exact conversion, the same values as sdn_f16_table). */
+SDN_INLINE vf vf_from_f16(vi v, int hi) {
+#if CW == 16
+    return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(hi ? _mm512_srli_epi32(v, 16) : v));
+#else
+    const __m256i h = hi ? _mm256_srli_epi32(v, 16) : _mm256_and_si256(v, _mm256_set1_epi32(0xFFFF));
+    return _mm256_cvtph_ps(_mm_packus_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1)));
+#endif
+}
+
+/* ---- the driver shared by the column kernels ----
+ * A kernel supplies: blk_bytes (the unpacked form of one (column group, block)), build (unpack
+ * block b of the group's CW weight rows into a blk), tiles[tx - 1] (rows [r, r + tx) of the
+ * batch, tx <= COL_RT, against all blocks: from the unpacked blocks, or unpacking per block
+ * when given NULL; writes out[tx][CW]) and optionally group (all n rows of a group at once from
+ * the unpacked blocks, writing out[row][CW] rows of up to 16 at a time via its own loop; NULL
+ * when unused). */
+#define COL_RT 4        /* activation rows per tile */
+#define COL_FUSE_ROWS 4 /* batches up to this size unpack in registers, larger ones via scratch */
+
+typedef void (*col_build_fn)(const uint8_t *const *rows, int64_t b, size_t pf, void *blk);
+typedef void (*col_tile_fn)(const uint8_t *const *rows, const void *blks, int64_t nb, size_t pf, const char *act,
+                            size_t stride, int64_t in, int r, float *out);
+/* All n rows of one group from the unpacked blocks into Y (columns [o, o + nc)). */
+typedef void (*col_group_fn)(const void *blks, int64_t nb, const char *act, size_t stride, int64_t in, int n, float *Y,
+                             int64_t ldy, int64_t o, int nc);
+
+/* Per-thread scratch of at least `bytes` (64-byte aligned; NULL when out of memory). */
+static __thread void *g_col_scratch;
+static __thread size_t g_col_scratch_bytes;
+static inline void *col_scratch(size_t bytes) {
+    if (bytes > g_col_scratch_bytes) {
+        free(g_col_scratch);
+        g_col_scratch = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
+        g_col_scratch_bytes = g_col_scratch ? bytes : 0;
+    }
+    return g_col_scratch;
+}
+
+/* Y[r][o] for r < n, o0 <= o < o1: column groups of CW (the last one repeats its last valid
+ * row in the missing lanes, which are not stored), each unpacked once into scratch for
+ * batches above COL_FUSE_ROWS (without scratch memory every tile unpacks for itself: slower,
+ * the same bits), then row tiles or `group`. */
+static inline void col_drive(const void *W, size_t row_bytes, int64_t nb, size_t blk_bytes, col_build_fn build,
+                             const col_tile_fn *tiles, col_group_fn group, const char *act, size_t stride, int64_t in,
+                             int n, float *Y, int64_t ldy, int64_t o0, int64_t o1) {
+    const size_t pf = (size_t)CW * row_bytes; /* prefetch distance: the next group's rows */
+    char *blks = n > COL_FUSE_ROWS ? col_scratch((size_t)nb * blk_bytes) : NULL;
+    float out[COL_RT * CW] __attribute__((aligned(64)));
+    for (int64_t o = o0; o < o1; o += CW) {
+        const int nc = o1 - o < CW ? (int)(o1 - o) : CW;
+        const uint8_t *rows[CW];
+        for (int c = 0; c < CW; c++) rows[c] = (const uint8_t *)W + (size_t)(o + (c < nc ? c : nc - 1)) * row_bytes;
+        if (blks)
+            for (int64_t b = 0; b < nb; b++) build(rows, b, pf, blks + (size_t)b * blk_bytes);
+        if (group && blks) {
+            group(blks, nb, act, stride, in, n, Y, ldy, o, nc);
+            continue;
+        }
+        for (int r = 0; r < n; r += COL_RT) {
+            const int tx = n - r < COL_RT ? n - r : COL_RT;
+            tiles[tx - 1](rows, blks, nb, pf, act, stride, in, r, out);
+            for (int j = 0; j < tx; j++) memcpy(Y + (size_t)(r + j) * ldy + o, out + j * CW, sizeof(float) * (size_t)nc);
+        }
+    }
+}
+
+/* tile functions for tile sizes 1..4 of an inline tile body BODY(T, TX, ...), a build wrapper,
+ * and the table pfx##_tiles */
+#define COL_TILE_FN(name, BODY, BLK, T, TX)                                                                           \
+    static void name(const uint8_t *const *rows, const void *blks, int64_t nb, size_t pf, const char *act,           \
+                     size_t stride, int64_t in, int r, float *out) {                                                  \
+        BODY(T, TX, rows, (const BLK *)blks, nb, pf, act, stride, in, r, out);                                        \
+    }
+#define COL_TILE_SET(pfx, BODY, BUILD, BLK, T)                                                                        \
+    COL_TILE_FN(pfx##_1, BODY, BLK, T, 1)                                                                             \
+    COL_TILE_FN(pfx##_2, BODY, BLK, T, 2)                                                                             \
+    COL_TILE_FN(pfx##_3, BODY, BLK, T, 3)                                                                             \
+    COL_TILE_FN(pfx##_4, BODY, BLK, T, 4)                                                                             \
+    static void pfx##_build(const uint8_t *const *rows, int64_t b, size_t pf, void *blk) {                            \
+        BUILD(T, rows, b, pf, (BLK *)blk);                                                                            \
+    }                                                                                                                 \
+    static const col_tile_fn pfx##_tiles[COL_RT] = {pfx##_1, pfx##_2, pfx##_3, pfx##_4};
+
+#endif

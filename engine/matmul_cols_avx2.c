@@ -1,0 +1,223 @@
+/* matmul_cols_avx2.c - column-parallel kernels for Q8_0, Q4_0 and Q4_1 (the "batched" types):
+ * one vector lane per output column, so each weight block is unpacked once and reused for
+ * every activation row, and the float work per block is one convert + two multiplies + one
+ * add per row for a whole vector of columns.
+ *
+ * Compiled per SIMD variant (matmul_internal.h): with AVX-512 a group is 16 columns (zmm),
+ * otherwise 8 (ymm). For a group of columns and a 32-element block b, the weight block is
+ * transposed into 8 vectors V[t] (t = 0..7), lane c of V[t] = the 4 weight levels of column c
+ * at elements 4t..4t+3 (unsigned: Q4 nibbles as stored, Q8_0 levels + 128), the layout of a
+ * vpdpbusd operand (and of an AMX B tile). Then per activation row, with the row's 4 bytes at
+ * 4t broadcast to all lanes:
+ *   isum = -off * qsum[b] + sum_t dpbusd(V[t], x[4t..4t+3])   (exact: the block's sum w*q)
+ *   acc  = acc + (float)isum * (dw * dx)                        (dw per lane, dx broadcast)
+ *   accm = accm + mw * s                                        (Q4_1: the min term)
+ *   y    = acc (+ accm)
+ * which is exactly the per-element float sequence of the portable kernels (matmul_portable.c,
+ * port_q32): blocks in order, one accumulator, no FMA. So these kernels give the portable
+ * bits, whatever the vector width, the batch size or the tile (batch invariance across
+ * paths, docs/kernels.md).
+ *
+ * Batches of up to COL_FUSE_ROWS rows transpose each block in registers as they go; larger ones
+ * first transpose the whole group (all blocks) into a per-thread scratch buffer that all row
+ * tiles then read from cache. Without VNNI (plain AVX2) Q8_0 uses |w| and sign(x, w) with
+ * vpmaddubsw + vpmaddwd (exact for these ranges, see matmul_avx2.h). */
+#include "engine/matmul_internal.h"
+
+#ifdef SDN_MATMUL_AVX2
+#include <stdlib.h>
+
+#include "engine/matmul_avx2.h"
+
+#include "engine/matmul_cols.h"
+
+#define RT COL_RT
+
+/* Weight-side data of one (column group, block): 8 transposed level vectors, for plain-AVX2
+ * Q8_0 also the 8 signed level vectors (for sign(x, w)), then per-lane d and m. */
+typedef struct {
+    vi v[8];
+#if CW == 8 && !VNNI_DP
+    vi sg[8];
+#endif
+    float d[CW], m[CW];
+} __attribute__((aligned(64))) wblk;
+
+SDN_INLINE size_t blk_bytes(uint32_t wtype) {
+    return wtype == SDN_TYPE_Q8_0 ? 34 : wtype == SDN_TYPE_Q4_0 ? 18 : 20;
+}
+
+/* Unpack block b of the group's rows r[0..CW) into *wb. */
+SDN_INLINE void build(uint32_t wtype, const uint8_t *const *r, int64_t b, size_t pf, wblk *wb) {
+    const size_t off = (size_t)b * blk_bytes(wtype);
+    for (int c = 0; c < CW; c++) sdn_prefetch(r[c] + pf + off);
+    const vi dm = gather32(r, off); /* d (and Q4_1's m) of every column, F16C-converted */
+    VF_STORE(wb->d, vf_from_f16(dm, 0));
+    if (wtype == SDN_TYPE_Q4_1) VF_STORE(wb->m, vf_from_f16(dm, 1));
+    if (wtype == SDN_TYPE_Q8_0) {
+        vi w[8];
+        transpose32(r, off + 2, w);
+        for (int t = 0; t < 8; t++) {
+            if (VNNI_DP) {
+                wb->v[t] = VI_XOR(w[t], VI_SET1((int)0x80808080)); /* w + 128, unsigned */
+            } else {
+#if CW == 8 && !VNNI_DP
+                wb->v[t] = _mm256_sign_epi8(w[t], w[t]); /* |w| */
+                wb->sg[t] = w[t];
+#endif
+            }
+        }
+    } else {
+        vi p[4];
+        transpose16(r, off + (wtype == SDN_TYPE_Q4_1 ? 4 : 2), p);
+        const vi m4 = VI_SET1(0x0F0F0F0F);
+        for (int t = 0; t < 4; t++) {
+            wb->v[t] = VI_AND(p[t], m4);                /* elements 4t..4t+3: low nibbles */
+            wb->v[4 + t] = VI_AND(VI_SRL16(p[t], 4), m4); /* elements 16+4t..: high nibbles */
+        }
+    }
+}
+
+/* Rows [r, r + TX) of the batch against one group: acc[j] over all blocks (from wb[b], or
+ * built per block into a local when wb is NULL), then y. */
+SDN_INLINE void tile(uint32_t wtype, const int TX, const uint8_t *const *rows, const wblk *wbs, int64_t nb,
+                     size_t pf, const char *act, size_t stride, int64_t in, int r, float *out /* [TX][CW] */) {
+    const int affine = wtype == SDN_TYPE_Q4_1;
+    const int off = wtype == SDN_TYPE_Q8_0 ? (VNNI_DP ? 128 : 0) : wtype == SDN_TYPE_Q4_0 ? 8 : 0;
+    const int8_t *xq[RT];
+    const float *xd[RT], *xs[RT];
+    const int32_t *xsum[RT];
+    vf acc[RT], accm[RT];
+    SDN_UNROLL
+    for (int j = 0; j < TX; j++) {
+        const char *row = act + (size_t)(r + j) * stride;
+        xq[j] = sdn_act_q(row);
+        xd[j] = sdn_act_d(row, in);
+        xs[j] = sdn_act_s(row, in);
+        xsum[j] = sdn_act_qsum(row, in);
+        acc[j] = VF_ZERO();
+        accm[j] = VF_ZERO();
+    }
+    wblk local;
+    for (int64_t b = 0; b < nb; b++) {
+        const wblk *wb = wbs ? wbs + b : &local;
+        if (!wbs) build(wtype, rows, b, pf, &local);
+        const vf dw = VF_LOAD(wb->d);
+        vf mw;
+        if (affine) mw = VF_LOAD(wb->m);
+        SDN_UNROLL
+        for (int j = 0; j < TX; j++) {
+            vi isum = off ? VI_SET1(-off * xsum[j][b]) : VI_ZERO();
+            const int8_t *x = xq[j] + 32 * b;
+            SDN_UNROLL
+            for (int t = 0; t < 8; t++) {
+                vi xb = VI_SET1((int)ld32(x + 4 * t));
+#if CW == 8 && !VNNI_DP
+                if (wtype == SDN_TYPE_Q8_0) xb = _mm256_sign_epi8(xb, VI_LOAD(&wb->sg[t]));
+#endif
+                isum = VDP(isum, VI_LOAD(&wb->v[t]), xb);
+            }
+            acc[j] = VF_ADD(acc[j], VF_MUL(VF_CVT(isum), VF_MUL(dw, VF_SET1(xd[j][b]))));
+            if (affine) accm[j] = VF_ADD(accm[j], VF_MUL(mw, VF_SET1(xs[j][b])));
+        }
+    }
+    SDN_UNROLL
+    for (int j = 0; j < TX; j++) VF_STOREU(out + j * CW, affine ? VF_ADD(acc[j], accm[j]) : acc[j]);
+}
+
+COL_TILE_SET(q8_0, tile, build, wblk, SDN_TYPE_Q8_0)
+COL_TILE_SET(q4_0, tile, build, wblk, SDN_TYPE_Q4_0)
+COL_TILE_SET(q4_1, tile, build, wblk, SDN_TYPE_Q4_1)
+
+#if CW == 16
+/* AMX-INT8 (tile registers + TMUL), used by the amx path for batches of SDN_AMX_MIN_ROWS rows
+ * and more: per block, C = A x B with tdpbsud, A = up to 16 activation rows of 32 int8 (the
+ * prepared rows read in place, stride = row stride), B = the block's 8 transposed weight
+ * vectors from the scratch (unsigned levels, 64-byte rows), C = the exact int32 block sums of
+ * 16 rows x 16 columns, the integers the vpdpbusd loop computes; the float work per row is the
+ * same code as tile(), so the bits are the same. Every tile instruction is inline asm (no AMX
+ * intrinsics): GCC 12's _tile_loadconfig can drop the stores that fill the configuration before
+ * ldtilecfg (SIGILL at the first tile instruction), so the configuration is written by an
+ * out-of-line function into memory the asm reads through a "memory" clobber. */
+static void amx_rows(uint32_t wtype, const wblk *wbs, int64_t nb, const char *act, size_t stride, int64_t in, int r,
+                     int m, float *out /* [16][CW] */) {
+    const int affine = wtype == SDN_TYPE_Q4_1;
+    const int off = wtype == SDN_TYPE_Q8_0 ? 128 : wtype == SDN_TYPE_Q4_0 ? 8 : 0;
+    uint8_t cfg[64] __attribute__((aligned(64)));
+    int32_t C[16][CW] __attribute__((aligned(64)));
+    sdn_amx_tile_config(cfg, m);
+    __asm__ volatile("ldtilecfg %0" ::"m"(*(const uint8_t(*)[64])cfg) : "memory");
+    vf acc[16], accm[16];
+    for (int j = 0; j < m; j++) acc[j] = accm[j] = VF_ZERO();
+    const char *a0 = act + (size_t)r * stride;
+    for (int64_t b = 0; b < nb; b++) {
+        const wblk *wb = wbs + b;
+        __asm__ volatile("tilezero %%tmm0\n\t"
+                         "tileloadd (%0,%1,1), %%tmm1\n\t"
+                         "tileloadd (%2,%3,1), %%tmm2\n\t"
+                         "tdpbsud %%tmm2, %%tmm1, %%tmm0\n\t"
+                         "tilestored %%tmm0, (%4,%3,1)"
+                         :
+                         : "r"(a0 + 32 * b), "r"((long)stride), "r"(wb->v), "r"((long)64), "r"(C)
+                         : "memory");
+        const vf dw = VF_LOAD(wb->d);
+        vf mw = VF_ZERO();
+        if (affine) mw = VF_LOAD(wb->m);
+        for (int j = 0; j < m; j++) {
+            const char *row = a0 + (size_t)j * stride;
+            vi isum = VI_LOAD(C[j]);
+            if (off) isum = VI_ADD(isum, VI_SET1(-off * sdn_act_qsum(row, in)[b]));
+            acc[j] = VF_ADD(acc[j], VF_MUL(VF_CVT(isum), VF_MUL(dw, VF_SET1(sdn_act_d(row, in)[b]))));
+            if (affine) accm[j] = VF_ADD(accm[j], VF_MUL(mw, VF_SET1(sdn_act_s(row, in)[b])));
+        }
+    }
+    __asm__ volatile("tilerelease" ::: "memory");
+    for (int j = 0; j < m; j++) VF_STOREU(out + j * CW, affine ? VF_ADD(acc[j], accm[j]) : acc[j]);
+}
+#endif
+
+#if CW == 16
+/* All n rows of one column group on AMX, 16 rows per tile. */
+static void amx_group(uint32_t wtype, const void *blks, int64_t nb, const char *act, size_t stride, int64_t in, int n,
+                      float *Y, int64_t ldy, int64_t o, int nc) {
+    float out[16 * CW] __attribute__((aligned(64)));
+    for (int r = 0; r < n; r += 16) {
+        const int m = n - r < 16 ? n - r : 16;
+        amx_rows(wtype, blks, nb, act, stride, in, r, m, out);
+        for (int j = 0; j < m; j++) memcpy(Y + (size_t)(r + j) * ldy + o, out + j * CW, sizeof(float) * (size_t)nc);
+    }
+}
+#define AMX_GROUP(pfx, T)                                                                                             \
+    static void pfx##_amx(const void *blks, int64_t nb, const char *act, size_t stride, int64_t in, int n, float *Y,   \
+                          int64_t ldy, int64_t o, int nc) {                                                            \
+        amx_group(T, blks, nb, act, stride, in, n, Y, ldy, o, nc);                                                   \
+    }
+AMX_GROUP(q8_0, SDN_TYPE_Q8_0)
+AMX_GROUP(q4_0, SDN_TYPE_Q4_0)
+AMX_GROUP(q4_1, SDN_TYPE_Q4_1)
+#endif
+
+/* Returns 0 (and does nothing) for types other than Q8_0, Q4_0, Q4_1. amx: use AMX tiles
+ * (only in the AVX-512 build, on a CPU the caller checked). */
+int SDN_KFN(sdn_matmul_cols)(uint32_t wtype, const void *W, size_t row_bytes, int64_t in, const void *act, int n,
+                             float *Y, int64_t ldy, int64_t o0, int64_t o1, int amx) {
+    const col_tile_fn *tiles;
+    col_build_fn bld;
+    col_group_fn group = NULL;
+    switch (wtype) {
+    case SDN_TYPE_Q8_0: tiles = q8_0_tiles; bld = q8_0_build; break;
+    case SDN_TYPE_Q4_0: tiles = q4_0_tiles; bld = q4_0_build; break;
+    case SDN_TYPE_Q4_1: tiles = q4_1_tiles; bld = q4_1_build; break;
+    default: return 0;
+    }
+#if CW == 16
+    if (amx) group = wtype == SDN_TYPE_Q8_0 ? q8_0_amx : wtype == SDN_TYPE_Q4_0 ? q4_0_amx : q4_1_amx;
+#else
+    (void)amx;
+#endif
+    col_drive(W, row_bytes, in / 32, sizeof(wblk), bld, tiles, group, (const char *)act, sdn_act_row_stride(wtype, in), in,
+              n, Y, ldy, o0, o1);
+    return 1;
+}
+
+#endif

@@ -1,0 +1,172 @@
+/* matmul_kcols_avx2.c - column-parallel kernels for Q4_K and Q6_K (256-element super-blocks),
+ * the K-type counterpart of matmul_cols_avx2.c: one vector lane per output column (16 with
+ * AVX-512, 8 with AVX2), each super-block unpacked once per column group into 64 vectors of
+ * unsigned levels in vpdpbusd operand layout (lane c = column c's 4 levels at elements
+ * 4t..4t+3) plus per-lane sub-block scales, and reused by every activation row.
+ *
+ * Per super-block, per row, with dot_j the exact int32 sum of levels * q over sub-block j:
+ *   Q4_K: isum = sum_j sc_j * dot_j, summ = sum_j m_j * (bsum[2j] + bsum[2j+1])
+ *         acc = acc + (float)isum * (d * dx);  acc = acc - (float)summ * (dmin * dx)
+ *   Q6_K: isum = sum_j sc_j * (dot_j - 32 * bsum[j])  (levels 0..63, offset 32)
+ *         acc = acc + (float)isum * (d * dx)
+ * exactly the float sequence of the portable kernel (matmul_portable.c, port_k), so every
+ * path gives the portable bits (docs/kernels.md, batch invariance across paths). Batches of
+ * up to 4 rows unpack per super-block as they go; larger ones unpack the group once into a
+ * per-thread scratch buffer. */
+#include "engine/matmul_internal.h"
+
+#ifdef SDN_MATMUL_AVX2
+#include <stdlib.h>
+
+#include "engine/matmul_avx2.h"
+#include "engine/matmul_cols.h"
+
+#define RT COL_RT
+
+/* One (column group, super-block): levels v[t] for elements 4t..4t+3, int32 scales per lane
+ * (16 for Q6_K, 8 for Q4_K, which also has 8 mins), d and dmin per lane. */
+typedef struct {
+    vi v[64];
+    vi sc[16];
+    vi m[8];
+    float d[CW], dmin[CW];
+} __attribute__((aligned(64))) kblk;
+
+/* Byte k of every 32-bit lane. */
+#define BYTE(v, k) VI_AND(VI_SRL32(v, 8 * (k)), VI_SET1(0xFF))
+
+SDN_INLINE void build_q4k(const uint8_t *const *r, size_t off, size_t pf, kblk *kb) {
+    for (int c = 0; c < CW; c++) {
+        sdn_prefetch(r[c] + off + pf);
+        sdn_prefetch(r[c] + off + pf + 64);
+        sdn_prefetch(r[c] + off + pf + 128);
+    }
+    /* bytes 0..15 of the block: d | dmin, scales[0..3], scales[4..7], scales[8..11] */
+    vi h[4];
+    transpose16(r, off, h);
+    VF_STORE(kb->d, vf_from_f16(h[0], 0));
+    VF_STORE(kb->dmin, vf_from_f16(h[0], 1));
+    const vi m63 = VI_SET1(63), m15 = VI_SET1(15);
+    for (int k = 0; k < 4; k++) { /* the 6-bit (sc, m) unpacking of sdn_k4_scale_min, per lane */
+        const vi s0 = BYTE(h[1], k), s4 = BYTE(h[2], k), s8 = BYTE(h[3], k);
+        kb->sc[k] = VI_AND(s0, m63);
+        kb->m[k] = VI_AND(s4, m63);
+        kb->sc[4 + k] = VI_OR(VI_AND(s8, m15), VI_SLL32(VI_SRL32(s0, 6), 4));
+        kb->m[4 + k] = VI_OR(VI_SRL32(s8, 4), VI_SLL32(VI_SRL32(s4, 6), 4));
+    }
+    const vi m4 = VI_SET1(0x0F0F0F0F);
+    for (int ch = 0; ch < 4; ch++) { /* qs[32ch + l]: low nibble sub-block 2ch, high 2ch + 1 */
+        vi p[8];
+        transpose32(r, off + 16 + 32 * (size_t)ch, p);
+        for (int u = 0; u < 8; u++) {
+            kb->v[16 * ch + u] = VI_AND(p[u], m4);
+            kb->v[16 * ch + 8 + u] = VI_AND(VI_SRL16(p[u], 4), m4);
+        }
+    }
+}
+
+SDN_INLINE void build_q6k(const uint8_t *const *r, size_t off, size_t pf, kblk *kb) {
+    for (int c = 0; c < CW; c++) {
+        const uint8_t *blk = r[c] + off;
+        sdn_prefetch(blk + pf);
+        sdn_prefetch(blk + pf + 64);
+        sdn_prefetch(blk + pf + 128);
+        sdn_prefetch(blk + pf + 192);
+        kb->d[c] = sdn_f16_table[sdn_le16(blk + 208)];
+    }
+    vi s[4];
+    transpose16(r, off + 192, s); /* int8 scales 4t..4t+3 in lane dword t */
+    for (int t = 0; t < 4; t++)
+        for (int k = 0; k < 4; k++) kb->sc[4 * t + k] = VI_SRA32(VI_SLL32(s[t], 24 - 8 * k), 24);
+    const vi m4 = VI_SET1(0x0F0F0F0F), m3 = VI_SET1(0x03030303);
+    for (int h = 0; h < 2; h++) {
+        vi l0[8], l1[8], qh[8];
+        transpose32(r, off + 64 * (size_t)h, l0);
+        transpose32(r, off + 64 * (size_t)h + 32, l1);
+        transpose32(r, off + 128 + 32 * (size_t)h, qh);
+        for (int g = 0; g < 4; g++)
+            for (int u = 0; u < 8; u++) {
+                const vi ql = g & 1 ? l1[u] : l0[u];
+                const vi lo = g < 2 ? VI_AND(ql, m4) : VI_AND(VI_SRL16(ql, 4), m4);
+                const vi hi = VI_AND(VI_SRL16(qh[u], 2 * g), m3);
+                kb->v[32 * h + 8 * g + u] = VI_OR(lo, VI_SLL32(hi, 4)); /* hi <= 3: no carry across bytes */
+            }
+    }
+}
+
+SDN_INLINE void build(uint32_t wtype, const uint8_t *const *r, int64_t b, size_t pf, kblk *kb) {
+    if (wtype == SDN_TYPE_Q4_K) build_q4k(r, (size_t)b * 144, pf, kb);
+    else build_q6k(r, (size_t)b * 210, pf, kb);
+}
+
+SDN_INLINE void ktile(uint32_t wtype, const int TX, const uint8_t *const *rows, const kblk *kbs, int64_t nb, size_t pf,
+                      const char *act, size_t stride, int64_t in, int r, float *out) {
+    const int q6 = wtype == SDN_TYPE_Q6_K;
+    const int8_t *xq[RT];
+    const float *xd[RT];
+    const int16_t *bs[RT];
+    vf acc[RT];
+    SDN_UNROLL
+    for (int j = 0; j < TX; j++) {
+        const char *row = act + (size_t)(r + j) * stride;
+        xq[j] = sdn_act_q(row);
+        xd[j] = sdn_act_d(row, in);
+        bs[j] = sdn_act_bsum(row, in);
+        acc[j] = VF_ZERO();
+    }
+    kblk local;
+    for (int64_t b = 0; b < nb; b++) {
+        const kblk *kb = kbs ? kbs + b : &local;
+        if (!kbs) build(wtype, rows, b, pf, &local);
+        const vf d = VF_LOAD(kb->d);
+        SDN_UNROLL
+        for (int j = 0; j < TX; j++) {
+            const int8_t *x = xq[j] + 256 * b;
+            const int16_t *s = bs[j] + 16 * b;
+            vi isum = VI_ZERO();
+            if (q6) {
+                for (int sb = 0; sb < 16; sb++) {
+                    vi dot = VI_SET1(-32 * s[sb]);
+                    SDN_UNROLL
+                    for (int u = 0; u < 4; u++) dot = VDP(dot, VI_LOAD(&kb->v[4 * sb + u]), VI_SET1((int)ld32(x + 16 * sb + 4 * u)));
+                    isum = VI_ADD(isum, VI_MULLO(VI_LOAD(&kb->sc[sb]), dot));
+                }
+                acc[j] = VF_ADD(acc[j], VF_MUL(VF_CVT(isum), VF_MUL(d, VF_SET1(xd[j][b]))));
+            } else {
+                vi summ = VI_ZERO();
+                for (int sb = 0; sb < 8; sb++) {
+                    vi dot = VI_ZERO();
+                    SDN_UNROLL
+                    for (int u = 0; u < 8; u++) dot = VDP(dot, VI_LOAD(&kb->v[8 * sb + u]), VI_SET1((int)ld32(x + 32 * sb + 4 * u)));
+                    isum = VI_ADD(isum, VI_MULLO(VI_LOAD(&kb->sc[sb]), dot));
+                    summ = VI_ADD(summ, VI_MULLO(VI_LOAD(&kb->m[sb]), VI_SET1(s[2 * sb] + s[2 * sb + 1])));
+                }
+                const vf dx = VF_SET1(xd[j][b]);
+                acc[j] = VF_ADD(acc[j], VF_MUL(VF_CVT(isum), VF_MUL(d, dx)));
+                acc[j] = VF_SUB(acc[j], VF_MUL(VF_CVT(summ), VF_MUL(VF_LOAD(kb->dmin), dx)));
+            }
+        }
+    }
+    SDN_UNROLL
+    for (int j = 0; j < TX; j++) VF_STOREU(out + j * CW, acc[j]);
+}
+
+COL_TILE_SET(q4k, ktile, build, kblk, SDN_TYPE_Q4_K)
+COL_TILE_SET(q6k, ktile, build, kblk, SDN_TYPE_Q6_K)
+
+/* Returns 0 (and does nothing) for types other than Q4_K and Q6_K. */
+int SDN_KFN(sdn_matmul_kcols)(uint32_t wtype, const void *W, size_t row_bytes, int64_t in, const void *act, int n,
+                              float *Y, int64_t ldy, int64_t o0, int64_t o1) {
+    const col_tile_fn *tiles;
+    col_build_fn bld;
+    switch (wtype) {
+    case SDN_TYPE_Q4_K: tiles = q4k_tiles; bld = q4k_build; break;
+    case SDN_TYPE_Q6_K: tiles = q6k_tiles; bld = q6k_build; break;
+    default: return 0;
+    }
+    col_drive(W, row_bytes, in / 256, sizeof(kblk), bld, tiles, NULL, (const char *)act, sdn_act_row_stride(wtype, in), in,
+              n, Y, ldy, o0, o1);
+    return 1;
+}
+
+#endif
