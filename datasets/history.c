@@ -302,7 +302,8 @@ static int64_t set_hash(const sdn_history_answer *a, int n) {
 }
 
 /* The cached blob when its hash matches and it deserializes; else NULL. */
-static uint8_t *cache_lookup(sdn_history *h, const char *group, const char *fp, long max_tokens, int64_t hash, size_t *len) {
+static uint8_t *cache_lookup(sdn_history *h, const char *group, const char *fp, long max_tokens, int64_t hash, int64_t n_tokens,
+                             size_t *len) {
     sqlite3_stmt *st = NULL;
     uint8_t *res = NULL;
     if (sqlite3_prepare_v2(h->db, "SELECT answers_hash, sam FROM history_cache WHERE task_group=? AND model_fp=? AND max_tokens=?", -1, &st,
@@ -315,7 +316,10 @@ static uint8_t *cache_lookup(sdn_history *h, const char *group, const char *fp, 
         const void *b = sqlite3_column_blob(st, 1);
         int n = sqlite3_column_bytes(st, 1);
         sdn_sam *s = NULL;
-        if (b && n > 0 && sdn_sam_deserialize(b, (size_t)n, &s, NULL) == SDN_OK && (res = malloc((size_t)n))) {
+        /* the automaton of the selection holds exactly its tokens: a cached blob declaring
+         * more is damaged (refused before it is allocated) */
+        uint32_t lim = n_tokens < (int64_t)SDN_SAM_MAX_TOKENS ? (uint32_t)n_tokens : SDN_SAM_MAX_TOKENS;
+        if (b && n > 0 && sdn_sam_deserialize_max(b, (size_t)n, lim, &s, NULL) == SDN_OK && (res = malloc((size_t)n))) {
             memcpy(res, b, (size_t)n);
             *len = (size_t)n;
         }
@@ -363,14 +367,14 @@ int sdn_history_automaton(sdn_history *h, const char *group, const char *model_f
     /* one read transaction: the selection and the cache entry are from the same snapshot */
     if ((rc = sdn_db_exec(h->db, h->path, "BEGIN", err))) return rc;
     rc = recent(h, group, fp, max_tokens, 0, &a, &n, err);
-    long total = 0;
+    long total = 0; /* each row <= 2^28 tokens, and their sum <= the budget or the store's total */
     for (int i = 0; i < n; i++) total += a[i].n_tokens;
     if (n_answers) *n_answers = n;
     if (n_tokens) *n_tokens = total;
     int64_t hash = set_hash(a, n);
     uint8_t *cached = NULL;
     size_t clen = 0;
-    if (!rc && n > 0) cached = cache_lookup(h, group, fp, max_tokens, hash, &clen);
+    if (!rc && n > 0) cached = cache_lookup(h, group, fp, max_tokens, hash, total, &clen);
     sqlite3_exec(h->db, "COMMIT", NULL, NULL, NULL);
     if (rc || n == 0) {
         sdn_history_answers_free(a, n);
