@@ -1,8 +1,9 @@
 /* seedgen.c - writes seed inputs for the fuzz targets with the project's own code (called
  * by fuzz/make-corpus; not a fuzz target itself).
  *   seedgen DIR [GGUF...]
- * DIR/<target>/ receives: small make-model GGUFs (1 layer, tiny test shapes, several weight
- * types) for gguf_model; vocabulary-only GGUFs cut from those and from each GGUF argument
+ * DIR/<target>/ receives: mini models (complete GGUFs of a few KB: llama, Llama 3 rope
+ * factors, qwen2 biases; F32 F16 Q8_0 Q4_0) for gguf_model; vocabulary-only GGUFs cut
+ * from make-model's tiny shapes and from each GGUF argument
  * (general.* and tokenizer.* keys, no tensors) plus small byte-level BPE vocabularies
  * (GPT-2 byte mapping, merges, control tokens; pre gpt2 / qwen2 / llama-bpe) for
  * gguf_tokenizer; tiny llama2.c checkpoints (v0 with
@@ -19,6 +20,7 @@
 #include "datasets/trace.h"
 #include "engine/gguf.h"
 #include "engine/make_model.h"
+#include "engine/tensor_types.h"
 #include "suffix_automaton/sam.h"
 
 static char root[900];
@@ -182,6 +184,76 @@ static void model_seed(const char *shape, const char *type, int k) {
     sdn_err e = {0};
     if (sdn_make_model(&o, &e)) { fprintf(stderr, "seedgen: %s\n", e.msg); exit(1); }
     vocab_only(p, 100 + k);
+    unlink(p);
+}
+
+/* Tensor data of the mini models: F32 tensors 0.5 (valid norms and RoPE factors), the
+ * quantized ones a byte pattern. */
+static int mini_fill(void *ctx, int index, const char *name, void *dst, size_t nbytes, sdn_err *err) {
+    (void)index, (void)err;
+    const uint32_t *types = ctx;
+    if (types[index] == SDN_TYPE_F32) {
+        float *f = dst;
+        for (size_t i = 0; i < nbytes / 4; i++) f[i] = 0.5f;
+    } else {
+        uint8_t *b = dst;
+        for (size_t i = 0; i < nbytes; i++) b[i] = (uint8_t)(i * 13 + (size_t)name[0]);
+    }
+    return SDN_OK;
+}
+
+/* A complete model far smaller than the make-model shapes (a few KB, so the loader target
+ * runs fast): written with the project's GGUF writer, dim 32, ffn 64, 4 heads / 2 KV
+ * heads, vocabulary 40, one layer; matrices of type `mt`; qwen2 adds QKV biases, llama3
+ * adds rope_freqs and a linear rope scaling. */
+static void mini_model(const char *arch, uint32_t mt, int llama3, const char *name) {
+    sdn_gguf_writer *w = sdn_gguf_writer_new();
+    char k[96];
+    sdn_gguf_w_str(w, "general.architecture", arch);
+#define KEY(s) (snprintf(k, sizeof k, "%s.%s", arch, s), k)
+    sdn_gguf_w_u32(w, KEY("block_count"), 1);
+    sdn_gguf_w_u32(w, KEY("embedding_length"), 32);
+    sdn_gguf_w_u32(w, KEY("feed_forward_length"), 64);
+    sdn_gguf_w_u32(w, KEY("attention.head_count"), 4);
+    sdn_gguf_w_u32(w, KEY("attention.head_count_kv"), 2);
+    sdn_gguf_w_u32(w, KEY("context_length"), 64);
+    sdn_gguf_w_f32(w, KEY("attention.layer_norm_rms_epsilon"), 1e-5f);
+    sdn_gguf_w_f32(w, KEY("rope.freq_base"), 10000.0f);
+    if (llama3) {
+        sdn_gguf_w_u32(w, KEY("rope.dimension_count"), 8);
+        sdn_gguf_w_str(w, KEY("rope.scaling.type"), "linear");
+        sdn_gguf_w_f32(w, KEY("rope.scaling.factor"), 2.0f);
+    }
+#undef KEY
+    uint32_t types[32];
+    int nt = 0;
+#define T(nm, ty, nd, a, b) do { int64_t ne[2] = {a, b}; types[nt++] = ty; sdn_gguf_w_tensor(w, nm, ty, nd, ne); } while (0)
+    T("token_embd.weight", mt, 2, 32, 40);
+    T("output_norm.weight", SDN_TYPE_F32, 1, 32, 1);
+    if (!llama3) T("output.weight", mt, 2, 32, 40);
+    if (llama3) T("rope_freqs.weight", SDN_TYPE_F32, 1, 4, 1);
+    T("blk.0.attn_norm.weight", SDN_TYPE_F32, 1, 32, 1);
+    T("blk.0.ffn_norm.weight", SDN_TYPE_F32, 1, 32, 1);
+    T("blk.0.attn_q.weight", mt, 2, 32, 32);
+    T("blk.0.attn_k.weight", mt, 2, 32, 16);
+    T("blk.0.attn_v.weight", mt, 2, 32, 16);
+    T("blk.0.attn_output.weight", mt, 2, 32, 32);
+    T("blk.0.ffn_gate.weight", mt, 2, 32, 64);
+    T("blk.0.ffn_up.weight", mt, 2, 32, 64);
+    T("blk.0.ffn_down.weight", mt, 2, 64, 32);
+    if (!strcmp(arch, "qwen2")) {
+        T("blk.0.attn_q.bias", SDN_TYPE_F32, 1, 32, 1);
+        T("blk.0.attn_k.bias", SDN_TYPE_F32, 1, 16, 1);
+        T("blk.0.attn_v.bias", SDN_TYPE_F32, 1, 16, 1);
+    }
+#undef T
+    char p[1200];
+    snprintf(p, sizeof p, "%s/gguf_model", root);
+    mkdir(p, 0755);
+    snprintf(p, sizeof p, "%s/gguf_model/%s", root, name);
+    sdn_err e = {0};
+    if (sdn_gguf_writer_write(w, p, mini_fill, types, &e)) { fprintf(stderr, "seedgen: %s\n", e.msg); exit(1); }
+    sdn_gguf_writer_free(w);
 }
 
 /* UTF-8 of GPT-2's byte-to-character mapping of byte b into out (returns the length). */
@@ -245,9 +317,14 @@ int main(int argc, char **argv) {
     snprintf(root, sizeof root, "%s", argv[1]);
     mkdir(root, 0755);
     for (int i = 2; i < argc; i++) vocab_only(argv[i], i - 2);
+    /* make-model GGUFs only give their vocabularies (as model seeds they are 0.4-0.8 MB,
+     * which slows the loader target 10x); the model seeds are the mini models */
     model_seed("tiny-llama3", "Q4_0", 0);
     model_seed("tiny-qwen2", "Q8_0", 1);
-    model_seed("tiny-llama", "Q4_K", 2);
+    mini_model("llama", SDN_TYPE_F32, 0, "mini-llama-f32.gguf");
+    mini_model("llama", SDN_TYPE_Q8_0, 1, "mini-llama3-q8_0.gguf");
+    mini_model("qwen2", SDN_TYPE_Q4_0, 0, "mini-qwen2-q4_0.gguf");
+    mini_model("qwen2", SDN_TYPE_F16, 0, "mini-qwen2-f16.gguf");
     bpe_seed("gpt2", 0);
     bpe_seed("qwen2", 1);
     bpe_seed("llama-bpe", 2);
