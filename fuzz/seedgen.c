@@ -25,16 +25,30 @@
 
 static char root[900];
 
+/* root/target/name, creating root/target; p holds the path. */
+static void seed_path(char *p, size_t cap, const char *target, const char *name) {
+    snprintf(p, cap, "%s/%s", root, target);
+    mkdir(p, 0755);
+    snprintf(p, cap, "%s/%s/%s", root, target, name);
+}
+
 static void put(const char *target, const char *name, const void *a, size_t na, const void *b, size_t nb) {
     char p[1200];
-    snprintf(p, sizeof p, "%s/%s", root, target);
-    mkdir(p, 0755);
-    snprintf(p, sizeof p, "%s/%s/%s", root, target, name);
+    seed_path(p, sizeof p, target, name);
     FILE *f = fopen(p, "wb");
     if (!f || fwrite(a, 1, na, f) != na || (nb && fwrite(b, 1, nb, f) != nb) || fclose(f)) {
         fprintf(stderr, "seedgen: cannot write %s\n", p);
         exit(1);
     }
+}
+
+/* Write a GGUF seed with the project's writer, and free the writer. */
+static void write_gguf(sdn_gguf_writer *w, const char *target, const char *name, sdn_gguf_fill_fn fill, void *ctx) {
+    char p[1200];
+    seed_path(p, sizeof p, target, name);
+    sdn_err e = {0};
+    if (sdn_gguf_writer_write(w, p, fill, ctx, &e)) { fprintf(stderr, "seedgen: %s\n", e.msg); exit(1); }
+    sdn_gguf_writer_free(w);
 }
 
 static void vocab_only(const char *src, int k) {
@@ -46,13 +60,9 @@ static void vocab_only(const char *src, int k) {
         const char *key = sdn_gguf_kv_key(g, i);
         if (!strncmp(key, "tokenizer.", 10) || !strncmp(key, "general.", 8)) sdn_gguf_w_copy_kv(w, g, i);
     }
-    char p[1200], name[64];
-    snprintf(p, sizeof p, "%s/gguf_tokenizer", root);
-    mkdir(p, 0755);
+    char name[64];
     snprintf(name, sizeof name, "vocab-%d.gguf", k);
-    snprintf(p, sizeof p, "%s/gguf_tokenizer/%s", root, name);
-    if (sdn_gguf_writer_write(w, p, NULL, NULL, &e)) { fprintf(stderr, "seedgen: %s\n", e.msg); exit(1); }
-    sdn_gguf_writer_free(w);
+    write_gguf(w, "gguf_tokenizer", name, NULL, NULL);
     sdn_gguf_close(g);
 }
 
@@ -140,9 +150,7 @@ static void history_seed(int k) {
 
 static void trace_seed(void) {
     char p[1200];
-    snprintf(p, sizeof p, "%s/trace", root);
-    mkdir(p, 0755);
-    snprintf(p, sizeof p, "%s/trace/rows.jsonl", root);
+    seed_path(p, sizeof p, "trace", "rows.jsonl");
     FILE *f = fopen(p, "w");
     int32_t ctx[6] = {1, 5, 9, 5, 9, 7}, out[4] = {5, 9, 7, 2}, pt[10], pr[10];
     float pp[10];
@@ -176,10 +184,9 @@ static void text_seeds(void) {
 }
 
 static void model_seed(const char *shape, const char *type, int k) {
-    char p[1200];
-    snprintf(p, sizeof p, "%s/gguf_model", root);
-    mkdir(p, 0755);
-    snprintf(p, sizeof p, "%s/gguf_model/%s-%s.gguf", root, shape, type);
+    char p[1200], name[128];
+    snprintf(name, sizeof name, "%s-%s.gguf", shape, type);
+    seed_path(p, sizeof p, "gguf_model", name);
     sdn_make_model_opts o = {.shape = shape, .out_path = p, .type = type, .seed = 1, .n_layers = 1, .quiet = 1};
     sdn_err e = {0};
     if (sdn_make_model(&o, &e)) { fprintf(stderr, "seedgen: %s\n", e.msg); exit(1); }
@@ -247,13 +254,7 @@ static void mini_model(const char *arch, uint32_t mt, int llama3, const char *na
         T("blk.0.attn_v.bias", SDN_TYPE_F32, 1, 16, 1);
     }
 #undef T
-    char p[1200];
-    snprintf(p, sizeof p, "%s/gguf_model", root);
-    mkdir(p, 0755);
-    snprintf(p, sizeof p, "%s/gguf_model/%s", root, name);
-    sdn_err e = {0};
-    if (sdn_gguf_writer_write(w, p, mini_fill, types, &e)) { fprintf(stderr, "seedgen: %s\n", e.msg); exit(1); }
-    sdn_gguf_writer_free(w);
+    write_gguf(w, "gguf_model", name, mini_fill, types);
 }
 
 /* UTF-8 of GPT-2's byte-to-character mapping of byte b into out (returns the length). */
@@ -297,13 +298,9 @@ static void bpe_seed(const char *pre, int k) {
     sdn_gguf_w_u32(w, "tokenizer.ggml.bos_token_id", (uint32_t)(256 + nm));
     sdn_gguf_w_bool(w, "tokenizer.ggml.add_bos_token", k == 2);
     sdn_gguf_w_str(w, "tokenizer.chat_template", "{% for message in messages %}<|im_start|>{{ message['role'] }}<|im_end|>{% endfor %}");
-    char p[1200];
-    snprintf(p, sizeof p, "%s/gguf_tokenizer", root);
-    mkdir(p, 0755);
-    snprintf(p, sizeof p, "%s/gguf_tokenizer/bpe-%s.gguf", root, pre);
-    sdn_err e = {0};
-    if (sdn_gguf_writer_write(w, p, NULL, NULL, &e)) { fprintf(stderr, "seedgen: %s\n", e.msg); exit(1); }
-    sdn_gguf_writer_free(w);
+    char name[64];
+    snprintf(name, sizeof name, "bpe-%s.gguf", pre);
+    write_gguf(w, "gguf_tokenizer", name, NULL, NULL);
     for (int i = 0; i < n; i++) free(tok[i]);
     free(tok);
     free(type);
