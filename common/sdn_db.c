@@ -117,8 +117,13 @@ static int create_file(const char *path, const sdn_db_kind *k, sdn_err *err) {
     rc = set_wal(db, path, err);
     if (!rc) rc = init_schema(db, path, k, err);
     if (sqlite3_close(db) != SQLITE_OK && !rc) rc = sdn_fail(err, SDN_EDB, "%s: closing the new %s failed", path, k->what);
-    if (!rc && link(tmp, path) != 0 && errno != EEXIST)
-        rc = sdn_fail(err, SDN_EIO, "%s: cannot create the %s: %s", path, k->what, strerror(errno));
+    if (!rc && link(tmp, path) != 0 && errno != EEXIST) {
+        /* file systems without hard links: rename, unless the path appeared meanwhile */
+        struct stat st;
+        int e = errno;
+        if ((e == EPERM || e == ENOTSUP || e == ENOSYS) && stat(path, &st) != 0 && rename(tmp, path) == 0) e = 0;
+        if (e) rc = sdn_fail(err, SDN_EIO, "%s: cannot create the %s: %s", path, k->what, strerror(e));
+    }
     unlink(tmp);
     char side[2][16] = {"-wal", "-shm"};
     for (int i = 0; i < 2; i++) {
