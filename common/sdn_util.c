@@ -22,6 +22,10 @@ int sdn_mul_overflow(size_t a, size_t b, size_t *out) {
 }
 
 int sdn_read_file(const char *path, char **data, size_t *len, sdn_err *err) {
+    return sdn_read_file_max(path, SIZE_MAX, NULL, data, len, err);
+}
+
+int sdn_read_file_max(const char *path, size_t max, const char *why, char **data, size_t *len, sdn_err *err) {
     *data = NULL;
     if (len) *len = 0;
     FILE *f = fopen(path, "rb");
@@ -38,6 +42,11 @@ int sdn_read_file(const char *path, char **data, size_t *len, sdn_err *err) {
         }
         size_t got = fread(buf + n, 1, cap - n - 1, f);
         n += got;
+        if (n > max) { /* stop reading as soon as the limit is passed */
+            free(buf);
+            fclose(f);
+            return sdn_fail(err, SDN_EINVAL, "%s: longer than the limit of %zu bytes%s%s", path, max, why ? ": " : "", why ? why : "");
+        }
         if (got == 0) break;
     }
     int bad = ferror(f);

@@ -18,6 +18,10 @@ int sdn_mul_overflow(size_t a, size_t b, size_t *out);
 
 /* Read a whole file into a NUL-terminated malloc'd buffer; *len gets the byte count. */
 int sdn_read_file(const char *path, char **data, size_t *len, sdn_err *err);
+/* The same, but a file longer than `max` bytes is refused (SDN_EINVAL) as soon as the
+ * reading passes the limit, without holding more than about max + 64 KiB; the message is
+ * "<path>: longer than the limit of N bytes: <why>" (why may be NULL). */
+int sdn_read_file_max(const char *path, size_t max, const char *why, char **data, size_t *len, sdn_err *err);
 
 /* Peak resident set size of this process in bytes (VmHWM), 0 if unknown. */
 size_t sdn_peak_rss(void);

@@ -14,7 +14,55 @@
 #include "suffix_automaton/sam.h"
 
 #define HISTORY_APP_ID 0x53444e48 /* "SDNH" */
-#define HISTORY_VERSION 1
+#define HISTORY_VERSION 2
+#define HISTORY_MAX_ROW_TOKENS (1 << 28) /* tokens of one stored answer */
+
+/* The row checksum of schema 2: XXH3-64 of the token bytes, then a byte 0 (no text) or 1
+ * followed by the text bytes, as signed 64-bit. (Schema 1 covered the token bytes only.) */
+static int64_t row_sum(const void *tok, size_t nb, const char *text, size_t text_len) {
+    XXH3_state_t *s = XXH3_createState();
+    if (!s) return 0;
+    XXH3_64bits_reset(s);
+    XXH3_64bits_update(s, nb ? tok : (const void *)"", nb);
+    uint8_t has = text != NULL;
+    XXH3_64bits_update(s, &has, 1);
+    if (text) XXH3_64bits_update(s, text, text_len);
+    uint64_t r = XXH3_64bits_digest(s);
+    XXH3_freeState(s);
+    return (int64_t)r;
+}
+
+/* Schema 1 -> 2: every row whose schema-1 checksum (tokens only) is right gets the schema-2
+ * checksum over its tokens and its text as they are now (the rule: texts stored under
+ * schema 1 are trusted from the migration on). A row whose tokens already fail keeps its
+ * old checksum and stays refused as damaged. No row is removed. */
+static int migrate(sqlite3 *db, const char *path, long long from, sdn_err *err) {
+    if (from != 1) return sdn_fail(err, SDN_EUNSUP, "%s: history store schema version %lld cannot be migrated", path, from);
+    sqlite3_stmt *sel = NULL, *upd = NULL;
+    int rc = SDN_OK, s;
+    if (sqlite3_prepare_v2(db, "SELECT id, tokens, text, checksum FROM answers", -1, &sel, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(db, "UPDATE answers SET checksum=? WHERE id=?", -1, &upd, NULL) != SQLITE_OK) {
+        rc = sdn_db_fail(db, path, "migrating the history store to schema 2", err);
+        goto done;
+    }
+    while ((s = sqlite3_step(sel)) == SQLITE_ROW) {
+        const void *b = sqlite3_column_blob(sel, 1);
+        size_t nb = (size_t)sqlite3_column_bytes(sel, 1);
+        if ((int64_t)XXH3_64bits(b ? b : (const void *)"", nb) != sqlite3_column_int64(sel, 3)) continue;
+        const char *t = sqlite3_column_type(sel, 2) == SQLITE_NULL ? NULL : (const char *)sqlite3_column_text(sel, 2);
+        size_t tl = t ? (size_t)sqlite3_column_bytes(sel, 2) : 0;
+        sqlite3_bind_int64(upd, 1, row_sum(b, nb, t, tl));
+        sqlite3_bind_int64(upd, 2, sqlite3_column_int64(sel, 0));
+        if (sqlite3_step(upd) != SQLITE_DONE) { s = SQLITE_ERROR; break; }
+        sqlite3_reset(upd);
+    }
+    if (s != SQLITE_DONE) rc = sdn_db_fail(db, path, "migrating the history store to schema 2", err);
+    else rc = sdn_db_exec(db, path, "UPDATE meta SET value='sdnpu-history 2' WHERE key='schema'", err);
+done:
+    sqlite3_finalize(sel);
+    sqlite3_finalize(upd);
+    return rc;
+}
 
 static const sdn_db_kind k_history = {
     .what = "history store",
@@ -27,8 +75,9 @@ static const sdn_db_kind k_history = {
               " answers_hash INTEGER NOT NULL, n_answers INTEGER NOT NULL, n_tokens INTEGER NOT NULL, sam BLOB, created REAL NOT NULL,"
               " PRIMARY KEY(task_group, model_fp, max_tokens));"
               "CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT);"
-              "INSERT INTO meta VALUES('schema', 'sdnpu-history 1');",
+              "INSERT INTO meta VALUES('schema', 'sdnpu-history 2');",
     .tables = {"answers", "history_cache", "meta", NULL},
+    .migrate = migrate,
 };
 
 struct sdn_history {
@@ -68,13 +117,15 @@ int sdn_history_add(sdn_history *h, const char *group, const char *model_fp, con
                     double created, int64_t *id, sdn_err *err) {
     if (!group || !group[0]) return sdn_fail(err, SDN_EINVAL, "history: empty task group");
     if (n_tokens < 0 || (n_tokens && !tokens)) return sdn_fail(err, SDN_EINVAL, "history: bad token array");
+    if (n_tokens > HISTORY_MAX_ROW_TOKENS)
+        return sdn_fail(err, SDN_EINVAL, "history: an answer of %d tokens is longer than the limit of %d", n_tokens, HISTORY_MAX_ROW_TOKENS);
     for (int i = 0; i < n_tokens; i++)
         if (tokens[i] < 0) return sdn_fail(err, SDN_EINVAL, "history: token %d is negative", i);
     size_t nb = (size_t)n_tokens * 4;
     uint8_t *blob = malloc(nb + 1);
     if (!blob) return sdn_fail(err, SDN_ENOMEM, "history: out of memory");
     for (int i = 0; i < n_tokens; i++) put_le32(blob + 4 * (size_t)i, (uint32_t)tokens[i]);
-    int64_t sum = (int64_t)XXH3_64bits(blob, nb);
+    int64_t sum = row_sum(blob, nb, text, text ? strlen(text) : 0);
     sqlite3_stmt *st = NULL;
     int rc = sdn_db_exec(h->db, h->path, "BEGIN IMMEDIATE", err);
     if (rc) { free(blob); return rc; }
@@ -127,10 +178,12 @@ static int read_answer(sdn_history *h, sqlite3_stmt *st, int want_text, sdn_hist
     const uint8_t *blob = sqlite3_column_blob(st, 3);
     long long nb = sqlite3_column_bytes(st, 3);
     int64_t sum = sqlite3_column_int64(st, 5);
-    if (n < 0 || n > (1 << 28) || nb != n * 4 || (n && !blob))
+    if (n < 0 || n > HISTORY_MAX_ROW_TOKENS || nb != n * 4 || (n && !blob))
         return sdn_fail(err, SDN_EDB, "%s: answer %lld: %lld tokens but %lld token bytes", h->path, (long long)a->id, n, nb);
-    if ((int64_t)XXH3_64bits(blob ? (const void *)blob : (const void *)"", (size_t)nb) != sum)
-        return sdn_fail(err, SDN_EDB, "%s: answer %lld: token checksum mismatch (damaged row)", h->path, (long long)a->id);
+    const char *text = sqlite3_column_type(st, 4) == SQLITE_NULL ? NULL : (const char *)sqlite3_column_text(st, 4);
+    size_t text_len = text ? (size_t)sqlite3_column_bytes(st, 4) : 0;
+    if (row_sum(blob, (size_t)nb, text, text_len) != sum)
+        return sdn_fail(err, SDN_EDB, "%s: answer %lld: checksum mismatch over its tokens and text (damaged row)", h->path, (long long)a->id);
     a->n_tokens = (int)n;
     a->tokens = malloc(((size_t)n + 1) * sizeof *a->tokens);
     if (!a->tokens) return sdn_fail(err, SDN_ENOMEM, "out of memory");
@@ -143,9 +196,14 @@ static int read_answer(sdn_history *h, sqlite3_stmt *st, int want_text, sdn_hist
         }
         a->tokens[i] = (int32_t)v;
     }
-    if (want_text && sqlite3_column_type(st, 4) != SQLITE_NULL) {
-        const char *t = (const char *)sqlite3_column_text(st, 4);
-        a->text = strdup(t ? t : "");
+    if (want_text && text) {
+        a->text = malloc(text_len + 1);
+        if (!a->text) {
+            free(a->tokens);
+            a->tokens = NULL;
+            return sdn_fail(err, SDN_ENOMEM, "out of memory");
+        }
+        memcpy(a->text, text, text_len + 1);
     }
     return SDN_OK;
 }
@@ -164,9 +222,15 @@ static int recent(sdn_history *h, const char *group, const char *model_fp, long 
     sqlite3_bind_text(st, 2, model_fp ? model_fp : "", -1, SQLITE_STATIC);
     sdn_history_answer *a = NULL;
     int n = 0, cap = 0, rc = SDN_OK, s;
-    long total = 0;
+    int64_t total = 0;
     while ((s = sqlite3_step(st)) == SQLITE_ROW) {
-        long nt = (long)sqlite3_column_int64(st, 2);
+        int64_t nt = sqlite3_column_int64(st, 2);
+        /* range first: a damaged n_tokens (e.g. INT64_MAX) must not reach the sum */
+        if (nt < 0 || nt > HISTORY_MAX_ROW_TOKENS) {
+            rc = sdn_fail(err, SDN_EDB, "%s: answer %lld: n_tokens %lld is out of range (damaged row)", h->path,
+                          (long long)sqlite3_column_int64(st, 0), (long long)nt);
+            break;
+        }
         if (max_tokens > 0 && total + nt > max_tokens) break;
         if (n == cap) {
             cap = cap ? cap * 2 : 16;
@@ -238,7 +302,8 @@ static int64_t set_hash(const sdn_history_answer *a, int n) {
 }
 
 /* The cached blob when its hash matches and it deserializes; else NULL. */
-static uint8_t *cache_lookup(sdn_history *h, const char *group, const char *fp, long max_tokens, int64_t hash, size_t *len) {
+static uint8_t *cache_lookup(sdn_history *h, const char *group, const char *fp, long max_tokens, int64_t hash, int64_t n_tokens,
+                             size_t *len) {
     sqlite3_stmt *st = NULL;
     uint8_t *res = NULL;
     if (sqlite3_prepare_v2(h->db, "SELECT answers_hash, sam FROM history_cache WHERE task_group=? AND model_fp=? AND max_tokens=?", -1, &st,
@@ -251,7 +316,10 @@ static uint8_t *cache_lookup(sdn_history *h, const char *group, const char *fp, 
         const void *b = sqlite3_column_blob(st, 1);
         int n = sqlite3_column_bytes(st, 1);
         sdn_sam *s = NULL;
-        if (b && n > 0 && sdn_sam_deserialize(b, (size_t)n, &s, NULL) == SDN_OK && (res = malloc((size_t)n))) {
+        /* the automaton of the selection holds exactly its tokens: a cached blob declaring
+         * more is damaged (refused before it is allocated) */
+        uint32_t lim = n_tokens < (int64_t)SDN_SAM_MAX_TOKENS ? (uint32_t)n_tokens : SDN_SAM_MAX_TOKENS;
+        if (b && n > 0 && sdn_sam_deserialize_max(b, (size_t)n, lim, &s, NULL) == SDN_OK && (res = malloc((size_t)n))) {
             memcpy(res, b, (size_t)n);
             *len = (size_t)n;
         }
@@ -299,14 +367,14 @@ int sdn_history_automaton(sdn_history *h, const char *group, const char *model_f
     /* one read transaction: the selection and the cache entry are from the same snapshot */
     if ((rc = sdn_db_exec(h->db, h->path, "BEGIN", err))) return rc;
     rc = recent(h, group, fp, max_tokens, 0, &a, &n, err);
-    long total = 0;
+    long total = 0; /* each row <= 2^28 tokens, and their sum <= the budget or the store's total */
     for (int i = 0; i < n; i++) total += a[i].n_tokens;
     if (n_answers) *n_answers = n;
     if (n_tokens) *n_tokens = total;
     int64_t hash = set_hash(a, n);
     uint8_t *cached = NULL;
     size_t clen = 0;
-    if (!rc && n > 0) cached = cache_lookup(h, group, fp, max_tokens, hash, &clen);
+    if (!rc && n > 0) cached = cache_lookup(h, group, fp, max_tokens, hash, total, &clen);
     sqlite3_exec(h->db, "COMMIT", NULL, NULL, NULL);
     if (rc || n == 0) {
         sdn_history_answers_free(a, n);

@@ -13,17 +13,21 @@
  * Storage: one SQLite file in WAL mode (readers never block the writer, any number of
  * processes may read at once), a busy timeout, synchronous=FULL, every write in its own
  * transaction: a process killed mid-request loses at most its uncommitted answer. The file
- * is recognised by PRAGMA application_id 0x53444e48 ("SDNH") and user_version 1; a file
- * that is not SQLite, damaged, or another application's database is refused with a message
- * naming it, and never modified.
+ * is recognised by PRAGMA application_id 0x53444e48 ("SDNH") and user_version 2; a file
+ * that is not SQLite, empty (0 bytes), damaged, or another application's database is
+ * refused with a message naming it, and never modified (a new store is created only where
+ * no file exists). A version-1 store is migrated on open without losing rows: each row
+ * whose token checksum holds gets the version-2 checksum over its current text (texts
+ * written under version 1 are trusted from then on).
  *
- * Schema (version 1):
+ * Schema (version 2):
  *   answers(id INTEGER PRIMARY KEY, task_group TEXT, model_fp TEXT, created REAL,
  *           n_tokens INTEGER, tokens BLOB (int32 little-endian), text TEXT,
- *           checksum INTEGER (XXH3-64 of the token bytes, as signed 64-bit))
+ *           checksum INTEGER (XXH3-64 of the token bytes, then byte 0 when text is NULL
+                             or byte 1 and the text bytes; as signed 64-bit))
  *   history_cache(task_group, model_fp, max_tokens, answers_hash, n_answers, n_tokens,
  *                 sam BLOB, created, PRIMARY KEY (task_group, model_fp, max_tokens))
- *   meta(key TEXT PRIMARY KEY, value TEXT)    ("schema" = "sdnpu-history 1")
+ *   meta(key TEXT PRIMARY KEY, value TEXT)    ("schema" = "sdnpu-history 2")
  * A handle is used by one thread at a time; open one handle per thread or process. */
 #ifndef SDN_HISTORY_H
 #define SDN_HISTORY_H
@@ -55,7 +59,8 @@ typedef struct sdn_history_answer {
 
 /* The answers of (group, model_fp), most recent first (ties: higher id first), while their
  * total token count stays within max_tokens (max_tokens <= 0: all). A stored answer whose
- * checksum or length does not match its tokens fails with SDN_EDB naming its id. *out is
+ * checksum does not match its tokens and text, or whose length is out of range or does
+ * not match its tokens, fails with SDN_EDB naming its id. *out is
  * malloc'd; free with sdn_history_answers_free. */
 int sdn_history_recent(sdn_history *h, const char *group, const char *model_fp, long max_tokens, sdn_history_answer **out, int *n,
                        sdn_err *err);

@@ -63,9 +63,29 @@ int jl_error(const jl_reader *r, const char *field, sdn_err *err, const char *fm
     return sdn_fail(err, SDN_EFORMAT, "%s: %s", where, msg);
 }
 
+/* Upper bound on the JSON values of a line (commas, '[' and '{' outside strings, plus 1),
+ * counted without allocating; stops counting past `limit`. */
+static size_t count_values(const char *s, size_t n, size_t limit) {
+    size_t v = 1;
+    int in_str = 0;
+    for (size_t i = 0; i < n && v <= limit; i++) {
+        char c = s[i];
+        if (in_str) {
+            if (c == '\\') i++;
+            else if (c == '"') in_str = 0;
+        } else if (c == '"') in_str = 1;
+        else if (c == ',' || c == '[' || c == '{') v++;
+    }
+    return v;
+}
+
 int jl_parse(const jl_reader *r, const char *line, size_t len, cJSON **out, sdn_err *err) {
     const char *end = NULL;
     *out = NULL;
+    /* resource limits before the parser allocates (a cJSON node per value is ~64 bytes) */
+    if (len > JL_MAX_LINE_BYTES) return jl_error(r, NULL, err, "line of %zu bytes is longer than the limit of %d bytes", len, JL_MAX_LINE_BYTES);
+    if (count_values(line, len, JL_MAX_LINE_VALUES) > JL_MAX_LINE_VALUES)
+        return jl_error(r, NULL, err, "line holds more than %d JSON values (the limit per line; e.g. a token array that long)", JL_MAX_LINE_VALUES);
     cJSON *j = cJSON_ParseWithLengthOpts(line, len, &end, 0);
     if (!j) {
         size_t at = end && end >= line && end <= line + len ? (size_t)(end - line) : 0;

@@ -30,8 +30,14 @@ void jl_open_buf(jl_reader *r, const char *name, const char *data, size_t len);
 void jl_close(jl_reader *r);
 /* Next non-blank line (without its line terminator): 1 and the line, or 0 at the end. */
 int jl_next(jl_reader *r, const char **line, size_t *len);
+/* Limits of one line, checked before it is parsed: bytes, and JSON values (every number
+ * of a token array is one: a trace row of a 400k-token context with 4 predictions per
+ * position is about 3.6M values). The parser then holds at most ~64 bytes per value. */
+#define JL_MAX_LINE_BYTES (64 << 20)
+#define JL_MAX_LINE_VALUES (4 << 20)
 /* Parse the line just returned into a JSON object (*out, free with cJSON_Delete). A parse
- * error or a value that is not an object fails with SDN_EFORMAT naming file and line. */
+ * error, a value that is not an object, or a line over the limits above fails with
+ * SDN_EFORMAT naming file and line; the limits are checked before anything is allocated. */
 int jl_parse(const jl_reader *r, const char *line, size_t len, cJSON **out, sdn_err *err);
 
 /* Field access. `required` = 0 accepts a missing field or null (then *out is untouched for

@@ -29,7 +29,9 @@
 static int g_simd = -1; /* 1: AVX2+FMA helpers (set from the kernel path by sdn_ctx_new) */
 #endif
 
+#include "common/sdn_mem.h"
 #include "common/sdn_util.h"
+#include "engine/gguf.h"
 #include "engine/kernel_path.h"
 #include "engine/matmul.h"
 #include "engine/model_internal.h"
@@ -84,6 +86,27 @@ int sdn_ctx_new(const sdn_model *m, const sdn_ctx_params *p, sdn_ctx **out, sdn_
     size_t B = (size_t)c->max_batch, kv = (size_t)cfg->n_layers * c->n_ctx * c->kvd;
     size_t wide = (size_t)(cfg->hidden > c->qd ? cfg->hidden : c->qd);
     if (wide < (size_t)cfg->dim) wide = (size_t)cfg->dim;
+    {
+        /* refuse up front what cannot fit: KV cache + the mapped weights + scratch buffers
+         * against the process's memory limit (cgroup, physical memory, RLIMIT_AS) */
+        size_t sc_rows0 = B > (size_t)c->n_threads ? B : (size_t)c->n_threads;
+        uint64_t kv_b = 2 * (uint64_t)kv * sizeof(float);
+        uint64_t w_b = m->gguf ? sdn_gguf_file_size(m->gguf) : m->map_size;
+        uint64_t buf_b = ((uint64_t)B * (3 * (uint64_t)cfg->dim + wide + 2 * (uint64_t)c->qd + 2 * (uint64_t)c->kvd + 2 * (uint64_t)cfg->hidden +
+                                         (uint64_t)cfg->rope_dims) +
+                          (uint64_t)sc_rows0 * c->n_ctx) * sizeof(float) +
+                         (uint64_t)c->n_threads * c->n_ctx * sizeof(int32_t);
+        char detail[200];
+        snprintf(detail, sizeof detail, "KV cache %llu MiB, weights %llu MiB, buffers %llu MiB", (unsigned long long)(kv_b >> 20),
+                 (unsigned long long)(w_b >> 20), (unsigned long long)(buf_b >> 20));
+        char what[1200];
+        snprintf(what, sizeof what, "%s: a context of %d positions (option --ctx)", m->path, c->n_ctx);
+        int rc = sdn_mem_check(kv_b + w_b + buf_b, what, detail, err);
+        if (rc) {
+            free(c);
+            return rc;
+        }
+    }
     c->k_cache = malloc(kv * sizeof(float));
     c->v_cache = malloc(kv * sizeof(float));
     c->x = malloc(B * cfg->dim * sizeof(float));

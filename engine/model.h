@@ -12,6 +12,10 @@
 typedef struct sdn_model sdn_model;
 struct sdn_tokenizer;
 
+/* Largest trained context length a model file may declare (GGUF context_length, llama2.c
+ * seq_len); larger values are refused as absurd rather than narrowed to int. */
+#define SDN_MAX_CTX_LEN (1 << 24)
+
 typedef enum sdn_arch { SDN_ARCH_LLAMA = 0, SDN_ARCH_QWEN2 = 1 } sdn_arch;
 
 /* The shape and numerics of a model, as read from its file. */

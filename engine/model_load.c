@@ -12,6 +12,7 @@
  * rope.freq_base, rope.dimension_count, rope.scaling.type, rope.scaling.factor,
  * context_length}. */
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -141,6 +142,9 @@ static int load_gguf(sdn_model *m, const char *path, const sdn_model_load_opts *
     c->n_kv_heads = (int)n_kv;
     c->head_dim = (int)head_dim;
     c->rope_dims = (int)rope_dims;
+    /* ctx is a uint32: values above INT_MAX would wrap through (int) */
+    if (ctx > SDN_MAX_CTX_LEN)
+        return sdn_fail(err, SDN_EFORMAT, "%s: %s.context_length = %u is larger than the supported %d positions", path, arch, ctx, SDN_MAX_CTX_LEN);
     c->ctx_len = ctx ? (int)ctx : 4096;
     c->rope_neox = c->arch == SDN_ARCH_QWEN2;
     if ((rc = meta_f32(&L, arch, "attention.layer_norm_rms_epsilon", 1e-5f, &c->rms_eps)) ||
@@ -256,6 +260,10 @@ static int load_llama2c(sdn_model *m, const char *path, const sdn_model_load_opt
     } else {
         memcpy(h, base, sizeof h);
         shared = h[5] > 0;
+        /* negative = separate classifier; INT32_MIN has no positive int32 and is invalid */
+        if (h[5] == INT32_MIN)
+            return sdn_fail(err, SDN_EFORMAT, "%s: not a GGUF file, and as a llama2.c checkpoint its header field vocab_size = %d is invalid",
+                            path, (int)h[5]);
         if (h[5] < 0) h[5] = -h[5];
         off = 28;
     }

@@ -6,6 +6,7 @@
  * line, then the prompt, tokenized without control-token parsing. */
 #include "engine/request.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,6 +32,23 @@ static char *raw_text(const sdn_request *r) {
     return s;
 }
 
+size_t sdn_request_max_bytes(const sdn_model *m, int max_tokens) {
+    const sdn_tokenizer *tok = sdn_model_tokenizer(m);
+    if (!tok || max_tokens <= 0) return SIZE_MAX;
+    return (size_t)max_tokens * (size_t)sdn_tokenizer_max_text_bytes(tok);
+}
+
+/* Refuse, before tokenizing, a text too long to fit r->max_tokens tokens. */
+static int check_size(const sdn_model *m, const sdn_request *r, const char *rendered, sdn_err *err) {
+    size_t cap = sdn_request_max_bytes(m, r->max_tokens), n = strlen(rendered);
+    if (n <= cap) return SDN_OK;
+    return sdn_fail(err, SDN_EINVAL,
+                    "the request is %zu bytes, at least %zu tokens with this tokenizer (%d bytes per token at most), more than the "
+                    "context of %d (raise --ctx or shorten the context)",
+                    n, n / (size_t)sdn_tokenizer_max_text_bytes(sdn_model_tokenizer(m)), sdn_tokenizer_max_text_bytes(sdn_model_tokenizer(m)),
+                    r->max_tokens);
+}
+
 int sdn_request_tokens(const sdn_model *m, const sdn_request *r, int32_t **ids, int *n_ids, char **text, sdn_err *err) {
     *ids = NULL;
     *n_ids = 0;
@@ -43,6 +61,10 @@ int sdn_request_tokens(const sdn_model *m, const sdn_request *r, int32_t **ids, 
     int rc;
     if (raw) {
         if (!(rendered = raw_text(r))) return sdn_fail(err, SDN_ENOMEM, "out of memory");
+        if ((rc = check_size(m, r, rendered, err))) {
+            free(rendered);
+            return rc;
+        }
         rc = sdn_tokenize(tok, rendered, strlen(rendered), sdn_tokenizer_add_bos(tok), 0, ids, n_ids, err);
     } else {
         sdn_chat_kind kind = SDN_CHAT_AUTO;
@@ -51,6 +73,7 @@ int sdn_request_tokens(const sdn_model *m, const sdn_request *r, int32_t **ids, 
         sdn_chat_template ct;
         sdn_chat_template_init(&ct, kind, tmpl);
         rc = sdn_chat_template_render_request(&ct, r->system, r->documents, r->n_docs, r->prompt, &rendered, err);
+        if (!rc) rc = check_size(m, r, rendered, err);
         if (!rc) rc = sdn_chat_tokenize(tok, rendered, ids, n_ids, err);
     }
     if (!rc && *n_ids == 0) rc = sdn_fail(err, SDN_EINVAL, "the request renders to no tokens");

@@ -17,9 +17,17 @@ typedef struct sdn_request {
     const char *system;           /* system prompt; NULL: the template's default */
     const char *chat_template;    /* NULL or "auto": from the model; "none": plain text;
                                      or a template name (chatml, llama3, llama2, vicuna, plain) */
+    int max_tokens;               /* > 0: a request whose rendered text is certainly longer
+                                     than this many tokens is refused before tokenizing */
 } sdn_request;
 
-/* Render and tokenize. *ids is malloc'd. *text (optional) receives the rendered text. */
+/* Render and tokenize. *ids is malloc'd. *text (optional) receives the rendered text.
+ * With r->max_tokens > 0, a rendered text of more than sdn_request_max_bytes bytes is
+ * refused (SDN_EINVAL, naming the sizes) without tokenizing it. */
 int sdn_request_tokens(const sdn_model *m, const sdn_request *r, int32_t **ids, int *n_ids, char **text, sdn_err *err);
+/* The largest text, in bytes, that can tokenize to at most max_tokens tokens with m's
+ * tokenizer (max_tokens times the most text bytes one token stands for); SIZE_MAX when m
+ * has no tokenizer or max_tokens <= 0. Readers of context files stop reading there. */
+size_t sdn_request_max_bytes(const sdn_model *m, int max_tokens);
 
 #endif

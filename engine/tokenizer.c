@@ -668,6 +668,8 @@ float sdn_tokenizer_score(const sdn_tokenizer *t, int32_t id) { return (id >= 0 
 int sdn_tokenizer_token_type(const sdn_tokenizer *t, int32_t id) { return (id >= 0 && id < t->n_vocab) ? t->type[id] : 0; }
 int32_t sdn_tokenizer_find(const sdn_tokenizer *t, const char *piece, size_t len) { return tok_map_get(t, piece, len); }
 
+int sdn_tokenizer_max_text_bytes(const sdn_tokenizer *t) { return t->max_piece > 4 ? t->max_piece : 4; }
+
 const char *sdn_tokenizer_piece(const sdn_tokenizer *t, int32_t id, size_t *len) {
     if (!t || id < 0 || id >= t->n_vocab) {
         if (len) *len = 0;

@@ -58,6 +58,9 @@ int sdn_tokenizer_from_llama2c(const char *path, int vocab_size, sdn_tokenizer *
 void sdn_tokenizer_free(sdn_tokenizer *t);
 
 int sdn_tokenizer_n_vocab(const sdn_tokenizer *t);
+/* Most text bytes one token can stand for (the longest piece; at least 4, a UTF-8
+ * character under <unk>): a text of B bytes has at least B / this many tokens. */
+int sdn_tokenizer_max_text_bytes(const sdn_tokenizer *t);
 sdn_tokenizer_kind sdn_tokenizer_kind_of(const sdn_tokenizer *t);
 /* Name of the pre-tokenizer in use ("qwen2", "llama-bpe", ...; "" for SentencePiece). */
 const char *sdn_tokenizer_pre(const sdn_tokenizer *t);

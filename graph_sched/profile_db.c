@@ -31,7 +31,7 @@ static const char *schema =
 static const char *kind_names[] = {"", "g1_compute", "g2_compute", "g1_load", "g2_load", "verify_step", "g2_load_overlapped", "g1_compute_during_load"};
 
 static const sdn_db_kind k_profile = {
-    "profile database", PROFILE_APP_ID, PROFILE_VERSION, NULL, {"profile", "block", "measurement", "fit", NULL}};
+    "profile database", PROFILE_APP_ID, PROFILE_VERSION, NULL, {"profile", "block", "measurement", "fit", NULL}, NULL};
 
 /* Open `path` as a profile file (create when absent, or refuse a foreign/damaged file). */
 static int open_db(const char *path, int create, sqlite3 **out, sdn_err *err) {

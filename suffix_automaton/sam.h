@@ -164,5 +164,8 @@ int sdn_sam_serialize(sdn_sam *s, uint8_t **out, size_t *len, sdn_err *err);
  * inconsistency gives SDN_EFORMAT with a message naming the field (SDN_EUNSUP for a
  * newer format version). The loaded automaton can be queried and extended. */
 int sdn_sam_deserialize(const uint8_t *buf, size_t len, sdn_sam **out, sdn_err *err);
+/* The same with a size limit: bytes that declare more than max_tokens tokens (and so up to
+ * 2 * max_tokens + 1 states) are refused with SDN_EFORMAT before anything is allocated. */
+int sdn_sam_deserialize_max(const uint8_t *buf, size_t len, uint32_t max_tokens, sdn_sam **out, sdn_err *err);
 
 #endif

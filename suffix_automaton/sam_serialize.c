@@ -239,7 +239,12 @@ static int load_body(sdn_sam *s, const uint8_t *buf, uint32_t n_trans, uint32_t 
 }
 
 int sdn_sam_deserialize(const uint8_t *buf, size_t len, sdn_sam **out, sdn_err *err) {
+    return sdn_sam_deserialize_max(buf, len, SDN_SAM_MAX_TOKENS, out, err);
+}
+
+int sdn_sam_deserialize_max(const uint8_t *buf, size_t len, uint32_t max_tokens, sdn_sam **out, sdn_err *err) {
     *out = NULL;
+    if (max_tokens > SDN_SAM_MAX_TOKENS) max_tokens = SDN_SAM_MAX_TOKENS;
     if (!buf && len) return sdn_fail(err, SDN_EINVAL, "serialized suffix automaton: NULL buffer");
     if (len < SAM_HEADER) return BAD("truncated: %zu bytes, the header alone is %u", len, SAM_HEADER);
     if (memcmp(buf, SAM_MAGIC, 8) != 0) return BAD("bad magic (not a suffix automaton)");
@@ -253,9 +258,10 @@ int sdn_sam_deserialize(const uint8_t *buf, size_t len, sdn_sam **out, sdn_err *
     uint32_t n_seq = get32(buf + 16), n_tok = get32(buf + 20), n_states = get32(buf + 24), n_trans = get32(buf + 28),
              last = get32(buf + 32), seq_open = get32(buf + 36), max_len = get32(buf + 40);
     if (get32(buf + 44) != 0) return BAD("reserved header field is not zero");
-    if (n_tok > SDN_SAM_MAX_TOKENS) return BAD("%u tokens exceed the limit %u", n_tok, SDN_SAM_MAX_TOKENS);
+    if (n_tok > max_tokens) return BAD("%u tokens exceed the limit %u", n_tok, max_tokens);
     if (n_states == 0 || (uint64_t)n_states > 2ull * n_tok + 1 || n_states > SAM_MAX_STATES)
         return BAD("%u states impossible for %u tokens", n_states, n_tok);
+
     if (max_len > n_tok) return BAD("maximum length %u above the %u tokens", max_len, n_tok);
     uint64_t need = SAM_HEADER + (uint64_t)n_seq * SAM_SEQ_BYTES + (uint64_t)n_tok * SAM_TOK_BYTES +
                     (uint64_t)n_states * SAM_STATE_BYTES + (uint64_t)n_trans * SAM_TRANS_BYTES;

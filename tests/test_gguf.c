@@ -1,10 +1,12 @@
 /* test_gguf.c - GGUF reader/writer round trip and bad model files: truncated, wrong magic,
  * absurd counts and dimensions, tensor data out of bounds, unsupported type, version and
  * architecture, shape mismatches, missing tensors, and random corruption. Every bad file
- * must end in one error naming the file and the problem, never a crash. */
+ * must end in one error naming the file and the problem, never a crash. Issue 19: a
+ * context_length of 2^31 and a llama2.c vocab_size of INT32_MIN are clear errors. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -199,6 +201,29 @@ static void test_bad_files(void **state) {
             }
         }
     }
+    /* issue 19: context_length 2^31 became INT_MIN through (int); now a clear error */
+    {
+        const char *key = "llama.context_length";
+        size_t l = strlen(key), at = 0;
+        for (size_t i = 8; i + l + 8 < n && !at; i++) {
+            uint64_t len;
+            memcpy(&len, b + i - 8, 8);
+            uint32_t ty;
+            memcpy(&ty, b + i + l, 4);
+            if (len == l && !memcmp(b + i, key, l) && ty == 4 /* UINT32 */) at = i + l + 4;
+        }
+        if (!at) fail_msg("%s: key %s (uint32) not found", good, key);
+        uint32_t v = 1u << 31;
+        memcpy(c, b, n);
+        memcpy(c + at, &v, 4);
+        expect_model_error("ctx2g.gguf", c, n, "context_length = 2147483648");
+        v = SDN_MAX_CTX_LEN; /* the largest accepted */
+        memcpy(c + at, &v, 4);
+        assert_int_equal(tu_write_file(tu_tmp("ctxmax.gguf"), c, n), 0);
+        if (sdn_model_load(tu_tmp("ctxmax.gguf"), &o, &m, &e)) fail_msg("%s", e.msg);
+        assert_int_equal(sdn_model_cfg(m)->ctx_len, SDN_MAX_CTX_LEN);
+        sdn_model_free(m);
+    }
     /* random corruption of the header region: never a crash; loads that succeed are fine */
     sdn_rng r;
     sdn_rng_seed(&r, 99);
@@ -229,6 +254,15 @@ static void test_llama2c_bad(void **state) {
     h[0] = -3;
     memcpy(buf, h, 28);
     expect_model_error("l2c_dim.bin", buf, sizeof buf, "dim");
+    /* issue 19: vocab_size INT32_MIN was negated (undefined behaviour; the sanitizer build
+     * of the fuzz regressions catches the UB itself, this checks the clear error) */
+    h[0] = 64;
+    h[5] = INT32_MIN;
+    memcpy(buf, h, 28);
+    expect_model_error("l2c_vocab_min.bin", buf, sizeof buf, "vocab_size = -2147483648");
+    h[5] = -512;
+    memcpy(buf, h, 28);
+    expect_model_error("l2c_vocab_neg.bin", buf, sizeof buf, "truncated"); /* valid header, no weights */
     /* a llama2.c checkpoint without its tokenizer: clear message pointing to --tokenizer */
     if (!tu_shared()) return;
     sdn_model *m;

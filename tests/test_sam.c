@@ -593,6 +593,28 @@ static void test_serialize_empty(void **st) {
     sdn_sam_free(s), sdn_sam_free(t);
 }
 
+/* Issue 19: a size limit on deserialization: an automaton of 100 tokens loads under a
+ * limit of 100 and is refused under 99, with the counts in the message. */
+static void test_deserialize_limit(void **st) {
+    (void)st;
+    sdn_sam *s, *t = NULL;
+    uint8_t *b;
+    size_t n;
+    int32_t tok[100];
+    for (int i = 0; i < 100; i++) tok[i] = (i * 7) % 13;
+    assert_int_equal(sdn_sam_create(&s, NULL), SDN_OK);
+    assert_int_equal(sdn_sam_add_seq(s, 1, tok, 100, NULL), SDN_OK);
+    assert_int_equal(sdn_sam_serialize(s, &b, &n, NULL), SDN_OK);
+    assert_int_equal(sdn_sam_deserialize_max(b, n, 100, &t, NULL), SDN_OK);
+    sdn_sam_free(t);
+    sdn_err e = {0};
+    assert_int_equal(sdn_sam_deserialize_max(b, n, 99, &t, &e), SDN_EFORMAT);
+    assert_null(t);
+    assert_non_null(strstr(e.msg, "100 tokens exceed the limit 99"));
+    free(b);
+    sdn_sam_free(s);
+}
+
 /* Offsets in the documented format. */
 #define H 64u
 static uint32_t off_states(const uint8_t *b) { return H + 8 * get32(b + 16) + 4 * get32(b + 20); }
@@ -740,7 +762,7 @@ int main(void) {
         cmocka_unit_test(test_large_alphabet150k),
         cmocka_unit_test(test_large_text),
         cmocka_unit_test(test_large_multi),
-        cmocka_unit_test(test_serialize_empty),
+        cmocka_unit_test(test_serialize_empty), cmocka_unit_test(test_deserialize_limit),
         cmocka_unit_test(test_serialize_roundtrip),
         cmocka_unit_test(test_serialize_corrupt),
     };

@@ -354,12 +354,18 @@ int sdn_run_request(const sdn_run_opts *o, FILE *out) {
             code = 2;
             goto out;
         }
+        /* a context that cannot fit is refused while it is read, before it is tokenized:
+         * n_ctx tokens stand for at most n_ctx * (longest piece) bytes of text */
+        int n_ctx = o->n_ctx > 0 ? o->n_ctx : (sdn_model_cfg(m)->ctx_len < 4096 ? sdn_model_cfg(m)->ctx_len : 4096);
+        size_t cap = sdn_request_max_bytes(m, n_ctx);
+        char why[160];
+        snprintf(why, sizeof why, "more text than %d tokens can hold (raise --ctx or shorten the context)", n_ctx);
         docs = calloc((size_t)o->n_contexts + 1, sizeof *docs);
         for (int i = 0; i < o->n_contexts; i++) {
             size_t len;
-            if (sdn_read_file(o->contexts[i], &docs[i], &len, &err)) { sdn_fail(&err, err.code, "option --context"); goto fail; }
+            if (sdn_read_file_max(o->contexts[i], cap, why, &docs[i], &len, &err)) { sdn_fail(&err, err.code, "option --context"); goto fail; }
         }
-        sdn_request rq = {(const char *const *)docs, o->n_contexts, o->prompt, o->system, o->chat_template};
+        sdn_request rq = {(const char *const *)docs, o->n_contexts, o->prompt, o->system, o->chat_template, n_ctx};
         if (sdn_request_tokens(m, &rq, &prompt, &n_prompt, NULL, &err)) goto fail;
     }
     sdn_drafter probe = {0};
