@@ -157,14 +157,16 @@ int sdn_known_model_check(const sdn_known_model *km, sdn_err *err) {
 int sdn_model_resolve(const char *arg, char *out, size_t cap, sdn_err *err) {
     if (!arg || !*arg) return sdn_fail(err, SDN_EINVAL, "no model given");
     struct stat st;
+    int exists = stat(arg, &st) == 0, missing = !exists && errno == ENOENT;
     const sdn_known_model *km = sdn_known_model_find(arg);
-    if (!stat(arg, &st) || !km) {
-        if (!km && stat(arg, &st) != 0 && errno == ENOENT && !strchr(arg, '/') && !strchr(arg, '.')) {
-            char names[512] = "";
-            for (int i = 0; i < sdn_known_model_count(); i++)
-                snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? ", " : "", k_models[i].name);
-            return sdn_fail(err, SDN_EIO, "%s: no such file, and not a known model name (known: %s)", arg, names);
-        }
+    if (!exists && !km && missing && !strchr(arg, '/') && !strchr(arg, '.')) {
+        /* a bare word that is neither a file nor a known name */
+        char names[512] = "";
+        for (int i = 0; i < sdn_known_model_count(); i++)
+            snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? ", " : "", k_models[i].name);
+        return sdn_fail(err, SDN_EIO, "%s: no such file, and not a known model name (known: %s)", arg, names);
+    }
+    if (exists || !km) { /* a path (the loader reports one that cannot be opened) */
         snprintf(out, cap, "%s", arg);
         return SDN_OK;
     }

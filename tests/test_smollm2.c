@@ -62,15 +62,6 @@ static int setup(void **state) {
     return 0;
 }
 
-static int load_all(void) {
-    if (g_model) return 1;
-    const char *path;
-    if (!(path = tu_smollm2())) return 0;
-    g_model = tu_load(path, "");
-    g_gold = sg_load(tu_source_path("tests/golden/smollm2/llamacpp.jsonl"));
-    return g_model && g_gold;
-}
-
 static int teardown(void **state) {
     (void)state;
     if (g_model) sdn_model_free(g_model);
@@ -78,12 +69,15 @@ static int teardown(void **state) {
     return 0;
 }
 
-#define REQUIRE()                                                                                                     \
-    do {                                                                                                              \
-        if (!load_all()) {                                                                                            \
-            print_message("SmolLM2-135M-Instruct is not in the model cache: test skipped (run ./sdnpu pull smollm2-135m-instruct)\n"); \
-            skip();                                                                                                   \
-        }                                                                                                             \
+/* The model (skip, or fail under CI, when it is not cached) and the golden file, loaded once. */
+#define REQUIRE()                                                                                  \
+    do {                                                                                           \
+        const char *path_;                                                                         \
+        TU_REQUIRE_SMOLLM2(path_);                                                                 \
+        if (!g_model) {                                                                            \
+            g_model = tu_load(path_, "");                                                          \
+            g_gold = sg_load(tu_source_path("tests/golden/smollm2/llamacpp.jsonl"));               \
+        }                                                                                          \
     } while (0)
 
 static void test_prompt_ids(void **state) {
