@@ -276,7 +276,7 @@ int sdn_sam_drafter_create(const sdn_sam_drafter_config *cfg, const int32_t *con
                            int n_hist, sdn_drafter *out, sdn_err *err) {
     out->ops = NULL, out->impl = NULL;
     if (n_hist < 0 || (n_hist && (!hist || !hist_len))) return sdn_fail(err, SDN_EINVAL, "sam drafter: bad history arrays");
-    samd *p;
+    samd *p = NULL;
     int rc = samd_new(cfg, &p, err);
     if (rc) return rc;
     sdn_drafter tmp;
@@ -306,7 +306,7 @@ fail:
 int sdn_sam_drafter_create_from_bytes(const sdn_sam_drafter_config *cfg, const uint8_t *bytes, size_t len,
                                       sdn_drafter *out, sdn_err *err) {
     out->ops = NULL, out->impl = NULL;
-    samd *p;
+    samd *p = NULL;
     int rc = samd_new(cfg, &p, err);
     if (rc) return rc;
     sdn_drafter tmp;

@@ -59,7 +59,19 @@ int sdn_request_tokens(const sdn_model *m, const sdn_request *r, int32_t **ids, 
     int raw = (name && !strcmp(name, "none")) || ((!name || !strcmp(name, "auto")) && !tmpl);
     char *rendered = NULL;
     int rc;
-    if (raw) {
+    if (r->n_messages > 0 && (r->n_docs > 0 || r->prompt))
+        return sdn_fail(err, SDN_EINVAL, "a request is either a conversation (messages) or a prompt with documents, not both");
+    if (r->n_messages > 0) {
+        sdn_chat_kind kind = raw ? SDN_CHAT_PLAIN : SDN_CHAT_AUTO;
+        if (!raw && name && strcmp(name, "auto") != 0 && sdn_chat_kind_from_name(name, &kind) != SDN_OK)
+            return sdn_fail(err, SDN_EINVAL, "option --chat-template: unknown template '%s' (auto, none, chatml, llama3, llama2, vicuna, plain)", name);
+        sdn_chat_template ct;
+        sdn_chat_template_init(&ct, kind, raw ? NULL : tmpl);
+        rc = sdn_chat_template_render(&ct, r->messages, r->n_messages, 1, &rendered, err);
+        if (!rc) rc = check_size(m, r, rendered, err);
+        if (!rc) rc = raw ? sdn_tokenize(tok, rendered, strlen(rendered), sdn_tokenizer_add_bos(tok), 0, ids, n_ids, err)
+                          : sdn_chat_tokenize(tok, rendered, ids, n_ids, err);
+    } else if (raw) {
         if (!(rendered = raw_text(r))) return sdn_fail(err, SDN_ENOMEM, "out of memory");
         if ((rc = check_size(m, r, rendered, err))) {
             free(rendered);

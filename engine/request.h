@@ -8,9 +8,12 @@
 #include <stdint.h>
 
 #include "common/sdn_err.h"
+#include "engine/chat_template.h"
 #include "engine/model.h"
 
 typedef struct sdn_request {
+    const sdn_chat_msg *messages; /* a conversation (then documents and prompt must be absent) */
+    int n_messages;
     const char *const *documents; /* context documents (may be NULL when n_docs == 0) */
     int n_docs;
     const char *prompt;           /* the instruction or question */
@@ -21,7 +24,8 @@ typedef struct sdn_request {
                                      than this many tokens is refused before tokenizing */
 } sdn_request;
 
-/* Render and tokenize. *ids is malloc'd. *text (optional) receives the rendered text.
+/* Render and tokenize. A conversation is rendered with the chat template and the opening of
+ * the assistant turn (raw text models: the plain "User: ...\nAssistant:" rendering). *ids is malloc'd. *text (optional) receives the rendered text.
  * With r->max_tokens > 0, a rendered text of more than sdn_request_max_bytes bytes is
  * refused (SDN_EINVAL, naming the sizes) without tokenizing it. */
 int sdn_request_tokens(const sdn_model *m, const sdn_request *r, int32_t **ids, int *n_ids, char **text, sdn_err *err);

@@ -286,7 +286,7 @@ static int encode_word(const sdn_tokenizer *t, bpe_work *w, const unsigned char 
         bpe_bigram b = hpop(w);
         int32_t l = b.left, r = b.right;
         if (w->next[l] != r || w->id[l] != b.id_l || w->id[r] != b.id_r) continue; /* stale */
-        int32_t rank, res;
+        int32_t rank, res = -1;
         merge_lookup(t, b.id_l, b.id_r, &rank, &res);
         w->id[l] = res;
         w->id[r] = -1;

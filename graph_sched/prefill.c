@@ -125,12 +125,6 @@ int sdn_gs_kv_need(const sdn_gs *gs, int kv0, int n) {
     return kv0 + (C - 1) * gs->s1 + (gs->s1 > g2 ? gs->s1 : g2);
 }
 
-void sdn_gs_apply(sdn_gs *gs, sdn_gen_params *gp) {
-    gp->prefill = sdn_gs_prefill;
-    gp->prefill_ud = gs;
-    gp->decode_rows = gs->s2;
-}
-
 /* ---- accounting ---- */
 
 static void recount(sdn_gs *gs) {

@@ -34,7 +34,7 @@
 #include "common/sdn_err.h"
 #include "engine/forward.h"
 #include "engine/model.h"
-#include "engine/session.h"
+#include "engine/forward.h"
 #include "graph_sched/graph.h"
 #include "graph_sched/latency.h"
 #include "graph_sched/schedule.h"
@@ -112,8 +112,6 @@ int sdn_gs_prepare(sdn_gs *gs, sdn_err *err);
  * prefill) only switches every block to G2. */
 int sdn_gs_prefill(void *ud, sdn_ctx *c, const int32_t *tokens, int n, int topk, const int32_t *vocab, int n_vocab, int32_t *tok,
                    float *prob, sdn_err *err);
-/* Point gp at this runtime: prefill hook and decode_rows = S2. */
-void sdn_gs_apply(sdn_gs *gs, sdn_gen_params *gp);
 int sdn_gs_min_batch(const sdn_gs *gs);
 /* KV slots a prefill of n tokens starting at KV length kv0 writes (padding included). */
 int sdn_gs_kv_need(const sdn_gs *gs, int kv0, int n);

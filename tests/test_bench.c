@@ -16,11 +16,11 @@
 
 #include <cmocka.h>
 
-#include "datasets/bench.h"
+#include "bench/bench.h"
 #include "datasets/dataset.h"
 #include "datasets/history.h"
-#include "datasets/story_task.h"
-#include "datasets/study.h"
+#include "bench/story_task.h"
+#include "bench/study.h"
 #include "datasets/trace.h"
 #include "draft/methods.h"
 #include "engine/model.h"

@@ -27,9 +27,10 @@
 #include "engine/forward.h"
 #include "engine/layout.h"
 #include "engine/model.h"
-#include "engine/session.h"
+#include "runtime/decode.h"
 #include "graph_sched/graph.h"
 #include "graph_sched/prefill.h"
+#include "runtime/graph_setup.h"
 #include "support/test_util.h"
 
 
@@ -138,7 +139,7 @@ static void run_mode(sdn_model *m, int mode, const int32_t *prompt, int n_prompt
     } else
         gp.decode_rows = 16; /* default prefill, same decode graph shape */
     sdn_gen_stats st;
-    if (sdn_generate(c, prompt, n_prompt, &gp, NULL, NULL, NULL, NULL, &o->tok, &o->n, &st, &e)) fail_msg("mode %d: %s", mode, e.msg);
+    if (sdn_generate_tokens(c, prompt, n_prompt, &gp, &o->tok, &o->n, &st, &e)) fail_msg("mode %d: %s", mode, e.msg);
     if (gs) {
         o->st = *sdn_gs_last(gs);
         sdn_gs_free(gs);

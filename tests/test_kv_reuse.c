@@ -18,7 +18,7 @@
 #include "draft/methods.h"
 #include "engine/forward.h"
 #include "engine/model.h"
-#include "engine/session.h"
+#include "runtime/decode.h"
 #include "support/test_util.h"
 
 static int32_t *gen(sdn_ctx *c, const char *method, const int32_t *prompt, int n, int reuse, int *n_out, sdn_gen_stats *st) {
@@ -29,7 +29,7 @@ static int32_t *gen(sdn_ctx *c, const char *method, const int32_t *prompt, int n
     if (sdn_method_create(method, &mc, &d, &e)) fail_msg("%s", e.msg);
     sdn_gen_params gp = {.max_tokens = 24, .drafter = d.ops ? &d : NULL, .ignore_eog = 1, .reuse_kv = reuse};
     int32_t *out;
-    if (sdn_generate(c, prompt, n, &gp, NULL, NULL, NULL, NULL, &out, n_out, st, &e)) fail_msg("%s", e.msg);
+    if (sdn_generate_tokens(c, prompt, n, &gp, &out, n_out, st, &e)) fail_msg("%s", e.msg);
     sdn_drafter_destroy(&d);
     return out;
 }
@@ -83,7 +83,7 @@ static void test_reuse_matches_fresh(void **state) {
     sdn_gen_stats st;
     int32_t *out;
     int n_out;
-    assert_int_equal(sdn_generate(warm, base, 40, &gp, NULL, NULL, NULL, NULL, &out, &n_out, &st, &e), SDN_OK);
+    assert_int_equal(sdn_generate_tokens(warm, base, 40, &gp, &out, &n_out, &st, &e), SDN_OK);
     assert_int_equal(st.n_reused, 0);
     free(out);
     sdn_drafter_destroy(&d);

@@ -103,7 +103,7 @@ static void test_context_limit(void **state) {
     free(d);
     /* the request check: refused before tokenizing when over, tokenized when under */
     const char *docs[1] = {text};
-    sdn_request rq = {docs, 1, "question", NULL, "none", 100};
+    sdn_request rq = {.documents = docs, .n_docs = 1, .prompt = "question", .chat_template = "none", .max_tokens = 100};
     int32_t *ids;
     int n_ids;
     sdn_err_clear(&e);

@@ -19,9 +19,9 @@
 #include <sqlite3.h>
 
 #include "common/sdn_util.h"
-#include "datasets/cost.h"
+#include "bench/projection.h"
 #include "datasets/progress.h"
-#include "datasets/results.h"
+#include "bench/results.h"
 #include "support/test_util.h"
 
 static const char *k_profile =

@@ -35,7 +35,7 @@
 #include "engine/forward.h"
 #include "engine/model.h"
 #include "engine/request.h"
-#include "engine/session.h"
+#include "runtime/decode.h"
 #include "engine/tokenizer.h"
 #include "support/ref_model.h"
 #include "support/smollm2_golden.h"
@@ -203,7 +203,8 @@ static void test_greedy_vs_llamacpp(void **state) {
         int32_t *out;
         int n_out;
         sdn_err e = {0};
-        if (sdn_generate(c, q->prompt_ids, q->n_prompt, &gp, eog, (void *)tk, NULL, NULL, &out, &n_out, NULL, &e)) fail_msg("%s: %s", q->id, e.msg);
+        gp.eog = eog, gp.eog_ud = (void *)tk;
+        if (sdn_generate_tokens(c, q->prompt_ids, q->n_prompt, &gp, &out, &n_out, NULL, &e)) fail_msg("%s: %s", q->id, e.msg);
         int i = 0;
         while (i < n_out && i < q->n_answer && out[i] == q->answer_ids[i]) i++;
         if (i == n_out && i == q->n_answer) {
@@ -277,7 +278,8 @@ static void test_eog_and_template(void **state) {
         sdn_gen_params gp = {.max_tokens = q->max_new};
         int32_t *out;
         int n_out;
-        assert_int_equal(sdn_generate(c, q->prompt_ids, q->n_prompt, &gp, eog, (void *)tk, NULL, NULL, &out, &n_out, NULL, &e), SDN_OK);
+        gp.eog = eog, gp.eog_ud = (void *)tk;
+        assert_int_equal(sdn_generate_tokens(c, q->prompt_ids, q->n_prompt, &gp, &out, &n_out, NULL, &e), SDN_OK);
         if (n_out == q->n_answer && !memcmp(out, q->answer_ids, sizeof(int32_t) * (size_t)q->n_answer)) same_end++;
         free(out);
         if (n_out >= q->max_new || n_out > 100) continue;
@@ -286,7 +288,8 @@ static void test_eog_and_template(void **state) {
         gp.max_tokens = n_out + 4;
         int32_t *more;
         int n_more;
-        assert_int_equal(sdn_generate(c, q->prompt_ids, q->n_prompt, &gp, eog, (void *)tk, NULL, NULL, &more, &n_more, NULL, &e), SDN_OK);
+        gp.eog = eog, gp.eog_ud = (void *)tk;
+        assert_int_equal(sdn_generate_tokens(c, q->prompt_ids, q->n_prompt, &gp, &more, &n_more, NULL, &e), SDN_OK);
         assert_int_equal(n_more, n_out + 4);
         assert_true(sdn_tokenizer_is_eog(tk, more[n_out]));
         free(more);

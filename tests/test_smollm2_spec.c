@@ -16,7 +16,7 @@
 #include "draft/methods.h"
 #include "engine/forward.h"
 #include "engine/model.h"
-#include "engine/session.h"
+#include "runtime/decode.h"
 #include "engine/tokenizer.h"
 #include "support/smollm2_golden.h"
 #include "support/test_util.h"
@@ -40,7 +40,8 @@ static int32_t *gen(sdn_ctx *c, const sdn_tokenizer *tk, const char *method, con
                           * the methods with predictions prefill from scratch */
                          .reuse_kv = strcmp(method, "none") != 0};
     int32_t *out;
-    if (sdn_generate(c, prompt, n, &gp, eog, (void *)tk, NULL, NULL, &out, n_out, st, &e)) fail_msg("%s: %s", method, e.msg);
+    gp.eog = eog, gp.eog_ud = (void *)tk;
+    if (sdn_generate_tokens(c, prompt, n, &gp, &out, n_out, st, &e)) fail_msg("%s: %s", method, e.msg);
     sdn_drafter_destroy(&d);
     return out;
 }

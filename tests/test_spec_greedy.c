@@ -20,7 +20,7 @@
 #include "draft/methods.h"
 #include "engine/forward.h"
 #include "engine/model.h"
-#include "engine/session.h"
+#include "runtime/decode.h"
 #include "engine/tokenizer.h"
 #include "support/kpath_test.h"
 #include "support/test_util.h"
@@ -43,7 +43,7 @@ static int32_t *gen(sdn_ctx *c, const char *method, const int32_t *prompt, int n
     sdn_gen_params gp = {.max_tokens = max, .drafter = d.ops ? &d : NULL, .caps = caps, .ignore_eog = 1,
                          .prefill_topk = sdn_method_uses_prefill_preds(method) ? 3 : 0};
     int32_t *out;
-    if (sdn_generate(c, prompt, n, &gp, NULL, NULL, NULL, NULL, &out, n_out, st, &e)) fail_msg("%s: %s", method, e.msg);
+    if (sdn_generate_tokens(c, prompt, n, &gp, &out, n_out, st, &e)) fail_msg("%s: %s", method, e.msg);
     sdn_drafter_destroy(&d);
     return out;
 }
@@ -178,7 +178,7 @@ static void test_budget_from_curve(void **state) {
         sdn_gen_params gp = {.max_tokens = 60, .ignore_eog = 1};
         int32_t *base, *got;
         int nb, ng;
-        if (sdn_generate(c, prompt, 24, &gp, NULL, NULL, NULL, NULL, &base, &nb, NULL, &e)) fail_msg("%s", e.msg);
+        if (sdn_generate_tokens(c, prompt, 24, &gp, &base, &nb, NULL, &e)) fail_msg("%s", e.msg);
         sdn_method_config mc;
         sdn_method_defaults(&mc);
         sdn_drafter d;
@@ -186,7 +186,7 @@ static void test_budget_from_curve(void **state) {
         gp.drafter = &d;
         gp.verify_ms = ms;
         sdn_gen_stats st;
-        if (sdn_generate(c, prompt, 24, &gp, NULL, NULL, NULL, NULL, &got, &ng, &st, &e)) fail_msg("%s", e.msg);
+        if (sdn_generate_tokens(c, prompt, 24, &gp, &got, &ng, &st, &e)) fail_msg("%s", e.msg);
         assert_int_equal(ng, nb);
         assert_memory_equal(got, base, sizeof(int32_t) * (size_t)nb);
         drafted += st.drafted;

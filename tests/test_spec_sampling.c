@@ -24,7 +24,7 @@
 #include "draft/drafter.h"
 #include "engine/forward.h"
 #include "engine/model.h"
-#include "engine/session.h"
+#include "runtime/decode.h"
 #include "support/test_util.h"
 #include "verify/verify.h"
 
@@ -201,7 +201,7 @@ static void test_end_to_end(void **state) {
                                  .caps = {.max_nodes = 8, .max_depth = 4, .max_branch = 4}};
             int32_t *out;
             int n;
-            assert_int_equal(sdn_generate(c, prompt, 4, &gp, NULL, NULL, NULL, NULL, &out, &n, NULL, &e), SDN_OK);
+            assert_int_equal(sdn_generate_tokens(c, prompt, 4, &gp, &out, &n, NULL, &e), SDN_OK);
             assert_int_equal(n, 2);
             int k;
             for (k = 0; k < nk && (keys[k][0] != out[0] || keys[k][1] != out[1]); k++) {}

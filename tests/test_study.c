@@ -20,12 +20,12 @@
 
 #include <cmocka.h>
 
-#include "datasets/study.h"
+#include "bench/study.h"
 #include "datasets/trace.h"
 #include "draft/methods.h"
 #include "engine/forward.h"
 #include "engine/model.h"
-#include "engine/session.h"
+#include "runtime/decode.h"
 #include "engine/tokenizer.h"
 #include "support/test_util.h"
 
@@ -84,7 +84,8 @@ static void run_live(sdn_ctx *c, const int32_t *prompt, int n_prompt, const char
     sdn_gen_params gp = {.max_tokens = max_tokens, .drafter = &wrap, .caps = *caps,
                          .prefill_topk = sdn_method_uses_prefill_preds(method) ? 8 : 0};
     eog_ud e = {tok, -1};
-    if (sdn_generate(c, prompt, n_prompt, &gp, eog_fn, &e, NULL, NULL, &lr->out, &lr->n_out, &lr->st, &err)) fail_msg("%s", err.msg);
+    gp.eog = eog_fn, gp.eog_ud = &e;
+    if (sdn_generate_tokens(c, prompt, n_prompt, &gp, &lr->out, &lr->n_out, &lr->st, &err)) fail_msg("%s", err.msg);
     /* every step but the last gets feedback; the last step's count is the histogram's rest */
     long rest[SDN_ACCEPT_HIST];
     for (int i = 0; i < SDN_ACCEPT_HIST; i++) rest[i] = lr->st.accept_hist[i];
@@ -111,7 +112,8 @@ static void record_trace(sdn_ctx *c, const int32_t *prompt, int n_prompt, int ma
     int32_t *gen = NULL;
     int n_gen = 0;
     sdn_err err = {0};
-    if (sdn_generate(c, prompt, n_prompt, &gp, eog_fn, &e, NULL, NULL, &gen, &n_gen, NULL, &err)) fail_msg("%s", err.msg);
+    gp.eog = eog_fn, gp.eog_ud = &e;
+    if (sdn_generate_tokens(c, prompt, n_prompt, &gp, &gen, &n_gen, NULL, &err)) fail_msg("%s", err.msg);
     char fp[17];
     snprintf(fp, sizeof fp, "%016llx", (unsigned long long)sdn_model_fingerprint(m));
     int max_new = max_tokens < sdn_ctx_n_ctx(c) - n_prompt ? max_tokens : sdn_ctx_n_ctx(c) - n_prompt;
@@ -213,7 +215,8 @@ static void test_replay_tinystories(void **state) {
         if (sdn_tokenize(tok, openings[o], strlen(openings[o]), 1, 0, &ids, &n_ids, &err)) fail_msg("%s", err.msg);
         sdn_gen_params gp = {.max_tokens = 90};
         eog_ud e = {tok, -1};
-        if (sdn_generate(c, ids, n_ids, &gp, eog_fn, &e, NULL, NULL, &gen, &n_gen, NULL, &err)) fail_msg("%s", err.msg);
+        gp.eog = eog_fn, gp.eog_ud = &e;
+        if (sdn_generate_tokens(c, ids, n_ids, &gp, &gen, &n_gen, NULL, &err)) fail_msg("%s", err.msg);
         int32_t *all = malloc(sizeof(int32_t) * (n_ids + n_gen));
         memcpy(all, ids, sizeof(int32_t) * n_ids);
         memcpy(all + n_ids, gen, sizeof(int32_t) * n_gen);

@@ -17,7 +17,7 @@
 #include "engine/forward.h"
 #include "engine/model.h"
 #include "engine/request.h"
-#include "engine/session.h"
+#include "runtime/decode.h"
 #include "engine/tokenizer.h"
 #include "support/test_util.h"
 
@@ -34,7 +34,8 @@ static int32_t *gen(sdn_model *m, const int32_t *prompt, int n_prompt, int max, 
     if (sdn_ctx_new(m, &cp, &c, &e)) fail_msg("%s", e.msg);
     sdn_gen_params gp = {.max_tokens = max};
     int32_t *out;
-    if (sdn_generate(c, prompt, n_prompt, &gp, eog, sdn_model_tokenizer(m), NULL, NULL, &out, n_out, NULL, &e)) fail_msg("%s", e.msg);
+    gp.eog = eog, gp.eog_ud = sdn_model_tokenizer(m);
+    if (sdn_generate_tokens(c, prompt, n_prompt, &gp, &out, n_out, NULL, &e)) fail_msg("%s", e.msg);
     sdn_ctx_free(c);
     return out;
 }

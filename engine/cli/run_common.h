@@ -1,27 +1,30 @@
 /* run_common.h - option parsing and the run-a-request routine shared by `sdnpu run` and
- * `sdnpu demo`: load the model once, build the prompt, then one or more passes (plain and/or
- * speculative) with streaming output, statistics and the plain-vs-speculative check. */
+ * `sdnpu demo`, over the public API (include/sdnpu.h): load the model once, then one or more
+ * passes (plain and/or speculative) with streaming output, statistics, the history store and
+ * the plain-vs-speculative check. */
 #ifndef SDN_RUN_COMMON_H
 #define SDN_RUN_COMMON_H
 
 #include <stdint.h>
 #include <stdio.h>
 
-#include "draft/drafter.h"
-#include "engine/sampler.h"
-#include "engine/session.h"
-#include "graph_sched/setup.h"
+#include "sdnpu.h"
 
 typedef struct sdn_run_opts {
     const char *model_path, *tokenizer_path, *prompt, *prompt_ids, *chat_template, *system, *stats_json;
     const char **contexts;
     int n_contexts;
     int max_tokens, threads, n_ctx, ignore_eos, quiet;
-    sdn_sampling sampling;
+    float temp, top_p;    /* --temp (0: greedy) --top-p */
+    int top_k;            /* --top-k */
+    uint64_t seed;        /* --seed */
     const char *spec;     /* drafting method (none, pld, sam, ...) */
-    sdn_draft_caps caps;  /* --draft-max, --draft-depth, --draft-branch */
+    int draft_max, draft_depth, draft_branch; /* 0: the engine's defaults */
     int compare;          /* also run plain decoding and compare */
-    sdn_gs_options graphs; /* --graphs MODE --graph-blocks N --g1 S1 --g2 S2 --profile-db FILE (graphs NULL: off) */
+    const char *graphs;   /* --graphs MODE (NULL: off) --graph-blocks N --g1 S1 --g2 S2 --profile-db FILE --graph-pin */
+    int graph_blocks, g1, g2, graph_pin;
+    const char *profile_db;
+    const char *history, *task_group; /* --history DB --task-group NAME */
     int prefill_topk;     /* top-k prefill predictions kept for methods that use them (default 4) */
     const char **params;  /* --param KEY=VALUE (drafting-method parameters) */
     int n_params;

@@ -1,14 +1,15 @@
-/* session.h - one generation request on an inference context: chunked prefill of the
- * prompt, then the decode loop until an end-of-generation token or the token limit, with
- * tokens streamed to a callback as they are committed, and per-run statistics.
+/* decode.h - one generation on an inference context (the token level under the request API
+ * of include/sdnpu.h): chunked prefill of the prompt, then the decode loop until an
+ * end-of-generation token, the token limit or the callback stops it, with tokens streamed to
+ * a callback as they are committed, and per-run statistics.
  *
  * Every decode step is one verification step: the newest committed token (the root, whose
  * KV entry is computed in the step) plus the drafter's token tree run through the
  * batch-invariant kernels in one forward pass, greedy or lossless stochastic acceptance,
  * KV compaction to the accepted path, drafter feedback. Plain decoding is the same loop
  * with no drafter (an empty tree), so both produce identical greedy output. */
-#ifndef SDN_SESSION_H
-#define SDN_SESSION_H
+#ifndef SDN_DECODE_H
+#define SDN_DECODE_H
 
 #include <stdint.h>
 
@@ -32,8 +33,15 @@
 typedef int (*sdn_prefill_fn)(void *ud, sdn_ctx *c, const int32_t *tokens, int n, int topk, const int32_t *vocab, int n_vocab,
                               int32_t *tok, float *prob, sdn_err *err);
 
+/* Called with newly committed tokens; return nonzero to stop generation. */
+typedef int (*sdn_token_cb)(void *ud, const int32_t *tokens, int n);
+
 typedef struct sdn_gen_params {
     int max_tokens;        /* new tokens to generate at most */
+    int (*eog)(void *ud, int32_t tok); /* does tok end generation? (NULL: never) */
+    void *eog_ud;
+    sdn_token_cb on_tokens; /* newly committed tokens (NULL: none); nonzero return stops */
+    void *cb_ud;
     sdn_sampling sampling; /* temp <= 0: greedy */
     int prefill_chunk;     /* prompt tokens per prefill forward (0: the context's max batch) */
     int ignore_eog;        /* keep generating past end-of-generation tokens */
@@ -103,15 +111,31 @@ typedef struct sdn_gen_stats {
 /* Mean accepted tokens per step, counting the bonus token (= n_gen / steps). */
 double sdn_gen_mean_accepted(const sdn_gen_stats *s);
 
-/* Called with newly committed tokens; return nonzero to stop generation. */
-typedef int (*sdn_token_cb)(void *ud, const int32_t *tokens, int n);
+/* Why a generation ended. */
+typedef enum sdn_gen_stop {
+    SDN_GEN_LENGTH = 0,   /* max_tokens generated */
+    SDN_GEN_EOG = 1,      /* an end-of-generation token (not included in the output) */
+    SDN_GEN_CANCEL = 2,   /* on_tokens returned nonzero */
+    SDN_GEN_CONTEXT = 3,  /* the KV cache is full */
+} sdn_gen_stop;
+
+typedef struct sdn_gen_result {
+    int32_t *tokens;       /* generated tokens without any end-of-generation token (malloc'd) */
+    int n_tokens;
+    sdn_gen_stop stop;
+    sdn_gen_stats stats;   /* also filled when generation fails part way */
+} sdn_gen_result;
 
 /* Generate after `prompt` (n_prompt >= 1 tokens) on a context whose KV cache is reset (or,
- * with reuse_kv, kept for the prompt's common prefix with what the context holds).
- * The generated tokens (without any end-of-generation token) are returned in *out
- * (malloc'd) when out is not NULL. eog(ud_eog, tok) says whether a token ends generation
- * (NULL: never). */
-int sdn_generate(sdn_ctx *c, const int32_t *prompt, int n_prompt, const sdn_gen_params *p, int (*eog)(void *, int32_t),
-                 void *ud_eog, sdn_token_cb cb, void *ud, int32_t **out, int *n_out, sdn_gen_stats *st, sdn_err *err);
+ * with reuse_kv, kept for the prompt's common prefix with what the context holds). `out` may
+ * be NULL; free its tokens with sdn_gen_result_free. Errors: SDN_EINVAL (empty prompt, prompt
+ * or decode graph larger than the context), SDN_ENOMEM, and whatever the forward pass, the
+ * prefill hook or the drafter report. */
+int sdn_generate(sdn_ctx *c, const int32_t *prompt, int n_prompt, const sdn_gen_params *p, sdn_gen_result *out, sdn_err *err);
+void sdn_gen_result_free(sdn_gen_result *r);
+/* sdn_generate for callers that want the tokens and statistics only: *out (malloc'd, may be
+ * NULL), *n_out and *st (each optional) receive the result's fields. */
+int sdn_generate_tokens(sdn_ctx *c, const int32_t *prompt, int n_prompt, const sdn_gen_params *p, int32_t **out, int *n_out,
+                        sdn_gen_stats *st, sdn_err *err);
 
 #endif

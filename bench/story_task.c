@@ -1,6 +1,6 @@
 /* story_task.c - generating the "story" task with the model itself (see story_task.h):
  * sample a story from an opening, keep it when long enough, cut its first sentence. */
-#include "datasets/story_task.h"
+#include "bench/story_task.h"
 
 #include <ctype.h>
 #include <stdlib.h>
@@ -8,7 +8,7 @@
 
 #include "datasets/jsonl.h"
 #include "engine/forward.h"
-#include "engine/session.h"
+#include "runtime/decode.h"
 #include "engine/tokenizer.h"
 
 static const char *const k_openings[] = {
@@ -80,7 +80,8 @@ int sdn_story_task_write(sdn_model *m, const char *model_name, const sdn_story_o
             prompt = NULL;
             if ((rc = sdn_tokenize(tok, opening, strlen(opening), sdn_tokenizer_add_bos(tok), 0, &prompt, &n_prompt, err))) break;
             sdn_gen_params gp = {.max_tokens = story_tokens, .sampling = {.temp = temp, .top_p = 1.0f, .seed = seed}};
-            if ((rc = sdn_generate(c, prompt, n_prompt, &gp, stop_fn, (void *)tok, NULL, NULL, &gen, &n_gen, NULL, err))) break;
+            gp.eog = stop_fn, gp.eog_ud = (void *)tok;
+            if ((rc = sdn_generate_tokens(c, prompt, n_prompt, &gp, &gen, &n_gen, NULL, err))) break;
             if (n_gen >= min_tokens) break;
         }
         if (!rc) {

@@ -1,5 +1,5 @@
 /* bench_util.c - see bench_util.h. */
-#include "engine/cli/bench_util.h"
+#include "bench/cli/bench_util.h"
 #include "engine/model_registry.h"
 
 #include <errno.h>

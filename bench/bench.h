@@ -16,10 +16,10 @@
 
 #include "common/sdn_err.h"
 #include "draft/methods.h"
-#include "graph_sched/setup.h"
+#include "runtime/graph_setup.h"
 #include "datasets/dataset.h"
 #include "datasets/history.h"
-#include "datasets/results.h"
+#include "bench/results.h"
 #include "draft/draft_tree.h"
 #include "engine/model.h"
 

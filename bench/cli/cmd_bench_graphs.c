@@ -21,17 +21,17 @@
 #include <unistd.h>
 
 #include "common/sdn_util.h"
-#include "engine/cli/bench_util.h"
+#include "bench/cli/bench_util.h"
 #include "engine/cli/cli.h"
 #include "engine/forward.h"
 #include "engine/make_model.h"
 #include "engine/model.h"
-#include "engine/session.h"
+#include "runtime/decode.h"
 #include "graph_sched/graph.h"
 #include "graph_sched/loader.h"
 #include "graph_sched/prefill.h"
 #include "graph_sched/schedule.h"
-#include "graph_sched/setup.h"
+#include "runtime/graph_setup.h"
 
 #define NMODES 5
 #define MAXREPS 64
@@ -291,7 +291,7 @@ static int bench_ttft_one(const gopts *o, const char *shape) {
             int32_t *out = NULL;
             int n_out = 0;
             sdn_gen_stats gst;
-            if (sdn_generate(c, toks, P + 1, &gp, NULL, NULL, NULL, NULL, &out, &n_out, &gst, &err)) goto fail;
+            if (sdn_generate_tokens(c, toks, P + 1, &gp, &out, &n_out, &gst, &err)) goto fail;
             const sdn_gs_stats *s = sdn_gs_last(gs[k]);
             cpu_times(&m1, &s1);
             double foreign = (m1 - m0) - (s1 - s0);

@@ -10,7 +10,7 @@
 #include "datasets/trace_import.h"
 #include "engine/chat_template.h"
 #include "engine/cli/cli.h"
-#include "engine/cli/ds_cli.h"
+#include "bench/cli/ds_cli.h"
 #include "engine/gguf.h"
 #include "engine/tokenizer.h"
 

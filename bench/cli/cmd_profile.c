@@ -6,13 +6,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/cli/bench_util.h"
+#include "bench/cli/bench_util.h"
 #include "engine/cli/cli.h"
 #include "graph_sched/budget.h"
 #include "graph_sched/prefill.h"
 #include "graph_sched/profile.h"
 #include "graph_sched/schedule.h"
-#include "graph_sched/setup.h"
+#include "runtime/graph_setup.h"
 
 static void usage(FILE *f) {
     fprintf(f, "usage: sdnpu profile --model M [options]\n"

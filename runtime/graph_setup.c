@@ -1,7 +1,7 @@
-/* setup.c - graph scheduling for a generation run (see setup.h). A profile is needed by the
+/* graph_setup.c - graph scheduling for a generation run (see graph_setup.h). A profile is needed by the
  * planned schedules (progressive, optimal) and by the budget (decode shape not given, or
  * draft size not given); otherwise none is read or measured. */
-#include "graph_sched/setup.h"
+#include "runtime/graph_setup.h"
 
 #include "common/sdn_util.h"
 
@@ -103,4 +103,10 @@ int sdn_gs_setup(sdn_model *m, int threads, const sdn_gs_options *o, FILE *log, 
         fprintf(log, "\n");
     }
     return SDN_OK;
+}
+
+void sdn_gs_apply(sdn_gs *gs, sdn_gen_params *gp) {
+    gp->prefill = sdn_gs_prefill;
+    gp->prefill_ud = gs;
+    gp->decode_rows = sdn_gs_s2(gs);
 }

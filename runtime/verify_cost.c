@@ -1,13 +1,17 @@
-/* cost.c - verify-cost profiles: reading (strictly validated), writing, interpolation,
- * projection of study counts, and measuring a profile on a loaded model (see cost.h). */
-#include "datasets/cost.h"
+/* verify_cost.c - verify-cost profiles: reading (strictly validated), writing, interpolation,
+ * measuring a profile on a loaded model, and the per-machine cached curve (see verify_cost.h). */
+#include "runtime/verify_cost.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/sdn_util.h"
+#include "engine/kernel_path.h"
+#include "engine/model_registry.h"
+#include "graph_sched/profile.h"
 #include "datasets/jsonl.h"
 
 int sdn_cost_parse(const char *name, const char *text, size_t len, sdn_cost_profile *p, sdn_err *err) {
@@ -106,26 +110,6 @@ double sdn_cost_step_ms(const sdn_cost_profile *p, double d) {
     return y0;
 }
 
-int sdn_cost_project(const sdn_cost_profile *p, const sdn_study_counts *c, int use_study_draft_time, sdn_projection *out, sdn_err *err) {
-    memset(out, 0, sizeof *out);
-    if (c->steps <= 0 || c->out_tokens <= 0) return sdn_fail(err, SDN_EINVAL, "projection: no steps");
-    double verify = 0;
-    long counted = 0;
-    for (int i = 0; i < SDN_STUDY_DRAFT_HIST; i++) {
-        verify += (double)c->draft_hist[i] * sdn_cost_step_ms(p, i);
-        counted += c->draft_hist[i];
-    }
-    /* steps without a size record (should not happen) cost the mean-size step */
-    if (counted < c->steps) verify += (double)(c->steps - counted) * sdn_cost_step_ms(p, sdn_study_mean_draft(c));
-    double draft = use_study_draft_time && c->t_draft > 0 ? 1000.0 * c->t_draft / (double)c->steps
-                                                         : (p->draft_ms_per_step > 0 ? p->draft_ms_per_step : 0);
-    out->verify_ms_per_step = verify / (double)c->steps;
-    out->draft_ms_per_step = draft;
-    out->ms_per_token = (verify + draft * (double)c->steps) / (double)c->out_tokens;
-    out->speedup = out->ms_per_token > 0 ? p->plain_step_ms / out->ms_per_token : 0;
-    return SDN_OK;
-}
-
 static int cmp_d(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;
@@ -190,4 +174,37 @@ done:
     sdn_kv_truncate(c, 0);
     free(tok); free(pos); free(lr); free(logits); free(t);
     return rc;
+}
+
+int sdn_verify_curve(sdn_model *m, int threads, double *ms, FILE *log, sdn_err *err) {
+    static const int sizes[] = {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 63};
+    const int nsz = (int)(sizeof sizes / sizeof sizes[0]);
+    char path[1200], key[256], machine[160];
+    const char *kp = sdn_kpath_name(sdn_kpath_get());
+    sdn_machine_id(machine, sizeof machine);
+    snprintf(path, sizeof path, "%s/verify-cost-%016llx-%s-t%d.json", sdn_cache_dir(), (unsigned long long)sdn_model_fingerprint(m), kp,
+             threads);
+    snprintf(key, sizeof key, "%s, kernel path %s", machine, kp);
+    sdn_cost_profile prof;
+    sdn_err e2 = {0};
+    int cached = access(path, R_OK) == 0 && sdn_cost_load(path, &prof, &e2) == SDN_OK && !strcmp(prof.shape, key) &&
+                 prof.threads == threads && prof.n == nsz;
+    if (!cached) {
+        if (log) fprintf(log, "measuring the verify cost curve of this model on this machine (cached in %s) ...\n", path);
+        sdn_ctx *c = NULL;
+        sdn_ctx_params cp = {.n_ctx = 64 + SDN_INVARIANT_MAX_ROWS + 8, .n_threads = threads, .max_batch = SDN_INVARIANT_MAX_ROWS};
+        int rc = sdn_ctx_new(m, &cp, &c, err);
+        if (!rc) rc = sdn_cost_measure(c, sizes, nsz, 64, 2, &prof, err);
+        sdn_ctx_free(c);
+        if (rc) return sdn_fail(err, rc, "verify cost curve");
+        snprintf(prof.model, sizeof prof.model, "%016llx", (unsigned long long)sdn_model_fingerprint(m));
+        snprintf(prof.shape, sizeof prof.shape, "%s", key);
+        prof.threads = threads;
+        if (sdn_cost_write(path, &prof, &e2) && log) fprintf(log, "sdnpu: warning: %s (the curve is not cached)\n", e2.msg);
+    }
+    for (int d = 0; d < SDN_INVARIANT_MAX_ROWS; d++) ms[d] = sdn_cost_step_ms(&prof, d);
+    if (log)
+        fprintf(log, "draft budget per step from the verify cost curve (%s): T(4)/T(0) %.2f, T(16)/T(0) %.2f, T(63)/T(0) %.2f\n", kp,
+                ms[4] / ms[0], ms[16] / ms[0], ms[63] / ms[0]);
+    return SDN_OK;
 }

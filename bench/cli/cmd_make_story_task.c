@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "datasets/story_task.h"
+#include "bench/story_task.h"
 #include "engine/cli/cli.h"
 #include "engine/model.h"
 

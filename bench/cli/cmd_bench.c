@@ -9,17 +9,17 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "datasets/bench.h"
-#include "datasets/cost.h"
+#include "bench/bench.h"
+#include "runtime/verify_cost.h"
 #include "datasets/dataset.h"
 #include "datasets/history.h"
 #include "datasets/progress.h"
-#include "datasets/results.h"
+#include "bench/results.h"
 #include "draft/methods.h"
-#include "engine/cli/bench_util.h"
+#include "bench/cli/bench_util.h"
 #include "engine/cli/cli.h"
-#include "engine/session.h"
-#include "engine/cli/ds_cli.h"
+#include "runtime/decode.h"
+#include "bench/cli/ds_cli.h"
 #include "engine/forward.h"
 #include "engine/model.h"
 

@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "common/sdn_util.h"
-#include "engine/cli/bench_util.h"
+#include "bench/cli/bench_util.h"
 #include "engine/cli/cli.h"
 #include "engine/forward.h"
 #include "engine/layout.h"

@@ -1,5 +1,6 @@
-/* cost.h - verify-cost profiles and projected speed: what one verification step costs on a
- * machine as a function of the draft size, and what that makes of a study's counts.
+/* verify_cost.h - verify-cost profiles: what one verification step costs on a machine as a
+ * function of the draft size (the engine's default draft budget follows it), and the
+ * projection rule bench/projection.h applies to a study's counts.
  *
  * Profile file (JSON, one object; written by the verification benchmark or by
  * `sdnpu bench --cost-out`):
@@ -24,11 +25,12 @@
  * that, since plain decoding makes one token per 1-row step. Summing per step (from the
  * study's draft-size histogram) is exact for any cost curve; evaluating the curve at the
  * mean draft size is the same when the curve is linear. */
-#ifndef SDN_COST_H
-#define SDN_COST_H
+#ifndef SDN_VERIFY_COST_H
+#define SDN_VERIFY_COST_H
+
+#include <stdio.h>
 
 #include "common/sdn_err.h"
-#include "datasets/study.h"
 #include "engine/forward.h"
 
 #define SDN_COST_MAX_SIZES 64
@@ -49,18 +51,17 @@ int sdn_cost_write(const char *path, const sdn_cost_profile *p, sdn_err *err);
 /* Cost of one verification step with d draft tokens (ms). */
 double sdn_cost_step_ms(const sdn_cost_profile *p, double d);
 
-typedef struct sdn_projection {
-    double ms_per_token;
-    double speedup;
-    double verify_ms_per_step, draft_ms_per_step;
-} sdn_projection;
-/* Project counts onto the profile (see above). SDN_EINVAL when c has no steps. */
-int sdn_cost_project(const sdn_cost_profile *p, const sdn_study_counts *c, int use_study_draft_time, sdn_projection *out, sdn_err *err);
-
 /* Measure a profile on a context: for each size d in sizes (and the 1-row plain step),
  * the median over `reps` of one forward of a (d + 1)-row chain batch with the
  * batch-invariant kernels after `n_past` committed positions, logits for all rows, as a
  * verification step runs it. The KV cache is reset. */
 int sdn_cost_measure(sdn_ctx *c, const int *sizes, int n_sizes, int n_past, int reps, sdn_cost_profile *out, sdn_err *err);
+
+/* The verify cost curve of m on this machine: ms[d] (d = 0 .. SDN_INVARIANT_MAX_ROWS - 1) is
+ * a verification step with d draft tokens, interpolated. From the cache file
+ * $SDNPU_CACHE/verify-cost-<model fingerprint>-<kernel path>-t<threads>.json when it was
+ * measured on this machine, else measured now (sdn_cost_measure after a 64-token context, a
+ * few seconds) and cached. log (optional) says which. The default draft budget follows it. */
+int sdn_verify_curve(sdn_model *m, int threads, double *ms, FILE *log, sdn_err *err);
 
 #endif

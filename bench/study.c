@@ -1,7 +1,7 @@
 /* study.c - replay of drafting methods against traces, and live measurement of the methods
  * a trace cannot replay (see study.h). The replay loop mirrors engine/session.c's decode
  * loop line by line, with verification replaced by a walk along the recorded output. */
-#include "datasets/study.h"
+#include "bench/study.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -203,7 +203,8 @@ int sdn_study_live(sdn_ctx *c, const sdn_trace_row *r, const char *method, const
     int32_t *gen = NULL;
     int n_gen = 0;
     sdn_gen_stats st;
-    rc = sdn_generate(c, r->ctx, r->n_ctx, &gp, live_eog, sdn_model_tokenizer(m), NULL, NULL, &gen, &n_gen, &st, err);
+    gp.eog = live_eog, gp.eog_ud = sdn_model_tokenizer(m);
+    rc = sdn_generate_tokens(c, r->ctx, r->n_ctx, &gp, &gen, &n_gen, &st, err);
     if (!rc) {
         out->requests = 1;
         out->out_tokens = st.n_gen;

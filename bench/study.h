@@ -34,7 +34,7 @@
 #include "datasets/trace.h"
 #include "draft/draft_tree.h"
 #include "draft/methods.h"
-#include "engine/session.h"
+#include "runtime/decode.h"
 
 #define SDN_STUDY_DRAFT_HIST 65 /* draft-size buckets: 0..64 nodes */
 

@@ -18,13 +18,13 @@
 #include "common/sdn_util.h"
 #include "draft/methods.h"
 #include "draft/sdnpu_drafter.h"
-#include "engine/cli/bench_util.h"
+#include "bench/cli/bench_util.h"
 #include "engine/cli/cli.h"
 #include "engine/forward.h"
 #include "engine/kernel_path.h"
 #include "engine/model.h"
 #include "engine/request.h"
-#include "engine/session.h"
+#include "runtime/decode.h"
 #include "engine/tokenizer.h"
 
 static const int rows_list[] = {1, 2, 4, 8, 16, 32, 64};
@@ -260,7 +260,8 @@ static int stories_e2e(const char *dir, int threads, int max_tokens, sdn_err *er
         int nop, ns;
         if ((rc = sdn_request_tokens(m, &rq, &op, &nop, NULL, err))) break;
         sdn_gen_params g0 = {.max_tokens = 200};
-        if ((rc = sdn_generate(c, op, nop, &g0, eog, (void *)tk, NULL, NULL, &story, &ns, NULL, err))) { free(op); break; }
+        g0.eog = eog, g0.eog_ud = (void *)tk;
+        if ((rc = sdn_generate_tokens(c, op, nop, &g0, &story, &ns, NULL, err))) { free(op); break; }
         int n = 0;
         int32_t *prompt = malloc(sizeof(int32_t) * (size_t)(2 * nop + ns + 2));
         memcpy(prompt, op, sizeof(int32_t) * (size_t)nop);
@@ -283,7 +284,8 @@ static int stories_e2e(const char *dir, int threads, int max_tokens, sdn_err *er
             sdn_gen_stats st;
             int32_t *out;
             int no;
-            rc = sdn_generate(c, prompt, n, &gp, eog, (void *)tk, NULL, NULL, &out, &no, &st, err);
+            gp.eog = eog, gp.eog_ud = (void *)tk;
+            rc = sdn_generate_tokens(c, prompt, n, &gp, &out, &no, &st, err);
             sdn_drafter_destroy(&d);
             if (rc) break;
             if (k == 0) { base = out; nb = no; }

@@ -5,7 +5,7 @@
  * or last. The peak resident memory of each run is measured by resetting the kernel's
  * high-water mark (/proc/self/clear_refs, "5") before it; when that is not permitted the
  * process peak is reported. */
-#include "datasets/bench.h"
+#include "bench/bench.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -15,7 +15,7 @@
 #include "draft/methods.h"
 #include "engine/forward.h"
 #include "engine/request.h"
-#include "engine/session.h"
+#include "runtime/decode.h"
 #include "engine/tokenizer.h"
 
 #define MIN_ROOM 16 /* positions a prompt must leave for generation */
@@ -175,7 +175,8 @@ int sdn_bench_run(sdn_model *m, const sdn_dataset *ds, const sdn_bench_opts *o, 
             outs[k] = NULL;
             if (gs && (rc = sdn_gs_prepare(gs, err))) break; /* back to the run's initial layouts, untimed */
             reset_peak_rss();
-            rc = sdn_generate(c, prompt, n_prompt, &gp, eog_fn, &es, NULL, NULL, &outs[k], &n_outs[k], &stats[k], err);
+            gp.eog = eog_fn, gp.eog_ud = &es;
+            rc = sdn_generate_tokens(c, prompt, n_prompt, &gp, &outs[k], &n_outs[k], &stats[k], err);
             sdn_drafter_destroy(&d);
             if (rc) sdn_fail(err, rc, "%s with method %s", row->id, k ? o->methods[k - 1] : "none");
         }
@@ -260,7 +261,8 @@ int sdn_trace_record(sdn_model *m, const char *model_name, const char *tokenizer
         sdn_gen_params gp = {.max_tokens = max_tokens, .prefill_topk = o->preds_k > 0 ? o->preds_k : 0, .preds_out = &preds};
         eog_state es = {tok, -1};
         sdn_gen_stats st;
-        rc = sdn_generate(c, prompt, n_prompt, &gp, eog_fn, &es, NULL, NULL, &gen, &n_gen, &st, err);
+        gp.eog = eog_fn, gp.eog_ud = &es;
+        rc = sdn_generate_tokens(c, prompt, n_prompt, &gp, &gen, &n_gen, &st, err);
         if (!rc) {
             sdn_trace_row tr = {0};
             tr.id = row->id;

@@ -1,5 +1,5 @@
 /* ds_cli.c - see ds_cli.h. */
-#include "engine/cli/ds_cli.h"
+#include "bench/cli/ds_cli.h"
 
 #include <libgen.h>
 #include <limits.h>

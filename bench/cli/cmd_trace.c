@@ -5,11 +5,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "datasets/bench.h"
+#include "bench/bench.h"
 #include "datasets/dataset.h"
 #include "datasets/progress.h"
 #include "engine/cli/cli.h"
-#include "engine/cli/ds_cli.h"
+#include "bench/cli/ds_cli.h"
 #include "engine/model.h"
 
 static void usage(FILE *f) {

@@ -7,14 +7,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "datasets/cost.h"
+#include "bench/projection.h"
 #include "datasets/progress.h"
-#include "datasets/results.h"
-#include "datasets/study.h"
+#include "bench/results.h"
+#include "bench/study.h"
 #include "datasets/trace.h"
 #include "draft/methods.h"
 #include "engine/cli/cli.h"
-#include "engine/cli/ds_cli.h"
+#include "bench/cli/ds_cli.h"
 #include "engine/forward.h"
 #include "engine/model.h"
 

@@ -1,7 +1,7 @@
-/* setup.h - wiring graph scheduling into a generation run (what `sdnpu run --graphs` calls,
+/* graph_setup.h - wiring graph scheduling into a generation run (what `sdnpu run --graphs` calls,
  * and what `sdnpu bench` can call): the profile from the cache (measured and cached on
  * first use), the decode graph shape and draft budget from the profile's verify cost curve
- * (budget.h), the runtime created and brought to its initial state, and the context and
+ * (graph_sched/budget.h), the runtime created and brought to its initial state, and the context and
  * generation parameters filled in. */
 #ifndef SDN_GS_SETUP_H
 #define SDN_GS_SETUP_H
@@ -11,7 +11,7 @@
 #include "common/sdn_err.h"
 #include "engine/forward.h"
 #include "engine/model.h"
-#include "engine/session.h"
+#include "runtime/decode.h"
 #include "graph_sched/budget.h"
 #include "graph_sched/prefill.h"
 #include "graph_sched/profile.h"
@@ -48,5 +48,8 @@ int sdn_gs_budget(const sdn_profile *p, int s2, int min_shape, double accept, sd
  * was needed). */
 int sdn_gs_setup(sdn_model *m, int threads, const sdn_gs_options *o, FILE *log, sdn_ctx_params *cp, sdn_gen_params *gp, sdn_gs **out,
                  sdn_budget *budget, sdn_err *err);
+
+/* Point gp at this graph runtime: the prefill hook (sdn_gs_prefill) and decode_rows = S2. */
+void sdn_gs_apply(sdn_gs *gs, sdn_gen_params *gp);
 
 #endif

@@ -1,0 +1,502 @@
+/* api.c - the public API of include/sdnpu.h: models, contexts and the request path.
+ *
+ * One request (sdnpu_generate) is these steps, each a function below, in order:
+ *   request_tokens()   render with the chat template and tokenize   (engine/request.c)
+ *   history_lookup()   earlier answers of the task group -> automaton (datasets/history.c)
+ *   make_drafter()     the drafting method with its parameters        (draft/methods.c)
+ *   gen_params()       budget from the verify cost curve, graph hooks (runtime/verify_cost.c,
+ *                      runtime/graph_setup.c)
+ *   sdn_generate()     prefill + draft/verify/compact/commit/feedback  (runtime/decode.c)
+ *   on_tokens()        streaming detokenization to the app's callback
+ *   history_store()    the answer stored back into the task group */
+#include "sdnpu.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/sdn_err.h"
+#include "datasets/history.h"
+#include "draft/methods.h"
+#include "engine/chat_template.h"
+#include "engine/forward.h"
+#include "engine/model.h"
+#include "engine/model_registry.h"
+#include "engine/request.h"
+#include "engine/tokenizer.h"
+#include "runtime/decode.h"
+#include "runtime/graph_setup.h"
+#include "runtime/verify_cost.h"
+
+_Static_assert(sizeof(sdnpu_error) == sizeof(sdn_err), "sdnpu_error mirrors sdn_err");
+_Static_assert((int)SDNPU_EINVAL == (int)SDN_EINVAL && (int)SDNPU_ESTATE == (int)SDN_ESTATE && (int)SDNPU_EDB == (int)SDN_EDB, "status codes mirror sdn_err.h");
+_Static_assert(SDNPU_ACCEPT_HIST == SDN_ACCEPT_HIST, "histogram sizes agree");
+
+#define E(err) ((sdn_err *)(err))
+#define HISTORY_TOKENS 4096 /* earlier answers drafted from, most recent first (bench default) */
+
+struct sdnpu_model {
+    sdn_model *m;
+    sdnpu_model_info info;
+};
+
+struct sdnpu_context {
+    sdnpu_model *model;
+    sdnpu_context_params p;
+    char *history_path, *graphs, *profile_db; /* owned copies of p's strings */
+    sdn_ctx *ctx;       /* created at the first request when graphs are on (their shape needs it) */
+    sdn_history *hist;
+    sdn_gs *gs;
+    sdn_gen_params graph_gp; /* prefill hook, decode rows, draft size of the graph runtime */
+    int requests;
+    int have_curve;
+    double verify_ms[SDN_INVARIANT_MAX_ROWS];
+};
+
+/* ---- library ---- */
+
+const char *sdnpu_version(void) { return SDNPU_VERSION; }
+const char *sdnpu_status_string(int code) { return sdn_strcode(code); }
+void sdnpu_free(void *p) { free(p); }
+
+/* ---- models ---- */
+
+void sdnpu_model_params_init(sdnpu_model_params *p) {
+    memset(p, 0, sizeof *p);
+    p->pull = 1;
+}
+
+static const char *arch_name(sdn_arch a) { return a == SDN_ARCH_QWEN2 ? "qwen2" : "llama"; }
+
+int sdnpu_model_load(const char *path_or_name, const sdnpu_model_params *p, sdnpu_model **out, sdnpu_error *err) {
+    sdnpu_model_params def;
+    if (!p) sdnpu_model_params_init(&def), p = &def;
+    if (!out) return sdn_fail(E(err), SDN_EINVAL, "sdnpu_model_load: out is NULL");
+    *out = NULL;
+    if (!path_or_name || !*path_or_name) return sdn_fail(E(err), SDN_EINVAL, "sdnpu_model_load: no model path or name");
+    const sdn_known_model *km = sdn_known_model_find(path_or_name);
+    char pulled[1200];
+    if (p->pull && km && sdn_known_model_check(km, NULL) != SDN_OK) { /* a known name not (validly) cached yet */
+        sdn_pull_opts po = {.quiet = 1};
+        int rc = sdn_model_pull(km, &po, pulled, sizeof pulled, E(err));
+        if (rc) return rc;
+    }
+    sdnpu_model *pm = calloc(1, sizeof *pm);
+    if (!pm) return sdn_fail(E(err), SDN_ENOMEM, "out of memory");
+    sdn_model_load_opts lo = {.tokenizer_path = p->tokenizer_path};
+    int rc = sdn_model_load(path_or_name, &lo, &pm->m, E(err));
+    if (rc) { free(pm); return rc; }
+    const sdn_model_config *cfg = sdn_model_cfg(pm->m);
+    sdnpu_model_info *in = &pm->info;
+    in->path = sdn_model_path(pm->m);
+    in->architecture = arch_name(cfg->arch);
+    const sdn_tokenizer *tok = sdn_model_tokenizer(pm->m);
+    const char *tmpl = tok ? sdn_tokenizer_chat_template(tok) : NULL;
+    in->chat_template = tmpl ? sdn_chat_kind_name(sdn_chat_detect(tmpl)) : "none";
+    snprintf(in->fingerprint, sizeof in->fingerprint, "%016llx", (unsigned long long)sdn_model_fingerprint(pm->m));
+    in->n_layers = cfg->n_layers;
+    in->dim = cfg->dim;
+    in->n_heads = cfg->n_heads;
+    in->n_kv_heads = cfg->n_kv_heads;
+    in->vocab = cfg->vocab;
+    in->context_length = cfg->ctx_len;
+    in->weight_bytes = sdn_model_weight_bytes(pm->m);
+    in->max_token_bytes = tok ? sdn_tokenizer_max_text_bytes(tok) : 0;
+    *out = pm;
+    return SDN_OK;
+}
+
+void sdnpu_model_free(sdnpu_model *m) {
+    if (!m) return;
+    sdn_model_free(m->m);
+    free(m);
+}
+
+int sdnpu_model_has_tokenizer(const sdnpu_model *m) { return sdn_model_tokenizer(m->m) != NULL; }
+
+void sdnpu_model_get_info(const sdnpu_model *m, sdnpu_model_info *out) { *out = m->info; }
+
+char *sdnpu_model_describe(const sdnpu_model *m, int n_ctx) {
+    if (n_ctx <= 0) n_ctx = m->info.context_length < 4096 ? m->info.context_length : 4096;
+    return sdn_model_describe(m->m, n_ctx);
+}
+
+int sdnpu_model_pull(const char *name, int quiet, char *path, size_t cap, sdnpu_error *err) {
+    const sdn_known_model *km = name ? sdn_known_model_find(name) : NULL;
+    if (!km) return sdn_fail(E(err), SDN_EINVAL, "unknown model '%s' (known: %s)", name ? name : "(null)", sdnpu_known_models());
+    sdn_pull_opts po = {.quiet = quiet, .progress = !quiet};
+    char buf[1200];
+    int rc = sdn_model_pull(km, &po, buf, sizeof buf, E(err));
+    if (!rc && path && cap) snprintf(path, cap, "%s", buf);
+    return rc;
+}
+
+const char *sdnpu_known_models(void) {
+    static char list[512];
+    if (!list[0])
+        for (int i = 0; i < sdn_known_model_count(); i++) {
+            size_t l = strlen(list);
+            snprintf(list + l, sizeof list - l, "%s%s", i ? ", " : "", sdn_known_model_at(i)->name);
+        }
+    return list;
+}
+
+int sdnpu_tokenize(const sdnpu_model *m, const char *text, size_t len, int add_bos, int parse_special, int32_t **ids, int *n_ids,
+                   sdnpu_error *err) {
+    const sdn_tokenizer *tok = sdn_model_tokenizer(m->m);
+    if (!tok) return sdn_fail(E(err), SDN_EINVAL, "%s: the model has no tokenizer", m->info.path);
+    return sdn_tokenize(tok, text, len, add_bos ? sdn_tokenizer_add_bos(tok) : 0, parse_special, ids, n_ids, E(err));
+}
+
+int sdnpu_detokenize(const sdnpu_model *m, const int32_t *ids, int n_ids, char **text, sdnpu_error *err) {
+    const sdn_tokenizer *tok = sdn_model_tokenizer(m->m);
+    if (!tok) return sdn_fail(E(err), SDN_EINVAL, "%s: the model has no tokenizer", m->info.path);
+    for (int i = 0; i < n_ids; i++)
+        if (ids[i] < 0 || ids[i] >= m->info.vocab) return sdn_fail(E(err), SDN_EINVAL, "token id %d is not in [0, %d)", ids[i], m->info.vocab);
+    return sdn_detokenize(tok, ids, n_ids, text, E(err));
+}
+
+/* ---- drafting methods ---- */
+
+const char *sdnpu_methods(void) { return sdn_method_list(); }
+
+int sdnpu_check_method(const char *method, sdnpu_error *err) {
+    sdn_method_config mc;
+    sdn_method_defaults(&mc);
+    sdn_drafter d = {0};
+    int rc = sdn_method_create(method ? method : "(null)", &mc, &d, E(err));
+    sdn_drafter_destroy(&d);
+    return rc;
+}
+
+int sdnpu_check_param(const char *key_value, sdnpu_error *err) {
+    sdn_method_config mc;
+    sdn_method_defaults(&mc);
+    return sdn_method_set_param(&mc, key_value ? key_value : "", E(err));
+}
+
+/* ---- contexts ---- */
+
+void sdnpu_context_params_init(sdnpu_context_params *p) {
+    memset(p, 0, sizeof *p);
+    p->n_threads = 2;
+}
+
+static char *dup_or_null(const char *s) { return s ? strdup(s) : NULL; }
+
+/* The inference context proper (KV cache, worker threads): at once, or for a graph context
+ * at its first request, when the graph runtime has said what batch it needs. */
+static int make_ctx(sdnpu_context *c, const sdn_gen_params *gp_probe, sdn_err *err) {
+    sdn_ctx_params cp = {.n_ctx = c->p.n_ctx, .n_threads = c->p.n_threads};
+    if (c->graphs) {
+        sdn_gs_options go = {.graphs = c->graphs, .n_blocks = c->p.graph_blocks, .s1 = c->p.g1, .s2 = c->p.g2,
+                             .profile_db = c->profile_db, .draft_max = gp_probe->caps.max_nodes,
+                             .pin = c->p.graph_pin};
+        char db[1200];
+        if (!go.profile_db) snprintf(db, sizeof db, "%s/profiles.sqlite", sdn_cache_dir()), go.profile_db = db;
+        c->graph_gp = *gp_probe;
+        int rc = sdn_gs_setup(c->model->m, c->p.n_threads, &go, c->p.verbose ? stderr : NULL, &cp, &c->graph_gp, &c->gs, NULL, err);
+        c->graph_gp.drafter = NULL; /* only the hook, decode rows and draft size are kept */
+        if (rc) return rc;
+    }
+    return sdn_ctx_new(c->model->m, &cp, &c->ctx, err);
+}
+
+int sdnpu_context_new(sdnpu_model *m, const sdnpu_context_params *p, sdnpu_context **out, sdnpu_error *err) {
+    sdnpu_context_params def;
+    if (!p) sdnpu_context_params_init(&def), p = &def;
+    if (!m || !out) return sdn_fail(E(err), SDN_EINVAL, "sdnpu_context_new: model or out is NULL");
+    *out = NULL;
+    if (p->n_ctx < 0 || p->n_ctx == 1) return sdn_fail(E(err), SDN_EINVAL, "context parameter n_ctx = %d: give 0 (default) or at least 2", p->n_ctx);
+    if (p->n_threads < 0 || p->n_threads > 256) return sdn_fail(E(err), SDN_EINVAL, "context parameter n_threads = %d is not in [0, 256]", p->n_threads);
+    sdnpu_context *c = calloc(1, sizeof *c);
+    if (!c) return sdn_fail(E(err), SDN_ENOMEM, "out of memory");
+    c->model = m;
+    c->p = *p;
+    if (c->p.n_threads == 0) c->p.n_threads = 2;
+    c->history_path = dup_or_null(p->history_path);
+    c->graphs = dup_or_null(p->graphs);
+    c->profile_db = dup_or_null(p->profile_db);
+    int rc = SDN_OK;
+    if (c->graphs) {
+        sdn_gs_mode mode;
+        if ((rc = sdn_gs_mode_parse(c->graphs, &mode, E(err)))) { sdn_fail(E(err), rc, "context parameter graphs"); goto fail; }
+    } else if ((rc = make_ctx(c, NULL, E(err)))) goto fail;
+    if (c->history_path && (rc = sdn_history_open(c->history_path, &c->hist, E(err)))) goto fail;
+    *out = c;
+    return SDN_OK;
+fail:
+    sdnpu_context_free(c);
+    return rc;
+}
+
+void sdnpu_context_free(sdnpu_context *c) {
+    if (!c) return;
+    sdn_ctx_free(c->ctx);
+    sdn_gs_free(c->gs);
+    sdn_history_close(c->hist);
+    free(c->history_path);
+    free(c->graphs);
+    free(c->profile_db);
+    free(c);
+}
+
+int sdnpu_graph_report(const sdnpu_context *c, char **text, sdnpu_error *err) {
+    *text = NULL;
+    if (!c->gs || !c->requests) return sdn_fail(E(err), SDN_ESTATE, "no graph run on this context yet");
+    size_t len = 0;
+    FILE *f = open_memstream(text, &len);
+    if (!f) return sdn_fail(E(err), SDN_ENOMEM, "out of memory");
+    sdn_gs_stats_print(sdn_gs_last(c->gs), f);
+    fclose(f);
+    return SDN_OK;
+}
+
+/* ---- requests ---- */
+
+void sdnpu_request_init(sdnpu_request *r) {
+    memset(r, 0, sizeof *r);
+    r->store_answer = 1;
+    r->method = "sdnpu";
+    r->max_tokens = 256;
+    r->top_p = 1.0f;
+    r->reuse_kv = 1;
+}
+
+/* Step 1: the prompt tokens as the model sees them (and, optionally, the rendered text). */
+static int request_tokens(const sdnpu_model *m, const sdnpu_request *r, int n_ctx, int32_t **ids, int *n, char **text, sdn_err *err) {
+    int kinds = (r->n_messages > 0) + (r->prompt != NULL || r->n_documents > 0) + (r->n_prompt_ids > 0);
+    if (kinds == 0) return sdn_fail(err, SDN_EINVAL, "the request has no messages, prompt or prompt_ids");
+    if (kinds > 1) return sdn_fail(err, SDN_EINVAL, "the request gives more than one of messages, prompt (with documents) and prompt_ids");
+    if (r->n_messages < 0 || r->n_documents < 0 || r->n_prompt_ids < 0) return sdn_fail(err, SDN_EINVAL, "the request has a negative count");
+    if (r->n_prompt_ids > 0) {
+        for (int i = 0; i < r->n_prompt_ids; i++)
+            if (r->prompt_ids[i] < 0 || r->prompt_ids[i] >= m->info.vocab)
+                return sdn_fail(err, SDN_EINVAL, "prompt_ids[%d] = %d is not a token id in [0, %d)", i, r->prompt_ids[i], m->info.vocab);
+        if (!(*ids = malloc(sizeof(int32_t) * (size_t)r->n_prompt_ids))) return sdn_fail(err, SDN_ENOMEM, "out of memory");
+        memcpy(*ids, r->prompt_ids, sizeof(int32_t) * (size_t)r->n_prompt_ids);
+        *n = r->n_prompt_ids;
+        return SDN_OK;
+    }
+    for (int i = 0; i < r->n_messages; i++)
+        if (!r->messages[i].role || !r->messages[i].content) return sdn_fail(err, SDN_EINVAL, "messages[%d] has no role or content", i);
+    for (int i = 0; i < r->n_documents; i++)
+        if (!r->documents[i]) return sdn_fail(err, SDN_EINVAL, "documents[%d] is NULL", i);
+    sdn_request rq = {.messages = (const sdn_chat_msg *)r->messages, .n_messages = r->n_messages, .documents = r->documents,
+                      .n_docs = r->n_documents, .prompt = r->prompt, .system = r->system, .chat_template = r->chat_template,
+                      .max_tokens = n_ctx};
+    _Static_assert(sizeof(sdn_chat_msg) == sizeof(sdnpu_message), "sdnpu_message mirrors sdn_chat_msg");
+    return sdn_request_tokens(m->m, &rq, ids, n, text, err);
+}
+
+int sdnpu_render_prompt(const sdnpu_model *m, const sdnpu_request *r, char **text, sdnpu_error *err) {
+    int32_t *ids = NULL;
+    int n = 0;
+    *text = NULL;
+    if (r->n_prompt_ids > 0) return sdn_fail(E(err), SDN_EINVAL, "a prompt_ids request has no text to render");
+    int rc = request_tokens(m, r, 0, &ids, &n, text, E(err));
+    free(ids);
+    return rc;
+}
+
+/* Step 2: the task group's earlier answers, as a serialized automaton the drafter reads. */
+static int history_lookup(sdnpu_context *c, const char *group, uint8_t **bytes, size_t *len, sdnpu_stats *st, sdn_err *err) {
+    *bytes = NULL;
+    *len = 0;
+    if (!group) return SDN_OK;
+    return sdn_history_automaton(c->hist, group, c->model->info.fingerprint, HISTORY_TOKENS, bytes, len, NULL, &st->history_answers,
+                                 &st->history_tokens, err);
+}
+
+/* Step 3: the drafting method with the request's parameters and the history automaton. */
+static int make_drafter(const sdnpu_request *r, const uint8_t *hist, size_t hist_len, sdn_drafter *d, sdn_err *err) {
+    sdn_method_config mc;
+    sdn_method_defaults(&mc);
+    for (int i = 0; i < r->n_params; i++) {
+        int rc = sdn_method_set_param(&mc, r->params[i] ? r->params[i] : "", err);
+        if (rc) return sdn_fail(err, rc, "request params[%d]", i);
+    }
+    mc.hist_bytes = hist;
+    mc.hist_bytes_len = hist_len;
+    int rc = sdn_method_create(r->method ? r->method : "none", &mc, d, err);
+    return rc ? sdn_fail(err, rc, "request method") : SDN_OK;
+}
+
+/* Streaming state: committed tokens -> text pieces for on_text, and the whole answer. */
+typedef struct stream {
+    const sdnpu_request *r;
+    sdn_detok *dt;
+    char *text;
+    size_t len, cap;
+    int failed; /* out of memory while collecting the text */
+} stream;
+
+static int emit(stream *s, const char *buf, size_t n) {
+    if (!n) return 0;
+    if (s->len + n + 1 > s->cap) {
+        size_t cap = (s->len + n + 1) * 2;
+        char *t = realloc(s->text, cap);
+        if (!t) { s->failed = 1; return 1; }
+        s->text = t;
+        s->cap = cap;
+    }
+    memcpy(s->text + s->len, buf, n);
+    s->len += n;
+    s->text[s->len] = 0;
+    return s->r->on_text ? s->r->on_text(s->r->user_data, buf, n) : 0;
+}
+
+/* Step 6: tokens committed by a decode step, as text (sdn_gen_params.on_tokens). */
+static int on_tokens(void *ud, const int32_t *t, int n) {
+    stream *s = ud;
+    char buf[512];
+    int stop = 0;
+    for (int i = 0; i < n && s->dt; i++) stop |= emit(s, buf, sdn_detok_push(s->dt, t[i], buf, sizeof buf));
+    return stop;
+}
+
+static int is_eog(void *ud, int32_t tok) {
+    const sdn_tokenizer *t = ud;
+    /* a BOS in the middle of generation starts a new document: stop there too (llama2.c's run.c rule) */
+    return t && (sdn_tokenizer_is_eog(t, tok) || tok == sdn_tokenizer_bos(t));
+}
+
+/* Step 4: generation parameters: sampling, limits, drafter, the draft budget (fixed caps, the
+ * graph runtime's, or this machine's verify cost curve) and the graph hooks. */
+static int gen_params(sdnpu_context *c, const sdnpu_request *r, sdn_drafter *d, sdn_gen_params *gp, sdn_err *err) {
+    memset(gp, 0, sizeof *gp);
+    gp->max_tokens = r->max_tokens;
+    gp->sampling.temp = r->temperature;
+    gp->sampling.top_p = r->top_p;
+    gp->sampling.top_k = r->top_k;
+    gp->sampling.seed = r->seed;
+    gp->ignore_eog = r->ignore_eos;
+    gp->drafter = d->ops ? d : NULL;
+    gp->caps.max_nodes = r->draft_max;
+    gp->caps.max_depth = r->draft_depth;
+    gp->caps.max_branch = r->draft_branch;
+    gp->prefill_topk = d->ops && sdn_method_uses_prefill_preds(r->method) ? (r->prefill_topk > 0 ? r->prefill_topk : 4) : 0;
+    gp->reuse_kv = r->reuse_kv;
+    int rc;
+    if (c->graphs) {
+        if (!c->ctx && (rc = make_ctx(c, gp, err))) return rc;
+        if (c->requests && (rc = sdn_gs_prepare(c->gs, err))) return rc; /* back to the initial layouts */
+        gp->prefill = c->graph_gp.prefill;
+        gp->prefill_ud = c->graph_gp.prefill_ud;
+        gp->decode_rows = c->graph_gp.decode_rows;
+        if (gp->caps.max_nodes <= 0) gp->caps.max_nodes = c->graph_gp.caps.max_nodes;
+    } else if (gp->drafter && gp->caps.max_nodes <= 0) {
+        if (!c->have_curve && (rc = sdn_verify_curve(c->model->m, c->p.n_threads, c->verify_ms, c->p.verbose ? stderr : NULL, err)))
+            return rc;
+        c->have_curve = 1;
+        gp->verify_ms = c->verify_ms;
+    }
+    return SDN_OK;
+}
+
+/* Step 7: the answer stored back into the task group (when it ended normally). */
+static int history_store(sdnpu_context *c, const sdnpu_request *r, const sdn_gen_result *g, const char *text, sdnpu_stats *st,
+                         sdn_err *err) {
+    if (!r->task_group || !r->store_answer || !c->hist || g->stop == SDN_GEN_CANCEL || g->n_tokens == 0) return SDN_OK;
+    int rc = sdn_history_add(c->hist, r->task_group, c->model->info.fingerprint, g->tokens, g->n_tokens, text, 0, NULL, err);
+    if (!rc) st->answer_stored = 1;
+    return rc;
+}
+
+static void fill_stats(const sdn_gen_stats *s, sdnpu_stats *o) {
+    o->prompt_tokens = s->n_prompt;
+    o->reused_tokens = s->n_reused;
+    o->generated_tokens = s->n_gen;
+    o->steps = s->steps;
+    o->drafted_tokens = s->drafted;
+    o->accepted_tokens = s->accepted;
+    o->mean_accepted = sdn_gen_mean_accepted(s);
+    memcpy(o->accepted_hist, s->accept_hist, sizeof o->accepted_hist);
+    o->prefill_s = s->t_prefill;
+    o->decode_s = s->t_decode;
+    o->draft_s = s->t_draft;
+    o->verify_s = s->t_verify;
+    o->first_token_s = s->t_first_token;
+    o->peak_rss = s->peak_rss;
+}
+
+int sdnpu_generate(sdnpu_context *c, const sdnpu_request *r, sdnpu_result *result, sdnpu_error *err) {
+    if (result) memset(result, 0, sizeof *result);
+    if (!c || !r) return sdn_fail(E(err), SDN_EINVAL, "sdnpu_generate: context or request is NULL");
+    if (r->max_tokens < 0) return sdn_fail(E(err), SDN_EINVAL, "request max_tokens = %d is negative", r->max_tokens);
+    if (!(r->temperature >= 0 && r->temperature <= 100)) return sdn_fail(E(err), SDN_EINVAL, "request temperature %g is not in [0, 100]", r->temperature);
+    if (!(r->top_p >= 0 && r->top_p <= 1)) return sdn_fail(E(err), SDN_EINVAL, "request top_p %g is not in [0, 1]", r->top_p);
+    if (r->top_k < 0) return sdn_fail(E(err), SDN_EINVAL, "request top_k %d is negative", r->top_k);
+    if (r->draft_max < 0 || r->draft_max > 63 || r->draft_depth < 0 || r->draft_depth > 63 || r->draft_branch < 0 || r->draft_branch > 63)
+        return sdn_fail(E(err), SDN_EINVAL, "request draft_max/draft_depth/draft_branch must be in [0, 63]");
+    sdn_err *e = E(err);
+    sdnpu_stats st = {0};
+    int32_t *prompt = NULL;
+    int n_prompt = 0;
+    uint8_t *hist = NULL;
+    size_t hist_len = 0;
+    sdn_drafter d = {0};
+    sdn_gen_result g = {0};
+    const sdn_tokenizer *tok = sdn_model_tokenizer(c->model->m);
+    stream s = {.r = r};
+    int n_ctx = c->ctx ? sdn_ctx_n_ctx(c->ctx) : (c->p.n_ctx > 0 ? c->p.n_ctx : (c->model->info.context_length < 4096 ? c->model->info.context_length : 4096));
+    int rc;
+    if ((rc = request_tokens(c->model, r, n_ctx, &prompt, &n_prompt, NULL, e))) goto done;
+    int drafting = r->method && strcmp(r->method, "none") != 0;
+    if (r->task_group && !c->hist) {
+        rc = sdn_fail(e, SDN_EINVAL, "the request names task group '%s' but its context has no history store (history_path)", r->task_group);
+        goto done;
+    }
+    if (drafting && (rc = history_lookup(c, r->task_group, &hist, &hist_len, &st, e))) goto done;
+    if ((rc = make_drafter(r, hist, hist_len, &d, e))) goto done;
+    sdn_gen_params gp;
+    if ((rc = gen_params(c, r, &d, &gp, e))) goto done;
+    if (tok) {
+        if (!(s.dt = sdn_detok_new(tok))) { rc = sdn_fail(e, SDN_ENOMEM, "out of memory"); goto done; }
+        sdn_detok_prime(s.dt, prompt, n_prompt);
+    }
+    gp.eog = is_eog;
+    gp.eog_ud = (void *)tok;
+    gp.on_tokens = on_tokens;
+    gp.cb_ud = &s;
+    rc = sdn_generate(c->ctx, prompt, n_prompt, &gp, &g, e);
+    c->requests++;
+    fill_stats(&g.stats, &st);
+    if (rc) goto done;
+    if (s.dt && g.stop != SDN_GEN_CANCEL) {
+        char buf[512];
+        emit(&s, buf, sdn_detok_flush(s.dt, buf, sizeof buf));
+    }
+    if (s.failed) { rc = sdn_fail(e, SDN_ENOMEM, "out of memory (answer text)"); goto done; }
+    if ((rc = history_store(c, r, &g, s.text, &st, e))) goto done;
+    if (result) {
+        result->text = s.text ? s.text : calloc(1, 1);
+        s.text = NULL;
+        result->tokens = g.tokens;
+        result->n_tokens = g.n_tokens;
+        g.tokens = NULL;
+        static const sdnpu_finish fin[] = {[SDN_GEN_LENGTH] = SDNPU_FINISH_LENGTH, [SDN_GEN_EOG] = SDNPU_FINISH_STOP,
+                                           [SDN_GEN_CANCEL] = SDNPU_FINISH_CANCELLED, [SDN_GEN_CONTEXT] = SDNPU_FINISH_CONTEXT};
+        result->finish = fin[g.stop];
+        result->stats = st;
+    }
+done:
+    if (rc && result) result->stats = st;
+    if (s.dt) sdn_detok_free(s.dt);
+    free(s.text);
+    sdn_gen_result_free(&g);
+    sdn_drafter_destroy(&d);
+    free(hist);
+    free(prompt);
+    return rc;
+}
+
+void sdnpu_result_free(sdnpu_result *r) {
+    if (!r) return;
+    free(r->text);
+    free(r->tokens);
+    r->text = NULL;
+    r->tokens = NULL;
+    r->n_tokens = 0;
+}

@@ -1,0 +1,316 @@
+/* decode.c - one generation on a context: prefill, then the speculative decode loop, each
+ * step one named function (see decode.h):
+ *
+ *   prefill()        prompt tokens but the last into the KV cache (+ top-k predictions)
+ *   loop:
+ *     step_draft()    the drafter's token tree, sized by the budget
+ *     step_verify()   one forward of root + tree, greedy or stochastic acceptance
+ *     step_compact()  KV cache compacted to the accepted path
+ *     step_commit()   accepted tokens appended, end of generation, streaming callback
+ *     step_feedback() the drafter told what the model accepted and predicted
+ *
+ * Plain decoding is the same loop with no drafter (an empty tree). */
+#include "runtime/decode.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/sdn_util.h"
+#include "engine/model.h"
+#include "verify/verify.h"
+
+void sdn_preds_free(sdn_preds *p) {
+    if (!p) return;
+    free(p->tok);
+    free(p->prob);
+    memset(p, 0, sizeof *p);
+}
+
+void sdn_gen_result_free(sdn_gen_result *r) {
+    if (!r) return;
+    free(r->tokens);
+    r->tokens = NULL;
+    r->n_tokens = 0;
+}
+
+double sdn_gen_mean_accepted(const sdn_gen_stats *s) { return s->steps ? (double)s->n_gen / s->steps : 0.0; }
+
+/* Everything one generation holds between steps. */
+typedef struct decode {
+    sdn_ctx *c;
+    const sdn_gen_params *p;
+    const int32_t *prompt;
+    int n_prompt, vocab, n_ctx, max_new, pad_rows, greedy, adaptive;
+    sdn_draft_caps caps;        /* per-request caps after defaults and the decode shape */
+    long budget_miss;           /* steps whose draft was not wholly accepted (budget estimate) */
+    int32_t *gen;               /* committed output */
+    int n_gen;
+    int32_t root;               /* newest committed token: the root of the next step */
+    int stop;                   /* SDN_GEN_* once generation ends early */
+    float *logits;
+    int32_t *argmax;
+    sdn_tree tree;
+    sdn_vbatch vb;
+    sdn_accept acc;
+    sdn_dist dist;
+    sdn_rng rng;
+    sdn_preds preds;
+    int32_t *cvocab; /* candidate vocabulary of the prefill predictions */
+    int n_cvocab;
+    sdn_gen_stats s;
+} decode;
+
+static void decode_free(decode *d) {
+    free(d->gen);
+    free(d->logits);
+    free(d->argmax);
+    sdn_tree_free(&d->tree);
+    sdn_vbatch_free(&d->vb);
+    sdn_accept_free(&d->acc);
+    sdn_dist_free(&d->dist);
+    sdn_preds_free(&d->preds);
+    free(d->cvocab);
+}
+
+/* Limits, draft caps and buffers of one request. */
+static int setup(decode *d, sdn_err *err) {
+    const sdn_gen_params *p = d->p;
+    d->vocab = sdn_model_cfg(sdn_ctx_model(d->c))->vocab;
+    d->n_ctx = sdn_ctx_n_ctx(d->c);
+    if (d->n_prompt < 1) return sdn_fail(err, SDN_EINVAL, "empty prompt");
+    if (d->n_prompt >= d->n_ctx)
+        return sdn_fail(err, SDN_EINVAL, "prompt of %d tokens does not fit the context of %d (raise --ctx)", d->n_prompt, d->n_ctx);
+    d->max_new = p->max_tokens;
+    if (d->max_new > d->n_ctx - d->n_prompt) d->max_new = d->n_ctx - d->n_prompt;
+    d->caps = p->caps;
+    int budget = SDN_INVARIANT_MAX_ROWS - 1;
+    if (p->decode_rows > 0) {
+        d->pad_rows = p->decode_rows < SDN_INVARIANT_MAX_ROWS ? p->decode_rows : SDN_INVARIANT_MAX_ROWS;
+        budget = d->pad_rows - 1;
+    }
+    /* the budget follows the cost curve when the caller gave one and no fixed size */
+    d->adaptive = p->verify_ms && p->drafter && d->caps.max_nodes <= 0;
+    sdn_draft_caps *caps = &d->caps;
+    if (caps->max_nodes <= 0) caps->max_nodes = d->adaptive ? SDN_INVARIANT_MAX_ROWS - 1 : SDN_DEFAULT_DRAFT_TOKENS;
+    /* a one-row decode graph (budget 0) leaves no room for drafts */
+    if (caps->max_nodes > budget) caps->max_nodes = budget > 0 ? budget : 0;
+    if (caps->max_depth <= 0) caps->max_depth = caps->max_nodes;
+    if (caps->max_branch <= 0) caps->max_branch = SDN_DEFAULT_BRANCH;
+    d->greedy = !(p->sampling.temp > 0);
+    sdn_rng_seed(&d->rng, p->sampling.seed);
+    d->gen = malloc(((size_t)d->max_new + SDN_INVARIANT_MAX_ROWS + 1) * sizeof(int32_t));
+    d->logits = malloc((size_t)SDN_INVARIANT_MAX_ROWS * d->vocab * sizeof(float));
+    d->argmax = malloc((size_t)SDN_INVARIANT_MAX_ROWS * sizeof(int32_t));
+    if (!d->gen || !d->logits || !d->argmax) return sdn_fail(err, SDN_ENOMEM, "out of memory");
+    int nodes = caps->max_nodes > 0 ? caps->max_nodes : 1;
+    int rc;
+    if ((rc = sdn_tree_init(&d->tree, nodes, err)) || (rc = sdn_vbatch_init(&d->vb, SDN_INVARIANT_MAX_ROWS, err)) ||
+        (rc = sdn_accept_init(&d->acc, nodes, err)))
+        return rc;
+    return SDN_OK;
+}
+
+/* The context's distinct tokens, ascending: the vocabulary in-context predictions are taken
+ * over (the prompt is untrusted: ids are checked by the forward pass). */
+static int context_vocab(decode *d, sdn_err *err) {
+    uint8_t *seen = calloc((size_t)d->vocab, 1);
+    d->cvocab = malloc(sizeof(int32_t) * (size_t)d->n_prompt);
+    if (!seen || !d->cvocab) { free(seen); return sdn_fail(err, SDN_ENOMEM, "out of memory"); }
+    for (int i = 0; i < d->n_prompt; i++)
+        if (d->prompt[i] >= 0 && d->prompt[i] < d->vocab) seen[d->prompt[i]] = 1;
+    for (int t = 0; t < d->vocab; t++)
+        if (seen[t]) d->cvocab[d->n_cvocab++] = t;
+    free(seen);
+    return SDN_OK;
+}
+
+/* Prefill: every prompt token but the last (the last is the root of the first step), after
+ * the KV entries kept from the previous request (reuse_kv). With prefill_topk, the same
+ * forward passes also produce each row's top-k predictions. Then the drafter begins. */
+static int prefill(decode *d, double t0, sdn_err *err) {
+    const sdn_gen_params *p = d->p;
+    int K = p->prefill_topk > 0 ? p->prefill_topk : 0, rc;
+    int reused = (p->reuse_kv && !K && !p->prefill) ? sdn_kv_common_prefix(d->c, d->prompt, d->n_prompt - 1) : 0;
+    sdn_kv_truncate(d->c, reused);
+    if (d->pad_rows > 0 && d->n_prompt + d->pad_rows > d->n_ctx)
+        return sdn_fail(err, SDN_EINVAL, "context of %d is too small for the prompt plus the decode graph's %d rows", d->n_ctx, d->pad_rows);
+    d->s.n_prompt = d->n_prompt;
+    d->s.n_reused = reused;
+    if (K > d->vocab) K = d->vocab;
+    if (K && !p->prefill_topk_full) {
+        if ((rc = context_vocab(d, err))) return rc;
+        if (K > d->n_cvocab) K = d->n_cvocab;
+    }
+    if (K) {
+        d->preds.n_pos = d->n_prompt - 1;
+        d->preds.k = K;
+        d->preds.tok = malloc(((size_t)d->n_prompt * K + 1) * sizeof(int32_t));
+        d->preds.prob = malloc(((size_t)d->n_prompt * K + 1) * sizeof(float));
+        if (!d->preds.tok || !d->preds.prob) return sdn_fail(err, SDN_ENOMEM, "out of memory (prefill predictions)");
+    }
+    sdn_fwd_stats fs0, fs1;
+    sdn_ctx_stats(d->c, &fs0);
+    if (p->prefill) { /* called for a one-token prompt too: graph schedulers switch layouts there */
+        if ((rc = p->prefill(p->prefill_ud, d->c, d->prompt, d->n_prompt - 1, K, d->cvocab, d->n_cvocab, d->preds.tok, d->preds.prob, err)))
+            return rc;
+        if (sdn_kv_len(d->c) != d->n_prompt - 1)
+            return sdn_fail(err, SDN_ESTATE, "prefill hook left %d KV entries, expected %d", sdn_kv_len(d->c), d->n_prompt - 1);
+    } else {
+        int chunk = p->prefill_chunk > 0 ? p->prefill_chunk : sdn_ctx_max_batch(d->c);
+        if (chunk > sdn_ctx_max_batch(d->c)) chunk = sdn_ctx_max_batch(d->c);
+        for (int i = reused; i < d->n_prompt - 1; i += chunk) {
+            int n = d->n_prompt - 1 - i < chunk ? d->n_prompt - 1 - i : chunk;
+            sdn_batch b = {.n = n, .tokens = d->prompt + i, .n_logits = K ? -1 : 0, .topk = K,
+                           .topk_tok = K ? d->preds.tok + (size_t)i * K : NULL, .topk_prob = K ? d->preds.prob + (size_t)i * K : NULL,
+                           .topk_vocab = d->cvocab, .n_topk_vocab = d->n_cvocab};
+            if ((rc = sdn_forward(d->c, &b, NULL, err))) return rc;
+        }
+    }
+    d->s.t_prefill = sdn_now() - t0;
+    sdn_ctx_stats(d->c, &fs1);
+    d->s.t_preds = fs1.topk_s - fs0.topk_s;
+    d->root = d->prompt[d->n_prompt - 1];
+    if (p->drafter) {
+        double td = sdn_now();
+        sdn_prefill_preds view = {d->preds.n_pos, d->preds.k, d->preds.tok, d->preds.prob};
+        if ((rc = sdn_drafter_begin(p->drafter, d->prompt, d->n_prompt, K ? &view : NULL, err))) return rc;
+        d->s.t_draft += sdn_now() - td;
+    }
+    return SDN_OK;
+}
+
+/* Draft: the step's budget (fixed caps, or from the verify cost curve and the acceptance
+ * seen so far), bounded by the tokens still allowed and the KV room, then the drafter's tree. */
+static int step_draft(decode *d, sdn_err *err) {
+    sdn_tree_clear(&d->tree);
+    sdn_draft_caps sc = d->caps;
+    int room = d->max_new - d->n_gen - 1; /* tokens beyond the bonus still allowed */
+    int kv_room = d->n_ctx - sdn_kv_len(d->c) - (d->pad_rows > 0 ? d->pad_rows : 1);
+    if (d->adaptive) {
+        int n = sdn_draft_budget(d->p->verify_ms, sc.max_nodes, sdn_accept_estimate(d->s.accepted, d->budget_miss));
+        if (n == 0 && d->s.steps % 8 == 7) n = 1; /* keep observing acceptance now and then */
+        sc.max_nodes = n;
+        if (sc.max_depth > n) sc.max_depth = n;
+    }
+    if (sc.max_nodes > room) sc.max_nodes = room;
+    if (sc.max_nodes > kv_room) sc.max_nodes = kv_room;
+    if (d->p->drafter && sc.max_nodes > 0) return sdn_drafter_propose(d->p->drafter, &d->tree, &sc, err);
+    return SDN_OK;
+}
+
+/* Verify: root + tree as one batch (tree attention mask, padded to the decode graph's rows),
+ * one forward pass with the batch-invariant kernels, then acceptance of the longest path
+ * that matches the model (greedy) or lossless stochastic acceptance. */
+static int step_verify(decode *d, sdn_err *err) {
+    int rc, n_past = sdn_kv_len(d->c);
+    if ((rc = sdn_vbatch_build(&d->vb, &d->tree, d->root, n_past, err))) return rc;
+    int n_real = d->vb.n;
+    if (d->pad_rows > n_real && (rc = sdn_vbatch_pad(&d->vb, d->pad_rows, err))) return rc;
+    sdn_batch b = {.n = d->vb.n, .tokens = d->vb.tokens, .pos = d->vb.pos, .mask = d->vb.n > 1 ? d->vb.mask : NULL,
+                   .logit_rows = d->vb.rows, .n_logits = n_real, .invariant = 1};
+    if ((rc = sdn_forward(d->c, &b, d->logits, err))) return rc;
+    if (d->greedy) sdn_verify_greedy(&d->tree, d->logits, d->vocab, &d->acc, d->argmax);
+    else if ((rc = sdn_verify_sample(&d->tree, d->logits, d->vocab, &d->p->sampling, &d->rng, &d->dist, &d->acc, err))) return rc;
+    d->s.steps++;
+    d->s.drafted += d->tree.n;
+    d->s.accepted += d->acc.n_acc;
+    if (d->acc.n_acc < d->tree.n) d->budget_miss++;
+    d->s.accept_hist[d->acc.n_acc < SDN_ACCEPT_HIST ? d->acc.n_acc : SDN_ACCEPT_HIST - 1]++;
+    return SDN_OK;
+}
+
+/* Compact: keep the KV entries of the root and the accepted path, drop the rest. */
+static int step_compact(decode *d, int n_past, sdn_err *err) {
+    return sdn_kv_keep(d->c, n_past, d->acc.keep, d->acc.n_acc + 1, err);
+}
+
+/* Commit: append the accepted tokens and the bonus token up to the limit, stopping at an
+ * end-of-generation token; stream them; the last one is the next root. */
+static void step_commit(decode *d) {
+    const sdn_gen_params *p = d->p;
+    int n_new = d->acc.n_acc + 1, first_new = d->n_gen;
+    for (int i = 0; i < n_new && d->n_gen < d->max_new; i++) {
+        int32_t tk = d->acc.tokens[i];
+        if (!p->ignore_eog && p->eog && p->eog(p->eog_ud, tk)) { d->stop = SDN_GEN_EOG; break; }
+        d->gen[d->n_gen++] = tk;
+    }
+    if (p->on_tokens && d->n_gen > first_new && p->on_tokens(p->cb_ud, d->gen + first_new, d->n_gen - first_new) && !d->stop)
+        d->stop = SDN_GEN_CANCEL;
+    d->root = d->acc.tokens[d->acc.n_acc];
+}
+
+/* Feedback: the drafter learns the accepted tokens and, greedy, the model's next token after
+ * every verified node (what draft reuse keeps). */
+static int step_feedback(decode *d, sdn_err *err) {
+    if (!d->p->drafter || d->stop || d->n_gen >= d->max_new) return SDN_OK;
+    sdn_draft_feedback fb = {.accepted = d->acc.tokens, .n_accepted = d->acc.n_acc + 1, .tree = &d->tree,
+                             .node_argmax = d->greedy ? d->argmax + 1 : NULL, .root_argmax = d->greedy ? d->argmax[0] : -1};
+    return sdn_drafter_feedback(d->p->drafter, &fb, err);
+}
+
+int sdn_generate(sdn_ctx *c, const int32_t *prompt, int n_prompt, const sdn_gen_params *p, sdn_gen_result *out, sdn_err *err) {
+    decode d = {.c = c, .p = p, .prompt = prompt, .n_prompt = n_prompt};
+    if (out) memset(out, 0, sizeof *out);
+    double t0 = sdn_now();
+    int rc = setup(&d, err);
+    if (!rc) rc = prefill(&d, t0, err);
+    double tdec = sdn_now();
+    while (!rc && d.n_gen < d.max_new && !d.stop) {
+        double ta = sdn_now();
+        if ((rc = step_draft(&d, err))) break;
+        double tb = sdn_now();
+        d.s.t_draft += tb - ta;
+        int n_past = sdn_kv_len(c);
+        if ((rc = step_verify(&d, err)) || (rc = step_compact(&d, n_past, err))) break;
+        double tc = sdn_now();
+        d.s.t_verify += tc - tb;
+        if (d.s.steps == 1) d.s.t_first_token = tc - t0;
+        step_commit(&d);
+        double tf = sdn_now();
+        rc = step_feedback(&d, err);
+        d.s.t_draft += sdn_now() - tf;
+    }
+    d.s.t_decode = sdn_now() - tdec;
+    d.s.n_gen = d.n_gen;
+    d.s.peak_rss = sdn_peak_rss();
+    if (out) {
+        out->stats = d.s;
+        if (!rc) {
+            out->tokens = d.gen;
+            out->n_tokens = d.n_gen;
+            out->stop = d.stop ? d.stop : (d.n_gen < p->max_tokens ? SDN_GEN_CONTEXT : SDN_GEN_LENGTH);
+            d.gen = NULL;
+            if (p->preds_out) { *p->preds_out = d.preds; memset(&d.preds, 0, sizeof d.preds); }
+        }
+    }
+    decode_free(&d);
+    return rc;
+}
+
+int sdn_generate_tokens(sdn_ctx *c, const int32_t *prompt, int n_prompt, const sdn_gen_params *p, int32_t **out, int *n_out,
+                        sdn_gen_stats *st, sdn_err *err) {
+    sdn_gen_result r;
+    int rc = sdn_generate(c, prompt, n_prompt, p, &r, err);
+    if (st) *st = r.stats;
+    if (n_out) *n_out = r.n_tokens;
+    if (out) *out = r.tokens;
+    else free(r.tokens);
+    return rc;
+}
+
+int sdn_draft_budget(const double *verify_ms, int dmax, double a) {
+    int best = 0;
+    double e = 1, pw = 1, best_rate = verify_ms[0] > 0 ? 1 / verify_ms[0] : 0;
+    for (int d = 1; d <= dmax && d < SDN_INVARIANT_MAX_ROWS; d++) {
+        pw *= a;
+        e += pw;
+        const double rate = verify_ms[d] > 0 ? e / verify_ms[d] : 0;
+        if (rate > best_rate) best_rate = rate, best = d;
+    }
+    return best;
+}
+
+double sdn_accept_estimate(long accepted, long misses) {
+    const double a = (accepted + 2.0) / (accepted + misses + 4.0);
+    return a < 0.98 ? a : 0.98;
+}
