@@ -21,7 +21,8 @@
  * Conventions (SQLite's habit):
  * - Every fallible function returns an sdnpu_status: SDNPU_OK (0) or an error code, and takes
  *   an optional `sdnpu_error *` that receives the code and a message naming the file, field
- *   or option at fault. Pass NULL when the message is not wanted.
+ *   or option at fault (cleared at the start of every call, so one struct can be reused).
+ *   Pass NULL when the message is not wanted.
  * - Parameter structs are filled with defaults by their *_init function first; fields may be
  *   added at the end in later minor versions, so always call *_init.
  * - Strings are UTF-8. Memory the library returns is released with the matching *_free

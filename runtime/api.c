@@ -70,6 +70,7 @@ void sdnpu_model_params_init(sdnpu_model_params *p) {
 static const char *arch_name(sdn_arch a) { return a == SDN_ARCH_QWEN2 ? "qwen2" : "llama"; }
 
 int sdnpu_model_load(const char *path_or_name, const sdnpu_model_params *p, sdnpu_model **out, sdnpu_error *err) {
+    sdn_err_clear(E(err)); /* a reused error struct starts empty */
     sdnpu_model_params def;
     if (!p) sdnpu_model_params_init(&def), p = &def;
     if (!out) return sdn_fail(E(err), SDN_EINVAL, "sdnpu_model_load: out is NULL");
@@ -123,6 +124,7 @@ char *sdnpu_model_describe(const sdnpu_model *m, int n_ctx) {
 }
 
 int sdnpu_model_pull(const char *name, int quiet, char *path, size_t cap, sdnpu_error *err) {
+    sdn_err_clear(E(err)); /* a reused error struct starts empty */
     const sdn_known_model *km = name ? sdn_known_model_find(name) : NULL;
     if (!km) return sdn_fail(E(err), SDN_EINVAL, "unknown model '%s' (known: %s)", name ? name : "(null)", sdnpu_known_models());
     sdn_pull_opts po = {.quiet = quiet, .progress = !quiet};
@@ -144,12 +146,14 @@ const char *sdnpu_known_models(void) {
 
 int sdnpu_tokenize(const sdnpu_model *m, const char *text, size_t len, int add_bos, int parse_special, int32_t **ids, int *n_ids,
                    sdnpu_error *err) {
+    sdn_err_clear(E(err)); /* a reused error struct starts empty */
     const sdn_tokenizer *tok = sdn_model_tokenizer(m->m);
     if (!tok) return sdn_fail(E(err), SDN_EINVAL, "%s: the model has no tokenizer", m->info.path);
     return sdn_tokenize(tok, text, len, add_bos ? sdn_tokenizer_add_bos(tok) : 0, parse_special, ids, n_ids, E(err));
 }
 
 int sdnpu_detokenize(const sdnpu_model *m, const int32_t *ids, int n_ids, char **text, sdnpu_error *err) {
+    sdn_err_clear(E(err)); /* a reused error struct starts empty */
     const sdn_tokenizer *tok = sdn_model_tokenizer(m->m);
     if (!tok) return sdn_fail(E(err), SDN_EINVAL, "%s: the model has no tokenizer", m->info.path);
     for (int i = 0; i < n_ids; i++)
@@ -162,6 +166,7 @@ int sdnpu_detokenize(const sdnpu_model *m, const int32_t *ids, int n_ids, char *
 const char *sdnpu_methods(void) { return sdn_method_list(); }
 
 int sdnpu_check_method(const char *method, sdnpu_error *err) {
+    sdn_err_clear(E(err)); /* a reused error struct starts empty */
     sdn_method_config mc;
     sdn_method_defaults(&mc);
     sdn_drafter d = {0};
@@ -171,6 +176,7 @@ int sdnpu_check_method(const char *method, sdnpu_error *err) {
 }
 
 int sdnpu_check_param(const char *key_value, sdnpu_error *err) {
+    sdn_err_clear(E(err)); /* a reused error struct starts empty */
     sdn_method_config mc;
     sdn_method_defaults(&mc);
     return sdn_method_set_param(&mc, key_value ? key_value : "", E(err));
@@ -204,6 +210,7 @@ static int make_ctx(sdnpu_context *c, const sdn_gen_params *gp_probe, sdn_err *e
 }
 
 int sdnpu_context_new(sdnpu_model *m, const sdnpu_context_params *p, sdnpu_context **out, sdnpu_error *err) {
+    sdn_err_clear(E(err)); /* a reused error struct starts empty */
     sdnpu_context_params def;
     if (!p) sdnpu_context_params_init(&def), p = &def;
     if (!m || !out) return sdn_fail(E(err), SDN_EINVAL, "sdnpu_context_new: model or out is NULL");
@@ -243,6 +250,7 @@ void sdnpu_context_free(sdnpu_context *c) {
 }
 
 int sdnpu_graph_report(const sdnpu_context *c, char **text, sdnpu_error *err) {
+    sdn_err_clear(E(err)); /* a reused error struct starts empty */
     *text = NULL;
     if (!c->gs || !c->requests) return sdn_fail(E(err), SDN_ESTATE, "no graph run on this context yet");
     size_t len = 0;
@@ -291,6 +299,7 @@ static int request_tokens(const sdnpu_model *m, const sdnpu_request *r, int n_ct
 }
 
 int sdnpu_render_prompt(const sdnpu_model *m, const sdnpu_request *r, char **text, sdnpu_error *err) {
+    sdn_err_clear(E(err)); /* a reused error struct starts empty */
     int32_t *ids = NULL;
     int n = 0;
     *text = NULL;
@@ -422,6 +431,7 @@ static void fill_stats(const sdn_gen_stats *s, sdnpu_stats *o) {
 }
 
 int sdnpu_generate(sdnpu_context *c, const sdnpu_request *r, sdnpu_result *result, sdnpu_error *err) {
+    sdn_err_clear(E(err)); /* a reused error struct starts empty */
     if (result) memset(result, 0, sizeof *result);
     if (!c || !r) return sdn_fail(E(err), SDN_EINVAL, "sdnpu_generate: context or request is NULL");
     if (r->max_tokens < 0) return sdn_fail(E(err), SDN_EINVAL, "request max_tokens = %d is negative", r->max_tokens);

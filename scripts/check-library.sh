@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# check-library.sh - the proof that include/sdnpu.h is enough (CI runs it after the tests):
+# install the built library into a temporary prefix, check that libsdnpu.so exports only the
+# public API, build examples/summarize.c against the installed copy through pkg-config and
+# through the CMake package, and run it twice on SmolLM2-135M-Instruct with a fresh history
+# store: both runs must print identical plain and speculative output, and the second must
+# draft from the first run's stored summary.
+#   usage: scripts/check-library.sh [BUILD_DIR]   (default ./build, already built)
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+build="${1:-$root/build}"
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+cmake --install "$build" --prefix "$work/prefix" >/dev/null
+lib="$work/prefix/lib"
+[ -d "$lib" ] || lib="$(dirname "$(find "$work/prefix" -name libsdnpu.so | head -1)")"
+
+exported="$(nm -D --defined-only "$lib/libsdnpu.so" | awk '{print $3}')"
+bad="$(echo "$exported" | grep -v '^sdnpu_' || true)"
+if [ -n "$bad" ]; then
+  echo "check-library: libsdnpu.so exports symbols outside the public API:" >&2
+  echo "$bad" >&2
+  exit 1
+fi
+echo "check-library: libsdnpu.so exports $(echo "$exported" | wc -l) functions, all sdnpu_*"
+declared="$(grep -o '^SDNPU_API [^(]*(' "$root/include/sdnpu.h" | sed 's/($//' | awk '{print $NF}' | tr -d '*' | sort)"
+if [ "$declared" != "$(echo "$exported" | sort)" ]; then
+  echo "check-library: exported functions differ from those declared in include/sdnpu.h:" >&2
+  diff <(echo "$declared") <(echo "$exported" | sort) >&2 || true
+  exit 1
+fi
+
+# 1. pkg-config, with nothing but the installed prefix
+PKG_CONFIG_PATH="$lib/pkgconfig" make -s -C "$root/examples" -f Makefile summarize CC="${CC:-cc}" \
+  CFLAGS="-O2 -Wall -Wextra -Werror" >/dev/null
+mv "$root/examples/summarize" "$work/summarize-pc"
+# 2. the CMake package
+cmake -S "$root/examples" -B "$work/build-examples" -DCMAKE_PREFIX_PATH="$work/prefix" >/dev/null
+cmake --build "$work/build-examples" >/dev/null
+echo "check-library: examples/summarize.c built against the installed library (pkg-config and CMake package)"
+
+export LD_LIBRARY_PATH="$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+for exe in "$work/summarize-pc" "$work/build-examples/summarize"; do
+  rm -f "$work/history.sqlite"
+  "$exe" --history "$work/history.sqlite" --max-tokens 48 > "$work/run1.txt"
+  "$exe" --history "$work/history.sqlite" --max-tokens 48 > "$work/run2.txt"
+  tail -1 "$work/run2.txt"
+  grep -q 'output identical' "$work/run1.txt" && grep -q 'output identical' "$work/run2.txt" || {
+    echo "check-library: $exe: plain and speculative output differ" >&2; cat "$work/run1.txt" "$work/run2.txt" >&2; exit 1; }
+  grep -Eq 'drafted from [1-9][0-9]* earlier summaries' "$work/run2.txt" || {
+    echo "check-library: $exe: the second run did not draft from the stored summary" >&2; cat "$work/run2.txt" >&2; exit 1; }
+done
+echo "check-library: passed"
