@@ -229,6 +229,10 @@ typedef struct sdnpu_request {
     int top_k;                 /* 0: all */
     uint64_t seed;
     int ignore_eos;            /* keep generating past end-of-generation tokens */
+    const char *const *stop;   /* stop strings: the answer ends before the first one produced (the
+                                  text excludes it; the tokens end where the streamed text completed
+                                  it, at most one token past the one that did) */
+    int n_stop;
     int reuse_kv;              /* 1 (default): keep the KV entries of the previous request on this
                                   context that hold the same leading tokens */
     sdnpu_text_cb on_text;
@@ -238,7 +242,7 @@ typedef struct sdnpu_request {
 SDNPU_API void sdnpu_request_init(sdnpu_request *r);
 
 typedef enum sdnpu_finish {
-    SDNPU_FINISH_STOP = 0,      /* the model ended its answer (end-of-generation token) */
+    SDNPU_FINISH_STOP = 0,      /* the model ended its answer (end-of-generation token) or a stop string */
     SDNPU_FINISH_LENGTH = 1,    /* max_tokens reached */
     SDNPU_FINISH_CANCELLED = 2, /* on_text returned nonzero */
     SDNPU_FINISH_CONTEXT = 3,   /* the context (KV cache) is full */
@@ -264,6 +268,7 @@ typedef struct sdnpu_result {
     int32_t *tokens;
     int n_tokens;
     sdnpu_finish finish;
+    int stop_index;      /* the stop string that ended the answer, else -1 */
     sdnpu_stats stats;
 } sdnpu_result;
 

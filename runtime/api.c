@@ -332,37 +332,91 @@ static int make_drafter(const sdnpu_request *r, const uint8_t *hist, size_t hist
     return rc ? sdn_fail(err, rc, "request method") : SDN_OK;
 }
 
-/* Streaming state: committed tokens -> text pieces for on_text, and the whole answer. */
+/* Streaming state: committed tokens -> text for on_text, the whole answer, and stop strings.
+ * Text that could be the start of a stop string is held back until it is known not to be;
+ * the answer ends before the first stop string, at the token that completed it. */
 typedef struct stream {
     const sdnpu_request *r;
     sdn_detok *dt;
     char *text;
     size_t len, cap;
-    int failed; /* out of memory while collecting the text */
+    size_t sent;        /* bytes of text already given to on_text */
+    size_t scanned;     /* stop strings were searched for up to here */
+    size_t max_stop;    /* longest stop string */
+    int n_tokens;       /* tokens whose text is in `text` */
+    int stopped_at;     /* tokens of the answer when a stop string ended it, else -1 */
+    int stop_index;     /* which stop string, else -1 */
+    int cancelled;      /* on_text asked to stop */
+    int failed;         /* out of memory while collecting the text */
 } stream;
 
-static int emit(stream *s, const char *buf, size_t n) {
-    if (!n) return 0;
+static int append(stream *s, const char *buf, size_t n) {
     if (s->len + n + 1 > s->cap) {
         size_t cap = (s->len + n + 1) * 2;
         char *t = realloc(s->text, cap);
-        if (!t) { s->failed = 1; return 1; }
+        if (!t) return s->failed = 1;
         s->text = t;
         s->cap = cap;
     }
     memcpy(s->text + s->len, buf, n);
     s->len += n;
     s->text[s->len] = 0;
-    return s->r->on_text ? s->r->on_text(s->r->user_data, buf, n) : 0;
+    return 0;
 }
 
-/* Step 6: tokens committed by a decode step, as text (sdn_gen_params.on_tokens). */
+/* Length of the longest suffix of text[0..len) that is a proper prefix of a stop string. */
+static size_t held_back(const stream *s) {
+    size_t best = 0;
+    for (int k = 0; k < s->r->n_stop; k++) {
+        size_t l = strlen(s->r->stop[k]);
+        for (size_t m = l > s->len ? s->len : l - 1; m > best; m--)
+            if (!memcmp(s->text + s->len - m, s->r->stop[k], m)) { best = m; break; }
+    }
+    return best;
+}
+
+/* Give on_text what is final: everything (at the end) or what cannot start a stop string. */
+static void deliver(stream *s, int final) {
+    size_t upto = final ? s->len : s->len - held_back(s);
+    if (upto <= s->sent) return;
+    if (s->r->on_text && !s->cancelled && s->r->on_text(s->r->user_data, s->text + s->sent, upto - s->sent)) s->cancelled = 1;
+    s->sent = upto;
+}
+
+/* New text of one token: look for a stop string in what it completes. 1: stop generating. */
+static int push_text(stream *s, const char *buf, size_t n) {
+    s->n_tokens++;
+    if (n && append(s, buf, n)) return 1;
+    if (s->r->n_stop > 0 && n) {
+        size_t from = s->scanned > s->max_stop ? s->scanned - s->max_stop : 0;
+        size_t cut = SIZE_MAX;
+        for (int k = 0; k < s->r->n_stop; k++) {
+            const char *hit = strstr(s->text + from, s->r->stop[k]);
+            if (hit && (size_t)(hit - s->text) < cut) cut = (size_t)(hit - s->text), s->stop_index = k;
+        }
+        s->scanned = s->len;
+        if (cut != SIZE_MAX) {
+            s->len = cut;
+            s->text[cut] = 0;
+            s->stopped_at = s->n_tokens;
+            deliver(s, 1);
+            return 1;
+        }
+    }
+    deliver(s, 0);
+    return s->cancelled;
+}
+
+/* Step 6: tokens committed by a decode step, as text (sdn_gen_params.on_tokens), one token at
+ * a time so that a stop string ends the answer at the same token whatever the step size. */
 static int on_tokens(void *ud, const int32_t *t, int n) {
     stream *s = ud;
     char buf[512];
-    int stop = 0;
-    for (int i = 0; i < n && s->dt; i++) stop |= emit(s, buf, sdn_detok_push(s->dt, t[i], buf, sizeof buf));
-    return stop;
+    for (int i = 0; i < n; i++) {
+        size_t k = s->dt ? sdn_detok_push(s->dt, t[i], buf, sizeof buf) : 0;
+        if (push_text(s, buf, k)) return 1;
+    }
+    return 0;
 }
 
 static int is_eog(void *ud, int32_t tok) {
@@ -405,9 +459,9 @@ static int gen_params(sdnpu_context *c, const sdnpu_request *r, sdn_drafter *d, 
 }
 
 /* Step 7: the answer stored back into the task group (when it ended normally). */
-static int history_store(sdnpu_context *c, const sdnpu_request *r, const sdn_gen_result *g, const char *text, sdnpu_stats *st,
-                         sdn_err *err) {
-    if (!r->task_group || !r->store_answer || !c->hist || g->stop == SDN_GEN_CANCEL || g->n_tokens == 0) return SDN_OK;
+static int history_store(sdnpu_context *c, const sdnpu_request *r, const sdn_gen_result *g, const char *text, int stopped,
+                         sdnpu_stats *st, sdn_err *err) {
+    if (!r->task_group || !r->store_answer || !c->hist || (g->stop == SDN_GEN_CANCEL && !stopped) || g->n_tokens == 0) return SDN_OK;
     int rc = sdn_history_add(c->hist, r->task_group, c->model->info.fingerprint, g->tokens, g->n_tokens, text, 0, NULL, err);
     if (!rc) st->answer_stored = 1;
     return rc;
@@ -449,9 +503,14 @@ int sdnpu_generate(sdnpu_context *c, const sdnpu_request *r, sdnpu_result *resul
     sdn_drafter d = {0};
     sdn_gen_result g = {0};
     const sdn_tokenizer *tok = sdn_model_tokenizer(c->model->m);
-    stream s = {.r = r};
+    stream s = {.r = r, .stopped_at = -1, .stop_index = -1};
     int n_ctx = c->ctx ? sdn_ctx_n_ctx(c->ctx) : (c->p.n_ctx > 0 ? c->p.n_ctx : (c->model->info.context_length < 4096 ? c->model->info.context_length : 4096));
     int rc;
+    if (r->n_stop < 0 || (r->n_stop > 0 && !r->stop)) { rc = sdn_fail(e, SDN_EINVAL, "request stop: bad count"); goto done; }
+    for (int i = 0; i < r->n_stop; i++) {
+        if (!r->stop[i] || !r->stop[i][0]) { rc = sdn_fail(e, SDN_EINVAL, "request stop[%d] is empty", i); goto done; }
+        if (strlen(r->stop[i]) > s.max_stop) s.max_stop = strlen(r->stop[i]);
+    }
     if ((rc = request_tokens(c->model, r, n_ctx, &prompt, &n_prompt, NULL, e))) goto done;
     int drafting = r->method && strcmp(r->method, "none") != 0;
     if (r->task_group && !c->hist) {
@@ -474,12 +533,16 @@ int sdnpu_generate(sdnpu_context *c, const sdnpu_request *r, sdnpu_result *resul
     c->requests++;
     fill_stats(&g.stats, &st);
     if (rc) goto done;
-    if (s.dt && g.stop != SDN_GEN_CANCEL) {
+    if (s.stopped_at >= 0 && g.n_tokens > s.stopped_at) g.n_tokens = s.stopped_at; /* tokens after the stop string's */
+    if (s.dt && g.stop != SDN_GEN_CANCEL && s.stopped_at < 0) {
         char buf[512];
-        emit(&s, buf, sdn_detok_flush(s.dt, buf, sizeof buf));
+        size_t k = sdn_detok_flush(s.dt, buf, sizeof buf);
+        if (k) append(&s, buf, k);
     }
+    if (!s.cancelled) deliver(&s, 1);
     if (s.failed) { rc = sdn_fail(e, SDN_ENOMEM, "out of memory (answer text)"); goto done; }
-    if ((rc = history_store(c, r, &g, s.text, &st, e))) goto done;
+    if (s.cancelled) g.stop = SDN_GEN_CANCEL;
+    if ((rc = history_store(c, r, &g, s.text, s.stopped_at >= 0, &st, e))) goto done;
     if (result) {
         result->text = s.text ? s.text : calloc(1, 1);
         s.text = NULL;
@@ -488,7 +551,8 @@ int sdnpu_generate(sdnpu_context *c, const sdnpu_request *r, sdnpu_result *resul
         g.tokens = NULL;
         static const sdnpu_finish fin[] = {[SDN_GEN_LENGTH] = SDNPU_FINISH_LENGTH, [SDN_GEN_EOG] = SDNPU_FINISH_STOP,
                                            [SDN_GEN_CANCEL] = SDNPU_FINISH_CANCELLED, [SDN_GEN_CONTEXT] = SDNPU_FINISH_CONTEXT};
-        result->finish = fin[g.stop];
+        result->finish = s.stopped_at >= 0 ? SDNPU_FINISH_STOP : s.cancelled ? SDNPU_FINISH_CANCELLED : fin[g.stop];
+        result->stop_index = s.stop_index;
         result->stats = st;
     }
 done:

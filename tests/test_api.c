@@ -272,6 +272,70 @@ static void test_cancel(void **state) {
     sdnpu_model_free(m);
 }
 
+/* A stop string ends the answer before it, at the same token for every method; the streamed
+ * text never shows any part of it. */
+static void test_stop_strings(void **state) {
+    (void)state;
+    sdnpu_model *m = load_tiny();
+    sdnpu_context *c = NULL;
+    sdnpu_error e = {0};
+    assert_int_equal(sdnpu_context_new(m, NULL, &c, &e), SDNPU_OK);
+    sdnpu_request r;
+    sdnpu_result full;
+    summary_request(&r, "none");
+    assert_int_equal(sdnpu_generate(c, &r, &full, &e), SDNPU_OK);
+    size_t L = strlen(full.text);
+    assert_true(L > 40);
+    char stop[8];
+    memcpy(stop, full.text + L / 2, 5); /* a piece from the middle of the answer */
+    stop[5] = 0;
+    size_t first = (size_t)(strstr(full.text, stop) - full.text);
+    const char *stops[] = {"\x01never\x02", stop};
+    sdnpu_result ref = {0};
+    const char *methods[] = {"none", "sam", "pld", "sdnpu"};
+    for (int k = 0; k < 4; k++) {
+        collected col = {0};
+        summary_request(&r, methods[k]);
+        r.draft_max = 8;
+        r.stop = stops;
+        r.n_stop = 2;
+        r.on_text = collect;
+        r.user_data = &col;
+        sdnpu_result res;
+        if (sdnpu_generate(c, &r, &res, &e)) fail_msg("%s: %s", methods[k], e.message);
+        assert_int_equal(res.finish, SDNPU_FINISH_STOP);
+        assert_int_equal(res.stop_index, 1);
+        assert_int_equal(strlen(res.text), first);
+        assert_memory_equal(res.text, full.text, first);
+        assert_string_equal(col.buf, res.text);
+        assert_true(res.n_tokens < full.n_tokens);
+        if (k == 0) ref = res;
+        else {
+            assert_int_equal(res.n_tokens, ref.n_tokens);
+            assert_memory_equal(res.tokens, ref.tokens, sizeof(int32_t) * (size_t)ref.n_tokens);
+            sdnpu_result_free(&res);
+        }
+    }
+    /* the tokens go as far as the stop string (the streaming detokenizer may release a
+     * token's text one token later, so they can hold one more) */
+    char *text = NULL;
+    assert_int_equal(sdnpu_detokenize(m, ref.tokens, ref.n_tokens, &text, &e), SDNPU_OK);
+    assert_non_null(strstr(text, stop));
+    sdnpu_free(text);
+    assert_int_equal(sdnpu_detokenize(m, ref.tokens, ref.n_tokens - 2, &text, &e), SDNPU_OK);
+    assert_null(strstr(text, stop));
+    sdnpu_free(text);
+    const char *empty[] = {""};
+    r.stop = empty;
+    r.n_stop = 1;
+    assert_int_equal(sdnpu_generate(c, &r, NULL, &e), SDNPU_EINVAL);
+    assert_non_null(strstr(e.message, "stop[0]"));
+    sdnpu_result_free(&ref);
+    sdnpu_result_free(&full);
+    sdnpu_context_free(c);
+    sdnpu_model_free(m);
+}
+
 static void test_messages(void **state) {
     (void)state;
     sdnpu_model *m = load_tiny();
@@ -418,6 +482,7 @@ int main(void) {
         cmocka_unit_test(test_history_store),
         cmocka_unit_test(test_kv_reuse),
         cmocka_unit_test(test_cancel),
+        cmocka_unit_test(test_stop_strings),
         cmocka_unit_test(test_messages),
         cmocka_unit_test(test_bad_requests),
         cmocka_unit_test(test_shared_model_threads),
