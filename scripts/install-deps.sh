@@ -4,7 +4,8 @@
 # python3-pip are the package client `sdnpu pull` runs to fetch real models.
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config libopenblas-dev libsqlite3-dev libxxhash-dev
-      libpcre2-dev libcjson-dev libcmocka-dev libssl-dev python3 python3-pip)
+      libpcre2-dev libcjson-dev libcmocka-dev libssl-dev libmicrohttpd-dev libcurl4-openssl-dev curl
+      python3 python3-pip python3-venv)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
