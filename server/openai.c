@@ -254,8 +254,8 @@ static int parse_ext(srv_job *j, const cJSON *body, srv_error *e) {
     if (!x) return 0;
     if (!cJSON_IsObject(x)) return BAD(e, "sdnpu", "'sdnpu' must be an object (method, draft_max, params, top_k, ignore_eos, store_answer)");
     const char *method = NULL;
-    double v;
-    int b, rc;
+    double v = 0;
+    int b = 0, rc;
     sdnpu_error err = {0};
     if ((rc = get_str(x, "method", "sdnpu.method", 31, &method, e)) < 0) return -1;
     if (rc) {

@@ -34,7 +34,9 @@ typedef struct srv {
 typedef struct conn {
     char *body;
     size_t len, cap;
-    int answered; /* a response (413) was queued while the body was still arriving */
+    int answered;     /* a response (413) was queued before the body arrived */
+    int too_large;    /* a body without Content-Length went past the limit: the rest is discarded */
+    size_t discarded;
 } conn;
 
 void srv_options_init(srv_options *o) {
@@ -310,11 +312,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return MHD_YES;
     }
     if (*upload_size) {
-        if (cs->answered) { /* discard the rest */
+        /* microhttpd takes a response only before or after the body: past the limit, the
+         * rest is read and dropped (up to the limit again, then the connection is closed) */
+        if (!cs->too_large && cs->len + *upload_size > s->o->max_body) cs->too_large = 1;
+        if (cs->answered || cs->too_large) {
+            cs->discarded += *upload_size;
             *upload_size = 0;
-            return MHD_YES;
+            return cs->discarded > s->o->max_body ? MHD_NO : MHD_YES;
         }
-        if (cs->len + *upload_size > s->o->max_body) goto too_large;
         if (cs->len + *upload_size + 1 > cs->cap) {
             size_t cap = (cs->len + *upload_size + 1) * 2;
             if (cap > s->o->max_body + 1) cap = s->o->max_body + 1;
@@ -330,9 +335,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return MHD_YES;
     }
     if (cs->answered) return MHD_YES;
+    if (cs->too_large) goto too_large;
     return route(s, c, url, method, cs);
 too_large:
-    *upload_size = 0;
     cs->answered = 1;
     {
         char msg[160];
