@@ -427,7 +427,7 @@ int srv_run(const srv_options *o) {
     if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
     struct MHD_Daemon *d = MHD_start_daemon(flags, (uint16_t)o->port, NULL, NULL, on_request, &s, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
                                             MHD_OPTION_CONNECTION_LIMIT, (unsigned)(o->slots + o->queue + 64),
-                                            MHD_OPTION_CONNECTION_TIMEOUT, 300u, MHD_OPTION_NOTIFY_COMPLETED, on_completed, &s,
+                                            MHD_OPTION_CONNECTION_TIMEOUT, 60u, MHD_OPTION_NOTIFY_COMPLETED, on_completed, &s,
                                             MHD_OPTION_END);
     freeaddrinfo(ai);
     if (!d) {
