@@ -6,6 +6,7 @@
  * clean exit on SIGTERM. */
 #include <cjson/cJSON.h>
 #include <curl/curl.h>
+#include <sqlite3.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -517,7 +518,11 @@ static void test_queue_full(void **state) {
 static void test_sigterm(void **state) {
     (void)state;
     server s;
-    start(&s, "server-term.log", "--slots", "1", "--drain", "0.2", "--ctx", "1024", "--history", tu_tmp("term.sqlite"), NULL);
+    const char *db = tu_tmp("term.sqlite");
+    start(&s, "server-term.log", "--slots", "1", "--drain", "0.2", "--ctx", "1024", "--history", db, NULL);
+    cJSON *first = post_json(&s, "/v1/chat/completions", CHAT(",\"max_tokens\":8,\"user\":\"bob\",\"sdnpu\":{\"ignore_eos\":true}"), 200);
+    assert_true(cJSON_IsTrue(at(first, "sdnpu.answer_stored")));
+    cJSON_Delete(first);
     bg a = {.s = &s, .body = CHAT(",\"max_tokens\":1000,\"stream\":true,\"user\":\"bob\",\"sdnpu\":{\"ignore_eos\":true,\"method\":\"none\"}")};
     pthread_t ta;
     pthread_create(&ta, NULL, bg_post, &a);
@@ -535,6 +540,37 @@ static void test_sigterm(void **state) {
     while (f && fgets(line, sizeof line, f)) stopped |= strstr(line, "sdnpu serve: stopped") != NULL;
     if (f) fclose(f);
     assert_true(stopped);
+    /* the history store was closed cleanly: intact, the first answer kept, the cut one not */
+    sqlite3 *h = NULL;
+    assert_int_equal(sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    sqlite3_stmt *st = NULL;
+    assert_int_equal(sqlite3_prepare_v2(h, "PRAGMA integrity_check", -1, &st, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+    assert_string_equal((const char *)sqlite3_column_text(st, 0), "ok");
+    sqlite3_finalize(st);
+    sqlite3_close(h);
+    sdnpu_model *m = NULL;
+    sdnpu_context *c = NULL;
+    sdnpu_context_params cp;
+    sdnpu_context_params_init(&cp);
+    cp.history_path = db;
+    sdnpu_error e = {0};
+    assert_int_equal(sdnpu_model_load(model_path(), NULL, &m, &e), SDNPU_OK);
+    assert_int_equal(sdnpu_context_new(m, &cp, &c, &e), SDNPU_OK);
+    sdnpu_message msgs[2] = {{"system", "You answer briefly."}, {"user", "Tell me about the lighthouse on Gull Rock."}};
+    sdnpu_request r;
+    sdnpu_request_init(&r);
+    r.messages = msgs;
+    r.n_messages = 2;
+    r.task_group = "bob";
+    r.max_tokens = 4;
+    r.store_answer = 0;
+    sdnpu_result res;
+    assert_int_equal(sdnpu_generate(c, &r, &res, &e), SDNPU_OK);
+    assert_int_equal(res.stats.history_answers, 1);
+    sdnpu_result_free(&res);
+    sdnpu_context_free(c);
+    sdnpu_model_free(m);
 }
 
 int main(void) {

@@ -47,7 +47,7 @@ int cmd_serve(int argc, char **argv) {
         else if (!strcmp(a, "--history")) { VAL(); o.history = v; }
         else if (!strcmp(a, "--api-key")) { VAL(); if (!*v) { fprintf(stderr, "sdnpu serve: option --api-key: empty key\n"); return 2; } o.api_key = v; }
         else if (!strcmp(a, "--slots")) { VAL(); if (cli_int(a, v, 1, 256, &n)) return 2; o.slots = (int)n; }
-        else if (!strcmp(a, "--queue")) { VAL(); if (cli_int(a, v, 0, 100000, &n)) return 2; o.queue = (int)n; }
+        else if (!strcmp(a, "--queue")) { VAL(); if (cli_int(a, v, 1, 100000, &n)) return 2; o.queue = (int)n; }
         else if (!strcmp(a, "--ctx")) { VAL(); if (cli_int(a, v, 2, 1 << 20, &n)) return 2; o.n_ctx = (int)n; }
         else if (!strcmp(a, "--threads")) { VAL(); if (cli_int(a, v, 1, 256, &n)) return 2; o.threads = (int)n; }
         else if (!strcmp(a, "--max-body")) { VAL(); if (cli_int(a, v, 1024, 1L << 30, &n)) return 2; o.max_body = (size_t)n; }
