@@ -180,6 +180,22 @@ int srv_pool_start(srv_pool *p, sdnpu_model *m, const sdnpu_context_params *cp, 
             return -1;
         }
     }
+    /* warm-up: a one-token request per slot, so that the first client does not wait for the
+     * draft budget's verify cost curve (measured once per machine and cached by the library) */
+    for (int i = 0; i < n_slots; i++) {
+        static const int32_t tok0 = 0;
+        sdnpu_request r;
+        sdnpu_request_init(&r);
+        r.prompt_ids = &tok0;
+        r.n_prompt_ids = 1;
+        r.max_tokens = 1;
+        r.store_answer = 0;
+        sdnpu_error err = {0};
+        if (sdnpu_generate(p->ctx[i], &r, NULL, &err)) {
+            snprintf(msg, msgcap, "slot %d: warm-up request: %s", i, err.message);
+            return -1;
+        }
+    }
     for (int i = 0; i < n_slots; i++) {
         slot_arg *sa = malloc(sizeof *sa);
         if (!sa) {
