@@ -427,7 +427,8 @@ static void add_sdnpu(cJSON *o, const srv_job *j) {
     cJSON_AddNumberToObject(x, "prefill_ms", round(s->prefill_s * 1e4) / 10);
     cJSON_AddNumberToObject(x, "decode_ms_per_token",
                             s->generated_tokens > 0 ? round(s->decode_s * 1e4 / s->generated_tokens) / 10 : 0.0);
-    cJSON_AddNumberToObject(x, "queue_ms", round((j->t_done - j->t_submit - s->prefill_s - s->decode_s) * 1e4) / 10);
+    cJSON_AddNumberToObject(x, "queue_ms", round((j->t_start - j->t_submit) * 1e4) / 10); /* waiting for a slot */
+    cJSON_AddNumberToObject(x, "total_ms", round((j->t_done - j->t_submit) * 1e4) / 10);
 }
 
 static cJSON *envelope(const srv_job *j, const char *id, long created, const char *model_id, int chunk) {

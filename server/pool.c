@@ -107,6 +107,7 @@ static void *slot_main(void *arg) {
         p->qhead = (p->qhead + 1) % p->qcap;
         p->qlen--;
         j->started = 1;
+        j->t_start = now_s();
         p->running[slot] = j;
         p->busy++;
         int skip = j->cancel != SRV_LIVE;

@@ -32,7 +32,7 @@ typedef struct srv_job {
     int rc;                 /* sdnpu_generate's status */
     sdnpu_error err;
     sdnpu_result res;
-    double t_submit, t_done;
+    double t_submit, t_start, t_done; /* queued, taken by a slot, finished (monotonic seconds) */
 } srv_job;
 
 #define SRV_N_CODES 10
