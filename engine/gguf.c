@@ -174,7 +174,7 @@ static int skip_value(cur *c, uint32_t t, int depth, const char *key) {
 }
 
 static int parse_kv(cur *c, kv *k) {
-    const char *ks; uint64_t kl;
+    const char *ks = NULL; uint64_t kl = 0;
     if (rd_str(c, &ks, &kl, "metadata key")) return SDN_EFORMAT;
     if (kl > 65535) return sdn_fail(c->err, SDN_EFORMAT, "%s: metadata key of %llu bytes is absurd", c->path, (unsigned long long)kl);
     k->key = dupn(ks, kl);
@@ -346,6 +346,11 @@ int sdn_gguf_open(const char *path, sdn_gguf **out, sdn_err *err) {
     sdn_gguf *g = calloc(1, sizeof *g);
     if (!g) { close(fd); return sdn_fail(err, SDN_ENOMEM, "out of memory"); }
     g->path = strdup(path);
+    if (!g->path) {
+        close(fd);
+        sdn_gguf_close(g);
+        return sdn_fail(err, SDN_ENOMEM, "%s: out of memory", path);
+    }
     g->size = (size_t)st.st_size;
     if (g->size == 0) {
         close(fd);
@@ -368,6 +373,10 @@ int sdn_gguf_open_memory(const void *data, size_t size, const char *name, sdn_gg
     sdn_gguf *g = calloc(1, sizeof *g);
     if (!g) return sdn_fail(err, SDN_ENOMEM, "out of memory");
     g->path = strdup(name ? name : "<memory>");
+    if (!g->path) {
+        free(g);
+        return sdn_fail(err, SDN_ENOMEM, "out of memory");
+    }
     g->base = data;
     g->size = size;
     return finish_open(g, out, err);
@@ -425,7 +434,7 @@ int sdn_gguf_get_i64(const sdn_gguf *g, const char *key, int64_t *out, sdn_err *
     return SDN_OK;
 }
 int sdn_gguf_get_u32(const sdn_gguf *g, const char *key, uint32_t *out, sdn_err *err) {
-    int64_t v;
+    int64_t v = 0;
     int rc = sdn_gguf_get_i64(g, key, &v, err);
     if (rc) return rc;
     if (v < 0 || v > (int64_t)UINT32_MAX)
