@@ -76,12 +76,14 @@ int sdn_method_set_param(sdn_method_config *cfg, const char *kv, sdn_err *err) {
     const char *eq = strchr(kv, '=');
     if (!eq) return sdn_fail(err, SDN_EINVAL, "option --param: '%s' is not KEY=VALUE", kv);
     size_t kl = (size_t)(eq - kv);
+    if (!kl) return sdn_fail(err, SDN_EINVAL, "option --param: '%s' has no KEY before '='", kv);
     for (size_t i = 0; i < sizeof params / sizeof params[0]; i++) {
         if (strlen(params[i].key) != kl || strncmp(params[i].key, kv, kl)) continue;
         char *end;
         errno = 0;
         double v = strtod(eq + 1, &end);
-        if (errno || end == eq + 1 || *end || v < params[i].lo || v > params[i].hi || (!params[i].is_float && v != (int)v))
+        /* !(lo <= v <= hi) also refuses NaN, and keeps the (int) conversion in range */
+        if (errno || end == eq + 1 || *end || !(v >= params[i].lo && v <= params[i].hi) || (!params[i].is_float && v != (int)v))
             return sdn_fail(err, SDN_EINVAL, "option --param: %.*s = '%s' is not a%s in [%g, %g]", (int)kl, kv, eq + 1,
                             params[i].is_float ? " number" : "n integer", params[i].lo, params[i].hi);
         char *base = (char *)cfg + params[i].off;

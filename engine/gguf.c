@@ -346,6 +346,11 @@ int sdn_gguf_open(const char *path, sdn_gguf **out, sdn_err *err) {
     sdn_gguf *g = calloc(1, sizeof *g);
     if (!g) { close(fd); return sdn_fail(err, SDN_ENOMEM, "out of memory"); }
     g->path = strdup(path);
+    if (!g->path) {
+        close(fd);
+        sdn_gguf_close(g);
+        return sdn_fail(err, SDN_ENOMEM, "%s: out of memory", path);
+    }
     g->size = (size_t)st.st_size;
     if (g->size == 0) {
         close(fd);
@@ -368,6 +373,10 @@ int sdn_gguf_open_memory(const void *data, size_t size, const char *name, sdn_gg
     sdn_gguf *g = calloc(1, sizeof *g);
     if (!g) return sdn_fail(err, SDN_ENOMEM, "out of memory");
     g->path = strdup(name ? name : "<memory>");
+    if (!g->path) {
+        free(g);
+        return sdn_fail(err, SDN_ENOMEM, "out of memory");
+    }
     g->base = data;
     g->size = size;
     return finish_open(g, out, err);
