@@ -234,7 +234,8 @@ typedef struct sdnpu_request {
                                   it, at most one token past the one that did) */
     int n_stop;
     int reuse_kv;              /* 1 (default): keep the KV entries of the previous request on this
-                                  context that hold the same leading tokens */
+                                  context that hold the same leading tokens (calibrating methods:
+                                  those its prefill made, with its predictions for them) */
     sdnpu_text_cb on_text;
     void *user_data;
 } sdnpu_request;

@@ -50,6 +50,7 @@ struct sdnpu_context {
     sdn_gs *gs;
     sdn_gen_params graph_gp; /* prefill hook, decode rows, draft size of the graph runtime */
     int requests;
+    sdn_preds last_preds; /* the previous request's prefill predictions (reused with its KV entries) */
     int have_curve;
     double verify_ms[SDN_INVARIANT_MAX_ROWS];
 };
@@ -243,6 +244,7 @@ void sdnpu_context_free(sdnpu_context *c) {
     sdn_ctx_free(c->ctx);
     sdn_gs_free(c->gs);
     sdn_history_close(c->hist);
+    sdn_preds_free(&c->last_preds);
     free(c->history_path);
     free(c->graphs);
     free(c->profile_db);
@@ -441,6 +443,7 @@ static int gen_params(sdnpu_context *c, const sdnpu_request *r, sdn_drafter *d, 
     gp->caps.max_branch = r->draft_branch;
     gp->prefill_topk = d->ops && sdn_method_uses_prefill_preds(r->method) ? (r->prefill_topk > 0 ? r->prefill_topk : 4) : 0;
     gp->reuse_kv = r->reuse_kv;
+    if (c->last_preds.tok) gp->reuse_preds = &c->last_preds;
     int rc;
     if (c->graphs) {
         if (!c->ctx && (rc = make_ctx(c, gp, err))) return rc;
@@ -529,8 +532,12 @@ int sdnpu_generate(sdnpu_context *c, const sdnpu_request *r, sdnpu_result *resul
     gp.eog_ud = (void *)tok;
     gp.on_tokens = on_tokens;
     gp.cb_ud = &s;
+    sdn_preds preds = {0};
+    gp.preds_out = &preds;
     rc = sdn_generate(c->ctx, prompt, n_prompt, &gp, &g, e);
     c->requests++;
+    sdn_preds_free(&c->last_preds); /* valid only for the KV entries of the request that made them */
+    c->last_preds = preds;
     fill_stats(&g.stats, &st);
     if (rc) goto done;
     if (s.stopped_at >= 0 && g.n_tokens > s.stopped_at) g.n_tokens = s.stopped_at; /* tokens after the stop string's */

@@ -130,23 +130,32 @@ static int context_vocab(decode *d, sdn_err *err) {
 static int prefill(decode *d, double t0, sdn_err *err) {
     const sdn_gen_params *p = d->p;
     int K = p->prefill_topk > 0 ? p->prefill_topk : 0, rc;
-    int reused = (p->reuse_kv && !K && !p->prefill) ? sdn_kv_common_prefix(d->c, d->prompt, d->n_prompt - 1) : 0;
-    sdn_kv_truncate(d->c, reused);
-    if (d->pad_rows > 0 && d->n_prompt + d->pad_rows > d->n_ctx)
-        return sdn_fail(err, SDN_EINVAL, "context of %d is too small for the prompt plus the decode graph's %d rows", d->n_ctx, d->pad_rows);
-    d->s.n_prompt = d->n_prompt;
-    d->s.n_reused = reused;
     if (K > d->vocab) K = d->vocab;
     if (K && !p->prefill_topk_full) {
         if ((rc = context_vocab(d, err))) return rc;
         if (K > d->n_cvocab) K = d->n_cvocab;
     }
+    int reused = (p->reuse_kv && !p->prefill) ? sdn_kv_common_prefix(d->c, d->prompt, d->n_prompt - 1) : 0;
+    if (K) { /* reused positions need predictions: the previous request's, where it has them */
+        const sdn_preds *rp = p->reuse_preds;
+        if (!rp || rp->k != K || !rp->tok || !rp->prob) reused = 0;
+        else if (reused > rp->n_pos) reused = rp->n_pos;
+    }
+    sdn_kv_truncate(d->c, reused);
+    if (d->pad_rows > 0 && d->n_prompt + d->pad_rows > d->n_ctx)
+        return sdn_fail(err, SDN_EINVAL, "context of %d is too small for the prompt plus the decode graph's %d rows", d->n_ctx, d->pad_rows);
+    d->s.n_prompt = d->n_prompt;
+    d->s.n_reused = reused;
     if (K) {
         d->preds.n_pos = d->n_prompt - 1;
         d->preds.k = K;
         d->preds.tok = malloc(((size_t)d->n_prompt * K + 1) * sizeof(int32_t));
         d->preds.prob = malloc(((size_t)d->n_prompt * K + 1) * sizeof(float));
         if (!d->preds.tok || !d->preds.prob) return sdn_fail(err, SDN_ENOMEM, "out of memory (prefill predictions)");
+        if (reused) {
+            memcpy(d->preds.tok, p->reuse_preds->tok, sizeof(int32_t) * (size_t)reused * K);
+            memcpy(d->preds.prob, p->reuse_preds->prob, sizeof(float) * (size_t)reused * K);
+        }
     }
     sdn_fwd_stats fs0, fs1;
     sdn_ctx_stats(d->c, &fs0);

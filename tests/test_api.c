@@ -234,6 +234,33 @@ static void test_kv_reuse(void **state) {
     sdnpu_result_free(&first);
     sdnpu_result_free(&second);
     sdnpu_result_free(&ref);
+    /* methods that use prefill predictions (sam+cal, sdnpu) reuse the entries too, with the
+     * previous request's predictions for them; a plain request in between invalidates those */
+    const char *methods[] = {"sdnpu", "sam+cal"};
+    for (int k = 0; k < 2; k++) {
+        summary_request(&r, methods[k]);
+        r.draft_max = 6;
+        assert_int_equal(sdnpu_generate(c, &r, &first, &e), SDNPU_OK);
+        r.prompt = "Summarize the document in one sentence.";
+        assert_int_equal(sdnpu_generate(c, &r, &second, &e), SDNPU_OK);
+        assert_true(second.stats.reused_tokens > first.stats.prompt_tokens / 2);
+        summary_request(&r, "none");
+        r.prompt = "Summarize the document in one sentence.";
+        assert_int_equal(sdnpu_generate(fresh, &r, &ref, &e), SDNPU_OK);
+        assert_int_equal(second.n_tokens, ref.n_tokens);
+        assert_memory_equal(second.tokens, ref.tokens, sizeof(int32_t) * (size_t)ref.n_tokens);
+        sdnpu_result_free(&first);
+        sdnpu_result_free(&second);
+        sdnpu_result_free(&ref);
+        /* plain request (no predictions), then a predicting one: nothing to reuse predictions from */
+        summary_request(&r, "none");
+        assert_int_equal(sdnpu_generate(c, &r, &first, &e), SDNPU_OK);
+        summary_request(&r, methods[k]);
+        assert_int_equal(sdnpu_generate(c, &r, &second, &e), SDNPU_OK);
+        assert_int_equal(second.stats.reused_tokens, 0);
+        sdnpu_result_free(&first);
+        sdnpu_result_free(&second);
+    }
     sdnpu_context_free(c);
     sdnpu_context_free(fresh);
     sdnpu_model_free(m);
