@@ -18,6 +18,7 @@
 #include "draft/methods.h"
 #include "bench/cli/bench_util.h"
 #include "engine/cli/cli.h"
+#include "engine/cli/opts.h"
 #include "runtime/decode.h"
 #include "bench/cli/ds_cli.h"
 #include "engine/forward.h"
@@ -33,11 +34,11 @@ static void usage(FILE *f) {
             "  --tasks LIST         only these tasks      --limit N   at most N requests per task\n"
             "  --max-tokens N       new tokens per request (default 128)\n"
             "  --draft-max N --draft-depth D --draft-branch B   draft caps (default 4, 4, 4: the engine's)\n"
-            "  --threads N --ctx N  worker threads (default 2), KV cache size\n"
+            "  --threads N --ctx N  worker threads (default: the CPUs this process may use), KV cache size\n"
             "  --chat-template NAME --use-input   request rendering (see `sdnpu trace --help`)\n"
             "  --history FILE       history store: earlier answers of the group feed SAM; answers are stored\n"
             "  --history-budget N   history tokens per request (default 4096)\n"
-            "  --param KEY=VALUE    a drafting-method parameter (repeatable; keys in draft/methods.h)\n"
+            "  --param KEY=VALUE    a drafting-method parameter (repeatable; keys below)\n"
             "  --graphs MODE        fixed-shape graphs switched during prefill: single, sync, async, progressive\n"
             "                       (--graph-blocks N --g1 S1 --g2 S2 --profile-db FILE, as for run)\n"
             "  --out DIR            write bench.csv and bench.json (and the charts) into DIR\n"
@@ -46,6 +47,7 @@ static void usage(FILE *f) {
             "  --cost PROFILE       verify-cost profile to plot (default: measured on the model when plotting)\n"
             "  --cost-out FILE      measure the verify-cost profile on the model and write it\n",
             sdn_method_list());
+    cli_param_help(f);
 }
 
 static int mkdir_p(const char *dir) {
@@ -82,7 +84,7 @@ int cmd_bench(int argc, char **argv) {
     const char *datasets[32];
     int n_ds = 0, plot = 0;
     long x, limit = 0;
-    sdn_bench_opts o = {.max_tokens = 128, .threads = 2};
+    sdn_bench_opts o = {.max_tokens = 128, .threads = cli_default_threads()};
     sdn_method_config mcfg;
     sdn_method_defaults(&mcfg);
     sdn_gs_options gopt = {0};
@@ -100,10 +102,10 @@ int cmd_bench(int argc, char **argv) {
         }
         else if (!strcmp(a, "--methods")) { if (!VAL()) return 2; methods_arg = v; }
         else if (!strcmp(a, "--tasks")) { if (!VAL()) return 2; tasks = v; }
-        else if (!strcmp(a, "--out")) { if (!VAL()) return 2; out_dir = v; }
-        else if (!strcmp(a, "--results-db")) { if (!VAL()) return 2; rdb = v; }
+        else if (!strcmp(a, "--out")) { if (!VAL()) return 2; if (cli_check_output_dir(a, v)) return 1; out_dir = v; }
+        else if (!strcmp(a, "--results-db")) { if (!VAL()) return 2; if (cli_check_output(a, v)) return 1; rdb = v; }
         else if (!strcmp(a, "--cost")) { if (!VAL()) return 2; cost = v; }
-        else if (!strcmp(a, "--cost-out")) { if (!VAL()) return 2; cost_out = v; }
+        else if (!strcmp(a, "--cost-out")) { if (!VAL()) return 2; if (cli_check_output(a, v)) return 1; cost_out = v; }
         else if (!strcmp(a, "--history")) { if (!VAL()) return 2; hist_path = v; }
         else if (!strcmp(a, "--chat-template")) { if (!VAL()) return 2; o.chat_template = v; }
         else if (!strcmp(a, "--use-input")) o.use_input = 1;

@@ -14,6 +14,7 @@
 #include "datasets/trace.h"
 #include "draft/methods.h"
 #include "engine/cli/cli.h"
+#include "engine/cli/opts.h"
 #include "bench/cli/ds_cli.h"
 #include "engine/forward.h"
 #include "engine/model.h"
@@ -25,15 +26,16 @@ static void usage(FILE *f) {
             "  --methods LIST       drafting methods (comma-separated; default all: %s)\n"
             "  --tasks LIST         only these tasks      --limit N   at most N requests per task\n"
             "  --draft-max N --draft-depth D --draft-branch B   draft caps (default 63, 63, 4: the whole budget)\n"
-            "  --history            also draft from earlier outputs of the same group (trace order, in-memory store)\n"
+            "  --replay-history     also draft from earlier outputs of the same group (trace order, in-memory store)\n"
             "  --history-budget N   history tokens per request (default 4096)\n"
-            "  --param KEY=VALUE    a drafting-method parameter (repeatable; keys in draft/methods.h)\n"
+            "  --param KEY=VALUE    a drafting-method parameter (repeatable; keys: sdnpu run --help)\n"
             "  --cost PROFILE       verify-cost profile: project ms/token and speedup per method\n"
             "  --model M [--tokenizer T] [--threads N] [--ctx N]   measure methods a trace cannot replay live\n"
             "  --live               measure every method live on --model (checks the replay)\n"
             "  --csv FILE --json FILE --results-db FILE   write the cells\n"
             "  --no-published       do not print the published reference figures\n",
             sdn_method_list());
+    cli_param_help(f);
 }
 
 static void print_tables(const sdn_result_cell *cells, int n) {
@@ -110,7 +112,7 @@ int cmd_study(int argc, char **argv) {
     sdn_study_opts so = {0};
     sdn_method_config mcfg;
     sdn_method_defaults(&mcfg);
-    int threads = 2, n_ctx = 0;
+    int threads = cli_default_threads(), n_ctx = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
 #define VAL() ((v = cli_value(argc, argv, &i, a)) != NULL)
@@ -125,10 +127,15 @@ int cmd_study(int argc, char **argv) {
         else if (!strcmp(a, "--cost")) { if (!VAL()) return 2; cost = v; }
         else if (!strcmp(a, "--model")) { if (!VAL()) return 2; model = v; }
         else if (!strcmp(a, "--tokenizer")) { if (!VAL()) return 2; tokenizer = v; }
-        else if (!strcmp(a, "--csv")) { if (!VAL()) return 2; csv = v; }
-        else if (!strcmp(a, "--json")) { if (!VAL()) return 2; json = v; }
-        else if (!strcmp(a, "--results-db")) { if (!VAL()) return 2; rdb = v; }
-        else if (!strcmp(a, "--history")) so.history = 1;
+        else if (!strcmp(a, "--csv")) { if (!VAL()) return 2; if (cli_check_output(a, v)) return 1; csv = v; }
+        else if (!strcmp(a, "--json")) { if (!VAL()) return 2; if (cli_check_output(a, v)) return 1; json = v; }
+        else if (!strcmp(a, "--results-db")) { if (!VAL()) return 2; if (cli_check_output(a, v)) return 1; rdb = v; }
+        else if (!strcmp(a, "--replay-history")) so.history = 1;
+        else if (!strcmp(a, "--history")) {
+            fprintf(stderr, "sdnpu study: option --history names a history store FILE in other commands; the study's in-memory "
+                            "history of earlier outputs is --replay-history\n");
+            return 2;
+        }
         else if (!strcmp(a, "--param")) {
             if (!VAL()) return 2;
             sdn_err pe = {0};

@@ -165,12 +165,13 @@ int cli_parse(const cli_cmd *c, int argc, char **argv, const char **pos, int *n_
 static const struct {
     const char *cmd, *old, *now;
 } k_aliases[] = {
-    {"*", "--tokens", "--max-tokens"},
-    {"*", "--max-new", "--max-tokens"},
-    {"*", "--gen", "--max-tokens"},
-    {"*", "--topk", "--prefill-topk"},
+    {"make-story-task", "--tokens", "--max-tokens"},
+    {"bench-sam", "--tokens", "--context-tokens"},
+    {"trace-import", "--max-new", "--max-tokens"},
+    {"bench-model", "--gen", "--max-tokens"},
     {"bench-model", "--prompt", "--prompt-tokens"},
-    {"info", "--model-path", "--model"},
+    {"bench-graphs", "--prompt", "--prompt-tokens"},
+    {"trace", "--topk", "--prefill-topk"},
 };
 
 void cli_normalize(const char *cmd, int *argc, char **argv) {
@@ -241,4 +242,27 @@ int cli_check_output(const char *opt, const char *path) {
     close(fd);
     unlink(path);
     return 0;
+}
+
+int cli_check_output_dir(const char *opt, const char *dir) {
+    char p[PATH_MAX];
+    snprintf(p, sizeof p, "%s", dir);
+    for (;;) {
+        struct stat st;
+        if (stat(p, &st) == 0) {
+            if (!S_ISDIR(st.st_mode)) {
+                fprintf(stderr, "sdnpu: option %s: %s: %s is not a directory\n", opt, dir, p);
+                return -1;
+            }
+            if (access(p, W_OK | X_OK) != 0) {
+                fprintf(stderr, "sdnpu: option %s: %s: cannot write in %s: %s\n", opt, dir, p, strerror(errno));
+                return -1;
+            }
+            return 0;
+        }
+        char *slash = strrchr(p, '/');
+        if (!slash) return access(".", W_OK) == 0 ? 0 : (fprintf(stderr, "sdnpu: option %s: %s: cannot write here\n", opt, dir), -1);
+        if (slash == p) { p[1] = 0; continue; }
+        *slash = 0;
+    }
 }

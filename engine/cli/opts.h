@@ -71,8 +71,9 @@ void cli_list_free(cli_list *l);
 const char *cli_example(const char *name);
 
 /* Rewrite argv of command `cmd` in place for the rules every command shares: "-h" becomes
- * "--help", "--opt=value" becomes "--opt" "value", and deprecated spellings (--tokens,
- * --max-new, --gen: --max-tokens; --topk: --prefill-topk; bench-model --prompt N:
+ * "--help", "--opt=value" becomes "--opt" "value", and deprecated spellings (make-story-task --tokens,
+ * trace-import --max-new, bench-model --gen: --max-tokens; bench-sam --tokens:
+ * --context-tokens; trace --topk: --prefill-topk; bench-model and bench-graphs --prompt N:
  * --prompt-tokens) become the current name with a note on stderr. *argc may grow; argv must
  * have room for 2 * argc + 1 entries (main allocates it). */
 void cli_normalize(const char *cmd, int *argc, char **argv);
@@ -84,6 +85,10 @@ int cli_default_threads(void);
  * and a file can be created there (an existing file must be writable; a new one is created
  * and removed again). Prints "sdnpu: option OPT: PATH: why" and returns -1 when not. */
 int cli_check_output(const char *opt, const char *path);
+
+/* The same for a directory an output is written into (created when missing): the nearest
+ * existing ancestor must be a writable directory. */
+int cli_check_output_dir(const char *opt, const char *dir);
 
 /* The `--param` help lines: every drafting parameter key with its range and default. */
 void cli_param_help(FILE *f);
