@@ -529,6 +529,8 @@ int sdnpu_generate(sdnpu_context *c, const sdnpu_request *r, sdnpu_result *resul
     gp.eog_ud = (void *)tok;
     gp.on_tokens = on_tokens;
     gp.cb_ud = &s;
+    gp.on_progress = r->on_progress;
+    gp.progress_ud = r->user_data;
     rc = sdn_generate(c->ctx, prompt, n_prompt, &gp, &g, e);
     c->requests++;
     fill_stats(&g.stats, &st);

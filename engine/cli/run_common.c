@@ -6,6 +6,7 @@
 #include <cjson/cJSON.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/sdn_util.h"
 #include "common/text_decode.h"
@@ -192,6 +193,20 @@ static int on_text(void *ud, const char *text, size_t len) {
     return 0;
 }
 
+/* Prefill progress on a terminal (stderr), for prompts long enough to take a while: a line
+ * rewritten in place, cleared when the prefill is done. */
+static void on_progress(void *ud, int done, int total) {
+    (void)ud;
+    static double last;
+    if (total < 512) return;
+    double now = sdn_now();
+    if (done < total && now - last < 0.2) return;
+    last = now;
+    if (done >= total) fprintf(stderr, "\r%60s\r", "");
+    else fprintf(stderr, "\rprefill: %d / %d prompt tokens (%.0f%%)", done, total, 100.0 * done / total);
+    fflush(stderr);
+}
+
 /* One generation pass with `method` on its own context (a graph context is set up for the
  * kind of pass it runs). Returns 0, or prints the error and returns 1. */
 static int run_pass(const sdn_run_opts *o, sdnpu_model *m, sdnpu_request rq, const char *method, FILE *out, pass *p) {
@@ -214,6 +229,7 @@ static int run_pass(const sdn_run_opts *o, sdnpu_model *m, sdnpu_request rq, con
     rq.method = method;
     rq.on_text = out ? on_text : NULL;
     rq.user_data = out;
+    rq.on_progress = !o->quiet && isatty(2) ? on_progress : NULL;
     /* with --compare only the speculative pass stores its answer (it is the same text) */
     rq.store_answer = !(o->compare && !strcmp(method, "none"));
     int rc = sdnpu_context_new(m, &cp, &c, &err);
