@@ -82,7 +82,9 @@ int cmd_bench(int argc, char **argv) {
     const char *model = NULL, *tokenizer = NULL, *methods_arg = NULL, *tasks = NULL, *out_dir = NULL, *rdb = NULL, *cost = NULL;
     const char *cost_out = NULL, *hist_path = NULL, *v;
     const char *datasets[32];
-    int n_ds = 0, plot = 0;
+    int n_ds = 0, plot = 0, n_params = 0;
+    const char *params[64];
+    char *cmdline = NULL;
     long x, limit = 0;
     sdn_bench_opts o = {.max_tokens = 128, .threads = cli_default_threads()};
     sdn_method_config mcfg;
@@ -120,6 +122,7 @@ int cmd_bench(int argc, char **argv) {
             if (!VAL()) return 2;
             sdn_err pe = {0};
             if (sdn_method_set_param(&mcfg, v, &pe)) { fprintf(stderr, "sdnpu: %s\n", pe.msg); return 2; }
+            if (n_params < 64) params[n_params++] = v;
             o.mcfg = &mcfg;
         }
         else if (!strcmp(a, "--history-budget")) { if (!VAL() || cli_int(a, v, 1, 1L << 30, &x)) return 2; o.history_budget = x; }
@@ -217,8 +220,10 @@ int cmd_bench(int argc, char **argv) {
     /* files */
     char capsbuf[64];
     snprintf(capsbuf, sizeof capsbuf, "nodes=%d depth=%d branch=%d", caps.max_nodes, caps.max_depth, caps.max_branch);
-    sdn_run_meta meta = {.kind = "bench", .model = model, .model_fp = res.model_fp, .dataset = datasets[0], .command = "bench",
-                         .threads = o.threads, .max_tokens = o.max_tokens};
+    cmdline = cli_command_line(argc, argv);
+    sdn_run_meta meta = {.kind = "bench", .model = model, .model_fp = res.model_fp, .dataset = datasets[0],
+                         .command = cmdline ? cmdline : "sdnpu bench", .threads = o.threads, .max_tokens = o.max_tokens,
+                         .inputs = datasets, .n_inputs = n_ds, .params = params, .n_params = n_params};
     snprintf(meta.caps, sizeof meta.caps, "%s", capsbuf);
     const char *dir = out_dir ? out_dir : ".";
     char path[4400];
@@ -297,6 +302,7 @@ int cmd_bench(int argc, char **argv) {
 fail:
     fprintf(stderr, "sdnpu bench: %s\n", err.msg);
 out:
+    free(cmdline);
     sdn_bench_result_free(&res);
     sdn_history_close(hist);
     sdn_model_free(m);

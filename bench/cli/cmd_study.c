@@ -107,7 +107,9 @@ static void print_published(void) {
 int cmd_study(int argc, char **argv) {
     const char *traces[32], *methods_arg = NULL, *tasks = NULL, *cost = NULL, *model = NULL, *tokenizer = NULL;
     const char *csv = NULL, *json = NULL, *rdb = NULL, *v;
-    int n_tr = 0, no_pub = 0;
+    int n_tr = 0, no_pub = 0, n_params = 0;
+    const char *params[64];
+    char *cmdline = NULL;
     long x, limit = 0;
     sdn_study_opts so = {0};
     sdn_method_config mcfg;
@@ -140,6 +142,7 @@ int cmd_study(int argc, char **argv) {
             if (!VAL()) return 2;
             sdn_err pe = {0};
             if (sdn_method_set_param(&mcfg, v, &pe)) { fprintf(stderr, "sdnpu: %s\n", pe.msg); return 2; }
+            if (n_params < 64) params[n_params++] = v;
             so.mcfg = &mcfg;
         }
         else if (!strcmp(a, "--live")) so.live_all = 1;
@@ -215,8 +218,19 @@ int cmd_study(int argc, char **argv) {
     if (vicuna && !no_pub) print_published();
     char capsbuf[64];
     snprintf(capsbuf, sizeof capsbuf, "nodes=%d depth=%d branch=%d", caps.max_nodes, caps.max_depth, caps.max_branch);
-    sdn_run_meta meta = {.kind = "study", .model = tr.rows[0].model ? tr.rows[0].model : "", .model_fp = tr.rows[0].model_fp,
-                         .dataset = traces[0], .command = "study", .threads = threads};
+    /* provenance: every trace, every distinct model the traces name, the command line, --param */
+    const char *mpaths[64], *mfps[64];
+    int n_models = 0;
+    for (int i = 0; i < tr.n && n_models < 64; i++) {
+        const char *mp = tr.rows[i].model ? tr.rows[i].model : "", *fp = tr.rows[i].model_fp ? tr.rows[i].model_fp : "";
+        int seen = 0;
+        for (int k = 0; k < n_models && !seen; k++) seen = !strcmp(mpaths[k], mp) && !strcmp(mfps[k], fp);
+        if (!seen) mpaths[n_models] = mp, mfps[n_models++] = fp;
+    }
+    cmdline = cli_command_line(argc, argv);
+    sdn_run_meta meta = {.kind = "study", .model = n_models ? mpaths[0] : "", .model_fp = n_models ? mfps[0] : "", .dataset = traces[0],
+                         .command = cmdline ? cmdline : "sdnpu study", .threads = threads, .inputs = traces, .n_inputs = n_tr,
+                         .models = mpaths, .model_fps = mfps, .n_models = n_models, .params = params, .n_params = n_params};
     snprintf(meta.caps, sizeof meta.caps, "%s", capsbuf);
     if (csv && sdn_results_csv(csv, &meta, cells, n_cells, &err)) goto fail;
     if (json && sdn_results_json(json, &meta, cells, n_cells, &err)) goto fail;
@@ -228,6 +242,7 @@ int cmd_study(int argc, char **argv) {
 fail:
     fprintf(stderr, "sdnpu study: %s\n", err.msg);
 out:
+    free(cmdline);
     free(cells);
     sdn_ctx_free(ctx);
     sdn_model_free(m);

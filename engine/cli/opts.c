@@ -266,3 +266,27 @@ int cli_check_output_dir(const char *opt, const char *dir) {
         *slash = 0;
     }
 }
+
+char *cli_command_line(int argc, char **argv) {
+    size_t cap = 8;
+    for (int i = 0; i < argc; i++) cap += 4 * strlen(argv[i]) + 3;
+    char *s = malloc(cap), *p = s;
+    if (!s) return NULL;
+    p += sprintf(p, "sdnpu");
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        *p++ = ' ';
+        if (*a && !strpbrk(a, " \t\n'\"\\$`*?;&|<>()")) {
+            p += sprintf(p, "%s", a);
+            continue;
+        }
+        *p++ = '\'';
+        for (; *a; a++) {
+            if (*a == '\'') p += sprintf(p, "'\\''");
+            else *p++ = *a;
+        }
+        *p++ = '\'';
+    }
+    *p = 0;
+    return s;
+}

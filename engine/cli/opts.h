@@ -90,6 +90,10 @@ int cli_check_output(const char *opt, const char *path);
  * existing ancestor must be a writable directory. */
 int cli_check_output_dir(const char *opt, const char *dir);
 
+/* The command line as typed ("sdnpu CMD ARG ..."; arguments with spaces or quotes quoted in
+ * single quotes), malloc'd; argv[0] is the command name. NULL when out of memory. */
+char *cli_command_line(int argc, char **argv);
+
 /* The `--param` help lines: every drafting parameter key with its range and default. */
 void cli_param_help(FILE *f);
 
