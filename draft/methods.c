@@ -2,6 +2,7 @@
 #include "draft/methods.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,5 +92,22 @@ int sdn_method_set_param(sdn_method_config *cfg, const char *kv, sdn_err *err) {
         else *(int *)base = (int)v;
         return SDN_OK;
     }
-    return sdn_fail(err, SDN_EINVAL, "option --param: unknown key '%.*s' (see draft/methods.h)", (int)kl, kv);
+    char keys[512] = "";
+    size_t kn = 0;
+    for (size_t i = 0; i < sizeof params / sizeof params[0] && kn < sizeof keys; i++)
+        kn += (size_t)snprintf(keys + kn, sizeof keys - kn, "%s%s", i ? " " : "", params[i].key);
+    return sdn_fail(err, SDN_EINVAL, "option --param: unknown key '%.*s' (keys: %s)", (int)kl, kv, keys);
+}
+
+int sdn_method_param_info(int i, const char **key, int *is_float, double *lo, double *hi, double *def) {
+    if (i < 0 || (size_t)i >= sizeof params / sizeof params[0]) return 0;
+    sdn_method_config d;
+    sdn_method_defaults(&d);
+    const char *base = (const char *)&d + params[i].off;
+    *key = params[i].key;
+    *is_float = params[i].is_float;
+    *lo = params[i].lo;
+    *hi = params[i].hi;
+    *def = params[i].is_float ? (double)*(const float *)base : (double)*(const int *)base;
+    return 1;
 }

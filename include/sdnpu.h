@@ -238,6 +238,11 @@ typedef struct sdnpu_request {
                                   those its prefill made, with its predictions for them) */
     sdnpu_text_cb on_text;
     void *user_data;
+    /* Prefill progress (NULL: none), for long prompts: called with user_data before the first
+     * prefill chunk and after each one, done = prompt tokens in the KV cache so far (reused
+     * ones included), total = the prompt tokens prefill fills (the prompt but its last token);
+     * done reaches total before the first answer token. With graphs: once, at the end. */
+    void (*on_progress)(void *user_data, int done, int total);
 } sdnpu_request;
 
 SDNPU_API void sdnpu_request_init(sdnpu_request *r);

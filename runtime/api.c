@@ -534,6 +534,8 @@ int sdnpu_generate(sdnpu_context *c, const sdnpu_request *r, sdnpu_result *resul
     gp.cb_ud = &s;
     sdn_preds preds = {0};
     gp.preds_out = &preds;
+    gp.on_progress = r->on_progress;
+    gp.progress_ud = r->user_data;
     rc = sdn_generate(c->ctx, prompt, n_prompt, &gp, &g, e);
     c->requests++;
     sdn_preds_free(&c->last_preds); /* valid only for the KV entries of the request that made them */

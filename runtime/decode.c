@@ -167,14 +167,17 @@ static int prefill(decode *d, double t0, sdn_err *err) {
     } else {
         int chunk = p->prefill_chunk > 0 ? p->prefill_chunk : sdn_ctx_max_batch(d->c);
         if (chunk > sdn_ctx_max_batch(d->c)) chunk = sdn_ctx_max_batch(d->c);
+        if (p->on_progress) p->on_progress(p->progress_ud, reused, d->n_prompt - 1);
         for (int i = reused; i < d->n_prompt - 1; i += chunk) {
             int n = d->n_prompt - 1 - i < chunk ? d->n_prompt - 1 - i : chunk;
             sdn_batch b = {.n = n, .tokens = d->prompt + i, .n_logits = K ? -1 : 0, .topk = K,
                            .topk_tok = K ? d->preds.tok + (size_t)i * K : NULL, .topk_prob = K ? d->preds.prob + (size_t)i * K : NULL,
                            .topk_vocab = d->cvocab, .n_topk_vocab = d->n_cvocab};
             if ((rc = sdn_forward(d->c, &b, NULL, err))) return rc;
+            if (p->on_progress) p->on_progress(p->progress_ud, i + n, d->n_prompt - 1);
         }
     }
+    if (p->prefill && p->on_progress) p->on_progress(p->progress_ud, d->n_prompt - 1, d->n_prompt - 1);
     d->s.t_prefill = sdn_now() - t0;
     sdn_ctx_stats(d->c, &fs1);
     d->s.t_preds = fs1.topk_s - fs0.topk_s;

@@ -80,6 +80,12 @@ typedef struct sdn_gen_params {
      * verify_ms, cap, a) tokens, a = the per-token acceptance observed so far in this request
      * (sdn_accept_estimate); NULL: the fixed caps. */
     const double *verify_ms;
+    /* Prefill progress (NULL: none): called before the first prefill chunk with done = the
+     * reused KV entries and after every chunk, done = prompt positions in the KV cache so far,
+     * total = the prompt positions prefill fills (n_prompt - 1). With a prefill hook: once, at
+     * the end. */
+    void (*on_progress)(void *ud, int done, int total);
+    void *progress_ud;
 } sdn_gen_params;
 
 /* The draft size d in [0, dmax] maximizing expected tokens per millisecond of a chain whose

@@ -266,6 +266,62 @@ static void test_kv_reuse(void **state) {
     sdnpu_model_free(m);
 }
 
+/* on_progress: called before the first prefill chunk and after each one, done never falls,
+ * ends at total = the prompt tokens but the last (the stats' prompt_tokens - 1) before the
+ * first answer token, counts reused KV entries as done; the output is unchanged. */
+typedef struct progress_log {
+    int calls, first_done, last_done, last_total, monotonic, text_before_end;
+    collected text;
+} progress_log;
+
+static void on_progress(void *ud, int done, int total) {
+    progress_log *p = ud;
+    if (p->calls == 0) p->first_done = done;
+    if (p->calls && done < p->last_done) p->monotonic = 0;
+    if (p->text.len) p->text_before_end = 1;
+    p->last_done = done;
+    p->last_total = total;
+    p->calls++;
+}
+
+static int progress_text(void *ud, const char *text, size_t len) { return collect(&((progress_log *)ud)->text, text, len); }
+
+static void test_progress(void **state) {
+    (void)state;
+    sdnpu_model *m = load_tiny();
+    sdnpu_context_params cp;
+    sdnpu_context_params_init(&cp);
+    sdnpu_context *c = NULL, *ref = NULL;
+    sdnpu_error e = {0};
+    assert_int_equal(sdnpu_context_new(m, &cp, &c, &e), SDNPU_OK);
+    assert_int_equal(sdnpu_context_new(m, NULL, &ref, &e), SDNPU_OK);
+    const char *methods[] = {"none", "sdnpu"};
+    for (int k = 0; k < 2; k++) {
+        sdnpu_request r;
+        sdnpu_result res, plain;
+        summary_request(&r, methods[k]);
+        assert_int_equal(sdnpu_generate(ref, &r, &plain, &e), SDNPU_OK);
+        progress_log log = {.monotonic = 1};
+        r.on_progress = on_progress;
+        r.on_text = progress_text;
+        r.user_data = &log;
+        assert_int_equal(sdnpu_generate(c, &r, &res, &e), SDNPU_OK);
+        assert_true(log.calls >= 2);
+        assert_true(log.monotonic);
+        assert_int_equal(log.last_total, res.stats.prompt_tokens - 1);
+        assert_int_equal(log.last_done, log.last_total);
+        assert_int_equal(log.first_done, res.stats.reused_tokens);
+        assert_false(log.text_before_end);
+        assert_int_equal(res.n_tokens, plain.n_tokens);
+        assert_memory_equal(res.tokens, plain.tokens, sizeof(int32_t) * (size_t)res.n_tokens);
+        sdnpu_result_free(&res);
+        sdnpu_result_free(&plain);
+    }
+    sdnpu_context_free(c);
+    sdnpu_context_free(ref);
+    sdnpu_model_free(m);
+}
+
 static void test_cancel(void **state) {
     (void)state;
     const char *db = tu_tmp("api-cancel.sqlite");
@@ -509,6 +565,7 @@ int main(void) {
         cmocka_unit_test(test_history_store),
         cmocka_unit_test(test_kv_reuse),
         cmocka_unit_test(test_cancel),
+        cmocka_unit_test(test_progress),
         cmocka_unit_test(test_stop_strings),
         cmocka_unit_test(test_messages),
         cmocka_unit_test(test_bad_requests),

@@ -62,6 +62,12 @@ static void cmd_free(cmd_result *r) {
     free(r->err);
 }
 
+/* The real SmolLM2-135M-Instruct in the user's model cache (NULL when absent). */
+static const char *g_smollm2;
+
+/* Standard input of the next command (NULL: /dev/null); reset after each command. */
+static const char *g_stdin = NULL;
+
 /* Run SDN_CLI with the NULL-terminated argument list (after the program name). */
 static cmd_result run_argv(const char *const *args) {
     const char *cli = getenv("SDN_CLI");
@@ -76,7 +82,8 @@ static cmd_result run_argv(const char *const *args) {
     snprintf(pe, sizeof pe, "%s", tu_tmp("cli.stderr"));
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_addopen(&fa, 0, g_stdin ? g_stdin : "/dev/null", O_RDONLY, 0);
+    g_stdin = NULL;
     posix_spawn_file_actions_addopen(&fa, 1, po, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     posix_spawn_file_actions_addopen(&fa, 2, pe, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     pid_t pid;
@@ -158,6 +165,8 @@ static int setup(void **state) {
         print_message("SDN_CLI is not set (run through CTest)\n");
         return -1;
     }
+    g_smollm2 = tu_smollm2(); /* from the user's cache, before SDNPU_CACHE points elsewhere */
+    if (g_smollm2) g_smollm2 = strdup(g_smollm2);
     char cache[1024];
     snprintf(cache, sizeof cache, "%s", tu_tmp("cache"));
     mkdir(cache, 0755);
@@ -401,12 +410,290 @@ static void test_usage_errors(void **state) {
     cmd_free(&r);
 }
 
+
+/* A usage error: exit code 2 and a message naming `name`. */
+static void expect_usage(const cmd_result *r, const char *name) {
+    if (r->rc != 2 || !strstr(r->err, name)) {
+        print_message("rc %d\nstdout:\n%s\nstderr:\n%s\n", r->rc, r->out, r->err);
+        fail_msg("expected a usage error (exit 2) naming '%s'", name);
+    }
+}
+
+/* A runtime failure: exit code 1 and a message naming both strings. */
+static void expect_runtime(const cmd_result *r, const char *a, const char *b) {
+    if (r->rc != 1 || !strstr(r->err, a) || (b && !strstr(r->err, b))) {
+        print_message("rc %d\nstdout:\n%s\nstderr:\n%s\n", r->rc, r->out, r->err);
+        fail_msg("expected a runtime failure (exit 1) naming '%s' and '%s'", a, b ? b : "");
+    }
+}
+
+/* --context files: every encoding decoded (the rendered prompt shows the text, checked
+ * against the UTF-8 it was written from), or refused with the byte offset; never cut. */
+static void test_context_encodings(void **state) {
+    (void)state;
+    const char *m = model_path();
+    const char *utf8 = "caf\xc3\xa9 na\xc3\xafve \xf0\x9f\x98\x80 end";
+    /* the same text in UTF-16LE and UTF-16BE with a BOM, built by hand from its code points */
+    const uint32_t cps[] = {'c', 'a', 'f', 0xE9, ' ', 'n', 'a', 0xEF, 'v', 'e', ' ', 0x1F600, ' ', 'e', 'n', 'd'};
+    unsigned char le[64], be[64];
+    size_t n = 0;
+    le[n] = 0xFF, be[n++] = 0xFE;
+    le[n] = 0xFE, be[n++] = 0xFF;
+    for (size_t i = 0; i < sizeof cps / sizeof cps[0]; i++) {
+        uint32_t u[2] = {cps[i], 0};
+        int k = 1;
+        if (cps[i] > 0xFFFF) u[0] = 0xD800 + ((cps[i] - 0x10000) >> 10), u[1] = 0xDC00 + ((cps[i] - 0x10000) & 0x3FF), k = 2;
+        for (int j = 0; j < k; j++, n += 2) {
+            le[n] = (unsigned char)(u[j] & 0xFF), le[n + 1] = (unsigned char)(u[j] >> 8);
+            be[n] = (unsigned char)(u[j] >> 8), be[n + 1] = (unsigned char)(u[j] & 0xFF);
+        }
+    }
+    char bom8[64];
+    snprintf(bom8, sizeof bom8, "\xef\xbb\xbf%s", utf8);
+    struct {
+        const char *name;
+        const void *data;
+        size_t len;
+    } ok[] = {{"plain.txt", utf8, strlen(utf8)}, {"bom8.txt", bom8, strlen(bom8)}, {"u16le.txt", le, n}, {"u16be.txt", be, n}};
+    for (int i = 0; i < 4; i++) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s", tu_tmp(ok[i].name));
+        assert_int_equal(tu_write_file(path, ok[i].data, ok[i].len), 0);
+        cmd_result r = RUN("run", "--model", m, "--context", path, "--prompt", "Q", "--print-prompt");
+        expect_ok(&r);
+        if (!strstr(r.out, utf8) || strstr(r.out, "\xef\xbb\xbf")) {
+            print_message("%s: rendered prompt:\n%s\n", ok[i].name, r.out);
+            fail_msg("--context %s is not decoded to the UTF-8 text", ok[i].name);
+        }
+        cmd_free(&r);
+    }
+    struct {
+        const char *name, *data;
+        size_t len;
+        const char *offset;
+    } bad[] = {
+        {"nul.txt", "abc\0def", 7, "byte offset 3"},          /* cut at the NUL before */
+        {"u16nobom.txt", "h\0i\0", 4, "byte offset 1"},        /* UTF-16 without BOM */
+        {"badutf8.txt", "ab\xc3(", 4, "byte offset 2"},        /* invalid continuation */
+        {"overlong.txt", "x\xc0\xaf", 3, "byte offset 1"},     /* overlong '/' */
+        {"lone.txt", "\xff\xfe" "a\0\x00\xdc", 6, "byte offset 4"}, /* unpaired low surrogate */
+        {"odd.txt", "\xff\xfe" "a\0b", 5, "byte offset 4"},    /* odd-length UTF-16 */
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s", tu_tmp(bad[i].name));
+        assert_int_equal(tu_write_file(path, bad[i].data, bad[i].len), 0);
+        cmd_result r = RUN("run", "--model", m, "--context", path, "--prompt", "Q", "--max-tokens", "2");
+        expect_runtime(&r, bad[i].name, bad[i].offset);
+        cmd_free(&r);
+    }
+}
+
+/* Options that would be silently ignored are usage errors (exit 2) naming them. */
+static void test_ignored_options_refused(void **state) {
+    (void)state;
+    const char *m = model_path();
+    cmd_result r = RUN("run", "--model", m, "--prompt", "hi", "--spec", "none", "--param", "sdnpu.follow=0.5");
+    expect_usage(&r, "--param");
+    cmd_free(&r);
+    r = RUN("run", "--model", m, "--prompt", "hi", "--system", "be brief"); /* tiny model: no chat template */
+    expect_usage(&r, "--system");
+    cmd_free(&r);
+    r = RUN("run", "--model", m, "--prompt", "hi", "--chat-template", "none", "--system", "x");
+    expect_usage(&r, "--system");
+    cmd_free(&r);
+    r = RUN("run", "--model", m, "--prompt-ids", "1 2", "--context", tu_tmp("plain.txt"));
+    expect_usage(&r, "--context");
+    cmd_free(&r);
+    r = RUN("run", "--model", m, "--prompt", "a", "--prompt-ids", "1 2");
+    expect_usage(&r, "--prompt-ids");
+    cmd_free(&r);
+    /* info A B describes both */
+    char m2[1024];
+    snprintf(m2, sizeof m2, "%s", tu_tmp("tiny2.gguf"));
+    r = RUN("make-model", "--shape", "tiny-qwen2", "--type", "F16", "--seed", "3", "--out", m2, "--quiet");
+    expect_ok(&r);
+    cmd_free(&r);
+    r = RUN("info", m, m2);
+    expect_ok(&r);
+    assert_non_null(strstr(r.out, "tiny.gguf"));
+    assert_non_null(strstr(r.out, "tiny2.gguf"));
+    assert_non_null(strstr(r.out, "qwen2"));
+    assert_non_null(strstr(r.out, "llama"));
+    cmd_free(&r);
+    r = RUN("info", "--model", m, "--model=" "/nonexistent/x.gguf");
+    expect_runtime(&r, "/nonexistent/x.gguf", NULL);
+    assert_non_null(strstr(r.out, "tiny.gguf")); /* the good one is still described */
+    cmd_free(&r);
+}
+
+static const char *k_commands[] = {"demo", "run", "chat", "pull", "info", "make-model", "bench-model", "tokenize", "bench-verify",
+                                   "bench-sam", "bench-kernels", "profile", "bench-graphs", "bench", "trace", "trace-import",
+                                   "study", "make-story-task"};
+
+/* Every command: -h and --help (exit 0, an example at the end), --version, an unknown
+ * option (exit 2 naming it). */
+static void test_option_vocabulary(void **state) {
+    (void)state;
+    for (size_t i = 0; i < sizeof k_commands / sizeof k_commands[0]; i++) {
+        const char *hs[] = {"-h", "--help"};
+        for (int h = 0; h < 2; h++) {
+            cmd_result r = RUN(k_commands[i], hs[h]);
+            if (r.rc != 0 || !strstr(r.out, "usage") || !strstr(r.out, "example:\n  sdnpu ")) {
+                print_message("sdnpu %s %s: rc %d\n%s\n%s\n", k_commands[i], hs[h], r.rc, r.out, r.err);
+                fail_msg("sdnpu %s %s: no help ending with an example", k_commands[i], hs[h]);
+            }
+            cmd_free(&r);
+        }
+        cmd_result r = RUN(k_commands[i], "--version");
+        expect_ok(&r);
+        assert_non_null(strstr(r.out, "sdnpu 0."));
+        cmd_free(&r);
+        r = RUN(k_commands[i], "--no-such-option-x");
+        expect_usage(&r, "--no-such-option-x");
+        cmd_free(&r);
+    }
+    cmd_result r = RUN("--version");
+    expect_ok(&r);
+    cmd_free(&r);
+    /* --opt=value is --opt value */
+    char arg[1100];
+    snprintf(arg, sizeof arg, "--model=%s", model_path());
+    r = RUN("run", arg, "--prompt-ids=" PROMPT_IDS, "--max-tokens=" NTOK, "--quiet", "--threads=1");
+    expect_ok(&r);
+    assert_string_equal(r.out, plain_text());
+    cmd_free(&r);
+    /* bad values: exit 2 for every option kind */
+    const char *bad[][2] = {{"--max-tokens", "-1"}, {"--temp", "abc"}, {"--threads", "0"}, {"--top-p", "2"}, {"--ctx", "1"}, {"--seed", "x"}};
+    for (int i = 0; i < 6; i++) {
+        r = RUN("run", "--model", model_path(), "--prompt", "hi", bad[i][0], bad[i][1]);
+        expect_usage(&r, bad[i][0]);
+        cmd_free(&r);
+    }
+    /* old spellings still work, with a note naming the new one */
+    r = RUN("make-story-task", "--tokens", "x");
+    expect_usage(&r, "--max-tokens");
+    assert_non_null(strstr(r.err, "deprecated"));
+    cmd_free(&r);
+    /* --help of run lists the --param keys and the default thread count */
+    r = RUN("run", "--help");
+    assert_non_null(strstr(r.out, "sdnpu.follow"));
+    assert_non_null(strstr(r.out, "CPUs this process may use"));
+    cmd_free(&r);
+    /* study --history is a file elsewhere: refused with the new name */
+    r = RUN("study", "--history");
+    expect_usage(&r, "--replay-history");
+    cmd_free(&r);
+}
+
+/* Output paths are checked before the work starts (the command fails at once). */
+static void test_outputs_checked_first(void **state) {
+    (void)state;
+    const char *m = model_path();
+    struct {
+        const char *cmd, *opt;
+    } outs[] = {{"study", "--csv"}, {"study", "--json"}, {"study", "--results-db"}, {"bench", "--results-db"},
+                {"trace", "--out"}, {"bench-verify", "--json"}, {"bench-model", "--json"}, {"make-story-task", "--out"}};
+    for (size_t i = 0; i < sizeof outs / sizeof outs[0]; i++) {
+        cmd_result r = RUN(outs[i].cmd, outs[i].opt, "/nonexistent-dir/out.x", "--model", m);
+        expect_runtime(&r, outs[i].opt, "/nonexistent-dir");
+        cmd_free(&r);
+    }
+    cmd_result r = RUN("bench", "--out", "/proc/version/sub", "--model", m);
+    expect_runtime(&r, "--out", "/proc/version");
+    cmd_free(&r);
+    r = RUN("run", "--model", m, "--prompt-ids", PROMPT_IDS, "--stats-json", "/nonexistent-dir/s.json", "--max-tokens", "100000");
+    expect_runtime(&r, "--stats-json", "/nonexistent-dir");
+    cmd_free(&r);
+}
+
+/* --prompt - (stdin), --prompt-file, --stop, --print-prompt, the trained-length warning. */
+static void test_prompt_sources(void **state) {
+    (void)state;
+    const char *m = model_path();
+    const char *pf = tu_tmp("prompt.txt");
+    char pfile[1024];
+    snprintf(pfile, sizeof pfile, "%s", pf);
+    assert_int_equal(tu_write_file(pfile, "the cat sat", 11), 0);
+    cmd_result a = RUN("run", "--model", m, "--prompt", "the cat sat", "--max-tokens", "8", "--quiet");
+    expect_ok(&a);
+    g_stdin = pfile;
+    cmd_result b = RUN("run", "--model", m, "--prompt", "-", "--max-tokens", "8", "--quiet");
+    expect_ok(&b);
+    assert_string_equal(a.out, b.out);
+    cmd_free(&b);
+    b = RUN("run", "--model", m, "--prompt-file", pfile, "--max-tokens", "8", "--quiet");
+    expect_ok(&b);
+    assert_string_equal(a.out, b.out);
+    cmd_free(&b);
+    b = RUN("run", "--model", m, "--prompt-file", pfile, "--print-prompt");
+    expect_ok(&b);
+    assert_string_equal(b.out, "the cat sat\n");
+    cmd_free(&b);
+    /* --stop: the answer ends before the stop string (a piece of the plain answer) */
+    const char *txt = a.out;
+    size_t tl = strlen(txt);
+    if (tl > 4) {
+        char stop[8];
+        snprintf(stop, sizeof stop, "%.2s", txt + tl / 2);
+        char *at = strstr(txt, stop);
+        b = RUN("run", "--model", m, "--prompt", "the cat sat", "--max-tokens", "8", "--quiet", "--stop", stop);
+        expect_ok(&b);
+        assert_int_equal(strlen(b.out), (size_t)(at - txt) + 1); /* the text before it, and the newline */
+        assert_memory_equal(b.out, txt, (size_t)(at - txt));
+        cmd_free(&b);
+    }
+    cmd_free(&a);
+    b = RUN("run", "--model", m, "--prompt-file", tu_tmp("no-such-prompt.txt"), "--max-tokens", "2");
+    expect_runtime(&b, "--prompt-file", "no-such-prompt.txt");
+    cmd_free(&b);
+    b = RUN("run", "--model", m, "--prompt", "hi", "--max-tokens", "2", "--ctx", "100000", "--quiet");
+    assert_non_null(strstr(b.err, "trained context length"));
+    cmd_free(&b);
+}
+
+/* `chat` holds a multi-turn conversation with the real SmolLM2 model: stdin piped, the
+ * second answer sees the first turn (the model repeats a name it was told), /reset forgets. */
+static void test_chat_real_model(void **state) {
+    (void)state;
+    if (!g_smollm2) {
+        const char *ci = getenv("CI");
+        if (ci && !strcmp(ci, "true")) fail_msg("SmolLM2-135M-Instruct is not in the model cache but CI=true");
+        print_message("SmolLM2-135M-Instruct is not in the model cache: test skipped (run ./sdnpu pull smollm2-135m-instruct)\n");
+        skip();
+    }
+    char in[1024];
+    snprintf(in, sizeof in, "%s", tu_tmp("chat.in"));
+    const char *script = "My name is Zorblax. Say hello to me.\nWhat is my name?\n/reset\n/exit\nthis line is never read\n";
+    assert_int_equal(tu_write_file(in, script, strlen(script)), 0);
+    g_stdin = in;
+    cmd_result r = RUN("chat", "--model", g_smollm2, "--max-tokens", "24", "--threads", "2");
+    expect_ok(&r);
+    /* two answers, one per user turn, each ending with a newline */
+    int lines = 0;
+    for (const char *p = r.out; *p; p++) lines += *p == '\n';
+    assert_true(lines >= 2);
+    if (!strstr(r.out, "Zorblax")) {
+        print_message("chat output:\n%s\n", r.out);
+        fail_msg("the model did not use the name from the earlier turn");
+    }
+    assert_non_null(strstr(r.err, "conversation reset"));
+    cmd_free(&r);
+    /* a model without a chat template cannot chat: usage error */
+    r = RUN("chat", "--model", model_path());
+    expect_usage(&r, "chat template");
+    cmd_free(&r);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_make_model_and_info), cmocka_unit_test(test_run_plain_deterministic),
         cmocka_unit_test(test_run_compare),         cmocka_unit_test(test_stats_json),
         cmocka_unit_test(test_param),               cmocka_unit_test(test_graphs),
         cmocka_unit_test(test_pull),                cmocka_unit_test(test_usage_errors),
+        cmocka_unit_test(test_context_encodings),   cmocka_unit_test(test_ignored_options_refused),
+        cmocka_unit_test(test_option_vocabulary),   cmocka_unit_test(test_outputs_checked_first),
+        cmocka_unit_test(test_prompt_sources),      cmocka_unit_test(test_chat_real_model),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }

@@ -48,7 +48,7 @@ static void usage(FILE *f) {
                "  --shapes A,B           model shapes (default qwen2.5-0.5b,llama-3.2-1b)\n"
                "  --type T               weight type (default Q8_0)\n"
                "  --layers L             cut the models to L layers (default: the full shape)\n"
-               "  --prompt N             prompt tokens (default 1024)\n"
+               "  --prompt-tokens N      prompt tokens (default 1024)\n"
                "  --reps R               repetitions per scheduler (default 3, at most %d)\n"
                "  --threads K[,K2]       compute threads, one table each (default 2; 1 leaves a core to the loader)\n"
                "  --modes A,B,...        schedulers (default single,sync,async,progressive,optimal; single is always run)\n"
@@ -606,7 +606,7 @@ int cmd_bench_graphs(int argc, char **argv) {
         else if (!strcmp(a, "--type")) { if (!VAL()) return 2; o.type = v; }
         else if (!strcmp(a, "--profile-db")) { if (!VAL()) return 2; o.db = v; }
         else if (!strcmp(a, "--layers")) INT(1, 1024, o.layers);
-        else if (!strcmp(a, "--prompt")) INT(2, 1 << 20, o.prompt);
+        else if (!strcmp(a, "--prompt-tokens")) INT(2, 1 << 20, o.prompt);
         else if (!strcmp(a, "--reps")) INT(1, MAXREPS, o.reps);
         else if (!strcmp(a, "--modes")) { if (!VAL()) return 2; o.modes = v; }
         else if (!strcmp(a, "--pairs")) INT(0, 4096, o.pairs);

@@ -17,6 +17,7 @@
 #include "common/sdn_util.h"
 #include "bench/cli/bench_util.h"
 #include "engine/cli/cli.h"
+#include "engine/cli/opts.h"
 #include "engine/forward.h"
 #include "engine/layout.h"
 #include "engine/matmul.h"
@@ -246,16 +247,16 @@ int cmd_bench_model(int argc, char **argv) {
         long x;
         if (!strcmp(a, "--help")) {
             printf("usage: sdnpu bench-model [--model M ...] [--shape S --types T1,T2] [--vocab-from GGUF]\n"
-                   "                         [--threads 1,2] [--prompt N] [--gen N] [--reps N] [--json OUT]\n"
+                   "                         [--threads 1,2] [--prompt-tokens N] [--max-tokens N] [--reps N] [--json OUT]\n"
                    "  default: make-model qwen2.5-0.5b in Q8_0 and F16 (cached), 256-token prefill, 32 decode steps\n");
             return 0;
         } else if (!strcmp(a, "--model")) { if (!(v = cli_value(argc, argv, &i, a))) return 2; if (nm < 8) models[nm++] = v; }
-        else if (!strcmp(a, "--json")) { if (!(json = cli_value(argc, argv, &i, a))) return 2; }
+        else if (!strcmp(a, "--json")) { if (!(json = cli_value(argc, argv, &i, a))) return 2; if (cli_check_output(a, json)) return 1; }
         else if (!strcmp(a, "--shape")) { if (!(shape = cli_value(argc, argv, &i, a))) return 2; }
         else if (!strcmp(a, "--types")) { if (!(types = cli_value(argc, argv, &i, a))) return 2; }
         else if (!strcmp(a, "--vocab-from")) { if (!(vocab = cli_value(argc, argv, &i, a))) return 2; }
-        else if (!strcmp(a, "--prompt")) { if (!(v = cli_value(argc, argv, &i, a)) || cli_int(a, v, 8, 8192, &x)) return 2; o.prompt = (int)x; }
-        else if (!strcmp(a, "--gen")) { if (!(v = cli_value(argc, argv, &i, a)) || cli_int(a, v, 1, 4000, &x)) return 2; o.gen = (int)x; }
+        else if (!strcmp(a, "--prompt-tokens")) { if (!(v = cli_value(argc, argv, &i, a)) || cli_int(a, v, 8, 8192, &x)) return 2; o.prompt = (int)x; }
+        else if (!strcmp(a, "--max-tokens")) { if (!(v = cli_value(argc, argv, &i, a)) || cli_int(a, v, 1, 4000, &x)) return 2; o.gen = (int)x; }
         else if (!strcmp(a, "--reps")) { if (!(v = cli_value(argc, argv, &i, a)) || cli_int(a, v, 1, 15, &x)) return 2; o.reps = (int)x; }
         else if (!strcmp(a, "--threads")) {
             if (!(v = cli_value(argc, argv, &i, a))) return 2;

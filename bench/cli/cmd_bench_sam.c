@@ -296,15 +296,15 @@ int cmd_bench_sam(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            printf("usage: sdnpu bench-sam [--tokens N] [--vocab V] [--seed S] [--runs R] [--steps K]\n"
-                   "  --tokens N  context length (default 100000)\n"
+            printf("usage: sdnpu bench-sam [--context-tokens N] [--vocab V] [--seed S] [--runs R] [--steps K]\n"
+                   "  --context-tokens N  context length (default 100000)\n"
                    "  --vocab V   vocabulary size (default 151936)\n"
                    "  --seed S    random seed (default 1)\n"
                    "  --runs R    repetitions per measurement, median reported (default 5)\n"
                    "  --steps K   decoding steps of the drafter benchmark (default 2000)\n");
             return 0;
         }
-        long *dst = !strcmp(a, "--tokens") ? &o.tokens : !strcmp(a, "--vocab") ? &o.vocab : !strcmp(a, "--seed") ? &o.seed
+        long *dst = !strcmp(a, "--context-tokens") ? &o.tokens : !strcmp(a, "--vocab") ? &o.vocab : !strcmp(a, "--seed") ? &o.seed
                   : !strcmp(a, "--runs")   ? &o.runs
                   : !strcmp(a, "--steps")  ? &o.steps
                                            : NULL;

@@ -20,6 +20,7 @@
 #include "draft/sdnpu_drafter.h"
 #include "bench/cli/bench_util.h"
 #include "engine/cli/cli.h"
+#include "engine/cli/opts.h"
 #include "engine/forward.h"
 #include "engine/kernel_path.h"
 #include "engine/model.h"
@@ -322,7 +323,7 @@ static int stories_e2e(const char *dir, int threads, int max_tokens, sdn_err *er
 int cmd_bench_verify(int argc, char **argv) {
     const char *cost_out = NULL, *stories = NULL, *shapes = "qwen2.5-0.5b,llama-3.2-1b", *types = "F16,Q8_0";
     const char *model = NULL, *rows_opt = "1,2,4,8,16,32,64", *json = NULL;
-    long threads = 2, reps = 5, max_tokens = 200;
+    long threads = cli_default_threads(), reps = 5, max_tokens = 200;
     int skip_curve = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
@@ -333,14 +334,14 @@ int cmd_bench_verify(int argc, char **argv) {
                    "  (--model: only the verify-cost curve of that file; --json writes\n"
                    "   {\"kernel\", \"threads\", \"model\", \"rows\", \"ms\"}; --kernel NAME forces a kernel path)\n");
             return 0;
-        } else if (!strcmp(a, "--cost-out")) { if (!(cost_out = cli_value(argc, argv, &i, a))) return 2; }
+        } else if (!strcmp(a, "--cost-out")) { if (!(cost_out = cli_value(argc, argv, &i, a))) return 2; if (cli_check_output(a, cost_out)) return 1; }
         else if (!strcmp(a, "--stories")) { if (!(stories = cli_value(argc, argv, &i, a))) return 2; }
         else if (!strcmp(a, "--shapes")) { if (!(shapes = cli_value(argc, argv, &i, a))) return 2; }
         else if (!strcmp(a, "--types")) { if (!(types = cli_value(argc, argv, &i, a))) return 2; }
         else if (!strcmp(a, "--no-curve")) skip_curve = 1;
         else if (!strcmp(a, "--model")) { if (!(model = cli_value(argc, argv, &i, a))) return 2; }
         else if (!strcmp(a, "--rows")) { if (!(rows_opt = cli_value(argc, argv, &i, a))) return 2; }
-        else if (!strcmp(a, "--json")) { if (!(json = cli_value(argc, argv, &i, a))) return 2; }
+        else if (!strcmp(a, "--json")) { if (!(json = cli_value(argc, argv, &i, a))) return 2; if (cli_check_output(a, json)) return 1; }
         else if (!strcmp(a, "--threads")) { if (!(v = cli_value(argc, argv, &i, a)) || cli_int(a, v, 1, 256, &threads)) return 2; }
         else if (!strcmp(a, "--reps")) { if (!(v = cli_value(argc, argv, &i, a)) || cli_int(a, v, 1, 31, &reps)) return 2; }
         else if (!strcmp(a, "--max-tokens")) { if (!(v = cli_value(argc, argv, &i, a)) || cli_int(a, v, 1, 4000, &max_tokens)) return 2; }

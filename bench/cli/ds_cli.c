@@ -20,10 +20,15 @@ const char *dscli_shared(void) {
     ssize_t l = readlink("/proc/self/exe", exe, sizeof exe - 1);
     if (l > 0) exe[l] = 0;
     char *exedir = l > 0 ? dirname(exe) : NULL;
-    char c1[PATH_MAX], c2[PATH_MAX];
+    /* the program lies in BUILD/ (BUILD = SOURCE/build): ../shared beside the source tree is
+     * EXEDIR/../../shared; nothing further up (it could be an unrelated folder) */
+    char c1[PATH_MAX], src[PATH_MAX];
+    snprintf(c1, sizeof c1, "%s/..", exedir ? exedir : ".");
+    int is_src = 0;
+    snprintf(src, sizeof src, "%s/CMakeLists.txt", c1);
+    is_src = access(src, R_OK) == 0;
     snprintf(c1, sizeof c1, "%s/../../shared", exedir ? exedir : ".");
-    snprintf(c2, sizeof c2, "%s/../shared", exedir ? exedir : ".");
-    const char *cands[] = {getenv("SDN_SHARED"), "../shared", "../../shared", c1, c2};
+    const char *cands[] = {getenv("SDN_SHARED"), is_src ? c1 : NULL};
     for (size_t i = 0; i < sizeof cands / sizeof cands[0]; i++) {
         if (!cands[i]) continue;
         char probe[PATH_MAX + 32];
