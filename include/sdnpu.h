@@ -243,6 +243,12 @@ typedef struct sdnpu_request {
      * ones included), total = the prompt tokens prefill fills (the prompt but its last token);
      * done reaches total before the first answer token. With graphs: once, at the end. */
     void (*on_progress)(void *user_data, int done, int total);
+    /* More sampling controls (greedy decoding honours the repetition penalty too; speculative
+     * output stays identical to plain decoding, sampled output keeps its distribution). */
+    float min_p;               /* > 0: drop tokens less than min_p times as probable as the most probable */
+    float repeat_penalty;      /* > 1: penalize tokens among the last repeat_last_n (llama.cpp's rule:
+                                  positive logits divided, negative multiplied); 0 or 1: off */
+    int repeat_last_n;         /* penalty window in tokens, prompt included (0: 64) */
 } sdnpu_request;
 
 SDNPU_API void sdnpu_request_init(sdnpu_request *r);

@@ -436,6 +436,9 @@ static int gen_params(sdnpu_context *c, const sdnpu_request *r, sdn_drafter *d, 
     gp->sampling.top_p = r->top_p;
     gp->sampling.top_k = r->top_k;
     gp->sampling.seed = r->seed;
+    gp->sampling.min_p = r->min_p;
+    gp->sampling.repeat_penalty = r->repeat_penalty;
+    gp->sampling.repeat_last_n = r->repeat_last_n;
     gp->ignore_eog = r->ignore_eos;
     gp->drafter = d->ops ? d : NULL;
     gp->caps.max_nodes = r->draft_max;
@@ -495,6 +498,11 @@ int sdnpu_generate(sdnpu_context *c, const sdnpu_request *r, sdnpu_result *resul
     if (!(r->temperature >= 0 && r->temperature <= 100)) return sdn_fail(E(err), SDN_EINVAL, "request temperature %g is not in [0, 100]", r->temperature);
     if (!(r->top_p >= 0 && r->top_p <= 1)) return sdn_fail(E(err), SDN_EINVAL, "request top_p %g is not in [0, 1]", r->top_p);
     if (r->top_k < 0) return sdn_fail(E(err), SDN_EINVAL, "request top_k %d is negative", r->top_k);
+    if (!(r->min_p >= 0 && r->min_p <= 1)) return sdn_fail(E(err), SDN_EINVAL, "request min_p %g is not in [0, 1]", r->min_p);
+    if (!(r->repeat_penalty >= 0 && r->repeat_penalty <= 10))
+        return sdn_fail(E(err), SDN_EINVAL, "request repeat_penalty %g is not in [0, 10]", r->repeat_penalty);
+    if (r->repeat_last_n < 0 || r->repeat_last_n > 1 << 20)
+        return sdn_fail(E(err), SDN_EINVAL, "request repeat_last_n %d is not in [0, 1048576]", r->repeat_last_n);
     if (r->draft_max < 0 || r->draft_max > 63 || r->draft_depth < 0 || r->draft_depth > 63 || r->draft_branch < 0 || r->draft_branch > 63)
         return sdn_fail(E(err), SDN_EINVAL, "request draft_max/draft_depth/draft_branch must be in [0, 63]");
     sdn_err *e = E(err);

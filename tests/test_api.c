@@ -419,6 +419,61 @@ static void test_stop_strings(void **state) {
     sdnpu_model_free(m);
 }
 
+/* Repetition penalty and min-p: greedy speculative output equals plain decoding's under the
+ * penalty (each tree row penalized with its own path), and the penalty does change it. */
+static void test_penalty_lossless(void **state) {
+    (void)state;
+    const char *db = tu_tmp("api-penalty.sqlite");
+    unlink(db);
+    sdnpu_model *m = load_tiny();
+    sdnpu_context_params cp;
+    sdnpu_context_params_init(&cp);
+    cp.history_path = db;
+    sdnpu_context *c = NULL;
+    sdnpu_error e = {0};
+    assert_int_equal(sdnpu_context_new(m, &cp, &c, &e), SDNPU_OK);
+    sdnpu_request r;
+    sdnpu_result base, pen;
+    summary_request(&r, "none");
+    r.max_tokens = 64;
+    assert_int_equal(sdnpu_generate(c, &r, &base, &e), SDNPU_OK);
+    r.repeat_penalty = 1.8f;
+    r.repeat_last_n = 32;
+    r.min_p = 0.1f;          /* no effect on greedy decoding */
+    r.task_group = "penalized"; /* stored: the drafts below replay it, so long paths get verified */
+    assert_int_equal(sdnpu_generate(c, &r, &pen, &e), SDNPU_OK);
+    assert_int_equal(pen.n_tokens, 64);
+    assert_true(memcmp(pen.tokens, base.tokens, sizeof(int32_t) * 64) != 0);
+    const char *methods[] = {"pld", "sam", "sam+tree", "sam+cal", "sam+reuse", "sdnpu"};
+    for (int k = 0; k < 6; k++) {
+        summary_request(&r, methods[k]);
+        r.max_tokens = 64;
+        r.repeat_penalty = 1.8f;
+        r.repeat_last_n = 32;
+        r.draft_max = 8;
+        r.draft_branch = 3;
+        r.task_group = "penalized";
+        r.store_answer = 0;
+        sdnpu_result res;
+        if (sdnpu_generate(c, &r, &res, &e)) fail_msg("%s: %s", methods[k], e.message);
+        assert_int_equal(res.n_tokens, 64);
+        assert_memory_equal(res.tokens, pen.tokens, sizeof(int32_t) * 64);
+        if (strcmp(methods[k], "pld") != 0) assert_true(res.stats.mean_accepted > 2.0); /* long verified paths */
+        sdnpu_result_free(&res);
+    }
+    r.repeat_penalty = -1;
+    assert_int_equal(sdnpu_generate(c, &r, NULL, &e), SDNPU_EINVAL);
+    assert_non_null(strstr(e.message, "repeat_penalty"));
+    r.repeat_penalty = 0;
+    r.min_p = 2;
+    assert_int_equal(sdnpu_generate(c, &r, NULL, &e), SDNPU_EINVAL);
+    assert_non_null(strstr(e.message, "min_p"));
+    sdnpu_result_free(&base);
+    sdnpu_result_free(&pen);
+    sdnpu_context_free(c);
+    sdnpu_model_free(m);
+}
+
 static void test_messages(void **state) {
     (void)state;
     sdnpu_model *m = load_tiny();
@@ -567,6 +622,7 @@ int main(void) {
         cmocka_unit_test(test_cancel),
         cmocka_unit_test(test_progress),
         cmocka_unit_test(test_stop_strings),
+        cmocka_unit_test(test_penalty_lossless),
         cmocka_unit_test(test_messages),
         cmocka_unit_test(test_bad_requests),
         cmocka_unit_test(test_shared_model_threads),

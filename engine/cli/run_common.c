@@ -49,6 +49,9 @@ int sdn_run_opts_table(sdn_run_opts *o, cli_opt *t, int cap) {
         {.name = "--top-k", .kind = CLI_INT, .dest = &o->top_k, .lo = 0, .hi = 1 << 24, .arg = "K", .help = "sample from the K most likely tokens (default 0: all)"},
         {.name = "--top-p", .kind = CLI_FLOAT, .dest = &o->top_p, .lo = 0, .hi = 1, .arg = "P", .help = "nucleus sampling (default 1)"},
         {.name = "--seed", .kind = CLI_U64, .dest = &o->seed, .lo = 0, .hi = 9.2e18, .arg = "S", .help = "sampling seed (default 0)"},
+        {.name = "--min-p", .kind = CLI_FLOAT, .dest = &o->min_p, .lo = 0, .hi = 1, .arg = "P", .help = "drop tokens less than P times as likely as the most likely (default 0: off)"},
+        {.name = "--repeat-penalty", .kind = CLI_FLOAT, .dest = &o->repeat_penalty, .lo = 0, .hi = 10, .arg = "R", .help = "penalize tokens seen in the last --repeat-last-n, greedy too (default 1: off)"},
+        {.name = "--repeat-last-n", .kind = CLI_INT, .dest = &o->repeat_last_n, .lo = 0, .hi = 1 << 20, .arg = "N", .help = "window of --repeat-penalty in tokens, prompt included (default 64)"},
         {.name = "--ignore-eos", .kind = CLI_FLAG, .dest = &o->ignore_eos, .help = "keep generating past end-of-generation tokens"},
         {.name = "--spec", .kind = CLI_STR, .dest = &o->spec, .arg = "METHOD", .help = spec_help},
         {.name = "--compare", .kind = CLI_FLAG, .dest = &o->compare, .help = "also run plain decoding: same output?, speedup"},
@@ -377,6 +380,9 @@ int sdn_run_request(const sdn_run_opts *o, FILE *out) {
     sdnpu_request_init(&rq);
     rq.max_tokens = o->max_tokens;
     rq.temperature = o->temp;
+    rq.min_p = o->min_p;
+    rq.repeat_penalty = o->repeat_penalty;
+    rq.repeat_last_n = o->repeat_last_n;
     rq.top_p = o->top_p;
     rq.top_k = o->top_k;
     rq.seed = o->seed;

@@ -21,6 +21,8 @@ typedef struct sdn_run_opts {
     float temp, top_p;    /* --temp (0: greedy) --top-p */
     int top_k;            /* --top-k */
     uint64_t seed;        /* --seed */
+    float min_p, repeat_penalty; /* --min-p --repeat-penalty */
+    int repeat_last_n;    /* --repeat-last-n */
     const char *spec;     /* drafting method (none, pld, sam, ...) */
     int draft_max, draft_depth, draft_branch; /* 0: the engine's defaults */
     int compare;          /* also run plain decoding and compare */
