@@ -53,7 +53,8 @@ static int on_text(void *ud, const char *text, size_t len) {
 int cmd_chat(int argc, char **argv) {
     const char *model = NULL, *system = NULL, *spec = "pld", *tmpl = NULL, *tokenizer = NULL;
     int max_tokens = 256, top_k = 0, threads = cli_default_threads(), n_ctx = 0, quiet = 0;
-    float temp = 0, top_p = 1;
+    float temp = 0, top_p = 1, min_p = 0, repeat_penalty = 0;
+    int repeat_last_n = 0;
     uint64_t seed = 0;
     cli_list stops = {0};
     static char threads_help[96];
@@ -68,6 +69,9 @@ int cmd_chat(int argc, char **argv) {
         {.name = "--top-k", .kind = CLI_INT, .dest = &top_k, .lo = 0, .hi = 1 << 24, .arg = "K", .help = "sample from the K most likely tokens (default 0: all)"},
         {.name = "--top-p", .kind = CLI_FLOAT, .dest = &top_p, .lo = 0, .hi = 1, .arg = "P", .help = "nucleus sampling (default 1)"},
         {.name = "--seed", .kind = CLI_U64, .dest = &seed, .lo = 0, .hi = 9.2e18, .arg = "S", .help = "sampling seed (default 0)"},
+        {.name = "--min-p", .kind = CLI_FLOAT, .dest = &min_p, .lo = 0, .hi = 1, .arg = "P", .help = "drop tokens less than P times as likely as the most likely (default 0: off)"},
+        {.name = "--repeat-penalty", .kind = CLI_FLOAT, .dest = &repeat_penalty, .lo = 0, .hi = 10, .arg = "R", .help = "penalize tokens seen in the last --repeat-last-n, greedy too (default 1: off)"},
+        {.name = "--repeat-last-n", .kind = CLI_INT, .dest = &repeat_last_n, .lo = 0, .hi = 1 << 20, .arg = "N", .help = "window of --repeat-penalty in tokens (default 64)"},
         {.name = "--spec", .kind = CLI_STR, .dest = &spec, .arg = "METHOD", .help = "drafting method (default pld: drafts from the conversation, keeps the KV cache)"},
         {.name = "--threads", .kind = CLI_INT, .dest = &threads, .lo = 1, .hi = 256, .arg = "N", .help = threads_help},
         {.name = "--ctx", .kind = CLI_INT, .dest = &n_ctx, .lo = 2, .hi = 1 << 22, .arg = "N", .help = "KV cache size: the conversation's length at most (default min(trained, 4096))"},
@@ -163,6 +167,9 @@ int cmd_chat(int argc, char **argv) {
         r.temperature = temp;
         r.top_k = top_k;
         r.top_p = top_p;
+        r.min_p = min_p;
+        r.repeat_penalty = repeat_penalty;
+        r.repeat_last_n = repeat_last_n;
         r.seed = seed + (uint64_t)c.n; /* a new draw every turn, reproducible */
         r.stop = stops.v;
         r.n_stop = stops.n;
