@@ -770,8 +770,6 @@ void sdn_kv_commit(sdn_ctx *c, int n) {
     c->n_kv += n;
 }
 
-float *sdn_ctx_hidden(sdn_ctx *c) { return c->x; }
-
 int sdn_forward(sdn_ctx *c, const sdn_batch *b, float *logits, sdn_err *err) {
     int rc = check_batch(c, b, err);
     if (rc) return rc;

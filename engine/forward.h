@@ -112,7 +112,5 @@ int sdn_fwd_layers(sdn_ctx *c, const sdn_batch *b, int kv_base, int l0, int l1, 
 int sdn_fwd_head(sdn_ctx *c, const sdn_batch *b, const float *x, float *logits, sdn_path path, sdn_err *err);
 /* Commit n more KV entries (after all layers of a batch ran). */
 void sdn_kv_commit(sdn_ctx *c, int n);
-/* The context's own hidden-state buffer (max_batch x dim floats). */
-float *sdn_ctx_hidden(sdn_ctx *c);
 
 #endif

@@ -25,7 +25,7 @@
 
 /* ---- GPT-2 bytes_to_unicode: printable bytes map to themselves, the other 68 bytes (0-32,
  * 127-160, 173) to U+0100.. in byte order. */
-uint32_t tok_bpe_byte_to_cp(unsigned char b) {
+static uint32_t tok_bpe_byte_to_cp(unsigned char b) {
     if (b <= 32) return 256u + b;
     if (b >= 127 && b <= 160) return 162u + b; /* 289..322 */
     if (b == 173) return 323;
@@ -286,7 +286,7 @@ static int encode_word(const sdn_tokenizer *t, bpe_work *w, const unsigned char 
         bpe_bigram b = hpop(w);
         int32_t l = b.left, r = b.right;
         if (w->next[l] != r || w->id[l] != b.id_l || w->id[r] != b.id_r) continue; /* stale */
-        int32_t rank, res;
+        int32_t rank = 0, res = 0;
         merge_lookup(t, b.id_l, b.id_r, &rank, &res);
         w->id[l] = res;
         w->id[r] = -1;

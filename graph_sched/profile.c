@@ -402,8 +402,6 @@ int sdn_profile_fit(sdn_profile *p, sdn_err *err) {
     return SDN_OK;
 }
 
-double sdn_profile_g1(const sdn_profile *p, int layers, int rows, int kv) { return layers * sdn_lat_eval(&p->g1, rows, kv); }
-double sdn_profile_g2(const sdn_profile *p, int layers, int rows, int kv) { return layers * sdn_lat_eval(&p->g2, rows, kv); }
 /* The measured steps of this shape (1 and S logit rows), interpolated linearly in k; the
  * fitted plane for shapes that were not measured. */
 double sdn_profile_verify(const sdn_profile *p, int shape, int k) {

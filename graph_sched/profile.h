@@ -98,9 +98,6 @@ void sdn_profile_free(sdn_profile *p);
 /* Fit the models from p->meas (after measuring or loading raw measurements). */
 int sdn_profile_fit(sdn_profile *p, sdn_err *err);
 
-/* Seconds of `layers` layers of G1 / G2 at `rows` rows and KV base kv. */
-double sdn_profile_g1(const sdn_profile *p, int layers, int rows, int kv);
-double sdn_profile_g2(const sdn_profile *p, int layers, int rows, int kv);
 /* Seconds of one decode step of shape S with k logit rows: the measured steps of that
  * shape interpolated in k, else the fitted T(S, k). */
 double sdn_profile_verify(const sdn_profile *p, int shape, int k);
