@@ -16,7 +16,7 @@
 #include "datasets/jsonl.h"
 
 double sdn_cell_ms_per_token(const sdn_result_cell *c) { return c->c.out_tokens > 0 && c->t_decode > 0 ? 1000.0 * c->t_decode / c->c.out_tokens : 0; }
-double sdn_cell_plain_ms_per_token(const sdn_result_cell *c) {
+static double sdn_cell_plain_ms_per_token(const sdn_result_cell *c) {
     return c->plain_out_tokens > 0 && c->plain_t_decode > 0 ? 1000.0 * c->plain_t_decode / c->plain_out_tokens : 0;
 }
 double sdn_cell_speedup(const sdn_result_cell *c) {
@@ -24,7 +24,8 @@ double sdn_cell_speedup(const sdn_result_cell *c) {
     return a > 0 && b > 0 ? a / b : 0;
 }
 
-void sdn_machine_name(char *buf, size_t cap) {
+/* "hostname, CPU model, N cores" into buf. */
+static void sdn_machine_name(char *buf, size_t cap) {
     char host[128] = "?", cpu[160];
     gethostname(host, sizeof host - 1);
     host[sizeof host - 1] = 0;

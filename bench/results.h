@@ -27,7 +27,6 @@
 
 /* ms per generated token over the decode phase, 0 when unknown. */
 double sdn_cell_ms_per_token(const sdn_result_cell *c);
-double sdn_cell_plain_ms_per_token(const sdn_result_cell *c);
 /* Plain ms/token divided by this cell's (0 when either is unknown). */
 double sdn_cell_speedup(const sdn_result_cell *c);
 
@@ -44,9 +43,6 @@ typedef struct sdn_run_meta {
     int threads, max_tokens;
     char caps[64];           /* "nodes=63 depth=63 branch=1" */
 } sdn_run_meta;
-
-/* "hostname, CPU model, N cores" into buf. */
-void sdn_machine_name(char *buf, size_t cap);
 
 int sdn_results_csv(const char *path, const sdn_run_meta *m, const sdn_result_cell *cells, int n, sdn_err *err);
 int sdn_results_json(const char *path, const sdn_run_meta *m, const sdn_result_cell *cells, int n, sdn_err *err);

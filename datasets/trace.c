@@ -20,7 +20,7 @@ void sdn_trace_free(sdn_trace *t) {
     memset(t, 0, sizeof *t);
 }
 
-const char *sdn_trace_stop_name(sdn_trace_stop s) {
+static const char *sdn_trace_stop_name(sdn_trace_stop s) {
     return s == SDN_STOP_EOG ? "eog" : s == SDN_STOP_LENGTH ? "length" : "unknown";
 }
 

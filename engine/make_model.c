@@ -40,7 +40,7 @@ static const sdn_shape shapes[] = {
     {"small-llama", SDN_ARCH_LLAMA, 4, 512, 1536, 8, 4, 64, 576, 4096, 1e-5f, 10000.0f, 0, 0, "demo shape, llama, untied output"},
 };
 
-const sdn_shape *sdn_shape_find(const char *name) {
+static const sdn_shape *sdn_shape_find(const char *name) {
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
         if (!strcasecmp(shapes[i].name, name)) return &shapes[i];
     return NULL;

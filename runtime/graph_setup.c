@@ -48,7 +48,7 @@ int sdn_gs_budget(const sdn_profile *p, int s2, int min_shape, double accept, sd
     if (s2 > 0) shapes[n++] = s2;
     else {
         for (int i = 0; i < p->n_meas && n < 16; i++) {
-            if (p->meas[i].kind != 5 || p->meas[i].rows < min_shape) continue;
+            if (p->meas[i].kind != SDN_PROF_VERIFY_STEP || p->meas[i].rows < min_shape) continue;
             int dup = 0;
             for (int k = 0; k < n; k++) dup |= shapes[k] == p->meas[i].rows;
             if (!dup) shapes[n++] = p->meas[i].rows;

@@ -114,6 +114,9 @@ static void check_mode(const char *mode, int with_drafter, int s2, int draft_max
     /* context params: max batch raised to the prefill graph */
     assert_int_equal(cp.max_batch, sdn_gs_min_batch(gs));
     assert_true(cp.max_batch >= S1);
+    /* the prompt's padded chunks fit the context this test creates */
+    assert_true(sdn_gs_kv_need(gs, 0, N_PROMPT - 1) <= 512);
+    assert_true(sdn_gs_kv_need(gs, 0, N_PROMPT - 1) >= N_PROMPT - 1);
     assert_int_equal(cp.n_threads, THREADS);
     /* generation params: the prefill hook and the decode graph shape */
     assert_ptr_equal(gp.prefill, sdn_gs_prefill);

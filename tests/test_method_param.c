@@ -163,12 +163,35 @@ static void test_params_reach_the_drafter(void **state) {
     sdn_drafter_destroy(&d);
 }
 
+/* The --param errors above are SDN_EINVAL; every status code has its own short name
+ * (common/sdn_err.h, for messages such as "sdnpu: invalid argument: ..."), and sdn_fail
+ * prefixes context to an error already recorded. */
+static void test_status_names(void **state) {
+    (void)state;
+    const int codes[] = {SDN_OK, SDN_EINVAL, SDN_EFORMAT, SDN_EIO, SDN_ENOMEM, SDN_EUNSUP, SDN_EDB, SDN_ESTATE};
+    for (int i = 0; i < 8; i++) {
+        const char *a = sdn_strcode(codes[i]);
+        assert_true(a && *a && strcmp(a, "error"));
+        for (int j = 0; j < i; j++) assert_string_not_equal(a, sdn_strcode(codes[j]));
+    }
+    assert_string_equal(sdn_strcode(SDN_ENOMEM), "out of memory");
+    assert_string_equal(sdn_strcode(99), "error");
+    assert_string_equal(sdn_strcode(-1), "error");
+    sdn_err e = {0};
+    sdn_method_config c;
+    sdn_method_defaults(&c);
+    assert_int_equal(sdn_method_set_param(&c, "bogus=1", &e), SDN_EINVAL);
+    assert_int_equal(sdn_fail(&e, SDN_EINVAL, "run"), SDN_EINVAL);
+    assert_true(!strncmp(e.msg, "run: ", 5) && strstr(e.msg, "bogus"));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_every_key_sets_its_field),
         cmocka_unit_test(test_range_and_type_errors),
         cmocka_unit_test(test_malformed_and_unknown),
         cmocka_unit_test(test_params_reach_the_drafter),
+        cmocka_unit_test(test_status_names),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

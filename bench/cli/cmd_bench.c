@@ -270,7 +270,7 @@ int cmd_bench(int argc, char **argv) {
             while (s < ns && strcmp(series[s], res.cells[i].method)) s++;
             if (s == ns && ns < 32) series[ns++] = res.cells[i].method;
         }
-        double *vals = malloc((size_t)(ng * ns + 1) * sizeof *vals);
+        double *vals = bench_xmalloc((size_t)(ng * ns + 1) * sizeof *vals);
         for (int i = 0; i < ng * ns; i++) vals[i] = -1;
         for (int i = 0; i < res.n_cells; i++) {
             int g = 0, s = 0;

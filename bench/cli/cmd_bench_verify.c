@@ -48,7 +48,7 @@ static int cost_curve_rows(const char *path, int threads, int reps, const int *r
     for (int i = 0; i < 256 + 64; i++) toks[i] = (int32_t)sdn_rng_below(&r, (uint64_t)V);
     sdn_batch pre = {.n = ctx_len, .tokens = toks, .n_logits = 0};
     if ((rc = sdn_forward(c, &pre, NULL, err))) goto out;
-    float *lg = malloc((size_t)64 * V * sizeof(float));
+    float *lg = bench_xmalloc((size_t)64 * V * sizeof(float));
     int32_t rows[64];
     for (int i = 0; i < 64; i++) rows[i] = i;
     for (int k = 0; k < nrows; k++) {
@@ -154,8 +154,8 @@ static int write_profile(const char *file, const char *model, const char *shape,
  * per step. */
 static void drafting_overheads(void) {
     enum { N = 4000, K = 4, V = 32000, STEPS = 400 };
-    int32_t *ctx = malloc(sizeof(int32_t) * N), *pt = malloc(sizeof(int32_t) * N * K);
-    float *pp = malloc(sizeof(float) * N * K);
+    int32_t *ctx = bench_xmalloc(sizeof(int32_t) * N), *pt = bench_xmalloc(sizeof(int32_t) * N * K);
+    float *pp = bench_xmalloc(sizeof(float) * N * K);
     sdn_rng r;
     sdn_rng_seed(&r, 11);
     for (int i = 0; i < N; i++) {
@@ -264,7 +264,7 @@ static int stories_e2e(const char *dir, int threads, int max_tokens, sdn_err *er
         g0.eog = eog, g0.eog_ud = (void *)tk;
         if ((rc = sdn_generate_tokens(c, op, nop, &g0, &story, &ns, NULL, err))) { free(op); break; }
         int n = 0;
-        int32_t *prompt = malloc(sizeof(int32_t) * (size_t)(2 * nop + ns + 2));
+        int32_t *prompt = bench_xmalloc(sizeof(int32_t) * (size_t)(2 * nop + ns + 2));
         memcpy(prompt, op, sizeof(int32_t) * (size_t)nop);
         n = nop;
         memcpy(prompt + n, story, sizeof(int32_t) * (size_t)ns);

@@ -99,7 +99,7 @@ int cmd_profile(int argc, char **argv) {
     printf("  %-6s %-6s %-10s %-10s\n", "shape", "draft", "step ms", "tok/s");
     int shapes[16], ns = 0;
     for (int i = 0; i < p->n_meas && ns < 16; i++) {
-        if (p->meas[i].kind != 5) continue;
+        if (p->meas[i].kind != SDN_PROF_VERIFY_STEP) continue;
         int dup = 0;
         for (int k = 0; k < ns; k++) dup |= shapes[k] == p->meas[i].rows;
         if (!dup) shapes[ns++] = p->meas[i].rows;

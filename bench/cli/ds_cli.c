@@ -1,5 +1,6 @@
 /* ds_cli.c - see ds_cli.h. */
 #include "bench/cli/ds_cli.h"
+#include "bench/cli/bench_util.h"
 
 #include <libgen.h>
 #include <limits.h>
@@ -44,7 +45,7 @@ const char *dscli_shared(void) {
 
 char **dscli_split(const char *csv, int *n) {
     int cap = 4, k = 0;
-    char **l = malloc((size_t)(cap + 1) * sizeof *l);
+    char **l = bench_xmalloc((size_t)(cap + 1) * sizeof *l);
     const char *p = csv ? csv : "";
     while (l && *p) {
         while (*p == ' ' || *p == ',') p++;

@@ -58,9 +58,10 @@ static int describe(const char *path, const char *tok, int n_ctx_opt) {
         fprintf(stderr, "sdnpu info: warning: --ctx %d is past %s's trained context length of %d tokens\n", n_ctx, path, trained);
     char *d = sdn_model_describe(m, n_ctx);
     if (d) fputs(d, stdout);
+    else fprintf(stderr, "sdnpu info: %s: out of memory describing the model\n", path);
     free(d);
     sdn_model_free(m);
-    return 0;
+    return d ? 0 : 1;
 }
 
 int cmd_info(int argc, char **argv) {
