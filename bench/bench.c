@@ -20,7 +20,8 @@
 
 #define MIN_ROOM 16 /* positions a prompt must leave for generation */
 
-int sdn_task_tokens(const sdn_model *m, const sdn_task_row *r, const char *chat_template, int use_input, int32_t **ids, int *n_ids,
+/* Prompt tokens of a row under opts' rendering (*ids malloc'd). */
+static int sdn_task_tokens(const sdn_model *m, const sdn_task_row *r, const char *chat_template, int use_input, int32_t **ids, int *n_ids,
                     sdn_err *err) {
     const char *doc = r->context;
     sdn_request rq = {0};

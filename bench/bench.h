@@ -53,10 +53,6 @@ typedef struct sdn_bench_result {
     char model_fp[17];
 } sdn_bench_result;
 
-/* Prompt tokens of a row under opts' rendering (*ids malloc'd). */
-int sdn_task_tokens(const sdn_model *m, const sdn_task_row *r, const char *chat_template, int use_input, int32_t **ids, int *n_ids,
-                    sdn_err *err);
-
 /* Run the benchmark. Every method's greedy output must equal plain decoding's; a mismatch
  * is reported on opts->log and counted (never silently ignored). */
 int sdn_bench_run(sdn_model *m, const sdn_dataset *ds, const sdn_bench_opts *o, sdn_bench_result *out, sdn_err *err);

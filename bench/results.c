@@ -16,7 +16,7 @@
 #include "datasets/jsonl.h"
 
 double sdn_cell_ms_per_token(const sdn_result_cell *c) { return c->c.out_tokens > 0 && c->t_decode > 0 ? 1000.0 * c->t_decode / c->c.out_tokens : 0; }
-double sdn_cell_plain_ms_per_token(const sdn_result_cell *c) {
+static double sdn_cell_plain_ms_per_token(const sdn_result_cell *c) {
     return c->plain_out_tokens > 0 && c->plain_t_decode > 0 ? 1000.0 * c->plain_t_decode / c->plain_out_tokens : 0;
 }
 double sdn_cell_speedup(const sdn_result_cell *c) {
@@ -24,7 +24,8 @@ double sdn_cell_speedup(const sdn_result_cell *c) {
     return a > 0 && b > 0 ? a / b : 0;
 }
 
-void sdn_machine_name(char *buf, size_t cap) {
+/* "hostname, CPU model, N cores" into buf. */
+static void sdn_machine_name(char *buf, size_t cap) {
     char host[128] = "?", cpu[160];
     gethostname(host, sizeof host - 1);
     host[sizeof host - 1] = 0;
@@ -57,31 +58,90 @@ static void csv_field(FILE *f, const char *s) {
     fputc('"', f);
 }
 
+/* A measured figure, or NULL-like (v <= 0: not measured). */
+static void json_measured(cJSON *o, const char *name, double v) {
+    if (v > 0) cJSON_AddNumberToObject(o, name, v);
+    else cJSON_AddNullToObject(o, name);
+}
+
+static void csv_measured(FILE *f, const char *fmt, double v) {
+    fputc(',', f);
+    if (v > 0) fprintf(f, fmt, v);
+}
+
+static void db_measured(sqlite3_stmt *st, int col, double v) {
+    if (v > 0) sqlite3_bind_double(st, col, v);
+    else sqlite3_bind_null(st, col);
+}
+
+static cJSON *json_strings(const char *const *v, int n, const char *fallback) {
+    cJSON *a = cJSON_CreateArray();
+    for (int i = 0; i < n; i++) cJSON_AddItemToArray(a, cJSON_CreateString(v[i] ? v[i] : ""));
+    if (n == 0 && fallback) cJSON_AddItemToArray(a, cJSON_CreateString(fallback));
+    return a;
+}
+
+/* The strings joined by "; " (or `one` when there is no list), malloc'd. */
+static char *joined(const char *const *v, int n, const char *one) {
+    if (n <= 0) return strdup(one ? one : "");
+    size_t len = 1;
+    for (int i = 0; i < n; i++) len += strlen(v[i] ? v[i] : "") + 2;
+    char *s = malloc(len);
+    if (!s) return NULL;
+    s[0] = 0;
+    for (int i = 0; i < n; i++) {
+        if (i) strcat(s, "; ");
+        strcat(s, v[i] ? v[i] : "");
+    }
+    return s;
+}
+
 int sdn_results_csv(const char *path, const sdn_run_meta *m, const sdn_result_cell *cells, int n, sdn_err *err) {
     FILE *f = fopen(path, "w");
     if (!f) return sdn_fail(err, SDN_EIO, "%s: cannot write", path);
     fputs("kind,model,model_fp,threads,task,method,requests,prompt_tokens,output_tokens,steps,mean_accepted,draft_per_step,"
           "accepted_draft_tokens,ms_per_token,plain_ms_per_token,speedup,prefill_ms,decode_ms,draft_ms,verify_ms,peak_rss_mib,mismatches,"
-          "live,accept_hist\n",
+          "live,accept_hist,inputs,params,command\n",
           f);
+    char *models = joined(m->models, m->n_models, m->model), *fps = joined(m->model_fps, m->n_models, m->model_fp),
+         *inputs = joined(m->inputs, m->n_inputs, m->dataset), *params = joined(m->params, m->n_params, "");
+    if (!models || !fps || !inputs || !params) {
+        free(models), free(fps), free(inputs), free(params);
+        fclose(f);
+        return sdn_fail(err, SDN_ENOMEM, "out of memory");
+    }
     for (int i = 0; i < n; i++) {
         const sdn_result_cell *c = &cells[i];
         char hist[2048];
         hist_text(&c->c, hist, sizeof hist);
         csv_field(f, m->kind);
         fputc(',', f);
-        csv_field(f, m->model);
+        csv_field(f, models);
         fputc(',', f);
-        csv_field(f, m->model_fp);
+        csv_field(f, fps);
         fprintf(f, ",%d,", m->threads);
         csv_field(f, c->task);
         fputc(',', f);
         csv_field(f, c->method);
-        fprintf(f, ",%ld,%ld,%ld,%ld,%.4f,%.3f,%ld,%.4f,%.4f,%.4f,%.2f,%.2f,%.2f,%.2f,%.2f,%d,%d,%s\n", c->c.requests, c->prompt_tokens,
-                c->c.out_tokens, c->c.steps, sdn_study_mean_accepted(&c->c), sdn_study_mean_draft(&c->c), c->c.accepted,
-                sdn_cell_ms_per_token(c), sdn_cell_plain_ms_per_token(c), sdn_cell_speedup(c), 1000 * c->t_prefill, 1000 * c->t_decode,
-                1000 * c->c.t_draft, 1000 * c->t_verify, (double)c->peak_rss / (1 << 20), c->mismatches, c->live, hist);
+        fprintf(f, ",%ld,%ld,%ld,%ld,%.4f,%.3f,%ld", c->c.requests, c->prompt_tokens, c->c.out_tokens, c->c.steps,
+                sdn_study_mean_accepted(&c->c), sdn_study_mean_draft(&c->c), c->c.accepted);
+        csv_measured(f, "%.4f", sdn_cell_ms_per_token(c));
+        csv_measured(f, "%.4f", sdn_cell_plain_ms_per_token(c));
+        csv_measured(f, "%.4f", sdn_cell_speedup(c));
+        csv_measured(f, "%.2f", 1000 * c->t_prefill);
+        csv_measured(f, "%.2f", 1000 * c->t_decode);
+        fprintf(f, ",%.2f", 1000 * c->c.t_draft);
+        csv_measured(f, "%.2f", 1000 * c->t_verify);
+        csv_measured(f, "%.2f", (double)c->peak_rss / (1 << 20));
+        fprintf(f, ",%d,%d,%s,", c->mismatches, c->live, hist);
+        csv_field(f, inputs);
+        fputc(',', f);
+        csv_field(f, params);
+        fputc(',', f);
+        csv_field(f, m->command ? m->command : "");
+        fputc('\n', f);
     }
+    free(models), free(fps), free(inputs), free(params);
     int bad = ferror(f);
     if (fclose(f) || bad) return sdn_fail(err, SDN_EIO, "%s: write error", path);
     return SDN_OK;
@@ -104,6 +164,18 @@ int sdn_results_json(const char *path, const sdn_run_meta *m, const sdn_result_c
     cJSON_AddNumberToObject(j, "threads", m->threads);
     cJSON_AddNumberToObject(j, "max_tokens", m->max_tokens);
     cJSON_AddStringToObject(j, "command", m->command ? m->command : "");
+    cJSON_AddItemToObject(j, "inputs", json_strings(m->inputs, m->n_inputs, m->dataset));
+    cJSON *models = cJSON_AddArrayToObject(j, "models");
+    for (int i = 0; i < (m->n_models ? m->n_models : 1); i++) {
+        cJSON *mo = cJSON_CreateObject();
+        const char *path = m->n_models ? m->models[i] : m->model, *fp = m->n_models ? m->model_fps[i] : m->model_fp;
+        if (path && *path) cJSON_AddStringToObject(mo, "path", path);
+        else cJSON_AddNullToObject(mo, "path");
+        if (fp && *fp) cJSON_AddStringToObject(mo, "fingerprint", fp);
+        else cJSON_AddNullToObject(mo, "fingerprint");
+        cJSON_AddItemToArray(models, mo);
+    }
+    cJSON_AddItemToObject(j, "params", json_strings(m->params, m->n_params, NULL));
     cJSON *arr = cJSON_AddArrayToObject(j, "results");
     for (int i = 0; i < n; i++) {
         const sdn_result_cell *c = &cells[i];
@@ -117,14 +189,14 @@ int sdn_results_json(const char *path, const sdn_run_meta *m, const sdn_result_c
         cJSON_AddNumberToObject(o, "mean_accepted", sdn_study_mean_accepted(&c->c));
         cJSON_AddNumberToObject(o, "draft_per_step", sdn_study_mean_draft(&c->c));
         cJSON_AddNumberToObject(o, "accepted_draft_tokens", (double)c->c.accepted);
-        cJSON_AddNumberToObject(o, "ms_per_token", sdn_cell_ms_per_token(c));
-        cJSON_AddNumberToObject(o, "plain_ms_per_token", sdn_cell_plain_ms_per_token(c));
-        cJSON_AddNumberToObject(o, "speedup", sdn_cell_speedup(c));
-        cJSON_AddNumberToObject(o, "prefill_ms", 1000 * c->t_prefill);
-        cJSON_AddNumberToObject(o, "decode_ms", 1000 * c->t_decode);
+        json_measured(o, "ms_per_token", sdn_cell_ms_per_token(c));
+        json_measured(o, "plain_ms_per_token", sdn_cell_plain_ms_per_token(c));
+        json_measured(o, "speedup", sdn_cell_speedup(c));
+        json_measured(o, "prefill_ms", 1000 * c->t_prefill);
+        json_measured(o, "decode_ms", 1000 * c->t_decode);
         cJSON_AddNumberToObject(o, "draft_ms", 1000 * c->c.t_draft);
-        cJSON_AddNumberToObject(o, "verify_ms", 1000 * c->t_verify);
-        cJSON_AddNumberToObject(o, "peak_rss_bytes", (double)c->peak_rss);
+        json_measured(o, "verify_ms", 1000 * c->t_verify);
+        json_measured(o, "peak_rss_bytes", (double)c->peak_rss);
         cJSON_AddNumberToObject(o, "mismatches", c->mismatches);
         cJSON_AddBoolToObject(o, "live", c->live);
         int last = 0;
@@ -172,6 +244,9 @@ int sdn_results_db_add(const char *path, const sdn_run_meta *m, const sdn_result
     char machine[400], when[32];
     sdn_machine_name(machine, sizeof machine);
     utc_now(when, sizeof when);
+    char *models = joined(m->models, m->n_models, m->model), *fps = joined(m->model_fps, m->n_models, m->model_fp),
+         *inputs = joined(m->inputs, m->n_inputs, m->dataset);
+    if (!models || !fps || !inputs) { rc = sdn_fail(err, SDN_ENOMEM, "out of memory"); goto out; }
     if ((rc = sdn_db_exec(db, path, "BEGIN IMMEDIATE", err))) goto out;
     if (sqlite3_prepare_v2(db, "INSERT INTO runs(started, kind, machine, model, model_fp, threads, max_tokens, dataset, caps, command)"
                                " VALUES(?,?,?,?,?,?,?,?,?,?)", -1, &st, NULL) != SQLITE_OK) {
@@ -181,11 +256,11 @@ int sdn_results_db_add(const char *path, const sdn_run_meta *m, const sdn_result
     sqlite3_bind_text(st, 1, when, -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 2, m->kind ? m->kind : "", -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 3, machine, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 4, m->model ? m->model : "", -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 5, m->model_fp ? m->model_fp : "", -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 4, models ? models : "", -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 5, fps ? fps : "", -1, SQLITE_STATIC);
     sqlite3_bind_int(st, 6, m->threads);
     sqlite3_bind_int(st, 7, m->max_tokens);
-    sqlite3_bind_text(st, 8, m->dataset ? m->dataset : "", -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 8, inputs ? inputs : "", -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 9, m->caps, -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 10, m->command ? m->command : "", -1, SQLITE_STATIC);
     if (sqlite3_step(st) != SQLITE_DONE) { rc = sdn_db_fail(db, path, "recording the run", err); goto rollback; }
@@ -211,14 +286,15 @@ int sdn_results_db_add(const char *path, const sdn_run_meta *m, const sdn_result
         sqlite3_bind_double(st, 8, sdn_study_mean_accepted(&c->c));
         sqlite3_bind_double(st, 9, sdn_study_mean_draft(&c->c));
         sqlite3_bind_int64(st, 10, c->c.accepted);
-        sqlite3_bind_double(st, 11, sdn_cell_ms_per_token(c));
-        sqlite3_bind_double(st, 12, sdn_cell_plain_ms_per_token(c));
-        sqlite3_bind_double(st, 13, sdn_cell_speedup(c));
-        sqlite3_bind_double(st, 14, 1000 * c->t_prefill);
-        sqlite3_bind_double(st, 15, 1000 * c->t_decode);
+        db_measured(st, 11, sdn_cell_ms_per_token(c));
+        db_measured(st, 12, sdn_cell_plain_ms_per_token(c));
+        db_measured(st, 13, sdn_cell_speedup(c));
+        db_measured(st, 14, 1000 * c->t_prefill);
+        db_measured(st, 15, 1000 * c->t_decode);
         sqlite3_bind_double(st, 16, 1000 * c->c.t_draft);
-        sqlite3_bind_double(st, 17, 1000 * c->t_verify);
-        sqlite3_bind_int64(st, 18, (long long)c->peak_rss);
+        db_measured(st, 17, 1000 * c->t_verify);
+        if (c->peak_rss) sqlite3_bind_int64(st, 18, (long long)c->peak_rss);
+        else sqlite3_bind_null(st, 18);
         sqlite3_bind_int(st, 19, c->mismatches);
         sqlite3_bind_text(st, 20, hist, -1, SQLITE_TRANSIENT);
         if (sqlite3_step(st) != SQLITE_DONE) { rc = sdn_db_fail(db, path, "recording results", err); goto rollback; }
@@ -233,6 +309,9 @@ rollback:
     st = NULL;
     sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
 out:
+    free(models);
+    free(fps);
+    free(inputs);
     sqlite3_finalize(st);
     sqlite3_close(db);
     return rc;

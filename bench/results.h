@@ -12,7 +12,11 @@
  *        plain_ms_per_token REAL, speedup REAL, prefill_ms REAL, decode_ms REAL,
  *        draft_ms REAL, verify_ms REAL, peak_rss_bytes INTEGER, mismatches INTEGER,
  *        accept_hist TEXT ("accepted:steps;..." for non-zero buckets))
- * A run and all its rows are written in one transaction. */
+ * A run and all its rows are written in one transaction. With several inputs or models, the
+ * runs columns dataset, model and model_fp hold them all, separated by "; "; command holds the
+ * whole command line (every --param in it). Figures that were not measured (times, ms/token
+ * and speedup of a replayed study cell, memory) are NULL in the database, null in JSON and
+ * empty in CSV, never 0. */
 #ifndef SDN_RESULTS_H
 #define SDN_RESULTS_H
 
@@ -23,19 +27,22 @@
 
 /* ms per generated token over the decode phase, 0 when unknown. */
 double sdn_cell_ms_per_token(const sdn_result_cell *c);
-double sdn_cell_plain_ms_per_token(const sdn_result_cell *c);
 /* Plain ms/token divided by this cell's (0 when either is unknown). */
 double sdn_cell_speedup(const sdn_result_cell *c);
 
 typedef struct sdn_run_meta {
     const char *kind;        /* "bench" or "study" */
-    const char *model, *model_fp, *dataset, *command;
+    const char *model, *model_fp, *dataset, *command; /* command: the whole command line */
+    const char *const *inputs;  /* every input file (datasets, traces); dataset: the first */
+    int n_inputs;
+    const char *const *models, *const *model_fps; /* every model the inputs came from (a study over
+                                                     traces of several models); model: the first */
+    int n_models;
+    const char *const *params;  /* every --param KEY=VALUE */
+    int n_params;
     int threads, max_tokens;
     char caps[64];           /* "nodes=63 depth=63 branch=1" */
 } sdn_run_meta;
-
-/* "hostname, CPU model, N cores" into buf. */
-void sdn_machine_name(char *buf, size_t cap);
 
 int sdn_results_csv(const char *path, const sdn_run_meta *m, const sdn_result_cell *cells, int n, sdn_err *err);
 int sdn_results_json(const char *path, const sdn_run_meta *m, const sdn_result_cell *cells, int n, sdn_err *err);

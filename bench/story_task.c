@@ -22,7 +22,8 @@ static const char *const k_openings[] = {
     "Ben wanted to play with his friend.",
 };
 
-int sdn_story_openings(const char *const **out) {
+/* The fixed list of openings (row i uses opening i mod count). */
+static int sdn_story_openings(const char *const **out) {
     *out = k_openings;
     return (int)(sizeof k_openings / sizeof k_openings[0]);
 }

@@ -27,9 +27,6 @@ typedef struct sdn_story_opts {
     int threads;
 } sdn_story_opts;
 
-/* The fixed list of openings (row i uses opening i mod count). */
-int sdn_story_openings(const char *const **out);
-
 /* Write n rows to `out`. The model must have a tokenizer. */
 int sdn_story_task_write(sdn_model *m, const char *model_name, const sdn_story_opts *o, FILE *out, sdn_err *err);
 

@@ -35,7 +35,8 @@ void sdn_study_caps(const sdn_draft_caps *in, sdn_draft_caps *out) {
     *out = c;
 }
 
-const char *sdn_study_unreplayable(const char *method, const sdn_trace_row *r) {
+/* Why a method cannot be replayed on a row (NULL when it can). */
+static const char *sdn_study_unreplayable(const char *method, const sdn_trace_row *r) {
     if (sdn_method_needs_model_feedback(method))
         return "needs the model's predictions at rejected draft positions, which a trace does not record: measured live with --model";
     if (sdn_method_uses_prefill_preds(method) && r && r->preds_k <= 0)

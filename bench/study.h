@@ -56,9 +56,6 @@ double sdn_study_mean_accepted(const sdn_study_counts *c);
 /* Mean draft tokens per step. */
 double sdn_study_mean_draft(const sdn_study_counts *c);
 
-/* Why a method cannot be replayed on a row (NULL when it can). */
-const char *sdn_study_unreplayable(const char *method, const sdn_trace_row *r);
-
 /* Replay `method` (created with mcfg, NULL = defaults) on one trace row with draft caps
  * `caps` (zero fields take the study's defaults: the whole budget of 63 nodes, depth = nodes, branch 4).
  * steps_out (optional) receives the accepted draft tokens of every step (malloc'd,
@@ -89,7 +86,6 @@ typedef struct sdn_result_cell {
     long skipped;                 /* study: requests the method could not be measured on */
     char note[200];               /* study: why (empty when nothing was skipped) */
 } sdn_result_cell;
-
 
 typedef struct sdn_study_opts {
     const char *const *methods;  /* methods to study ("none" gives the 1-token-per-step baseline) */

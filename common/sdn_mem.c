@@ -73,6 +73,25 @@ uint64_t sdn_mem_limit(const char **source) {
     uint64_t best = UINT64_MAX;
     long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
     if (pages > 0 && psz > 0) best = (uint64_t)pages * (uint64_t)psz, src = "physical memory";
+    /* what the machine can give now: MemAvailable plus what this process already holds */
+    FILE *mi = fopen("/proc/meminfo", "r");
+    if (mi) {
+        char line[256];
+        while (fgets(line, sizeof line, mi))
+            if (!strncmp(line, "MemAvailable:", 13)) {
+                uint64_t av = (uint64_t)strtoull(line + 13, NULL, 10) << 10;
+                FILE *st = fopen("/proc/self/status", "r");
+                if (st) {
+                    char l2[256];
+                    while (fgets(l2, sizeof l2, st))
+                        if (!strncmp(l2, "VmRSS:", 6)) av += (uint64_t)strtoull(l2 + 6, NULL, 10) << 10;
+                    fclose(st);
+                }
+                if (av > 0 && av < best) best = av, src = "available memory: MemAvailable in /proc/meminfo plus this process's RSS";
+                break;
+            }
+        fclose(mi);
+    }
     const char *k = NULL;
     uint64_t cg = cgroup_limit(&k);
     if (cg < best) best = cg, src = k;

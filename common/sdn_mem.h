@@ -3,7 +3,8 @@
  *
  * The limit is the smallest of: the cgroup memory limit of the process and of every
  * ancestor cgroup (v2 memory.max, v1 memory.limit_in_bytes; read through
- * /proc/self/cgroup), the physical memory (sysconf), and RLIMIT_AS. The environment
+ * /proc/self/cgroup), the physical memory (sysconf), the memory available now
+ * (MemAvailable in /proc/meminfo plus this process's resident set), and RLIMIT_AS. The environment
  * variable SDN_MEM_LIMIT_MB, when set to a positive integer, is one more bound (for tests
  * and for users who want to keep headroom). */
 #ifndef SDN_MEM_H

@@ -70,7 +70,6 @@ static size_t status_field_kb(const char *field) {
     return kb * 1024;
 }
 size_t sdn_peak_rss(void) { return status_field_kb("VmHWM:"); }
-size_t sdn_current_rss(void) { return status_field_kb("VmRSS:"); }
 
 void sdn_cpu_model(char *buf, size_t cap) {
     snprintf(buf, cap, "unknown CPU");

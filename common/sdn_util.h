@@ -25,8 +25,6 @@ int sdn_read_file_max(const char *path, size_t max, const char *why, char **data
 
 /* Peak resident set size of this process in bytes (VmHWM), 0 if unknown. */
 size_t sdn_peak_rss(void);
-/* Current resident set size in bytes (VmRSS), 0 if unknown. */
-size_t sdn_current_rss(void);
 
 /* The CPU's model name from /proc/cpuinfo ("unknown CPU" when unavailable). */
 void sdn_cpu_model(char *buf, size_t cap);

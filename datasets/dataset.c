@@ -177,7 +177,8 @@ static int has_suffix(const char *s, const char *suf) {
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
-/* Collect *.jsonl files of dir (and of its direct subdirectories when depth > 0). */
+/* Collect *.jsonl files of dir (and of its direct subdirectories when depth > 0): 0, -1 when
+ * dir cannot be read, -2 out of memory. */
 static int collect(const char *dir, int depth, char ***list, int *n, int *cap) {
     DIR *d = opendir(dir);
     if (!d) return -1;
@@ -189,13 +190,20 @@ static int collect(const char *dir, int depth, char ***list, int *n, int *cap) {
         struct stat st;
         if (stat(path, &st)) continue;
         if (S_ISDIR(st.st_mode)) {
-            if (depth > 0 && strcmp(e->d_name, "model_outputs") != 0) collect(path, depth - 1, list, n, cap);
+            if (depth > 0 && strcmp(e->d_name, "model_outputs") != 0 && collect(path, depth - 1, list, n, cap) == -2) {
+                closedir(d);
+                return -2;
+            }
         } else if (S_ISREG(st.st_mode) && has_suffix(e->d_name, ".jsonl")) {
             if (*n == *cap) {
-                *cap = *cap ? *cap * 2 : 16;
-                *list = realloc(*list, (size_t)*cap * sizeof **list);
+                int nc = *cap ? *cap * 2 : 16;
+                char **nl = realloc(*list, (size_t)nc * sizeof **list);
+                if (!nl) { closedir(d); return -2; }
+                *list = nl;
+                *cap = nc;
             }
-            (*list)[(*n)++] = strdup(path);
+            if (!((*list)[*n] = strdup(path))) { closedir(d); return -2; }
+            (*n)++;
         }
     }
     closedir(d);
@@ -208,9 +216,11 @@ int sdn_dataset_load(sdn_dataset *ds, const char *path, sdn_err *err) {
     if (!S_ISDIR(st.st_mode)) return sdn_dataset_load_file(ds, path, err);
     char **list = NULL;
     int n = 0, cap = 0, rc = SDN_OK;
-    if (collect(path, 1, &list, &n, &cap)) return sdn_fail(err, SDN_EIO, "%s: cannot read the directory", path);
-    if (n == 0) rc = sdn_fail(err, SDN_EINVAL, "%s: no *.jsonl dataset files in it or in its subdirectories", path);
-    qsort(list, (size_t)n, sizeof *list, cmp_str);
+    int cr = collect(path, 1, &list, &n, &cap);
+    if (cr == -1) return sdn_fail(err, SDN_EIO, "%s: cannot read the directory", path);
+    if (cr == -2) rc = sdn_fail(err, SDN_ENOMEM, "%s: out of memory listing the directory", path);
+    else if (n == 0) rc = sdn_fail(err, SDN_EINVAL, "%s: no *.jsonl dataset files in it or in its subdirectories", path);
+    if (!rc) qsort(list, (size_t)n, sizeof *list, cmp_str);
     for (int i = 0; i < n && !rc; i++) rc = sdn_dataset_load_file(ds, list[i], err);
     for (int i = 0; i < n; i++) free(list[i]);
     free(list);

@@ -108,8 +108,6 @@ void sdn_history_close(sdn_history *h) {
     free(h);
 }
 
-const char *sdn_history_path(const sdn_history *h) { return h->path; }
-
 static void put_le32(uint8_t *p, uint32_t v) { p[0] = (uint8_t)v, p[1] = (uint8_t)(v >> 8), p[2] = (uint8_t)(v >> 16), p[3] = (uint8_t)(v >> 24); }
 static uint32_t get_le32(const uint8_t *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24; }
 

@@ -42,7 +42,6 @@ typedef struct sdn_history sdn_history;
 /* Open or create the store at `path` (":memory:": private, in memory). */
 int sdn_history_open(const char *path, sdn_history **out, sdn_err *err);
 void sdn_history_close(sdn_history *h);
-const char *sdn_history_path(const sdn_history *h);
 
 /* Store an answer (one committed transaction). created <= 0: now (Unix seconds). text may
  * be NULL. *id (optional) receives the new row id. */

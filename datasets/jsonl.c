@@ -212,10 +212,4 @@ void jl_write_str(FILE *f, const char *s) {
     fputc('"', f);
 }
 
-void jl_write_num(FILE *f, double v) {
-    if (!isfinite(v)) { fputs("null", f); return; }
-    if (v == floor(v) && fabs(v) < 1e15) { fprintf(f, "%.0f", v); return; }
-    fprintf(f, "%.17g", v);
-}
-
 void jl_hex64(uint64_t v, char buf[17]) { snprintf(buf, 17, "%016llx", (unsigned long long)v); }

@@ -55,8 +55,6 @@ int jl_is_int(const cJSON *v, long lo, long hi, long *out);
 
 /* Write s as a JSON string (quoted, escaped; invalid UTF-8 bytes are written as U+FFFD). */
 void jl_write_str(FILE *f, const char *s);
-/* Write a double so that it reads back to the same value ("null" for non-finite). */
-void jl_write_num(FILE *f, double v);
 
 /* Hex digits of a 64-bit fingerprint ("%016llx") into buf[17]. */
 void jl_hex64(uint64_t v, char buf[17]);

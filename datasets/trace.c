@@ -20,7 +20,7 @@ void sdn_trace_free(sdn_trace *t) {
     memset(t, 0, sizeof *t);
 }
 
-const char *sdn_trace_stop_name(sdn_trace_stop s) {
+static const char *sdn_trace_stop_name(sdn_trace_stop s) {
     return s == SDN_STOP_EOG ? "eog" : s == SDN_STOP_LENGTH ? "length" : "unknown";
 }
 
@@ -161,6 +161,10 @@ int sdn_trace_parse(const char *name, int line, const char *text, size_t len, sd
     t->model = dup_opt(model);
     t->model_fp = dup_opt(fp);
     t->tokenizer = dup_opt(tok);
+    if (!t->id || !t->task || (group && !t->group) || (model && !t->model) || (fp && !t->model_fp) || (tok && !t->tokenizer)) {
+        rc = sdn_fail(err, SDN_ENOMEM, "trace: out of memory");
+        goto done;
+    }
     const cJSON *src = cJSON_GetObjectItemCaseSensitive(o, "source");
     if (src && !cJSON_IsNull(src)) t->source_json = cJSON_PrintUnformatted(src);
     t->vocab_size = (int)vocab;

@@ -72,6 +72,4 @@ void sdn_trace_free(sdn_trace *t);
  * `limit` per task (<= 0: all). */
 void sdn_trace_filter(sdn_trace *t, const char *tasks, int limit);
 
-const char *sdn_trace_stop_name(sdn_trace_stop s);
-
 #endif

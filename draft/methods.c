@@ -2,6 +2,7 @@
 #include "draft/methods.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,12 +77,14 @@ int sdn_method_set_param(sdn_method_config *cfg, const char *kv, sdn_err *err) {
     const char *eq = strchr(kv, '=');
     if (!eq) return sdn_fail(err, SDN_EINVAL, "option --param: '%s' is not KEY=VALUE", kv);
     size_t kl = (size_t)(eq - kv);
+    if (!kl) return sdn_fail(err, SDN_EINVAL, "option --param: '%s' has no KEY before '='", kv);
     for (size_t i = 0; i < sizeof params / sizeof params[0]; i++) {
         if (strlen(params[i].key) != kl || strncmp(params[i].key, kv, kl)) continue;
         char *end;
         errno = 0;
         double v = strtod(eq + 1, &end);
-        if (errno || end == eq + 1 || *end || v < params[i].lo || v > params[i].hi || (!params[i].is_float && v != (int)v))
+        /* !(lo <= v <= hi) also refuses NaN, and keeps the (int) conversion in range */
+        if (errno || end == eq + 1 || *end || !(v >= params[i].lo && v <= params[i].hi) || (!params[i].is_float && v != (int)v))
             return sdn_fail(err, SDN_EINVAL, "option --param: %.*s = '%s' is not a%s in [%g, %g]", (int)kl, kv, eq + 1,
                             params[i].is_float ? " number" : "n integer", params[i].lo, params[i].hi);
         char *base = (char *)cfg + params[i].off;
@@ -89,5 +92,22 @@ int sdn_method_set_param(sdn_method_config *cfg, const char *kv, sdn_err *err) {
         else *(int *)base = (int)v;
         return SDN_OK;
     }
-    return sdn_fail(err, SDN_EINVAL, "option --param: unknown key '%.*s' (see draft/methods.h)", (int)kl, kv);
+    char keys[512] = "";
+    size_t kn = 0;
+    for (size_t i = 0; i < sizeof params / sizeof params[0] && kn < sizeof keys; i++)
+        kn += (size_t)snprintf(keys + kn, sizeof keys - kn, "%s%s", i ? " " : "", params[i].key);
+    return sdn_fail(err, SDN_EINVAL, "option --param: unknown key '%.*s' (keys: %s)", (int)kl, kv, keys);
+}
+
+int sdn_method_param_info(int i, const char **key, int *is_float, double *lo, double *hi, double *def) {
+    if (i < 0 || (size_t)i >= sizeof params / sizeof params[0]) return 0;
+    sdn_method_config d;
+    sdn_method_defaults(&d);
+    const char *base = (const char *)&d + params[i].off;
+    *key = params[i].key;
+    *is_float = params[i].is_float;
+    *lo = params[i].lo;
+    *hi = params[i].hi;
+    *def = params[i].is_float ? (double)*(const float *)base : (double)*(const int *)base;
+    return 1;
 }

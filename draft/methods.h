@@ -50,6 +50,9 @@ int sdn_method_uses_prefill_preds(const char *method);
  * (the sdnpu.*, cal.* and reuse.* keys apply to sam+tree, sam+cal, sam+reuse and sdnpu).
  * Unknown keys and out-of-range values fail with SDN_EINVAL naming them. */
 int sdn_method_set_param(sdn_method_config *cfg, const char *kv, sdn_err *err);
+/* Describe parameter i (0, 1, ... in the order above): its key, whether it is a number or an
+ * integer, its range and its default. Returns 0 when i is past the last one. */
+int sdn_method_param_info(int i, const char **key, int *is_float, double *lo, double *hi, double *def);
 /* Comma-separated list of the method names. */
 const char *sdn_method_list(void);
 

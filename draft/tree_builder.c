@@ -47,8 +47,6 @@ void sdn_tb_reset(sdn_tb *tb) {
     tb->root_first = -1;
 }
 
-int sdn_tb_size(const sdn_tb *tb) { return tb->size; }
-
 int sdn_tb_add(sdn_tb *tb, int at, int32_t token, float prob, int mode) {
     if (prob > 0.99f) prob = 0.99f;
     if (!(prob > 0)) return -1;

@@ -32,8 +32,6 @@ int sdn_tb_add(sdn_tb *tb, int at, int32_t token, float prob, int mode);
 /* Add a chain below the root: token i has conditional estimate probs[i] (or `prob` for all
  * when probs is NULL). Returns the number of tokens placed. */
 int sdn_tb_add_chain(sdn_tb *tb, const int32_t *tokens, const float *probs, float prob, int n, int mode);
-/* Trie size. */
-int sdn_tb_size(const sdn_tb *tb);
 /* Emit the best nodes into `out` (cleared first) under the caps; returns the number. */
 int sdn_tb_emit(sdn_tb *tb, sdn_tree *out, const sdn_draft_caps *caps);
 

@@ -15,6 +15,7 @@
  * batches use SGEMM-based attention instead. */
 #include "engine/forward.h"
 
+#include <stdatomic.h>
 #include <cblas.h>
 #include <math.h>
 #include <stdlib.h>
@@ -40,6 +41,15 @@ static int g_simd = -1; /* 1: AVX2+FMA helpers (set from the kernel path by sdn_
 
 /* OpenBLAS-specific thread control (declared in its cblas.h as well). */
 extern void openblas_set_num_threads(int num_threads);
+
+/* OpenBLAS's thread count is process-wide state (forward.h). Set it only when it changes:
+ * a forward pass used to call openblas_set_num_threads every time, which reconfigures
+ * OpenBLAS's pool while another thread's context may be inside a GEMM. */
+static atomic_int g_blas_threads; /* 0: never set by sdnpu */
+static void blas_threads(int n) {
+    if (atomic_load_explicit(&g_blas_threads, memory_order_relaxed) == n) return;
+    if (atomic_exchange(&g_blas_threads, n) != n) openblas_set_num_threads(n);
+}
 
 #define SGEMM_TILE_FLOATS (8u << 20) /* dequantized weight tile for SGEMM: 32 MiB */
 
@@ -692,7 +702,7 @@ int sdn_fwd_layers(sdn_ctx *c, const sdn_batch *b, int kv_base, int l0, int l1, 
     if (n < 1 || n > c->max_batch || kv_base < 0 || kv_base + n > c->n_ctx)
         return sdn_fail(err, SDN_EINVAL, "batch of %d at KV slot %d does not fit (max batch %d, context %d)", n, kv_base, c->max_batch, c->n_ctx);
     double t_start = sdn_now(), t_mm0 = c->st.matmul_s, t_att = 0;
-    openblas_set_num_threads(c->n_threads);
+    blas_threads(c->n_threads);
     rope_tables(c, b, kv_base);
     for (int l = l0; l < l1; l++) {
         const sdn_layer *y = &m->layers[l];
@@ -759,8 +769,6 @@ void sdn_kv_commit(sdn_ctx *c, int n) {
     for (int i = 0; i < n; i++) c->kv_tok[c->n_kv + i] = c->kv_pos[c->n_kv + i] = -1; /* the block API does not see the tokens */
     c->n_kv += n;
 }
-
-float *sdn_ctx_hidden(sdn_ctx *c) { return c->x; }
 
 int sdn_forward(sdn_ctx *c, const sdn_batch *b, float *logits, sdn_err *err) {
     int rc = check_batch(c, b, err);

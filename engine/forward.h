@@ -24,6 +24,13 @@
 
 typedef struct sdn_ctx sdn_ctx;
 
+/* Threads: each context has its own pool of n_threads - 1 workers for the batch-invariant
+ * kernels. Prefill GEMMs run on OpenBLAS's threads, whose count is process-wide state: a
+ * forward pass sets it to its context's n_threads when it differs from the value sdnpu last
+ * set (openblas_set_num_threads), so contexts used at the same time from different threads
+ * should share one n_threads; with different counts the prefill GEMMs of each run with
+ * whichever count was set last, and OpenBLAS is reconfigured while the other context may be
+ * inside a GEMM. A context itself is used by one thread at a time. */
 typedef struct sdn_ctx_params {
     int n_ctx;     /* KV cache capacity in tokens (0: min(model ctx_len, 4096)) */
     int n_threads; /* worker threads incl. the caller (0: 1) */
@@ -105,7 +112,5 @@ int sdn_fwd_layers(sdn_ctx *c, const sdn_batch *b, int kv_base, int l0, int l1, 
 int sdn_fwd_head(sdn_ctx *c, const sdn_batch *b, const float *x, float *logits, sdn_path path, sdn_err *err);
 /* Commit n more KV entries (after all layers of a batch ran). */
 void sdn_kv_commit(sdn_ctx *c, int n);
-/* The context's own hidden-state buffer (max_batch x dim floats). */
-float *sdn_ctx_hidden(sdn_ctx *c);
 
 #endif

@@ -346,6 +346,11 @@ int sdn_gguf_open(const char *path, sdn_gguf **out, sdn_err *err) {
     sdn_gguf *g = calloc(1, sizeof *g);
     if (!g) { close(fd); return sdn_fail(err, SDN_ENOMEM, "out of memory"); }
     g->path = strdup(path);
+    if (!g->path) {
+        close(fd);
+        sdn_gguf_close(g);
+        return sdn_fail(err, SDN_ENOMEM, "%s: out of memory", path);
+    }
     g->size = (size_t)st.st_size;
     if (g->size == 0) {
         close(fd);
@@ -368,6 +373,10 @@ int sdn_gguf_open_memory(const void *data, size_t size, const char *name, sdn_gg
     sdn_gguf *g = calloc(1, sizeof *g);
     if (!g) return sdn_fail(err, SDN_ENOMEM, "out of memory");
     g->path = strdup(name ? name : "<memory>");
+    if (!g->path) {
+        free(g);
+        return sdn_fail(err, SDN_ENOMEM, "out of memory");
+    }
     g->base = data;
     g->size = size;
     return finish_open(g, out, err);
@@ -394,7 +403,6 @@ void sdn_gguf_close(sdn_gguf *g) {
 const char *sdn_gguf_path(const sdn_gguf *g) { return g->path; }
 uint32_t sdn_gguf_version(const sdn_gguf *g) { return g->version; }
 size_t sdn_gguf_file_size(const sdn_gguf *g) { return g->size; }
-size_t sdn_gguf_alignment(const sdn_gguf *g) { return g->alignment; }
 const void *sdn_gguf_image(const sdn_gguf *g) { return g->base; }
 size_t sdn_gguf_header_size(const sdn_gguf *g) { return g->header_size; }
 int sdn_gguf_n_kv(const sdn_gguf *g) { return g->n_kv; }
@@ -459,13 +467,6 @@ int sdn_gguf_get_bool_or(const sdn_gguf *g, const char *key, int dflt, int *out,
     *out = k->num.u != 0;
     return SDN_OK;
 }
-int sdn_gguf_get_str(const sdn_gguf *g, const char *key, const char **out, sdn_err *err) {
-    int i = sdn_gguf_find(g, key);
-    if (i < 0) return sdn_fail(err, SDN_EFORMAT, "%s: metadata key '%s' is missing", g->path, key);
-    if (g->kvs[i].type != SDN_GGUF_STRING) return sdn_fail(err, SDN_EFORMAT, "%s: metadata key '%s' is not a string", g->path, key);
-    *out = g->kvs[i].str;
-    return SDN_OK;
-}
 const char *sdn_gguf_str_or_null(const sdn_gguf *g, const char *key) {
     int i = sdn_gguf_find(g, key);
     return (i >= 0 && g->kvs[i].type == SDN_GGUF_STRING) ? g->kvs[i].str : NULL;
@@ -492,33 +493,7 @@ double sdn_gguf_arr_num(const sdn_gguf *g, int i, uint64_t j) {
     return num_at(k->elem, k->arr + j * vtype_size(k->elem));
 }
 
-static const char *vtype_name(uint32_t t) {
-    static const char *n[] = {"u8", "i8", "u16", "i16", "u32", "i32", "f32", "bool", "str", "arr", "u64", "i64", "f64"};
-    return t < 13 ? n[t] : "?";
-}
-
-void sdn_gguf_kv_format(const sdn_gguf *g, int i, char *buf, size_t n) {
-    const kv *k = &g->kvs[i];
-    switch (k->type) {
-    case SDN_GGUF_STRING: {
-        size_t l = strlen(k->str);
-        snprintf(buf, n, "\"%.*s%s\"", (int)(l > 60 ? 60 : l), k->str, l > 60 ? "..." : "");
-        for (char *p = buf; *p; p++) if (*p == '\n') *p = ' ';
-        break;
-    }
-    case SDN_GGUF_FLOAT32: case SDN_GGUF_FLOAT64: snprintf(buf, n, "%g", k->num.f); break;
-    case SDN_GGUF_BOOL: snprintf(buf, n, "%s", k->num.u ? "true" : "false"); break;
-    case SDN_GGUF_ARRAY: snprintf(buf, n, "[%s x %llu]", vtype_name(k->elem), (unsigned long long)k->count); break;
-    default:
-        if (is_signed_neg(k)) snprintf(buf, n, "%lld", (long long)k->num.i);
-        else snprintf(buf, n, "%llu", (unsigned long long)k->num.u);
-    }
-}
-
 int sdn_gguf_n_tensors(const sdn_gguf *g) { return g->n_tensors; }
-const sdn_gguf_tensor *sdn_gguf_tensor_at(const sdn_gguf *g, int i) {
-    return (i >= 0 && i < g->n_tensors) ? &g->tensors[i] : NULL;
-}
 const sdn_gguf_tensor *sdn_gguf_tensor_find(const sdn_gguf *g, const char *name) {
     int i = index_lookup(&g->tidx, name, tname_at, g, -1);
     return i >= 0 ? &g->tensors[i] : NULL;

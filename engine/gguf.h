@@ -56,7 +56,6 @@ void sdn_gguf_close(sdn_gguf *g);
 const char *sdn_gguf_path(const sdn_gguf *g);
 uint32_t sdn_gguf_version(const sdn_gguf *g);
 size_t sdn_gguf_file_size(const sdn_gguf *g);
-size_t sdn_gguf_alignment(const sdn_gguf *g);
 /* The whole mapped image (for fingerprints). */
 const void *sdn_gguf_image(const sdn_gguf *g);
 /* Bytes of the header (magic .. tensor infos) = offset of the padding before the data. */
@@ -78,8 +77,6 @@ int sdn_gguf_get_i64(const sdn_gguf *g, const char *key, int64_t *out, sdn_err *
 int sdn_gguf_get_f32(const sdn_gguf *g, const char *key, float *out, sdn_err *err);
 int sdn_gguf_get_f32_or(const sdn_gguf *g, const char *key, float dflt, float *out, sdn_err *err);
 int sdn_gguf_get_bool_or(const sdn_gguf *g, const char *key, int dflt, int *out, sdn_err *err);
-/* String value (NUL-terminated copy owned by g). */
-int sdn_gguf_get_str(const sdn_gguf *g, const char *key, const char **out, sdn_err *err);
 /* Returns the string or NULL when missing / not a string. */
 const char *sdn_gguf_str_or_null(const sdn_gguf *g, const char *key);
 
@@ -93,12 +90,8 @@ const char *sdn_gguf_arr_str(const sdn_gguf *g, int i, uint64_t j, size_t *len);
 /* Numeric element j of an integer/float/bool array converted to double. */
 double sdn_gguf_arr_num(const sdn_gguf *g, int i, uint64_t j);
 
-/* Printable rendering of the value at key index i (arrays summarized), into buf. */
-void sdn_gguf_kv_format(const sdn_gguf *g, int i, char *buf, size_t n);
-
 /* --- tensors --- */
 int sdn_gguf_n_tensors(const sdn_gguf *g);
-const sdn_gguf_tensor *sdn_gguf_tensor_at(const sdn_gguf *g, int i);
 /* Tensor by name, or NULL. */
 const sdn_gguf_tensor *sdn_gguf_tensor_find(const sdn_gguf *g, const char *name);
 

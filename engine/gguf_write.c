@@ -185,7 +185,7 @@ int sdn_gguf_w_tensor(sdn_gguf_writer *w, const char *name, uint32_t type, int n
     }
     wtensor *t = &w->t[w->n_t];
     memset(t, 0, sizeof *t);
-    t->name = strdup(name);
+    if (!(t->name = strdup(name))) return -1;
     t->type = type;
     t->n_dims = n_dims;
     for (int d = 0; d < SDN_GGUF_MAX_DIMS; d++) t->ne[d] = d < n_dims ? ne[d] : 1;
@@ -221,6 +221,10 @@ int sdn_gguf_writer_write(sdn_gguf_writer *w, const char *path, sdn_gguf_fill_fn
     if (h.oom) { free(h.p); return sdn_fail(err, SDN_ENOMEM, "%s: out of memory building the header", path); }
     size_t tmplen = strlen(path) + 16;
     char *tmp = malloc(tmplen);
+    if (!tmp) {
+        free(h.p);
+        return sdn_fail(err, SDN_ENOMEM, "%s: out of memory", path);
+    }
     snprintf(tmp, tmplen, "%s.tmp%d", path, (int)getpid());
     FILE *f = fopen(tmp, "wb");
     if (!f) {

@@ -117,9 +117,11 @@ static const char *missing(sdn_kpath p) {
     return "";
 }
 
-int sdn_kpath_supported(sdn_kpath p) { return (unsigned)p < SDN_KPATH_COUNT && missing(p)[0] == 0; }
+/* 1 if this CPU and OS support path p (for amx: also that the kernel granted tile data). */
+static int sdn_kpath_supported(sdn_kpath p) { return (unsigned)p < SDN_KPATH_COUNT && missing(p)[0] == 0; }
 
-sdn_kpath sdn_kpath_best(void) {
+/* The best supported path. */
+static sdn_kpath sdn_kpath_best(void) {
     for (int p = SDN_KPATH_COUNT - 1; p > 0; p--)
         if (sdn_kpath_supported((sdn_kpath)p)) return (sdn_kpath)p;
     return SDN_KPATH_PORTABLE;

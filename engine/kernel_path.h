@@ -33,10 +33,6 @@ typedef enum sdn_kpath {
 const char *sdn_kpath_name(sdn_kpath p);
 /* Parse a path name; SDN_EINVAL with a message listing the names if unknown. */
 int sdn_kpath_parse(const char *s, sdn_kpath *out, sdn_err *err);
-/* 1 if this CPU and OS support path p (for amx: also that the kernel granted tile data). */
-int sdn_kpath_supported(sdn_kpath p);
-/* The best supported path. */
-sdn_kpath sdn_kpath_best(void);
 /* Resolve the path once: SDN_KERNEL if set (an unknown or unsupported name is an error),
  * else the best. Later calls return the first result. */
 int sdn_kpath_init(sdn_err *err);

@@ -40,7 +40,7 @@ static const sdn_shape shapes[] = {
     {"small-llama", SDN_ARCH_LLAMA, 4, 512, 1536, 8, 4, 64, 576, 4096, 1e-5f, 10000.0f, 0, 0, "demo shape, llama, untied output"},
 };
 
-const sdn_shape *sdn_shape_find(const char *name) {
+static const sdn_shape *sdn_shape_find(const char *name) {
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
         if (!strcasecmp(shapes[i].name, name)) return &shapes[i];
     return NULL;
@@ -212,6 +212,11 @@ int sdn_make_model(const sdn_make_model_opts *o, sdn_err *err) {
     int64_t dim = sh->dim, hid = sh->hidden, qd = (int64_t)sh->n_heads * sh->head_dim, kvd = (int64_t)sh->n_kv_heads * sh->head_dim;
     int cap = 8 + c.n_layers * 12;
     c.t = calloc((size_t)cap, sizeof *c.t);
+    c.rope_freqs = sh->llama3_rope_factor > 0 ? malloc((size_t)sh->head_dim / 2 * sizeof(float)) : NULL;
+    if (!c.t || (sh->llama3_rope_factor > 0 && !c.rope_freqs)) {
+        rc = sdn_fail(err, SDN_ENOMEM, "make-model: out of memory");
+        goto done;
+    }
 #define ADD(nm_, ty_, a_, b_, kind_)                                                   \
     do {                                                                              \
         tplan *t_ = &c.t[c.nt++];                                                     \
@@ -224,7 +229,6 @@ int sdn_make_model(const sdn_make_model_opts *o, sdn_err *err) {
     ADD("output_norm.weight", 0, dim, 0, T_NORM);
     if (!sh->tied) ADD("output.weight", out_t, dim, c.vocab, T_MATRIX);
     if (sh->llama3_rope_factor > 0) {
-        c.rope_freqs = malloc((size_t)sh->head_dim / 2 * sizeof(float));
         llama3_factors(sh, c.rope_freqs);
         ADD("rope_freqs.weight", 0, sh->head_dim / 2, 0, T_ROPE);
     }

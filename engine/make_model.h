@@ -23,8 +23,7 @@ typedef struct sdn_shape {
     const char *description;
 } sdn_shape;
 
-/* Named shapes; NULL when unknown. */
-const sdn_shape *sdn_shape_find(const char *name);
+/* Named shapes. */
 int sdn_shape_count(void);
 const sdn_shape *sdn_shape_at(int i);
 

@@ -107,7 +107,9 @@ SDN_INLINE void tile(uint32_t wtype, const int TX, const uint8_t *const *rows, c
         if (affine) mw = VF_LOAD(wb->m);
         SDN_UNROLL
         for (int j = 0; j < TX; j++) {
-            vi isum = off ? VI_SET1(-off * xsum[j][b]) : VI_ZERO();
+            /* wrapping (unsigned) product: the same bits for real block sums (|sum| <= 32*127), and
+             * no signed overflow when a padding row of the batch holds arbitrary bytes (UBSan) */
+            vi isum = off ? VI_SET1((int32_t)(0u - (uint32_t)off * (uint32_t)xsum[j][b])) : VI_ZERO();
             const int8_t *x = xq[j] + 32 * b;
             SDN_UNROLL
             for (int t = 0; t < 8; t++) {

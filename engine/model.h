@@ -66,7 +66,7 @@ size_t sdn_model_bytes_per_token(const sdn_model *m);
 /* KV cache bytes for n_ctx positions. */
 size_t sdn_model_kv_bytes(const sdn_model *m, int n_ctx);
 /* Human-readable description of the model (architecture, shapes, tensor types per
- * role, tokenizer, memory) for `sdnpu info`. malloc'd string. */
+ * role, tokenizer, memory) for `sdnpu info`. malloc'd string; NULL when out of memory. */
 char *sdn_model_describe(const sdn_model *m, int n_ctx);
 
 #endif

@@ -10,8 +10,9 @@
 #include "engine/tensor_types.h"
 #include "engine/tokenizer.h"
 
-typedef struct sb { char *p; size_t n, cap; } sb;
+typedef struct sb { char *p; size_t n, cap; int oom; } sb;
 static void add(sb *b, const char *fmt, ...) {
+    if (b->oom) return;
     va_list ap;
     va_start(ap, fmt);
     char tmp[1024];
@@ -20,8 +21,11 @@ static void add(sb *b, const char *fmt, ...) {
     if (k < 0) return;
     if ((size_t)k >= sizeof tmp) k = sizeof tmp - 1;
     if (b->n + (size_t)k + 1 > b->cap) {
-        b->cap = (b->n + (size_t)k + 1) * 2;
-        b->p = realloc(b->p, b->cap);
+        size_t nc = (b->n + (size_t)k + 1) * 2;
+        char *np = realloc(b->p, nc);
+        if (!np) { b->oom = 1; return; }
+        b->p = np;
+        b->cap = nc;
     }
     memcpy(b->p + b->n, tmp, (size_t)k + 1);
     b->n += (size_t)k;
@@ -106,5 +110,9 @@ char *sdn_model_describe(const sdn_model *m, int n_ctx) {
     add(&b, "               a session needs about %s resident (weights + KV cache); the F32 prefill layout of all layers adds %s\n",
         mib(tok + kv, t1), mib(f32, t2));
     add(&b, "fingerprint:   %016llx\n", (unsigned long long)m->fingerprint);
+    if (b.oom) {
+        free(b.p);
+        return NULL;
+    }
     return b.p;
 }

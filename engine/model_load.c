@@ -392,6 +392,10 @@ int sdn_model_load(const char *path, const sdn_model_load_opts *opts, sdn_model 
     sdn_model *m = calloc(1, sizeof *m);
     if (!m) return sdn_fail(err, SDN_ENOMEM, "out of memory");
     m->path = strdup(path);
+    if (!m->path) {
+        free(m);
+        return sdn_fail(err, SDN_ENOMEM, "%s: out of memory", path);
+    }
     FILE *f = fopen(path, "rb");
     if (!f) {
         int rc = sdn_fail(err, SDN_EIO, "%s: cannot open: %s", path, strerror(errno));

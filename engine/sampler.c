@@ -73,6 +73,13 @@ int sdn_dist_from_logits(const sdn_sampling *s, const float *logits, int n_vocab
         sum = 0;
         for (int i = 0; i < n; i++) sum += d->p[i];
     }
+    if (s->min_p > 0) { /* p[0] is exp(0) = 1: the most probable token's weight */
+        int keep = 1;
+        while (keep < n && d->p[keep] >= s->min_p) keep++;
+        n = keep;
+        sum = 0;
+        for (int i = 0; i < n; i++) sum += d->p[i];
+    }
     for (int i = 0; i < n; i++) d->p[i] = (float)(d->p[i] / sum);
     d->n = n;
     return SDN_OK;
@@ -113,4 +120,15 @@ int32_t sdn_sample(const sdn_sampling *s, sdn_rng *rng, const float *logits, int
     if (!(s->temp > 0)) return sdn_argmax(logits, n_vocab);
     if (sdn_dist_from_logits(s, logits, n_vocab, work, NULL)) return sdn_argmax(logits, n_vocab);
     return sdn_dist_sample(work, sdn_rng_double(rng));
+}
+
+void sdn_repeat_penalty(float *logits, int n_vocab, const int32_t *window, int n, float penalty, uint8_t *seen) {
+    for (int i = 0; i < n; i++) {
+        int32_t t = window[i];
+        if (t < 0 || t >= n_vocab || seen[t]) continue;
+        seen[t] = 1;
+        logits[t] = logits[t] > 0 ? logits[t] / penalty : logits[t] * penalty;
+    }
+    for (int i = 0; i < n; i++)
+        if (window[i] >= 0 && window[i] < n_vocab) seen[window[i]] = 0;
 }

@@ -17,6 +17,11 @@ typedef struct sdn_sampling {
     int top_k;    /* <= 0: no limit */
     float top_p;  /* >= 1: no limit */
     uint64_t seed;
+    float min_p;  /* > 0: drop tokens less probable than min_p times the most probable (after top-p) */
+    float repeat_penalty; /* > 1: logits of tokens among the last repeat_last_n of the sequence are
+                             divided by it when positive, multiplied when negative (greedy too);
+                             0 or 1: off. Applied by the decode loop (sdn_repeat_penalty). */
+    int repeat_last_n;    /* window of the penalty (0: 64) */
 } sdn_sampling;
 
 /* A sparse probability distribution over token ids, most probable first. */
@@ -30,8 +35,8 @@ typedef struct sdn_dist {
 int32_t sdn_argmax(const float *logits, int n_vocab);
 
 /* Build the sampling distribution of `logits` under s (temp > 0): softmax(logits/temp),
- * keep the top_k most probable, then the smallest prefix whose mass reaches top_p, and
- * renormalize. d's arrays grow as needed. */
+ * keep the top_k most probable, then the smallest prefix whose mass reaches top_p, then those
+ * at least min_p times as probable as the first, and renormalize. d's arrays grow as needed. */
 int sdn_dist_from_logits(const sdn_sampling *s, const float *logits, int n_vocab, sdn_dist *d, sdn_err *err);
 void sdn_dist_free(sdn_dist *d);
 /* Probability of token t in d (0 if absent). */
@@ -40,6 +45,11 @@ float sdn_dist_prob(const sdn_dist *d, int32_t t);
 int sdn_dist_remove(sdn_dist *d, int32_t t);
 /* Draw a token from d with u uniform in [0,1). */
 int32_t sdn_dist_sample(const sdn_dist *d, double u);
+
+/* The repetition penalty (llama.cpp's rule, a fact of its sampler): each distinct token among
+ * window[0..n) gets logit / penalty when its logit is positive, logit * penalty otherwise.
+ * `seen` is n_vocab bytes of scratch, all zero on entry and on return. */
+void sdn_repeat_penalty(float *logits, int n_vocab, const int32_t *window, int n, float penalty, uint8_t *seen);
 
 /* Convenience for plain decoding: greedy when s->temp <= 0, else draw from the
  * distribution using rng. */

@@ -67,8 +67,18 @@ sdn_pool *sdn_pool_new(int n_threads) {
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->cv, NULL);
     p->th = calloc((size_t)n_threads, sizeof *p->th);
+    if (!p->th) {
+        pthread_mutex_destroy(&p->mu);
+        pthread_cond_destroy(&p->cv);
+        free(p);
+        return NULL;
+    }
     for (int i = 1; i < n_threads; i++) {
         warg *a = malloc(sizeof *a);
+        if (!a) {
+            p->n = i; /* run with the threads we got */
+            break;
+        }
         a->p = p;
         a->ith = i;
         if (pthread_create(&p->th[i], NULL, worker, a) != 0) {

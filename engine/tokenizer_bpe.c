@@ -25,7 +25,7 @@
 
 /* ---- GPT-2 bytes_to_unicode: printable bytes map to themselves, the other 68 bytes (0-32,
  * 127-160, 173) to U+0100.. in byte order. */
-uint32_t tok_bpe_byte_to_cp(unsigned char b) {
+static uint32_t tok_bpe_byte_to_cp(unsigned char b) {
     if (b <= 32) return 256u + b;
     if (b >= 127 && b <= 160) return 162u + b; /* 289..322 */
     if (b == 173) return 323;

@@ -97,8 +97,7 @@ int tok_spm_encode(const sdn_tokenizer *t, const char *s, size_t n, int prefix_s
 int tok_bpe_setup(sdn_tokenizer *t, const char *pre, const char *path, sdn_err *err);
 void tok_bpe_free(sdn_tokenizer *t);
 int tok_bpe_encode(const sdn_tokenizer *t, const char *s, size_t n, tok_vec *out, sdn_err *err);
-/* GPT-2 byte <-> code point tables. */
-uint32_t tok_bpe_byte_to_cp(unsigned char b);
+/* GPT-2 byte <-> code point table (the byte -> code point direction is internal to tokenizer_bpe.c). */
 int tok_bpe_cp_to_byte(uint32_t cp); /* -1 if cp is not a mapped byte */
 
 #endif

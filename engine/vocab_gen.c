@@ -20,6 +20,7 @@ typedef struct word {
 static char *dup2(const char *a, const char *b) {
     size_t la = strlen(a), lb = strlen(b);
     char *s = malloc(la + lb + 1);
+    if (!s) return NULL;
     memcpy(s, a, la);
     memcpy(s + la, b, lb + 1);
     return s;
@@ -47,12 +48,34 @@ void sdn_vocab_free(sdn_vocab *v) {
     memset(v, 0, sizeof *v);
 }
 
+/* Grow *arr (of *cap elements of `size` bytes) to hold n + 1; 0 on success, -1 out of memory
+ * (the array is left as it was). */
+static int grow(void *arr, int *cap, int n, size_t size, int first) {
+    if (n < *cap) return 0;
+    int nc = *cap ? *cap * 2 : first;
+    void *p = realloc(*(void **)arr, (size_t)nc * size);
+    if (!p) return -1;
+    *(void **)arr = p;
+    *cap = nc;
+    return 0;
+}
+
+/* 0 added (or no room left), -1 out of memory */
 static int add_piece(sdn_vocab *v, int cap, const char *p, float score, int type) {
-    if (v->n >= cap) return -1;
-    v->piece[v->n] = strdup(p);
+    if (v->n >= cap) return 0;
+    if (!(v->piece[v->n] = strdup(p))) return -1;
     v->score[v->n] = score;
     v->type[v->n] = type;
-    return v->n++;
+    v->n++;
+    return 0;
+}
+
+static void free_words(word *words, int nw) {
+    for (int w = 0; w < nw; w++) {
+        for (int s = 0; s < words[w].n; s++) free(words[w].sym[s]);
+        free(words[w].sym);
+    }
+    free(words);
 }
 
 static int has_piece(const sdn_vocab *v, const char *p) {
@@ -67,25 +90,29 @@ int sdn_vocab_generate(int n, sdn_vocab *v, sdn_err *err) {
     v->piece = calloc((size_t)n, sizeof *v->piece);
     v->score = calloc((size_t)n, sizeof *v->score);
     v->type = calloc((size_t)n, sizeof *v->type);
-    if (!v->piece || !v->score || !v->type) return sdn_fail(err, SDN_ENOMEM, "out of memory");
-    add_piece(v, n, "<unk>", 0, 2);
-    add_piece(v, n, "<s>", 0, 3);
-    add_piece(v, n, "</s>", 0, 3);
-    for (int b = 0; b < 256; b++) {
+    /* every allocation below is checked: out of memory frees what was built and fails */
+    word *words = NULL;
+    int nw = 0, capw = 0;
+    char **sym = NULL;
+    int ns = 0;
+    pair_slot *tab = NULL;
+    char *a = NULL, *b = NULL, *merged = NULL;
+    if (!v->piece || !v->score || !v->type) goto oom;
+    if (add_piece(v, n, "<unk>", 0, 2) || add_piece(v, n, "<s>", 0, 3) || add_piece(v, n, "</s>", 0, 3)) goto oom;
+    for (int c = 0; c < 256; c++) {
         char p[8];
-        snprintf(p, sizeof p, "<0x%02X>", b);
-        add_piece(v, n, p, 0, 6);
+        snprintf(p, sizeof p, "<0x%02X>", c);
+        if (add_piece(v, n, p, 0, 6)) goto oom;
     }
     /* split the corpus into words */
     const char *text = sdn_builtin_corpus;
     size_t tl = strlen(text);
-    word *words = NULL;
-    int nw = 0, capw = 0;
     size_t i = 0;
     while (i < tl) {
         /* a word: optional run of spaces/newlines handled as its own symbols, then letters up to the next space */
-        char **sym = NULL;
-        int ns = 0, caps = 0;
+        sym = NULL;
+        ns = 0;
+        int caps = 0;
         int first = 1;
         while (i < tl && (first || text[i] != ' ')) {
             char ch[8];
@@ -94,11 +121,11 @@ int sdn_vocab_generate(int n, sdn_vocab *v, sdn_err *err) {
             else { l = utf8_len((unsigned char)text[i]); memcpy(ch, text + i, (size_t)l); ch[l] = 0; }
             if (first && text[i] != ' ' && nw == 0) {
                 /* dummy prefix for the very first word */
-                if (ns == caps) { caps = caps ? caps * 2 : 16; sym = realloc(sym, (size_t)caps * sizeof *sym); }
-                sym[ns++] = strdup(SPACE);
+                if (grow(&sym, &caps, ns, sizeof *sym, 16) || !(sym[ns] = strdup(SPACE))) goto oom;
+                ns++;
             }
-            if (ns == caps) { caps = caps ? caps * 2 : 16; sym = realloc(sym, (size_t)caps * sizeof *sym); }
-            sym[ns++] = strdup(ch);
+            if (grow(&sym, &caps, ns, sizeof *sym, 16) || !(sym[ns] = strdup(ch))) goto oom;
+            ns++;
             i += (size_t)l;
             first = 0;
             if (ch[0] == '\n') break;
@@ -116,19 +143,21 @@ int sdn_vocab_generate(int n, sdn_vocab *v, sdn_err *err) {
             for (int s = 0; s < ns; s++) free(sym[s]);
             free(sym);
         } else {
-            if (nw == capw) { capw = capw ? capw * 2 : 256; words = realloc(words, (size_t)capw * sizeof *words); }
+            if (grow(&words, &capw, nw, sizeof *words, 256)) goto oom;
             words[nw++] = (word){sym, ns, 1};
         }
+        sym = NULL;
+        ns = 0;
     }
     /* characters */
     for (int w = 0; w < nw; w++)
         for (int s = 0; s < words[w].n; s++)
-            if (!has_piece(v, words[w].sym[s]) && strcmp(words[w].sym[s], "\n") != 0)
-                add_piece(v, n, words[w].sym[s], -1e6f, 1);
+            if (!has_piece(v, words[w].sym[s]) && strcmp(words[w].sym[s], "\n") != 0 && add_piece(v, n, words[w].sym[s], -1e6f, 1))
+                goto oom;
     /* merges: each round counts adjacent pairs in a hash table, merges the most frequent
      * (ties: the pair met first in corpus order) everywhere, and records the new piece */
     int rank = 0, tcap = 1 << 15;
-    pair_slot *tab = malloc((size_t)tcap * sizeof *tab);
+    if (!(tab = malloc((size_t)tcap * sizeof *tab))) goto oom;
     while (v->n < n) {
         memset(tab, 0, (size_t)tcap * sizeof *tab);
         int best = -1, order = 0;
@@ -144,33 +173,56 @@ int sdn_vocab_generate(int n, sdn_vocab *v, sdn_err *err) {
                     best = (int)h;
             }
         if (best < 0 || tab[best].count < 2) break;
-        char *a = strdup(tab[best].a), *b = strdup(tab[best].b), *merged = dup2(a, b);
-        if (!has_piece(v, merged)) add_piece(v, n, merged, -(float)rank, 1);
+        a = strdup(tab[best].a);
+        b = strdup(tab[best].b);
+        merged = a && b ? dup2(a, b) : NULL;
+        if (!merged || (!has_piece(v, merged) && add_piece(v, n, merged, -(float)rank, 1))) goto oom;
         rank++;
         for (int w = 0; w < nw; w++) {
             int o = 0;
             for (int s = 0; s < words[w].n; s++) {
                 if (s + 1 < words[w].n && !strcmp(words[w].sym[s], a) && !strcmp(words[w].sym[s + 1], b)) {
+                    char *m = strdup(merged);
+                    if (!m) {
+                        /* keep the word consistent for free_words: the rest moved down, the pair as it was */
+                        for (int t = s; t < words[w].n; t++) words[w].sym[o++] = words[w].sym[t];
+                        words[w].n = o;
+                        goto oom;
+                    }
                     free(words[w].sym[s]);
                     free(words[w].sym[s + 1]);
-                    words[w].sym[o++] = strdup(merged);
+                    words[w].sym[o++] = m;
                     s++;
                 } else words[w].sym[o++] = words[w].sym[s];
             }
             words[w].n = o;
         }
         free(merged); free(a); free(b);
+        a = b = merged = NULL;
     }
     free(tab);
-    for (int w = 0; w < nw; w++) {
-        for (int s = 0; s < words[w].n; s++) free(words[w].sym[s]);
-        free(words[w].sym);
-    }
-    free(words);
+    tab = NULL;
+    free_words(words, nw);
+    words = NULL;
     for (int u = 0; v->n < n; u++) {
         char p[32];
         snprintf(p, sizeof p, "<unused_%d>", u);
-        add_piece(v, n, p, -1e9f, 5);
+        if (add_piece(v, n, p, -1e9f, 5)) goto oom;
     }
     return SDN_OK;
+oom:
+    for (int s = 0; s < ns; s++) free(sym[s]);
+    free(sym);
+    free_words(words, nw);
+    free(tab);
+    free(a);
+    free(b);
+    free(merged);
+    if (v->piece) sdn_vocab_free(v);
+    else {
+        free(v->score);
+        free(v->type);
+    }
+    memset(v, 0, sizeof *v);
+    return sdn_fail(err, SDN_ENOMEM, "generating the vocabulary: out of memory");
 }

@@ -23,8 +23,6 @@ int sdn_blocks_partition(int n_layers, int n_blocks, sdn_blocks *out, sdn_err *e
     return SDN_OK;
 }
 
-sdn_layout sdn_graph_layout(sdn_graph_kind kind) { return kind == SDN_GRAPH_G1 ? SDN_LAYOUT_F32 : SDN_LAYOUT_QUANT; }
-
 int sdn_graph_rows_run(const sdn_graph *g, int n) {
     if (g->kind == SDN_GRAPH_G1) return g->rows;
     return (n + g->rows - 1) / g->rows * g->rows;

@@ -47,8 +47,6 @@ typedef struct sdn_graph {
     int rows;   /* fixed input length: S1 (G1) or S2 (G2) */
 } sdn_graph;
 
-/* The weight layout a graph kind runs on. */
-sdn_layout sdn_graph_layout(sdn_graph_kind kind);
 /* Rows the graph computes for a chunk of n real rows: S1 for G1 (n <= S1), ceil(n/S2)*S2
  * for G2. */
 int sdn_graph_rows_run(const sdn_graph *g, int n);

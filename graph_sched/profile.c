@@ -170,10 +170,11 @@ int sdn_profile_measure(sdn_model *m, int threads, const sdn_profile_opts *oi, s
     size_t resv = 0;
     for (int j = 0; j < bl.n; j++)
         if (sdn_layout_alloc_size(m, bl.l0[j], bl.l1[j], SDN_LAYOUT_QUANT) > resv) resv = sdn_layout_alloc_size(m, bl.l0[j], bl.l1[j], SDN_LAYOUT_QUANT);
-    for (int kind = 3; kind <= 4; kind++) {
-        sdn_layout which = kind == 3 ? SDN_LAYOUT_F32 : SDN_LAYOUT_QUANT;
-        if ((rc = sdn_layout_set_reserve(m, kind == 3 ? 0 : resv, kind == 4, err))) goto done;
-        plog(o.log, "profile: %s loads of %d blocks x %d reps\n", kind == 3 ? "G1 (F32)" : "G2 (quantized)", bl.n, o.reps);
+    for (int g2 = 0; g2 <= 1; g2++) {
+        sdn_profile_kind kind = g2 ? SDN_PROF_G2_LOAD : SDN_PROF_G1_LOAD;
+        sdn_layout which = g2 ? SDN_LAYOUT_QUANT : SDN_LAYOUT_F32;
+        if ((rc = sdn_layout_set_reserve(m, g2 ? resv : 0, g2, err))) goto done;
+        plog(o.log, "profile: %s loads of %d blocks x %d reps\n", g2 ? "G2 (quantized)" : "G1 (F32)", bl.n, o.reps);
         for (int j = 0; j < bl.n; j++) {
             size_t bytes = 0;
             for (int k = 0; k < o.reps; k++) {
@@ -188,16 +189,17 @@ int sdn_profile_measure(sdn_model *m, int threads, const sdn_profile_opts *oi, s
     }
     if ((rc = sdn_layout_set_reserve(m, 0, 0, err))) goto done;
     /* 2. compute: G1 then G2, per block */
-    for (int kind = 1; kind <= 2; kind++) {
-        sdn_graph_kind gk = kind == 1 ? SDN_GRAPH_G1 : SDN_GRAPH_G2;
-        int brows = kind == 1 ? o.s1 : g2max;
-        const int *lens = kind == 1 ? o.g1_lens : o.g2_lens, *hold = kind == 1 ? o.g1_hold : o.g2_hold;
-        int nl = kind == 1 ? o.n_g1 : o.n_g2, nh = kind == 1 ? o.n_g1_hold : o.n_g2_hold;
-        plog(o.log, "profile: %s compute of %d blocks\n", kind == 1 ? "G1" : "G2", bl.n);
+    for (int g2 = 0; g2 <= 1; g2++) {
+        sdn_profile_kind kind = g2 ? SDN_PROF_G2_COMPUTE : SDN_PROF_G1_COMPUTE;
+        sdn_graph_kind gk = g2 ? SDN_GRAPH_G2 : SDN_GRAPH_G1;
+        int brows = g2 ? g2max : o.s1;
+        const int *lens = g2 ? o.g2_lens : o.g1_lens, *hold = g2 ? o.g2_hold : o.g1_hold;
+        int nl = g2 ? o.n_g2 : o.n_g1, nh = g2 ? o.n_g2_hold : o.n_g1_hold;
+        plog(o.log, "profile: %s compute of %d blocks\n", g2 ? "G2" : "G1", bl.n);
         for (int j = 0; j < bl.n; j++) {
             double t;
             if ((rc = time_graph(&r, gk, bl.l0[j], bl.l1[j], brows, 0, &t, err))) goto done; /* warm-up */
-            for (int bi = kind == 1 ? 0 : 1; bi < 4; bi++) {
+            for (int bi = g2 ? 1 : 0; bi < 4; bi++) {
                 for (int k = 0; k < o.reps; k++)
                     if ((rc = time_graph(&r, gk, bl.l0[j], bl.l1[j], brows, bi * o.s1, &tv[k], err))) goto done;
                 sdn_profile_meas me = {.block = j, .kind = kind, .rows = brows, .kv_base = bi * o.s1, .seconds = minimum(tv, o.reps)};
@@ -206,7 +208,7 @@ int sdn_profile_measure(sdn_model *m, int threads, const sdn_profile_opts *oi, s
             for (int h = 0; h < 2; h++)
                 for (int i = 0; i < (h ? nh : nl); i++) {
                     int S = h ? hold[i] : lens[i];
-                    if (S < 1 || S > maxrows || (kind == 2 && S > SDN_INVARIANT_MAX_ROWS)) continue;
+                    if (S < 1 || S > maxrows || (g2 && S > SDN_INVARIANT_MAX_ROWS)) continue;
                     for (int k = 0; k < 2; k++)
                         if ((rc = time_graph(&r, gk, bl.l0[j], bl.l1[j], S, 0, &tv[k], err))) goto done;
                     sdn_profile_meas me = {.block = j, .kind = kind, .rows = S, .kv_base = 0, .held_out = h, .seconds = minimum(tv, 2)};
@@ -237,9 +239,9 @@ int sdn_profile_measure(sdn_model *m, int threads, const sdn_profile_opts *oi, s
             tv[k] = info.t_end - info.t_start;
             tg[k] = sum / runs;
         }
-        sdn_profile_meas me = {.block = j, .kind = 6, .seconds = median(tv, o.reps),
+        sdn_profile_meas me = {.block = j, .kind = SDN_PROF_G2_LOAD_OVERLAPPED, .seconds = median(tv, o.reps),
                                .bytes = (double)sdn_layout_size(m, bl.l0[j], bl.l1[j], SDN_LAYOUT_QUANT)};
-        sdn_profile_meas mg = {.block = other, .kind = 7, .rows = o.s1, .seconds = median(tg, o.reps)};
+        sdn_profile_meas mg = {.block = other, .kind = SDN_PROF_G1_COMPUTE_DURING_LOAD, .rows = o.s1, .seconds = median(tg, o.reps)};
         if ((rc = add_meas(p, &cap, me, err)) || (rc = add_meas(p, &cap, mg, err))) goto done;
     }
     if ((rc = sdn_layout_set_reserve(m, 0, 0, err))) goto done;
@@ -265,7 +267,7 @@ int sdn_profile_measure(sdn_model *m, int threads, const sdn_profile_opts *oi, s
                     if (rep) tv[rep - 1] = sdn_now() - t0;
                 }
                 if (rc) break;
-                sdn_profile_meas me = {.block = -1, .kind = 5, .rows = S, .kv_base = k, .seconds = minimum(tv, o.reps)};
+                sdn_profile_meas me = {.block = -1, .kind = SDN_PROF_VERIFY_STEP, .rows = S, .kv_base = k, .seconds = minimum(tv, o.reps)};
                 rc = add_meas(p, &cap, me, err);
             }
         }
@@ -296,7 +298,7 @@ static int block_layers(const sdn_profile *p, int j) { return p->l1[j] - p->l0[j
  * the median over the blocks of seconds per layer (robust to a block run that another
  * process on the machine interrupted). The held-out error compares each held-out length's
  * pooled median with the model. */
-static int fit_kind(sdn_profile *p, int kind, sdn_lat_model *mdl, double *hold_err, sdn_err *err) {
+static int fit_kind(sdn_profile *p, sdn_profile_kind kind, sdn_lat_model *mdl, double *hold_err, sdn_err *err) {
     int nm = p->n_meas;
     double *S = malloc((size_t)(nm + 1) * 4 * sizeof(double));
     if (!S) return sdn_fail(err, SDN_ENOMEM, "profile fit: out of memory");
@@ -341,7 +343,7 @@ static int fit_kind(sdn_profile *p, int kind, sdn_lat_model *mdl, double *hold_e
     return rc;
 }
 
-static void fit_load(const sdn_profile *p, int kind, double *tau, double *maxerr) {
+static void fit_load(const sdn_profile *p, sdn_profile_kind kind, double *tau, double *maxerr) {
     double st = 0, sl = 0;
     for (int i = 0; i < p->n_meas; i++)
         if (p->meas[i].kind == kind && p->meas[i].block >= 0 && p->meas[i].block < p->n_blocks) {
@@ -359,22 +361,23 @@ static void fit_load(const sdn_profile *p, int kind, double *tau, double *maxerr
 
 int sdn_profile_fit(sdn_profile *p, sdn_err *err) {
     int rc;
-    if ((rc = fit_kind(p, 1, &p->g1, &p->g1_hold_err, err))) return sdn_fail(err, rc, "G1 model");
-    if ((rc = fit_kind(p, 2, &p->g2, &p->g2_hold_err, err))) return sdn_fail(err, rc, "G2 model");
-    fit_load(p, 3, &p->tau_g1, &p->load_g1_err);
-    fit_load(p, 4, &p->tau_g2, &p->load_g2_err);
-    fit_load(p, 6, &p->tau_g2_ovl, &p->load_g2_ovl_err);
+    if ((rc = fit_kind(p, SDN_PROF_G1_COMPUTE, &p->g1, &p->g1_hold_err, err))) return sdn_fail(err, rc, "G1 model");
+    if ((rc = fit_kind(p, SDN_PROF_G2_COMPUTE, &p->g2, &p->g2_hold_err, err))) return sdn_fail(err, rc, "G2 model");
+    fit_load(p, SDN_PROF_G1_LOAD, &p->tau_g1, &p->load_g1_err);
+    fit_load(p, SDN_PROF_G2_LOAD, &p->tau_g2, &p->load_g2_err);
+    fit_load(p, SDN_PROF_G2_LOAD_OVERLAPPED, &p->tau_g2_ovl, &p->load_g2_ovl_err);
     if (p->tau_g2_ovl <= 0) p->tau_g2_ovl = p->tau_g2; /* profiles without overlapped loads */
     int n = 0;
-    for (int i = 0; i < p->n_meas; i++) n += p->meas[i].kind == 5;
+    for (int i = 0; i < p->n_meas; i++) n += p->meas[i].kind == SDN_PROF_VERIFY_STEP;
     memset(p->verify, 0, sizeof p->verify);
     p->verify_r2 = p->verify_err = 0;
     if (n >= 3) {
-        double *X = malloc((size_t)n * 4 * sizeof(double)), *y = X + 3 * n;
+        double *X = malloc((size_t)n * 4 * sizeof(double));
         if (!X) return sdn_fail(err, SDN_ENOMEM, "profile fit: out of memory");
+        double *y = X + 3 * n; /* after the check: no arithmetic on a null pointer */
         int k = 0;
         for (int i = 0; i < p->n_meas; i++)
-            if (p->meas[i].kind == 5) {
+            if (p->meas[i].kind == SDN_PROF_VERIFY_STEP) {
                 X[3 * k] = 1;
                 X[3 * k + 1] = p->meas[i].rows;
                 X[3 * k + 2] = p->meas[i].kv_base;
@@ -399,15 +402,13 @@ int sdn_profile_fit(sdn_profile *p, sdn_err *err) {
     return SDN_OK;
 }
 
-double sdn_profile_g1(const sdn_profile *p, int layers, int rows, int kv) { return layers * sdn_lat_eval(&p->g1, rows, kv); }
-double sdn_profile_g2(const sdn_profile *p, int layers, int rows, int kv) { return layers * sdn_lat_eval(&p->g2, rows, kv); }
 /* The measured steps of this shape (1 and S logit rows), interpolated linearly in k; the
  * fitted plane for shapes that were not measured. */
 double sdn_profile_verify(const sdn_profile *p, int shape, int k) {
     double t1 = -1, tS = -1;
     for (int i = 0; i < p->n_meas; i++) {
         const sdn_profile_meas *me = &p->meas[i];
-        if (me->kind != 5 || me->rows != shape) continue;
+        if (me->kind != SDN_PROF_VERIFY_STEP || me->rows != shape) continue;
         if (me->kv_base == 1) t1 = me->seconds;
         if (me->kv_base == shape) tS = me->seconds;
     }
@@ -426,12 +427,12 @@ void sdn_profile_print(const sdn_profile *p, FILE *f) {
         for (int i = 0; i < p->n_meas; i++) {
             const sdn_profile_meas *me = &p->meas[i];
             if (me->block != j) continue;
-            if (me->kind == 3) l1 = me->seconds;
-            if (me->kind == 4) l2 = me->seconds;
-            if (me->kind == 6) l2o = me->seconds;
-            if (me->kind == 1 && me->rows == p->s1 && me->kv_base % p->s1 == 0 && me->kv_base / p->s1 < 4 && !me->held_out)
+            if (me->kind == SDN_PROF_G1_LOAD) l1 = me->seconds;
+            if (me->kind == SDN_PROF_G2_LOAD) l2 = me->seconds;
+            if (me->kind == SDN_PROF_G2_LOAD_OVERLAPPED) l2o = me->seconds;
+            if (me->kind == SDN_PROF_G1_COMPUTE && me->rows == p->s1 && me->kv_base % p->s1 == 0 && me->kv_base / p->s1 < 4 && !me->held_out)
                 g1[me->kv_base / p->s1] = me->seconds;
-            if (me->kind == 2 && me->kv_base > 0 && me->kv_base % p->s1 == 0 && me->kv_base / p->s1 < 4) g2[me->kv_base / p->s1] = me->seconds;
+            if (me->kind == SDN_PROF_G2_COMPUTE && me->kv_base > 0 && me->kv_base % p->s1 == 0 && me->kv_base / p->s1 < 4) g2[me->kv_base / p->s1] = me->seconds;
         }
         fprintf(f, "  %-5d %-6d | %9.2f %9.2f %9.2f | %6.1f %6.1f %6.1f %6.1f | %6.1f %6.1f %6.1f\n", j, p->l1[j] - p->l0[j], 1e3 * l1,
                 1e3 * l2, 1e3 * l2o, 1e3 * g1[0], 1e3 * g1[1], 1e3 * g1[2], 1e3 * g1[3], 1e3 * g2[1], 1e3 * g2[2], 1e3 * g2[3]);
@@ -452,9 +453,9 @@ void sdn_profile_print(const sdn_profile *p, FILE *f) {
     int nd = 0;
     for (int i = 0; i < p->n_meas; i++) {
         const sdn_profile_meas *me = &p->meas[i];
-        if (me->kind != 7) continue;
+        if (me->kind != SDN_PROF_G1_COMPUTE_DURING_LOAD) continue;
         for (int k = 0; k < p->n_meas; k++)
-            if (p->meas[k].kind == 1 && p->meas[k].block == me->block && p->meas[k].rows == me->rows && p->meas[k].kv_base == 0 &&
+            if (p->meas[k].kind == SDN_PROF_G1_COMPUTE && p->meas[k].block == me->block && p->meas[k].rows == me->rows && p->meas[k].kv_base == 0 &&
                 !p->meas[k].held_out) {
                 during += me->seconds;
                 alone += p->meas[k].seconds;

@@ -45,10 +45,27 @@ typedef struct sdn_profile_opts {
     FILE *log;                  /* progress lines (NULL: quiet) */
 } sdn_profile_opts;
 
+/* What a measurement measured. The values are stored by name in the profile cache
+ * (profile_db.c: sdn_profile_kind_name). */
+typedef enum sdn_profile_kind {
+    SDN_PROF_NONE = 0,
+    SDN_PROF_G1_COMPUTE = 1,             /* G1 of a block at `rows` rows, KV base kv_base */
+    SDN_PROF_G2_COMPUTE = 2,             /* G2 of a block */
+    SDN_PROF_G1_LOAD = 3,                /* loading a block's G1 (F32) layout alone */
+    SDN_PROF_G2_LOAD = 4,                /* loading a block's G2 (quantized) layout alone */
+    SDN_PROF_VERIFY_STEP = 5,            /* one whole-model decode step of shape `rows` with kv_base logit rows */
+    SDN_PROF_G2_LOAD_OVERLAPPED = 6,     /* G2 load on the loader thread while the main thread computes G1 */
+    SDN_PROF_G1_COMPUTE_DURING_LOAD = 7, /* that G1 computation (of another block) */
+} sdn_profile_kind;
+#define SDN_PROF_KINDS 8 /* kinds are 1 .. SDN_PROF_KINDS - 1 */
+
+/* "g1_compute", "g2_compute", "g1_load", "g2_load", "verify_step", "g2_load_overlapped",
+ * "g1_compute_during_load"; "" for SDN_PROF_NONE and values out of range. */
+const char *sdn_profile_kind_name(sdn_profile_kind k);
+
 typedef struct sdn_profile_meas {
     int block;    /* -1: whole model (verify steps) */
-    int kind;     /* 1: G1 compute, 2: G2 compute, 3: G1 load, 4: G2 load, 5: verify step,
-                     6: G2 load overlapped with G1 compute, 7: G1 compute during such a load */
+    sdn_profile_kind kind;
     int rows;     /* graph rows (compute), decode shape S (verify) */
     int kv_base;  /* KV base (compute), logit rows k (verify) */
     int held_out; /* 1: not used for fitting */
@@ -81,9 +98,6 @@ void sdn_profile_free(sdn_profile *p);
 /* Fit the models from p->meas (after measuring or loading raw measurements). */
 int sdn_profile_fit(sdn_profile *p, sdn_err *err);
 
-/* Seconds of `layers` layers of G1 / G2 at `rows` rows and KV base kv. */
-double sdn_profile_g1(const sdn_profile *p, int layers, int rows, int kv);
-double sdn_profile_g2(const sdn_profile *p, int layers, int rows, int kv);
 /* Seconds of one decode step of shape S with k logit rows: the measured steps of that
  * shape interpolated in k, else the fitted T(S, k). */
 double sdn_profile_verify(const sdn_profile *p, int shape, int k);

@@ -28,7 +28,18 @@ static const char *schema =
     " p0 REAL, p1 REAL, p2 REAL, r2 REAL, max_rel_err REAL, heldout_rel_err REAL, n_points INTEGER,"
     " PRIMARY KEY(profile_id, name));";
 
-static const char *kind_names[] = {"", "g1_compute", "g2_compute", "g1_load", "g2_load", "verify_step", "g2_load_overlapped", "g1_compute_during_load"};
+static const char *const kind_names[SDN_PROF_KINDS] = {
+    [SDN_PROF_NONE] = "",
+    [SDN_PROF_G1_COMPUTE] = "g1_compute",
+    [SDN_PROF_G2_COMPUTE] = "g2_compute",
+    [SDN_PROF_G1_LOAD] = "g1_load",
+    [SDN_PROF_G2_LOAD] = "g2_load",
+    [SDN_PROF_VERIFY_STEP] = "verify_step",
+    [SDN_PROF_G2_LOAD_OVERLAPPED] = "g2_load_overlapped",
+    [SDN_PROF_G1_COMPUTE_DURING_LOAD] = "g1_compute_during_load",
+};
+
+const char *sdn_profile_kind_name(sdn_profile_kind k) { return k > SDN_PROF_NONE && k < SDN_PROF_KINDS ? kind_names[k] : ""; }
 
 static const sdn_db_kind k_profile = {
     "profile database", PROFILE_APP_ID, PROFILE_VERSION, NULL, {"profile", "block", "measurement", "fit", NULL}, NULL};
@@ -102,7 +113,7 @@ int sdn_profile_db_save(const char *path, const sdn_profile *p, sdn_err *err) {
         sqlite3_reset(st);
         sqlite3_bind_int64(st, 1, id);
         sqlite3_bind_int(st, 2, me->block);
-        sqlite3_bind_text(st, 3, kind_names[me->kind >= 1 && me->kind <= 7 ? me->kind : 0], -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 3, sdn_profile_kind_name(me->kind), -1, SQLITE_STATIC);
         sqlite3_bind_int(st, 4, me->rows);
         sqlite3_bind_int(st, 5, me->kv_base);
         sqlite3_bind_int(st, 6, me->held_out);
@@ -190,17 +201,19 @@ int sdn_profile_db_load(const char *path, const char *fingerprint, int threads, 
     while ((s = sqlite3_step(st)) == SQLITE_ROW) {
         sdn_profile_meas me = {0};
         const char *k = (const char *)sqlite3_column_text(st, 1);
-        for (int i = 1; i <= 7; i++)
-            if (k && !strcmp(k, kind_names[i])) me.kind = i;
+        for (int i = SDN_PROF_NONE + 1; i < SDN_PROF_KINDS; i++)
+            if (k && !strcmp(k, kind_names[i])) me.kind = (sdn_profile_kind)i;
         me.block = sqlite3_column_int(st, 0);
         me.rows = sqlite3_column_int(st, 2);
         me.kv_base = sqlite3_column_int(st, 3);
         me.held_out = sqlite3_column_int(st, 4) != 0;
         me.seconds = sqlite3_column_double(st, 5);
         me.bytes = sqlite3_column_double(st, 6);
-        int block_ok = me.kind == 5 ? me.block == -1 : me.block >= 0 && me.block < p->n_blocks;
+        int block_ok = me.kind == SDN_PROF_VERIFY_STEP ? me.block == -1 : me.block >= 0 && me.block < p->n_blocks;
         if (!me.kind || !block_ok || me.rows < 0 || me.rows > (1 << 20) || me.kv_base < 0 || !(me.seconds >= 0 && me.seconds < 1e6) ||
-            ((me.kind <= 2 || me.kind == 5 || me.kind == 7) && me.rows < 1)) {
+            ((me.kind == SDN_PROF_G1_COMPUTE || me.kind == SDN_PROF_G2_COMPUTE || me.kind == SDN_PROF_VERIFY_STEP ||
+              me.kind == SDN_PROF_G1_COMPUTE_DURING_LOAD) &&
+             me.rows < 1)) {
             rc = sdn_fail(err, SDN_EFORMAT, "%s: profile %lld: invalid measurement (kind '%s', block %d, rows %d, seconds %g)", path, id,
                           k ? k : "NULL", me.block, me.rows, me.seconds);
             goto out;

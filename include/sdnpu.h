@@ -237,9 +237,21 @@ typedef struct sdnpu_request {
                                   it, at most one token past the one that did) */
     int n_stop;
     int reuse_kv;              /* 1 (default): keep the KV entries of the previous request on this
-                                  context that hold the same leading tokens */
+                                  context that hold the same leading tokens (calibrating methods:
+                                  those its prefill made, with its predictions for them) */
     sdnpu_text_cb on_text;
     void *user_data;
+    /* Prefill progress (NULL: none), for long prompts: called with user_data before the first
+     * prefill chunk and after each one, done = prompt tokens in the KV cache so far (reused
+     * ones included), total = the prompt tokens prefill fills (the prompt but its last token);
+     * done reaches total before the first answer token. With graphs: once, at the end. */
+    void (*on_progress)(void *user_data, int done, int total);
+    /* More sampling controls (greedy decoding honours the repetition penalty too; speculative
+     * output stays identical to plain decoding, sampled output keeps its distribution). */
+    float min_p;               /* > 0: drop tokens less than min_p times as probable as the most probable */
+    float repeat_penalty;      /* > 1: penalize tokens among the last repeat_last_n (llama.cpp's rule:
+                                  positive logits divided, negative multiplied); 0 or 1: off */
+    int repeat_last_n;         /* penalty window in tokens, prompt included (0: 64) */
 } sdnpu_request;
 
 SDNPU_API void sdnpu_request_init(sdnpu_request *r);

@@ -50,6 +50,7 @@ struct sdnpu_context {
     sdn_gs *gs;
     sdn_gen_params graph_gp; /* prefill hook, decode rows, draft size of the graph runtime */
     int requests;
+    sdn_preds last_preds; /* the previous request's prefill predictions (reused with its KV entries) */
     int have_curve;
     double verify_ms[SDN_INVARIANT_MAX_ROWS];
 };
@@ -243,6 +244,7 @@ void sdnpu_context_free(sdnpu_context *c) {
     sdn_ctx_free(c->ctx);
     sdn_gs_free(c->gs);
     sdn_history_close(c->hist);
+    sdn_preds_free(&c->last_preds);
     free(c->history_path);
     free(c->graphs);
     free(c->profile_db);
@@ -440,6 +442,9 @@ static int gen_params(sdnpu_context *c, const sdnpu_request *r, sdn_drafter *d, 
     gp->sampling.top_p = r->top_p;
     gp->sampling.top_k = r->top_k;
     gp->sampling.seed = r->seed;
+    gp->sampling.min_p = r->min_p;
+    gp->sampling.repeat_penalty = r->repeat_penalty;
+    gp->sampling.repeat_last_n = r->repeat_last_n;
     gp->ignore_eog = r->ignore_eos;
     gp->drafter = d->ops ? d : NULL;
     gp->caps.max_nodes = r->draft_max;
@@ -447,6 +452,7 @@ static int gen_params(sdnpu_context *c, const sdnpu_request *r, sdn_drafter *d, 
     gp->caps.max_branch = r->draft_branch;
     gp->prefill_topk = d->ops && sdn_method_uses_prefill_preds(r->method) ? (r->prefill_topk > 0 ? r->prefill_topk : 4) : 0;
     gp->reuse_kv = r->reuse_kv;
+    if (c->last_preds.tok) gp->reuse_preds = &c->last_preds;
     int rc;
     if (c->graphs) {
         if (!c->ctx && (rc = make_ctx(c, gp, err))) return rc;
@@ -498,6 +504,11 @@ int sdnpu_generate(sdnpu_context *c, const sdnpu_request *r, sdnpu_result *resul
     if (!(r->temperature >= 0 && r->temperature <= 100)) return sdn_fail(E(err), SDN_EINVAL, "request temperature %g is not in [0, 100]", r->temperature);
     if (!(r->top_p >= 0 && r->top_p <= 1)) return sdn_fail(E(err), SDN_EINVAL, "request top_p %g is not in [0, 1]", r->top_p);
     if (r->top_k < 0) return sdn_fail(E(err), SDN_EINVAL, "request top_k %d is negative", r->top_k);
+    if (!(r->min_p >= 0 && r->min_p <= 1)) return sdn_fail(E(err), SDN_EINVAL, "request min_p %g is not in [0, 1]", r->min_p);
+    if (!(r->repeat_penalty >= 0 && r->repeat_penalty <= 10))
+        return sdn_fail(E(err), SDN_EINVAL, "request repeat_penalty %g is not in [0, 10]", r->repeat_penalty);
+    if (r->repeat_last_n < 0 || r->repeat_last_n > 1 << 20)
+        return sdn_fail(E(err), SDN_EINVAL, "request repeat_last_n %d is not in [0, 1048576]", r->repeat_last_n);
     if (r->draft_max < 0 || r->draft_max > 63 || r->draft_depth < 0 || r->draft_depth > 63 || r->draft_branch < 0 || r->draft_branch > 63)
         return sdn_fail(E(err), SDN_EINVAL, "request draft_max/draft_depth/draft_branch must be in [0, 63]");
     sdn_err *e = E(err);
@@ -535,8 +546,14 @@ int sdnpu_generate(sdnpu_context *c, const sdnpu_request *r, sdnpu_result *resul
     gp.eog_ud = (void *)tok;
     gp.on_tokens = on_tokens;
     gp.cb_ud = &s;
+    sdn_preds preds = {0};
+    gp.preds_out = &preds;
+    gp.on_progress = r->on_progress;
+    gp.progress_ud = r->user_data;
     rc = sdn_generate(c->ctx, prompt, n_prompt, &gp, &g, e);
     c->requests++;
+    sdn_preds_free(&c->last_preds); /* valid only for the KV entries of the request that made them */
+    c->last_preds = preds;
     fill_stats(&g.stats, &st);
     if (rc) goto done;
     if (s.stopped_at >= 0 && g.n_tokens > s.stopped_at) g.n_tokens = s.stopped_at; /* tokens after the stop string's */

@@ -55,6 +55,8 @@ typedef struct decode {
     sdn_dist dist;
     sdn_rng rng;
     sdn_preds preds;
+    uint8_t *seen;   /* repetition penalty scratch (vocab bytes) */
+    int32_t *window; /* repetition penalty: the last tokens before a row's prediction */
     int32_t *cvocab; /* candidate vocabulary of the prefill predictions */
     int n_cvocab;
     sdn_gen_stats s;
@@ -70,6 +72,8 @@ static void decode_free(decode *d) {
     sdn_dist_free(&d->dist);
     sdn_preds_free(&d->preds);
     free(d->cvocab);
+    free(d->seen);
+    free(d->window);
 }
 
 /* Limits, draft caps and buffers of one request. */
@@ -102,6 +106,12 @@ static int setup(decode *d, sdn_err *err) {
     d->logits = malloc((size_t)SDN_INVARIANT_MAX_ROWS * d->vocab * sizeof(float));
     d->argmax = malloc((size_t)SDN_INVARIANT_MAX_ROWS * sizeof(int32_t));
     if (!d->gen || !d->logits || !d->argmax) return sdn_fail(err, SDN_ENOMEM, "out of memory");
+    if (p->sampling.repeat_penalty > 0 && p->sampling.repeat_penalty != 1) {
+        int L = p->sampling.repeat_last_n > 0 ? p->sampling.repeat_last_n : 64;
+        d->seen = calloc((size_t)d->vocab, 1);
+        d->window = malloc(sizeof(int32_t) * (size_t)L);
+        if (!d->seen || !d->window) return sdn_fail(err, SDN_ENOMEM, "out of memory");
+    }
     int nodes = caps->max_nodes > 0 ? caps->max_nodes : 1;
     int rc;
     if ((rc = sdn_tree_init(&d->tree, nodes, err)) || (rc = sdn_vbatch_init(&d->vb, SDN_INVARIANT_MAX_ROWS, err)) ||
@@ -130,23 +140,32 @@ static int context_vocab(decode *d, sdn_err *err) {
 static int prefill(decode *d, double t0, sdn_err *err) {
     const sdn_gen_params *p = d->p;
     int K = p->prefill_topk > 0 ? p->prefill_topk : 0, rc;
-    int reused = (p->reuse_kv && !K && !p->prefill) ? sdn_kv_common_prefix(d->c, d->prompt, d->n_prompt - 1) : 0;
-    sdn_kv_truncate(d->c, reused);
-    if (d->pad_rows > 0 && d->n_prompt + d->pad_rows > d->n_ctx)
-        return sdn_fail(err, SDN_EINVAL, "context of %d is too small for the prompt plus the decode graph's %d rows", d->n_ctx, d->pad_rows);
-    d->s.n_prompt = d->n_prompt;
-    d->s.n_reused = reused;
     if (K > d->vocab) K = d->vocab;
     if (K && !p->prefill_topk_full) {
         if ((rc = context_vocab(d, err))) return rc;
         if (K > d->n_cvocab) K = d->n_cvocab;
     }
+    int reused = (p->reuse_kv && !p->prefill) ? sdn_kv_common_prefix(d->c, d->prompt, d->n_prompt - 1) : 0;
+    if (K) { /* reused positions need predictions: the previous request's, where it has them */
+        const sdn_preds *rp = p->reuse_preds;
+        if (!rp || rp->k != K || !rp->tok || !rp->prob) reused = 0;
+        else if (reused > rp->n_pos) reused = rp->n_pos;
+    }
+    sdn_kv_truncate(d->c, reused);
+    if (d->pad_rows > 0 && d->n_prompt + d->pad_rows > d->n_ctx)
+        return sdn_fail(err, SDN_EINVAL, "context of %d is too small for the prompt plus the decode graph's %d rows", d->n_ctx, d->pad_rows);
+    d->s.n_prompt = d->n_prompt;
+    d->s.n_reused = reused;
     if (K) {
         d->preds.n_pos = d->n_prompt - 1;
         d->preds.k = K;
         d->preds.tok = malloc(((size_t)d->n_prompt * K + 1) * sizeof(int32_t));
         d->preds.prob = malloc(((size_t)d->n_prompt * K + 1) * sizeof(float));
         if (!d->preds.tok || !d->preds.prob) return sdn_fail(err, SDN_ENOMEM, "out of memory (prefill predictions)");
+        if (reused) {
+            memcpy(d->preds.tok, p->reuse_preds->tok, sizeof(int32_t) * (size_t)reused * K);
+            memcpy(d->preds.prob, p->reuse_preds->prob, sizeof(float) * (size_t)reused * K);
+        }
     }
     sdn_fwd_stats fs0, fs1;
     sdn_ctx_stats(d->c, &fs0);
@@ -158,14 +177,17 @@ static int prefill(decode *d, double t0, sdn_err *err) {
     } else {
         int chunk = p->prefill_chunk > 0 ? p->prefill_chunk : sdn_ctx_max_batch(d->c);
         if (chunk > sdn_ctx_max_batch(d->c)) chunk = sdn_ctx_max_batch(d->c);
+        if (p->on_progress) p->on_progress(p->progress_ud, reused, d->n_prompt - 1);
         for (int i = reused; i < d->n_prompt - 1; i += chunk) {
             int n = d->n_prompt - 1 - i < chunk ? d->n_prompt - 1 - i : chunk;
             sdn_batch b = {.n = n, .tokens = d->prompt + i, .n_logits = K ? -1 : 0, .topk = K,
                            .topk_tok = K ? d->preds.tok + (size_t)i * K : NULL, .topk_prob = K ? d->preds.prob + (size_t)i * K : NULL,
                            .topk_vocab = d->cvocab, .n_topk_vocab = d->n_cvocab};
             if ((rc = sdn_forward(d->c, &b, NULL, err))) return rc;
+            if (p->on_progress) p->on_progress(p->progress_ud, i + n, d->n_prompt - 1);
         }
     }
+    if (p->prefill && p->on_progress) p->on_progress(p->progress_ud, d->n_prompt - 1, d->n_prompt - 1);
     d->s.t_prefill = sdn_now() - t0;
     sdn_ctx_stats(d->c, &fs1);
     d->s.t_preds = fs1.topk_s - fs0.topk_s;
@@ -198,6 +220,25 @@ static int step_draft(decode *d, sdn_err *err) {
     return SDN_OK;
 }
 
+/* Repetition penalty on every verified row: row 0 predicts after the committed sequence
+ * (prompt + output), row i + 1 after that sequence plus the path to tree node i, so each row
+ * is penalized exactly as plain decoding would penalize it had it committed that path. */
+static void penalize_rows(decode *d, int n_rows) {
+    const sdn_sampling *s = &d->p->sampling;
+    const int L = s->repeat_last_n > 0 ? s->repeat_last_n : 64, committed = d->n_prompt + d->n_gen;
+    int32_t path[SDN_INVARIANT_MAX_ROWS];
+    for (int r = 0; r < n_rows; r++) {
+        int np = 0;
+        for (int v = r - 1; v >= 0 && np < SDN_INVARIANT_MAX_ROWS; v = d->tree.parent[v]) path[np++] = d->tree.token[v];
+        /* window = the last L tokens of committed ++ reverse(path) */
+        int from_path = np < L ? np : L, n = 0;
+        for (int j = committed - (L - from_path); j < committed; j++)
+            if (j >= 0) d->window[n++] = j < d->n_prompt ? d->prompt[j] : d->gen[j - d->n_prompt];
+        for (int k = from_path - 1; k >= 0; k--) d->window[n++] = path[k];
+        sdn_repeat_penalty(d->logits + (size_t)r * d->vocab, d->vocab, d->window, n, s->repeat_penalty, d->seen);
+    }
+}
+
 /* Verify: root + tree as one batch (tree attention mask, padded to the decode graph's rows),
  * one forward pass with the batch-invariant kernels, then acceptance of the longest path
  * that matches the model (greedy) or lossless stochastic acceptance. */
@@ -209,6 +250,7 @@ static int step_verify(decode *d, sdn_err *err) {
     sdn_batch b = {.n = d->vb.n, .tokens = d->vb.tokens, .pos = d->vb.pos, .mask = d->vb.n > 1 ? d->vb.mask : NULL,
                    .logit_rows = d->vb.rows, .n_logits = n_real, .invariant = 1};
     if ((rc = sdn_forward(d->c, &b, d->logits, err))) return rc;
+    if (d->window) penalize_rows(d, n_real);
     if (d->greedy) sdn_verify_greedy(&d->tree, d->logits, d->vocab, &d->acc, d->argmax);
     else if ((rc = sdn_verify_sample(&d->tree, d->logits, d->vocab, &d->p->sampling, &d->rng, &d->dist, &d->acc, err))) return rc;
     d->s.steps++;

@@ -65,16 +65,27 @@ typedef struct sdn_gen_params {
                                     discarded); the draft budget is capped at decode_rows - 1 */
     int reuse_kv;                /* 1: keep the KV entries of the context's previous request that hold
                                     the same leading prompt tokens (sdn_kv_common_prefix) and prefill
-                                    only the rest. Not with prefill_topk or a prefill hook (their
-                                    predictions and layouts need the whole prompt). Entries the
-                                    previous request made while decoding have the decode kernels'
+                                    only the rest. Not with a prefill hook (its layouts need the whole
+                                    prompt). With prefill_topk, only with reuse_preds (below). Entries
+                                    the previous request made while decoding have the decode kernels'
                                     rounding, not the prefill's. */
+    const struct sdn_preds *reuse_preds; /* the previous request's prefill predictions on this context
+                                    (its preds_out): with reuse_kv and prefill_topk (same k), the
+                                    positions of the common prefix that it covers take these and are
+                                    not prefilled again. They were normalized over that request's
+                                    context vocabulary: drafting only, the output is unaffected. */
     /* Draft budget from the verify cost curve: verify_ms[d] (d = 0 .. SDN_INVARIANT_MAX_ROWS - 1)
      * is the measured time of a verification step with d draft tokens (d = 0: plain decoding).
      * With a drafter, verify_ms and caps.max_nodes = 0, every step drafts sdn_draft_budget(
      * verify_ms, cap, a) tokens, a = the per-token acceptance observed so far in this request
      * (sdn_accept_estimate); NULL: the fixed caps. */
     const double *verify_ms;
+    /* Prefill progress (NULL: none): called before the first prefill chunk with done = the
+     * reused KV entries and after every chunk, done = prompt positions in the KV cache so far,
+     * total = the prompt positions prefill fills (n_prompt - 1). With a prefill hook: once, at
+     * the end. */
+    void (*on_progress)(void *ud, int done, int total);
+    void *progress_ud;
 } sdn_gen_params;
 
 /* The draft size d in [0, dmax] maximizing expected tokens per millisecond of a chain whose

@@ -14,7 +14,7 @@ int sdn_gs_profile_get(sdn_model *m, int threads, const char *db_path, int n_blo
     snprintf(fp, sizeof fp, "%016llx", (unsigned long long)sdn_model_fingerprint(m));
     sdn_machine_id(machine, sizeof machine);
     int rc;
-    if (!db_path || !*db_path) return sdn_fail(err, SDN_EINVAL, "no profile database given");
+    if (!db_path || !*db_path) return sdn_fail(err, SDN_EINVAL, "--profile-db: no profile database given");
     if (!force) {
         if ((rc = sdn_profile_db_load(db_path, fp, threads, machine, out, err))) return rc;
         if (*out) return SDN_OK;
@@ -48,7 +48,7 @@ int sdn_gs_budget(const sdn_profile *p, int s2, int min_shape, double accept, sd
     if (s2 > 0) shapes[n++] = s2;
     else {
         for (int i = 0; i < p->n_meas && n < 16; i++) {
-            if (p->meas[i].kind != 5 || p->meas[i].rows < min_shape) continue;
+            if (p->meas[i].kind != SDN_PROF_VERIFY_STEP || p->meas[i].rows < min_shape) continue;
             int dup = 0;
             for (int k = 0; k < n; k++) dup |= shapes[k] == p->meas[i].rows;
             if (!dup) shapes[n++] = p->meas[i].rows;
@@ -63,7 +63,16 @@ int sdn_gs_setup(sdn_model *m, int threads, const sdn_gs_options *o, FILE *log, 
     *out = NULL;
     sdn_gs_config cfg = {.n_blocks = o->n_blocks, .s1 = o->s1, .s2 = o->s2, .pin = o->pin ? threads : 0};
     int rc = sdn_gs_mode_parse(o->graphs, &cfg.mode, err);
-    if (rc) return rc;
+    if (rc) return sdn_fail(err, rc, "--graphs");
+    /* the options by the names `sdnpu run` gives them (0: the default) */
+    if (o->n_blocks < 0 || o->n_blocks > SDN_GRAPH_MAX_BLOCKS)
+        return sdn_fail(err, SDN_EINVAL, "--graph-blocks: %d blocks is not in 1..%d (0: default)", o->n_blocks, SDN_GRAPH_MAX_BLOCKS);
+    if (o->s1 < 0 || o->s1 > (1 << 16))
+        return sdn_fail(err, SDN_EINVAL, "--g1: a prefill graph of %d rows is not in 1..%d (0: default)", o->s1, 1 << 16);
+    if (o->s2 < 0 || o->s2 > SDN_INVARIANT_MAX_ROWS)
+        return sdn_fail(err, SDN_EINVAL, "--g2: a decode graph of %d rows is not in 1..%d (0: from the profile)", o->s2,
+                        SDN_INVARIANT_MAX_ROWS);
+    if (o->draft_max < 0) return sdn_fail(err, SDN_EINVAL, "--draft-max: %d draft tokens", o->draft_max);
     if (o->pin && threads >= sdn_cpus_online())
         return sdn_fail(err, SDN_EINVAL, "--graph-pin: %d compute threads leave none of the %d online CPUs to the loader (use fewer --threads)",
                         threads, sdn_cpus_online());

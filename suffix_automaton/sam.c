@@ -50,7 +50,7 @@ static int sam_grow(void **p, uint32_t *cap, size_t elem, size_t need, size_t li
     return 0;
 }
 
-int sam_states_reserve(sdn_sam *s, uint32_t more, sdn_err *err) {
+static int sam_states_reserve(sdn_sam *s, uint32_t more, sdn_err *err) {
     size_t need = (size_t)s->n_states + more, limit = (size_t)SAM_MAX_STATES;
     if (need <= s->cap_states && (!s->cold || need <= s->cap_cold)) return SDN_OK;
     /* cold has its own capacity: it exists only once counts are in use (sdn_sam_refresh) */
@@ -60,7 +60,7 @@ int sam_states_reserve(sdn_sam *s, uint32_t more, sdn_err *err) {
     return SDN_OK;
 }
 
-int sam_tokens_reserve(sdn_sam *s, uint32_t more, sdn_err *err) {
+static int sam_tokens_reserve(sdn_sam *s, uint32_t more, sdn_err *err) {
     size_t need = (size_t)s->n_tok + more;
     if (need > SDN_SAM_MAX_TOKENS)
         return sdn_fail(err, SDN_ENOMEM, "suffix automaton: more than %u tokens", SDN_SAM_MAX_TOKENS);
@@ -69,7 +69,7 @@ int sam_tokens_reserve(sdn_sam *s, uint32_t more, sdn_err *err) {
     return SDN_OK;
 }
 
-int sam_seqs_reserve(sdn_sam *s, uint32_t more, sdn_err *err) {
+static int sam_seqs_reserve(sdn_sam *s, uint32_t more, sdn_err *err) {
     size_t need = (size_t)s->n_seq + more;
     if (sam_grow((void **)&s->seq, &s->cap_seq, sizeof(sam_seq), need, UINT32_MAX - 1))
         return sdn_fail(err, SDN_ENOMEM, "suffix automaton: cannot grow sequence table to %zu", need);
@@ -142,13 +142,14 @@ void sam_edge_add_extra(sdn_sam *s, uint32_t v, int32_t c, uint32_t t) {
     s->hot[v].to0 |= SAM_EXTRA;
 }
 
-uint32_t sam_extra_first(const sdn_sam *s, uint32_t v) {
+/* First / next extra transition of v as an edge slot (SDN_SAM_NONE at the end). */
+static uint32_t sam_extra_first(const sdn_sam *s, uint32_t v) {
     if (!(s->hot[v].to0 & SAM_EXTRA)) return NONE;
     uint32_t sp = sam_edge_slot_find(s, v, SAM_SPECIAL_KEY);
     return sam_edge_slot_find(s, v, (int32_t)s->edge[sp].next);
 }
 
-uint32_t sam_extra_next(const sdn_sam *s, uint32_t v, uint32_t slot) {
+static uint32_t sam_extra_next(const sdn_sam *s, uint32_t v, uint32_t slot) {
     uint32_t t = s->edge[slot].next;
     return t == NONE ? NONE : sam_edge_slot_find(s, v, (int32_t)t);
 }

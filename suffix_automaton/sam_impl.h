@@ -203,11 +203,5 @@ void sam_iter_init(const sdn_sam *s, sam_iter *it, uint32_t v);
 int sam_iter_next(const sdn_sam *s, sam_iter *it, int32_t *token, uint32_t *target);
 /* Number of extra transitions of v. */
 uint32_t sam_n_extra(const sdn_sam *s, uint32_t v);
-/* First / next extra transition of v as an edge slot (SDN_SAM_NONE at the end). */
-uint32_t sam_extra_first(const sdn_sam *s, uint32_t v);
-uint32_t sam_extra_next(const sdn_sam *s, uint32_t v, uint32_t slot);
-int sam_states_reserve(sdn_sam *s, uint32_t more, sdn_err *err);
-int sam_tokens_reserve(sdn_sam *s, uint32_t more, sdn_err *err);
-int sam_seqs_reserve(sdn_sam *s, uint32_t more, sdn_err *err);
 
 #endif

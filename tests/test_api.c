@@ -234,8 +234,91 @@ static void test_kv_reuse(void **state) {
     sdnpu_result_free(&first);
     sdnpu_result_free(&second);
     sdnpu_result_free(&ref);
+    /* methods that use prefill predictions (sam+cal, sdnpu) reuse the entries too, with the
+     * previous request's predictions for them; a plain request in between invalidates those */
+    const char *methods[] = {"sdnpu", "sam+cal"};
+    for (int k = 0; k < 2; k++) {
+        summary_request(&r, methods[k]);
+        r.draft_max = 6;
+        assert_int_equal(sdnpu_generate(c, &r, &first, &e), SDNPU_OK);
+        r.prompt = "Summarize the document in one sentence.";
+        assert_int_equal(sdnpu_generate(c, &r, &second, &e), SDNPU_OK);
+        assert_true(second.stats.reused_tokens > first.stats.prompt_tokens / 2);
+        summary_request(&r, "none");
+        r.prompt = "Summarize the document in one sentence.";
+        assert_int_equal(sdnpu_generate(fresh, &r, &ref, &e), SDNPU_OK);
+        assert_int_equal(second.n_tokens, ref.n_tokens);
+        assert_memory_equal(second.tokens, ref.tokens, sizeof(int32_t) * (size_t)ref.n_tokens);
+        sdnpu_result_free(&first);
+        sdnpu_result_free(&second);
+        sdnpu_result_free(&ref);
+        /* plain request (no predictions), then a predicting one: nothing to reuse predictions from */
+        summary_request(&r, "none");
+        assert_int_equal(sdnpu_generate(c, &r, &first, &e), SDNPU_OK);
+        summary_request(&r, methods[k]);
+        assert_int_equal(sdnpu_generate(c, &r, &second, &e), SDNPU_OK);
+        assert_int_equal(second.stats.reused_tokens, 0);
+        sdnpu_result_free(&first);
+        sdnpu_result_free(&second);
+    }
     sdnpu_context_free(c);
     sdnpu_context_free(fresh);
+    sdnpu_model_free(m);
+}
+
+/* on_progress: called before the first prefill chunk and after each one, done never falls,
+ * ends at total = the prompt tokens but the last (the stats' prompt_tokens - 1) before the
+ * first answer token, counts reused KV entries as done; the output is unchanged. */
+typedef struct progress_log {
+    int calls, first_done, last_done, last_total, monotonic, text_before_end;
+    collected text;
+} progress_log;
+
+static void on_progress(void *ud, int done, int total) {
+    progress_log *p = ud;
+    if (p->calls == 0) p->first_done = done;
+    if (p->calls && done < p->last_done) p->monotonic = 0;
+    if (p->text.len) p->text_before_end = 1;
+    p->last_done = done;
+    p->last_total = total;
+    p->calls++;
+}
+
+static int progress_text(void *ud, const char *text, size_t len) { return collect(&((progress_log *)ud)->text, text, len); }
+
+static void test_progress(void **state) {
+    (void)state;
+    sdnpu_model *m = load_tiny();
+    sdnpu_context_params cp;
+    sdnpu_context_params_init(&cp);
+    sdnpu_context *c = NULL, *ref = NULL;
+    sdnpu_error e = {0};
+    assert_int_equal(sdnpu_context_new(m, &cp, &c, &e), SDNPU_OK);
+    assert_int_equal(sdnpu_context_new(m, NULL, &ref, &e), SDNPU_OK);
+    const char *methods[] = {"none", "sdnpu"};
+    for (int k = 0; k < 2; k++) {
+        sdnpu_request r;
+        sdnpu_result res, plain;
+        summary_request(&r, methods[k]);
+        assert_int_equal(sdnpu_generate(ref, &r, &plain, &e), SDNPU_OK);
+        progress_log log = {.monotonic = 1};
+        r.on_progress = on_progress;
+        r.on_text = progress_text;
+        r.user_data = &log;
+        assert_int_equal(sdnpu_generate(c, &r, &res, &e), SDNPU_OK);
+        assert_true(log.calls >= 2);
+        assert_true(log.monotonic);
+        assert_int_equal(log.last_total, res.stats.prompt_tokens - 1);
+        assert_int_equal(log.last_done, log.last_total);
+        assert_int_equal(log.first_done, res.stats.reused_tokens);
+        assert_false(log.text_before_end);
+        assert_int_equal(res.n_tokens, plain.n_tokens);
+        assert_memory_equal(res.tokens, plain.tokens, sizeof(int32_t) * (size_t)res.n_tokens);
+        sdnpu_result_free(&res);
+        sdnpu_result_free(&plain);
+    }
+    sdnpu_context_free(c);
+    sdnpu_context_free(ref);
     sdnpu_model_free(m);
 }
 
@@ -332,6 +415,61 @@ static void test_stop_strings(void **state) {
     assert_non_null(strstr(e.message, "stop[0]"));
     sdnpu_result_free(&ref);
     sdnpu_result_free(&full);
+    sdnpu_context_free(c);
+    sdnpu_model_free(m);
+}
+
+/* Repetition penalty and min-p: greedy speculative output equals plain decoding's under the
+ * penalty (each tree row penalized with its own path), and the penalty does change it. */
+static void test_penalty_lossless(void **state) {
+    (void)state;
+    const char *db = tu_tmp("api-penalty.sqlite");
+    unlink(db);
+    sdnpu_model *m = load_tiny();
+    sdnpu_context_params cp;
+    sdnpu_context_params_init(&cp);
+    cp.history_path = db;
+    sdnpu_context *c = NULL;
+    sdnpu_error e = {0};
+    assert_int_equal(sdnpu_context_new(m, &cp, &c, &e), SDNPU_OK);
+    sdnpu_request r;
+    sdnpu_result base, pen;
+    summary_request(&r, "none");
+    r.max_tokens = 64;
+    assert_int_equal(sdnpu_generate(c, &r, &base, &e), SDNPU_OK);
+    r.repeat_penalty = 1.8f;
+    r.repeat_last_n = 32;
+    r.min_p = 0.1f;          /* no effect on greedy decoding */
+    r.task_group = "penalized"; /* stored: the drafts below replay it, so long paths get verified */
+    assert_int_equal(sdnpu_generate(c, &r, &pen, &e), SDNPU_OK);
+    assert_int_equal(pen.n_tokens, 64);
+    assert_true(memcmp(pen.tokens, base.tokens, sizeof(int32_t) * 64) != 0);
+    const char *methods[] = {"pld", "sam", "sam+tree", "sam+cal", "sam+reuse", "sdnpu"};
+    for (int k = 0; k < 6; k++) {
+        summary_request(&r, methods[k]);
+        r.max_tokens = 64;
+        r.repeat_penalty = 1.8f;
+        r.repeat_last_n = 32;
+        r.draft_max = 8;
+        r.draft_branch = 3;
+        r.task_group = "penalized";
+        r.store_answer = 0;
+        sdnpu_result res;
+        if (sdnpu_generate(c, &r, &res, &e)) fail_msg("%s: %s", methods[k], e.message);
+        assert_int_equal(res.n_tokens, 64);
+        assert_memory_equal(res.tokens, pen.tokens, sizeof(int32_t) * 64);
+        if (strcmp(methods[k], "pld") != 0) assert_true(res.stats.mean_accepted > 2.0); /* long verified paths */
+        sdnpu_result_free(&res);
+    }
+    r.repeat_penalty = -1;
+    assert_int_equal(sdnpu_generate(c, &r, NULL, &e), SDNPU_EINVAL);
+    assert_non_null(strstr(e.message, "repeat_penalty"));
+    r.repeat_penalty = 0;
+    r.min_p = 2;
+    assert_int_equal(sdnpu_generate(c, &r, NULL, &e), SDNPU_EINVAL);
+    assert_non_null(strstr(e.message, "min_p"));
+    sdnpu_result_free(&base);
+    sdnpu_result_free(&pen);
     sdnpu_context_free(c);
     sdnpu_model_free(m);
 }
@@ -507,7 +645,9 @@ int main(void) {
         cmocka_unit_test(test_history_store),
         cmocka_unit_test(test_kv_reuse),
         cmocka_unit_test(test_cancel),
+        cmocka_unit_test(test_progress),
         cmocka_unit_test(test_stop_strings),
+        cmocka_unit_test(test_penalty_lossless),
         cmocka_unit_test(test_messages),
         cmocka_unit_test(test_bad_requests),
         cmocka_unit_test(test_shared_model_threads),

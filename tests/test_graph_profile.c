@@ -57,22 +57,27 @@ static void test_measurements(void **state) {
     assert_int_equal(prof->n_meas, 4 + 2 * 9 + 2 * 8 + 2 + 2 + 5);
     assert_int_equal(prof->n_blocks, 2);
     assert_int_equal(prof->n_layers, 4);
-    int kinds[8] = {0};
+    int kinds[SDN_PROF_KINDS] = {0};
     for (int i = 0; i < prof->n_meas; i++) {
         const sdn_profile_meas *m = &prof->meas[i];
-        assert_true(m->kind >= 1 && m->kind <= 7);
+        assert_true(m->kind > SDN_PROF_NONE && m->kind < SDN_PROF_KINDS);
+        assert_true(sdn_profile_kind_name(m->kind)[0] != 0);
         kinds[m->kind]++;
         assert_true(m->seconds > 0);
-        if (m->kind == 3 || m->kind == 4 || m->kind == 6) {
-            sdn_layout w = m->kind == 3 ? SDN_LAYOUT_F32 : SDN_LAYOUT_QUANT;
+        if (m->kind == SDN_PROF_G1_LOAD || m->kind == SDN_PROF_G2_LOAD || m->kind == SDN_PROF_G2_LOAD_OVERLAPPED) {
+            sdn_layout w = m->kind == SDN_PROF_G1_LOAD ? SDN_LAYOUT_F32 : SDN_LAYOUT_QUANT;
             assert_true(m->bytes == (double)sdn_layout_size(model, prof->l0[m->block], prof->l1[m->block], w));
         }
     }
-    assert_int_equal(kinds[1], 18);
-    assert_int_equal(kinds[2], 16);
-    assert_int_equal(kinds[5], 5);
-    assert_int_equal(kinds[6], 2);
-    assert_int_equal(kinds[7], 2);
+    assert_int_equal(kinds[SDN_PROF_G1_COMPUTE], 18);
+    assert_int_equal(kinds[SDN_PROF_G2_COMPUTE], 16);
+    assert_int_equal(kinds[SDN_PROF_G1_LOAD], 2);
+    assert_int_equal(kinds[SDN_PROF_G2_LOAD], 2);
+    assert_int_equal(kinds[SDN_PROF_VERIFY_STEP], 5);
+    assert_int_equal(kinds[SDN_PROF_G2_LOAD_OVERLAPPED], 2);
+    assert_int_equal(kinds[SDN_PROF_G1_COMPUTE_DURING_LOAD], 2);
+    assert_string_equal(sdn_profile_kind_name(SDN_PROF_NONE), "");
+    assert_string_equal(sdn_profile_kind_name((sdn_profile_kind)SDN_PROF_KINDS), "");
     assert_true(isfinite(prof->g1.beta) && isfinite(prof->g2.beta) && prof->g1.r2 <= 1 && prof->g2.r2 <= 1);
     assert_true(prof->tau_g1 > 0 && prof->tau_g2 > 0 && prof->tau_g2_ovl > 0);
     assert_true(isfinite(prof->g1_hold_err) && isfinite(prof->verify_r2));

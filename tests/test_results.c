@@ -186,6 +186,72 @@ static void test_outputs(void **state) {
     assert_non_null(strstr(err.msg, "notresults.db"));
 }
 
+/* Provenance: every input, model and --param and the command line are recorded; figures
+ * that were not measured (a replayed study cell has no times) are null / empty / NULL. */
+static void test_provenance_and_nulls(void **state) {
+    (void)state;
+    sdn_result_cell cells[2];
+    make_cells(cells);
+    cells[0].t_decode = cells[0].t_prefill = cells[0].t_verify = 0; /* not measured */
+    cells[0].plain_t_decode = 0;
+    cells[0].peak_rss = 0;
+    const char *inputs[] = {"a.trace.jsonl", "b.trace.jsonl"}, *models[] = {"m1.gguf", "m2.gguf"}, *fps[] = {"0011223344556677", "8899aabbccddeeff"},
+               *params[] = {"sdnpu.follow=0.5", "cal.max_depth=4"};
+    sdn_run_meta meta = {.kind = "study", .model = "m1.gguf", .model_fp = fps[0], .dataset = inputs[0], .threads = 1,
+                         .command = "sdnpu study --traces a.trace.jsonl --traces b.trace.jsonl --param sdnpu.follow=0.5 --param cal.max_depth=4",
+                         .inputs = inputs, .n_inputs = 2, .models = models, .model_fps = fps, .n_models = 2, .params = params, .n_params = 2};
+    sdn_err err = {0};
+    const char *js = tu_tmp("p.json");
+    assert_int_equal(sdn_results_json(js, &meta, cells, 2, &err), SDN_OK);
+    char *text;
+    size_t n;
+    assert_int_equal(sdn_read_file(js, &text, &n, &err), SDN_OK);
+    cJSON *j = cJSON_Parse(text);
+    free(text);
+    assert_non_null(j);
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(j, "inputs")), 2);
+    assert_string_equal(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "inputs"), 1)->valuestring, "b.trace.jsonl");
+    cJSON *ms = cJSON_GetObjectItem(j, "models");
+    assert_int_equal(cJSON_GetArraySize(ms), 2);
+    assert_string_equal(cJSON_GetObjectItem(cJSON_GetArrayItem(ms, 1), "fingerprint")->valuestring, "8899aabbccddeeff");
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(j, "params")), 2);
+    assert_non_null(strstr(cJSON_GetObjectItem(j, "command")->valuestring, "--param cal.max_depth=4"));
+    cJSON *r0 = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "results"), 0), *r1 = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "results"), 1);
+    const char *unmeasured[] = {"ms_per_token", "plain_ms_per_token", "speedup", "prefill_ms", "decode_ms", "verify_ms", "peak_rss_bytes"};
+    for (int i = 0; i < 7; i++) assert_true(cJSON_IsNull(cJSON_GetObjectItem(r0, unmeasured[i])));
+    assert_true(cJSON_IsNumber(cJSON_GetObjectItem(r1, "ms_per_token")));
+    assert_true(cJSON_IsNumber(cJSON_GetObjectItem(r0, "mean_accepted")));
+    cJSON_Delete(j);
+    /* CSV: the empty fields, and the provenance columns */
+    const char *csv = tu_tmp("p.csv");
+    assert_int_equal(sdn_results_csv(csv, &meta, cells, 2, &err), SDN_OK);
+    assert_int_equal(sdn_read_file(csv, &text, &n, &err), SDN_OK);
+    assert_non_null(strstr(text, "m1.gguf; m2.gguf"));
+    assert_non_null(strstr(text, "a.trace.jsonl; b.trace.jsonl"));
+    assert_non_null(strstr(text, "sdnpu.follow=0.5; cal.max_depth=4"));
+    assert_non_null(strstr(text, ",,,,,")); /* ms/token .. decode ms empty in the first row */
+    free(text);
+    /* database: NULL, not 0 */
+    const char *db = tu_tmp("p.db");
+    unlink(db);
+    assert_int_equal(sdn_results_db_add(db, &meta, cells, 2, NULL, &err), SDN_OK);
+    sqlite3 *h;
+    sqlite3_stmt *st;
+    assert_int_equal(sqlite3_open(db, &h), SQLITE_OK);
+    assert_int_equal(sqlite3_prepare_v2(h, "SELECT count(*) FROM results WHERE ms_per_token IS NULL AND decode_ms IS NULL AND peak_rss_bytes IS NULL",
+                                        -1, &st, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+    assert_int_equal(sqlite3_column_int(st, 0), 1);
+    sqlite3_finalize(st);
+    assert_int_equal(sqlite3_prepare_v2(h, "SELECT model, model_fp, dataset, command FROM runs", -1, &st, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+    assert_string_equal((const char *)sqlite3_column_text(st, 0), "m1.gguf; m2.gguf");
+    assert_string_equal((const char *)sqlite3_column_text(st, 2), "a.trace.jsonl; b.trace.jsonl");
+    assert_non_null(strstr((const char *)sqlite3_column_text(st, 3), "--param sdnpu.follow=0.5"));
+    sqlite3_finalize(st);
+    sqlite3_close(h);
+}
+
 static int count(const char *s, const char *needle) {
     int k = 0;
     for (const char *p = strstr(s, needle); p; p = strstr(p + 1, needle)) k++;
@@ -258,7 +324,7 @@ static void test_progress(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cost_profile), cmocka_unit_test(test_cost_malformed), cmocka_unit_test(test_outputs),
-        cmocka_unit_test(test_svg),          cmocka_unit_test(test_progress),
+        cmocka_unit_test(test_svg),          cmocka_unit_test(test_progress), cmocka_unit_test(test_provenance_and_nulls),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -136,12 +136,64 @@ static void test_greedy_ties(void **state) {
     sdn_dist_free(&d);
 }
 
+/* min-p against a brute-force filter: the kept tokens are exactly those whose probability
+ * (after top-k/top-p) is at least min_p times the largest, renormalized. */
+static void test_min_p(void **state) {
+    (void)state;
+    enum { V = 40 };
+    float lg[V];
+    sdn_rng rng;
+    sdn_rng_seed(&rng, 7);
+    for (int i = 0; i < V; i++) lg[i] = (float)(sdn_rng_double(&rng) * 6 - 3);
+    const float mps[] = {0.0f, 0.05f, 0.2f, 0.5f, 1.0f};
+    for (int k = 0; k < 5; k++) {
+        sdn_sampling s = {.temp = 0.8f, .top_p = 1.0f, .min_p = mps[k]};
+        sdn_dist d = {0};
+        assert_int_equal(sdn_dist_from_logits(&s, lg, V, &d, NULL), SDN_OK);
+        double mx = -1e30, z = 0;
+        for (int i = 0; i < V; i++) mx = lg[i] > mx ? lg[i] : mx;
+        for (int i = 0; i < V; i++) {
+            double w = exp((lg[i] - mx) / 0.8);
+            if (w >= mps[k] || mps[k] == 0) z += w;
+        }
+        int kept = 0;
+        for (int i = 0; i < V; i++) {
+            double w = exp((lg[i] - mx) / 0.8);
+            int keep = mps[k] == 0 || w >= mps[k];
+            kept += keep;
+            assert_true(fabs(sdn_dist_prob(&d, i) - (keep ? w / z : 0)) < 1e-5);
+        }
+        assert_int_equal(d.n, kept);
+        sdn_dist_free(&d);
+    }
+}
+
+/* The repetition penalty: each distinct token of the window once, sign-dependent, others and
+ * the scratch untouched. */
+static void test_repeat_penalty(void **state) {
+    (void)state;
+    float lg[8] = {2.0f, -1.0f, 0.5f, 3.0f, -2.0f, 0.0f, 1.0f, -0.5f};
+    const float orig[8] = {2.0f, -1.0f, 0.5f, 3.0f, -2.0f, 0.0f, 1.0f, -0.5f};
+    uint8_t seen[8] = {0};
+    const int32_t win[] = {0, 1, 0, 4, 0, 99, -3};
+    sdn_repeat_penalty(lg, 8, win, 7, 2.0f, seen);
+    assert_float_equal(lg[0], 1.0f, 0);   /* positive: divided, once although it occurs three times */
+    assert_float_equal(lg[1], -2.0f, 0);  /* negative: multiplied */
+    assert_float_equal(lg[4], -4.0f, 0);
+    for (int i = 0; i < 8; i++) {
+        if (i != 0 && i != 1 && i != 4) assert_float_equal(lg[i], orig[i], 0);
+        assert_int_equal(seen[i], 0);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_dist_vs_bruteforce),
         cmocka_unit_test(test_chi_square),
         cmocka_unit_test(test_dist_edit),
         cmocka_unit_test(test_greedy_ties),
+        cmocka_unit_test(test_min_p),
+        cmocka_unit_test(test_repeat_penalty),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -26,7 +26,7 @@
 #include "support/test_util.h"
 
 typedef struct counts {
-    int runs, steps, tokens;
+    int runs, steps, tokens, expected_tokens;
     long accepted;
 } counts;
 
@@ -74,6 +74,7 @@ static void check_model(sdn_model *m, int n_prompts, uint64_t seed, int vocab_li
         int base_n;
         sdn_draft_caps none = {0};
         int32_t *base = gen(c, "none", prompt, n, max, none, &base_n, NULL);
+        assert_int_equal(base_n, max); /* ignore_eog: exactly max tokens */
         for (int k = 0; k < NM; k++) {
             sdn_draft_caps caps = {.max_nodes = 1 + (int)sdn_rng_below(&r, 63), .max_depth = 1 + (int)sdn_rng_below(&r, 16),
                                    .max_branch = 1 + (int)sdn_rng_below(&r, 4)};
@@ -86,7 +87,18 @@ static void check_model(sdn_model *m, int n_prompts, uint64_t seed, int vocab_li
                 fail_msg("prompt %d (%d tokens), %s caps %d/%d/%d: output differs from plain decoding at token %d", p, n, methods[k],
                          caps.max_nodes, caps.max_depth, caps.max_branch, i);
             }
+            /* the run's own accounting: every step commits its root token plus the draft tokens
+             * it accepted (the last step may be cut at max), and the histogram counts every step */
+            assert_int_equal(st.n_gen, got_n);
+            assert_true(st.steps >= 1 && st.steps <= st.n_gen && st.n_gen <= st.steps + st.accepted);
+            assert_true(st.accepted <= st.drafted);
+            int hist_steps = 0;
+            long hist_acc = 0;
+            for (int h = 0; h < SDN_ACCEPT_HIST; h++) hist_steps += st.accept_hist[h], hist_acc += (long)h * st.accept_hist[h];
+            assert_int_equal(hist_steps, st.steps);
+            assert_int_equal(hist_acc, st.accepted);
             cnt->runs++;
+            cnt->expected_tokens += max;
             cnt->steps += st.steps;
             cnt->tokens += st.n_gen;
             cnt->accepted += st.accepted;
@@ -110,7 +122,9 @@ static void test_make_model_archs(void **state) {
     }
     print_message("make-model: %d speculative runs identical to plain; %d tokens in %d steps, %ld draft tokens accepted\n", cnt.runs,
                   cnt.tokens, cnt.steps, cnt.accepted);
-    assert_true(cnt.runs >= 200);
+    assert_int_equal(cnt.runs, 3 * 25 * 6);          /* every prompt x method ran and was compared */
+    assert_int_equal(cnt.tokens, cnt.expected_tokens); /* and generated all its tokens */
+    assert_true(cnt.steps < cnt.tokens);               /* some drafts were accepted */
 }
 
 static void test_kernel_path(void **state) {
@@ -124,7 +138,8 @@ static void test_kernel_path(void **state) {
     }
     print_message("path %s: %d speculative runs identical to plain, %ld draft tokens accepted\n", sdn_kpath_name(sdn_kpath_get()),
                   cnt.runs, cnt.accepted);
-    assert_true(cnt.runs >= 72);
+    assert_int_equal(cnt.runs, 2 * 6 * 6);
+    assert_int_equal(cnt.tokens, cnt.expected_tokens);
 }
 
 /* sdn_draft_budget against a brute-force maximization written here, and the acceptance
@@ -211,7 +226,8 @@ static void test_tinystories(void **state) {
     check_model(m, 50, 7, 0, &cnt);
     print_message("TinyStories: %d speculative runs identical to plain; %d tokens in %d steps (%.2f tokens/step), %ld draft tokens accepted\n",
                   cnt.runs, cnt.tokens, cnt.steps, (double)cnt.tokens / cnt.steps, cnt.accepted);
-    assert_true(cnt.runs >= 200);
+    assert_int_equal(cnt.runs, 50 * 6);
+    assert_int_equal(cnt.tokens, cnt.expected_tokens);
     assert_true(cnt.accepted > 100); /* the identity check must have exercised accepted drafts */
     sdn_model_free(m);
 }

@@ -172,7 +172,10 @@ static int fd_feedback(sdn_drafter *d, const sdn_draft_feedback *fb, sdn_err *e)
 static void fd_destroy(sdn_drafter *d) {}
 static const sdn_drafter_ops fd_ops = {"fixed", fd_begin, fd_propose, fd_feedback, fd_destroy};
 
-static void test_end_to_end(void **state) {
+/* Plain vs speculative sampling of the first two tokens under `s`, drafts from the root's top
+ * three (plus, with `repeat`, a chain repeating the most probable token, which the repetition
+ * penalty must see on its path). */
+static void end_to_end(sdn_sampling s, int repeat) {
     sdn_model *m;
     sdn_err e = {0};
     sdn_model_load_opts o = {.no_tokenizer = 1};
@@ -186,10 +189,11 @@ static void test_end_to_end(void **state) {
     float *lg = malloc(sizeof(float) * (size_t)Vv);
     sdn_batch b = {.n = 4, .tokens = prompt, .logit_rows = (int32_t[]){3}, .n_logits = 1, .invariant = 1};
     assert_int_equal(sdn_forward(c, &b, lg, &e), SDN_OK);
-    sdn_sampling s = {.temp = 1.5f, .top_k = 3, .top_p = 1.0f};
+    sdn_sampling plain_s = {.temp = s.temp, .top_k = 3, .top_p = 1.0f};
     sdn_dist d = {0};
-    sdn_dist_from_logits(&s, lg, Vv, &d, NULL);
+    sdn_dist_from_logits(&plain_s, lg, Vv, &d, NULL);
     fixed_drafter fd = {d.tok[1], d.tok[0], d.tok[2]};
+    if (repeat) fd = (fixed_drafter){d.tok[0], d.tok[1], d.tok[0]};
     sdn_drafter dr = {&fd_ops, &fd};
     enum { N = 6000, CELLS = 64 };
     int32_t keys[CELLS][2];
@@ -232,10 +236,18 @@ static void test_end_to_end(void **state) {
     sdn_model_free(m);
 }
 
+static void test_end_to_end(void **state) { end_to_end((sdn_sampling){.temp = 1.5f, .top_k = 3, .top_p = 1.0f}, 0); }
+
+/* The same with min-p and a strong repetition penalty over the prompt and the drafted path. */
+static void test_end_to_end_penalty(void **state) {
+    end_to_end((sdn_sampling){.temp = 1.5f, .top_k = 3, .top_p = 1.0f, .min_p = 0.05f, .repeat_penalty = 3.0f, .repeat_last_n = 8}, 1);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_unit_chi_square),
         cmocka_unit_test(test_end_to_end),
+        cmocka_unit_test(test_end_to_end_penalty),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

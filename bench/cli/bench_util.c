@@ -122,3 +122,26 @@ const char *bench_model(const char *shape, const char *type, const char *vocab_f
     }
     return path;
 }
+
+static void out_of_memory(size_t n) {
+    fprintf(stderr, "sdnpu: out of memory (%zu bytes)\n", n);
+    exit(1);
+}
+
+void *bench_xmalloc(size_t n) {
+    void *p = malloc(n ? n : 1);
+    if (!p) out_of_memory(n);
+    return p;
+}
+
+void *bench_xcalloc(size_t n, size_t size) {
+    void *p = calloc(n ? n : 1, size ? size : 1);
+    if (!p) out_of_memory(n * size);
+    return p;
+}
+
+char *bench_xstrdup(const char *s) {
+    char *p = strdup(s);
+    if (!p) out_of_memory(strlen(s) + 1);
+    return p;
+}

@@ -17,5 +17,10 @@ const char *bench_cache_dir(void);
 /* Path of a cached make-model model of shape/type (written on first use). NULL on error
  * (message printed). vocab_from may be NULL. */
 const char *bench_model(const char *shape, const char *type, const char *vocab_from);
+/* Allocation for the benchmark commands: on failure print "sdnpu: out of memory (N bytes)"
+ * and exit with status 1 (a benchmark cannot go on without its buffers). */
+void *bench_xmalloc(size_t n);
+void *bench_xcalloc(size_t n, size_t size);
+char *bench_xstrdup(const char *s);
 
 #endif

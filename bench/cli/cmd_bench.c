@@ -18,6 +18,7 @@
 #include "draft/methods.h"
 #include "bench/cli/bench_util.h"
 #include "engine/cli/cli.h"
+#include "engine/cli/opts.h"
 #include "runtime/decode.h"
 #include "bench/cli/ds_cli.h"
 #include "engine/forward.h"
@@ -33,11 +34,11 @@ static void usage(FILE *f) {
             "  --tasks LIST         only these tasks      --limit N   at most N requests per task\n"
             "  --max-tokens N       new tokens per request (default 128)\n"
             "  --draft-max N --draft-depth D --draft-branch B   draft caps (default 4, 4, 4: the engine's)\n"
-            "  --threads N --ctx N  worker threads (default 2), KV cache size\n"
+            "  --threads N --ctx N  worker threads (default: the CPUs this process may use), KV cache size\n"
             "  --chat-template NAME --use-input   request rendering (see `sdnpu trace --help`)\n"
             "  --history FILE       history store: earlier answers of the group feed SAM; answers are stored\n"
             "  --history-budget N   history tokens per request (default 4096)\n"
-            "  --param KEY=VALUE    a drafting-method parameter (repeatable; keys in draft/methods.h)\n"
+            "  --param KEY=VALUE    a drafting-method parameter (repeatable; keys below)\n"
             "  --graphs MODE        fixed-shape graphs switched during prefill: single, sync, async, progressive\n"
             "                       (--graph-blocks N --g1 S1 --g2 S2 --profile-db FILE, as for run)\n"
             "  --out DIR            write bench.csv and bench.json (and the charts) into DIR\n"
@@ -46,6 +47,7 @@ static void usage(FILE *f) {
             "  --cost PROFILE       verify-cost profile to plot (default: measured on the model when plotting)\n"
             "  --cost-out FILE      measure the verify-cost profile on the model and write it\n",
             sdn_method_list());
+    cli_param_help(f);
 }
 
 static int mkdir_p(const char *dir) {
@@ -80,9 +82,11 @@ int cmd_bench(int argc, char **argv) {
     const char *model = NULL, *tokenizer = NULL, *methods_arg = NULL, *tasks = NULL, *out_dir = NULL, *rdb = NULL, *cost = NULL;
     const char *cost_out = NULL, *hist_path = NULL, *v;
     const char *datasets[32];
-    int n_ds = 0, plot = 0;
+    int n_ds = 0, plot = 0, n_params = 0;
+    const char *params[64];
+    char *cmdline = NULL;
     long x, limit = 0;
-    sdn_bench_opts o = {.max_tokens = 128, .threads = 2};
+    sdn_bench_opts o = {.max_tokens = 128, .threads = cli_default_threads()};
     sdn_method_config mcfg;
     sdn_method_defaults(&mcfg);
     sdn_gs_options gopt = {0};
@@ -100,10 +104,10 @@ int cmd_bench(int argc, char **argv) {
         }
         else if (!strcmp(a, "--methods")) { if (!VAL()) return 2; methods_arg = v; }
         else if (!strcmp(a, "--tasks")) { if (!VAL()) return 2; tasks = v; }
-        else if (!strcmp(a, "--out")) { if (!VAL()) return 2; out_dir = v; }
-        else if (!strcmp(a, "--results-db")) { if (!VAL()) return 2; rdb = v; }
+        else if (!strcmp(a, "--out")) { if (!VAL()) return 2; if (cli_check_output_dir(a, v)) return 1; out_dir = v; }
+        else if (!strcmp(a, "--results-db")) { if (!VAL()) return 2; if (cli_check_output(a, v)) return 1; rdb = v; }
         else if (!strcmp(a, "--cost")) { if (!VAL()) return 2; cost = v; }
-        else if (!strcmp(a, "--cost-out")) { if (!VAL()) return 2; cost_out = v; }
+        else if (!strcmp(a, "--cost-out")) { if (!VAL()) return 2; if (cli_check_output(a, v)) return 1; cost_out = v; }
         else if (!strcmp(a, "--history")) { if (!VAL()) return 2; hist_path = v; }
         else if (!strcmp(a, "--chat-template")) { if (!VAL()) return 2; o.chat_template = v; }
         else if (!strcmp(a, "--use-input")) o.use_input = 1;
@@ -118,6 +122,7 @@ int cmd_bench(int argc, char **argv) {
             if (!VAL()) return 2;
             sdn_err pe = {0};
             if (sdn_method_set_param(&mcfg, v, &pe)) { fprintf(stderr, "sdnpu: %s\n", pe.msg); return 2; }
+            if (n_params < 64) params[n_params++] = v;
             o.mcfg = &mcfg;
         }
         else if (!strcmp(a, "--history-budget")) { if (!VAL() || cli_int(a, v, 1, 1L << 30, &x)) return 2; o.history_budget = x; }
@@ -215,8 +220,10 @@ int cmd_bench(int argc, char **argv) {
     /* files */
     char capsbuf[64];
     snprintf(capsbuf, sizeof capsbuf, "nodes=%d depth=%d branch=%d", caps.max_nodes, caps.max_depth, caps.max_branch);
-    sdn_run_meta meta = {.kind = "bench", .model = model, .model_fp = res.model_fp, .dataset = datasets[0], .command = "bench",
-                         .threads = o.threads, .max_tokens = o.max_tokens};
+    cmdline = cli_command_line(argc, argv);
+    sdn_run_meta meta = {.kind = "bench", .model = model, .model_fp = res.model_fp, .dataset = datasets[0],
+                         .command = cmdline ? cmdline : "sdnpu bench", .threads = o.threads, .max_tokens = o.max_tokens,
+                         .inputs = datasets, .n_inputs = n_ds, .params = params, .n_params = n_params};
     snprintf(meta.caps, sizeof meta.caps, "%s", capsbuf);
     const char *dir = out_dir ? out_dir : ".";
     char path[4400];
@@ -263,7 +270,7 @@ int cmd_bench(int argc, char **argv) {
             while (s < ns && strcmp(series[s], res.cells[i].method)) s++;
             if (s == ns && ns < 32) series[ns++] = res.cells[i].method;
         }
-        double *vals = malloc((size_t)(ng * ns + 1) * sizeof *vals);
+        double *vals = bench_xmalloc((size_t)(ng * ns + 1) * sizeof *vals);
         for (int i = 0; i < ng * ns; i++) vals[i] = -1;
         for (int i = 0; i < res.n_cells; i++) {
             int g = 0, s = 0;
@@ -295,6 +302,7 @@ int cmd_bench(int argc, char **argv) {
 fail:
     fprintf(stderr, "sdnpu bench: %s\n", err.msg);
 out:
+    free(cmdline);
     sdn_bench_result_free(&res);
     sdn_history_close(hist);
     sdn_model_free(m);

@@ -48,7 +48,7 @@ static void usage(FILE *f) {
                "  --shapes A,B           model shapes (default qwen2.5-0.5b,llama-3.2-1b)\n"
                "  --type T               weight type (default Q8_0)\n"
                "  --layers L             cut the models to L layers (default: the full shape)\n"
-               "  --prompt N             prompt tokens (default 1024)\n"
+               "  --prompt-tokens N      prompt tokens (default 1024)\n"
                "  --reps R               repetitions per scheduler (default 3, at most %d)\n"
                "  --threads K[,K2]       compute threads, one table each (default 2; 1 leaves a core to the loader)\n"
                "  --modes A,B,...        schedulers (default single,sync,async,progressive,optimal; single is always run)\n"
@@ -140,7 +140,7 @@ static int parse_modes(const char *list, int *on) {
     for (int k = 0; k < NMODES; k++) on[k] = list == NULL;
     on[SDN_GS_SINGLE] = 1;
     if (!list) return 0;
-    char *l = strdup(list), *save = NULL;
+    char *l = bench_xstrdup(list), *save = NULL;
     for (char *t = strtok_r(l, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
         int k = 0;
         while (k < NMODES && strcmp(t, sdn_gs_mode_name((sdn_gs_mode)k))) k++;
@@ -175,9 +175,11 @@ static int bench_contention(sdn_model *m, sdn_ctx *c, sdn_gs *gs, const gopts *o
     if (rc) return rc;
     sdn_graph_bufs b = {0};
     sdn_loader *ld = NULL;
-    double *d = malloc((size_t)P * 3 * sizeof(double)), *lt = d + P, *ta = d + 2 * P;
-    int32_t *toks = malloc((size_t)o->s1 * sizeof(int32_t));
+    double *d = bench_xmalloc((size_t)P * 3 * sizeof(double)), *lt = NULL, *ta = NULL;
+    int32_t *toks = bench_xmalloc((size_t)o->s1 * sizeof(int32_t));
     if (!d || !toks) { rc = sdn_fail(err, SDN_ENOMEM, "out of memory"); goto done; }
+    lt = d + P;
+    ta = d + 2 * P;
     for (int i = 0; i < o->s1; i++) toks[i] = (int32_t)(i * 7919 % sdn_model_cfg(m)->vocab);
     if ((rc = sdn_graph_bufs_init(&b, sdn_model_cfg(m)->dim, o->s1, 1, err)) || (rc = sdn_loader_new(m, &ld, err))) goto done;
     int online = sdn_cpus_online();
@@ -239,7 +241,7 @@ static int bench_ttft_one(const gopts *o, const char *shape) {
     sdn_ctx *c = NULL;
     int32_t *toks = NULL;
     int code = 1, pinned = 0;
-    mode_res *res = calloc(NMODES, sizeof *res);
+    mode_res *res = bench_xcalloc(NMODES, sizeof *res);
     if (!res) return 1;
     sdn_model_load_opts lo = {.no_tokenizer = 1};
     if (sdn_model_load(path, &lo, &m, &err)) goto fail;
@@ -259,7 +261,7 @@ static int bench_ttft_one(const gopts *o, const char *shape) {
         if (sdn_gs_new(m, &gc, &gs[k], &err)) goto fail;
     }
     int P = o->prompt;
-    toks = malloc((size_t)(P + 1) * sizeof(int32_t));
+    toks = bench_xmalloc((size_t)(P + 1) * sizeof(int32_t));
     if (!toks) { sdn_fail(&err, SDN_ENOMEM, "out of memory"); goto fail; }
     sdn_rng rng;
     sdn_rng_seed(&rng, 99);
@@ -314,7 +316,7 @@ static int bench_ttft_one(const gopts *o, const char *shape) {
             int ntl;
             const sdn_gs_task_time *tl = sdn_gs_timeline(gs[k], &ntl);
             free(mr->tl[r]);
-            mr->tl[r] = malloc((size_t)(ntl > 0 ? ntl : 1) * sizeof *tl);
+            mr->tl[r] = bench_xmalloc((size_t)(ntl > 0 ? ntl : 1) * sizeof *tl);
             if (!mr->tl[r]) { sdn_fail(&err, SDN_ENOMEM, "out of memory"); goto fail; }
             memcpy(mr->tl[r], tl, (size_t)ntl * sizeof *tl);
             mr->n_tl = ntl;
@@ -498,7 +500,7 @@ static void partition_instance(sdn_sched_inst *in, const int *a, int n, int L) {
 
 static int bench_gap(const gopts *o) {
     int I = o->instances;
-    double *gap = malloc((size_t)I * sizeof(double)), *gsync = malloc((size_t)I * sizeof(double)), *gasync = malloc((size_t)I * sizeof(double));
+    double *gap = bench_xmalloc((size_t)I * sizeof(double)), *gsync = bench_xmalloc((size_t)I * sizeof(double)), *gasync = bench_xmalloc((size_t)I * sizeof(double));
     sdn_rng r;
     sdn_rng_seed(&r, (uint64_t)o->seed);
     int n_opt = 0, async_below = 0, reg_n[3] = {0};
@@ -606,7 +608,7 @@ int cmd_bench_graphs(int argc, char **argv) {
         else if (!strcmp(a, "--type")) { if (!VAL()) return 2; o.type = v; }
         else if (!strcmp(a, "--profile-db")) { if (!VAL()) return 2; o.db = v; }
         else if (!strcmp(a, "--layers")) INT(1, 1024, o.layers);
-        else if (!strcmp(a, "--prompt")) INT(2, 1 << 20, o.prompt);
+        else if (!strcmp(a, "--prompt-tokens")) INT(2, 1 << 20, o.prompt);
         else if (!strcmp(a, "--reps")) INT(1, MAXREPS, o.reps);
         else if (!strcmp(a, "--modes")) { if (!VAL()) return 2; o.modes = v; }
         else if (!strcmp(a, "--pairs")) INT(0, 4096, o.pairs);
@@ -642,9 +644,9 @@ int cmd_bench_graphs(int argc, char **argv) {
     }
     int rc = 0;
     if (strcmp(o.part, "gap")) {
-        char *list = strdup(o.shapes), *save = NULL;
+        char *list = bench_xstrdup(o.shapes), *save = NULL;
         for (char *s = strtok_r(list, ",", &save); s && !rc; s = strtok_r(NULL, ",", &save)) {
-            char *tl = strdup(o.threads_list), *save2 = NULL;
+            char *tl = bench_xstrdup(o.threads_list), *save2 = NULL;
             for (char *t = strtok_r(tl, ",", &save2); t && !rc; t = strtok_r(NULL, ",", &save2)) {
                 if (cli_int("--threads", t, 1, 256, &x)) rc = 2;
                 else {

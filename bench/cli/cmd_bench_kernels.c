@@ -25,6 +25,7 @@
 #include "engine/matmul.h"
 #include "engine/quant.h"
 #include "engine/tensor_types.h"
+#include "bench/cli/bench_util.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -270,7 +271,7 @@ int cmd_bench_kernels(int argc, char **argv) {
      * keeping per configuration the fastest median and fastest call, and per type the best
      * probe measured just before it */
     const size_t ncfg = (size_t)ntypes * nshapes * nn * nthr;
-    double *med_best = malloc(ncfg * sizeof(double)), *min_best = malloc(ncfg * sizeof(double));
+    double *med_best = bench_xmalloc(ncfg * sizeof(double)), *min_best = bench_xmalloc(ncfg * sizeof(double));
     double probe_t[16][MAXT + 1];
     int status = 0;
     if (!med_best || !min_best) {
@@ -297,11 +298,11 @@ int cmd_bench_kernels(int argc, char **argv) {
                 const size_t wbytes = rb * (size_t)out;
                 size_t copies = mem / wbytes;
                 if (copies < 1) copies = 1;
-                uint8_t *W = malloc(wbytes * copies);
-                float *row = malloc(sizeof(float) * (size_t)in);
-                float *X = malloc(sizeof(float) * (size_t)in * 64);
-                float *Y = malloc(sizeof(float) * (size_t)out * 64);
-                void *act = malloc(sdn_act_bytes(wt, in, 64));
+                uint8_t *W = bench_xmalloc(wbytes * copies);
+                float *row = bench_xmalloc(sizeof(float) * (size_t)in);
+                float *X = bench_xmalloc(sizeof(float) * (size_t)in * 64);
+                float *Y = bench_xmalloc(sizeof(float) * (size_t)out * 64);
+                void *act = bench_xmalloc(sdn_act_bytes(wt, in, 64));
                 if (!W || !row || !X || !Y || !act) {
                     fprintf(stderr, "sdnpu bench-kernels: out of memory\n");
                     free(W); free(row); free(X); free(Y); free(act);

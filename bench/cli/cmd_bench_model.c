@@ -17,6 +17,7 @@
 #include "common/sdn_util.h"
 #include "bench/cli/bench_util.h"
 #include "engine/cli/cli.h"
+#include "engine/cli/opts.h"
 #include "engine/forward.h"
 #include "engine/layout.h"
 #include "engine/matmul.h"
@@ -41,8 +42,8 @@ static double sgemm_alone(const sdn_model *m, int n, int threads, int reps) {
     double flops = 0, total = 0;
     for (int i = 0; i < 7; i++) {
         const sdn_weight *w = ws[i];
-        float *W = malloc((size_t)w->out * w->in * sizeof(float)), *X = malloc((size_t)n * w->in * sizeof(float)),
-              *Y = malloc((size_t)n * w->out * sizeof(float));
+        float *W = bench_xmalloc((size_t)w->out * w->in * sizeof(float)), *X = bench_xmalloc((size_t)n * w->in * sizeof(float)),
+              *Y = bench_xmalloc((size_t)n * w->out * sizeof(float));
         for (size_t k = 0; k < (size_t)w->out * w->in; k++) W[k] = (float)(k % 13) * 0.01f;
         for (size_t k = 0; k < (size_t)n * w->in; k++) X[k] = (float)(k % 7) * 0.1f;
         double t[16];
@@ -82,7 +83,7 @@ static int bench_one(const char *path, const bopts *o) {
     printf("\nmodel %s\n  %d layers, dim %d, vocab %d; weights read per decoded token %.1f MiB\n", path, cfg->n_layers, cfg->dim, cfg->vocab,
            (double)bpt / (1 << 20));
     int V = cfg->vocab, P = o->prompt;
-    int32_t *toks = malloc((size_t)(P + o->gen + 1) * sizeof(int32_t));
+    int32_t *toks = bench_xmalloc((size_t)(P + o->gen + 1) * sizeof(int32_t));
     sdn_rng rng;
     sdn_rng_seed(&rng, 7);
     for (int i = 0; i < P + o->gen + 1; i++) toks[i] = (int32_t)sdn_rng_below(&rng, (uint64_t)V);
@@ -105,7 +106,7 @@ static int bench_one(const char *path, const bopts *o) {
             double t = sdn_now() - t0;
             sdn_fwd_stats st;
             sdn_ctx_stats(c, &st);
-            float *lg = malloc((size_t)V * sizeof(float));
+            float *lg = bench_xmalloc((size_t)V * sizeof(float));
             for (int g = 0; g < o->gen; g++) {
                 int32_t row = 0;
                 sdn_batch d = {.n = 1, .tokens = &toks[P + g], .logit_rows = &row, .n_logits = 1, .invariant = 1};
@@ -144,11 +145,11 @@ static int bench_one(const char *path, const bopts *o) {
         sdn_ctx *c;
         sdn_ctx_params cp = {.n_ctx = P + 8, .n_threads = th, .max_batch = P};
         if (sdn_ctx_new(m, &cp, &c, &err) == SDN_OK) {
-            int32_t *tk = malloc(sizeof(int32_t) * (size_t)P * 4);
-            float *pr = malloc(sizeof(float) * (size_t)P * 4);
+            int32_t *tk = bench_xmalloc(sizeof(int32_t) * (size_t)P * 4);
+            float *pr = bench_xmalloc(sizeof(float) * (size_t)P * 4);
             /* the context's distinct tokens: the engine's default candidate vocabulary */
-            uint8_t *seen = calloc((size_t)V, 1);
-            int32_t *cv = malloc(sizeof(int32_t) * (size_t)P);
+            uint8_t *seen = bench_xcalloc((size_t)V, 1);
+            int32_t *cv = bench_xmalloc(sizeof(int32_t) * (size_t)P);
             int ncv = 0;
             for (int i = 0; i < P; i++) seen[toks[i]] = 1;
             for (int t = 0; t < V; t++) if (seen[t]) cv[ncv++] = t;
@@ -204,7 +205,7 @@ static int bench_one(const char *path, const bopts *o) {
     const sdn_tokenizer *tk = sdn_model_tokenizer(m);
     if (tk && tok_prefill_rate > 0) {
         size_t cl = strlen(sdn_builtin_corpus);
-        char *doc = malloc(cl * 8 + 1);
+        char *doc = bench_xmalloc(cl * 8 + 1);
         int32_t *ids = NULL;
         int n_ids = 0, copies = 1;
         for (;;) {
@@ -246,16 +247,16 @@ int cmd_bench_model(int argc, char **argv) {
         long x;
         if (!strcmp(a, "--help")) {
             printf("usage: sdnpu bench-model [--model M ...] [--shape S --types T1,T2] [--vocab-from GGUF]\n"
-                   "                         [--threads 1,2] [--prompt N] [--gen N] [--reps N] [--json OUT]\n"
+                   "                         [--threads 1,2] [--prompt-tokens N] [--max-tokens N] [--reps N] [--json OUT]\n"
                    "  default: make-model qwen2.5-0.5b in Q8_0 and F16 (cached), 256-token prefill, 32 decode steps\n");
             return 0;
         } else if (!strcmp(a, "--model")) { if (!(v = cli_value(argc, argv, &i, a))) return 2; if (nm < 8) models[nm++] = v; }
-        else if (!strcmp(a, "--json")) { if (!(json = cli_value(argc, argv, &i, a))) return 2; }
+        else if (!strcmp(a, "--json")) { if (!(json = cli_value(argc, argv, &i, a))) return 2; if (cli_check_output(a, json)) return 1; }
         else if (!strcmp(a, "--shape")) { if (!(shape = cli_value(argc, argv, &i, a))) return 2; }
         else if (!strcmp(a, "--types")) { if (!(types = cli_value(argc, argv, &i, a))) return 2; }
         else if (!strcmp(a, "--vocab-from")) { if (!(vocab = cli_value(argc, argv, &i, a))) return 2; }
-        else if (!strcmp(a, "--prompt")) { if (!(v = cli_value(argc, argv, &i, a)) || cli_int(a, v, 8, 8192, &x)) return 2; o.prompt = (int)x; }
-        else if (!strcmp(a, "--gen")) { if (!(v = cli_value(argc, argv, &i, a)) || cli_int(a, v, 1, 4000, &x)) return 2; o.gen = (int)x; }
+        else if (!strcmp(a, "--prompt-tokens")) { if (!(v = cli_value(argc, argv, &i, a)) || cli_int(a, v, 8, 8192, &x)) return 2; o.prompt = (int)x; }
+        else if (!strcmp(a, "--max-tokens")) { if (!(v = cli_value(argc, argv, &i, a)) || cli_int(a, v, 1, 4000, &x)) return 2; o.gen = (int)x; }
         else if (!strcmp(a, "--reps")) { if (!(v = cli_value(argc, argv, &i, a)) || cli_int(a, v, 1, 15, &x)) return 2; o.reps = (int)x; }
         else if (!strcmp(a, "--threads")) {
             if (!(v = cli_value(argc, argv, &i, a))) return 2;
@@ -279,7 +280,7 @@ int cmd_bench_model(int argc, char **argv) {
         for (char *t = strtok(buf, ","); t && nm < 8; t = strtok(NULL, ",")) {
             const char *p = bench_model(shape, t, vocab);
             if (!p) return 1;
-            models[nm++] = strdup(p);
+            models[nm++] = bench_xstrdup(p);
         }
     }
     printf("sdnpu bench-model: prefill %d tokens, decode %d tokens, median of %d runs; random weights (speed only)\n"

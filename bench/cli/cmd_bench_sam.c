@@ -23,6 +23,7 @@
 #include "draft/sam_drafter.h"
 #include "engine/cli/cli.h"
 #include "suffix_automaton/sam.h"
+#include "bench/cli/bench_util.h"
 
 #define TARGET_EXT_MTOK 5.0
 #define TARGET_QUERY_US 5.0
@@ -53,7 +54,7 @@ typedef struct zipf {
 } zipf;
 
 static int zipf_init(zipf *z, long V) {
-    z->cdf = malloc(sizeof *z->cdf * (size_t)V);
+    z->cdf = bench_xmalloc(sizeof *z->cdf * (size_t)V);
     if (!z->cdf) return -1;
     double s = 0;
     for (long r = 0; r < V; r++) z->cdf[r] = (s += 1.0 / (double)(r + 1));
@@ -109,7 +110,7 @@ static int bench_one(const char *name, const int32_t *ctx, long n, const int32_t
                      long n_out, const bench_opts *o, int32_t *const *hist, const int *hist_len, int n_hist) {
     sdn_err err = {0};
     int R = (int)o->runs;
-    double *t = malloc(sizeof *t * (size_t)(R > 64 ? R : 64));
+    double *t = bench_xmalloc(sizeof *t * (size_t)(R > 64 ? R : 64));
     printf("\n[%s] %ld context tokens, vocabulary %ld\n", name, n, o->vocab);
 
     /* extension */
@@ -141,7 +142,7 @@ static int bench_one(const char *name, const int32_t *ctx, long n, const int32_t
     line("memory / indexed token (with counts)", bpt, "B/token", tgt);
 
     /* match advance over the query stream; collect match states for the queries */
-    sdn_sam_match *ms = malloc(sizeof *ms * (size_t)nq);
+    sdn_sam_match *ms = bench_xmalloc(sizeof *ms * (size_t)nq);
     long nms = 0, sumlen = 0;
     sdn_sam_match m = sdn_sam_match_root();
     for (long i = 0; i < nq; i++) {
@@ -208,13 +209,13 @@ static int bench_one(const char *name, const int32_t *ctx, long n, const int32_t
 
     /* drafters: decode n_out tokens of `out` after the context, accepting drafts that
      * match it; time every propose() and feedback() */
-    int32_t *seq = malloc(sizeof *seq * (size_t)(n + n_out));
+    int32_t *seq = bench_xmalloc(sizeof *seq * (size_t)(n + n_out));
     memcpy(seq, ctx, sizeof *seq * (size_t)n);
     memcpy(seq + n, out, sizeof *seq * (size_t)n_out);
     sdn_tree tree;
     if (sdn_tree_init(&tree, 64, &err)) goto fail;
     int max_steps = (int)n_out;
-    double *tp = malloc(sizeof *tp * (size_t)max_steps), *tf = malloc(sizeof *tf * (size_t)max_steps);
+    double *tp = bench_xmalloc(sizeof *tp * (size_t)max_steps), *tf = bench_xmalloc(sizeof *tf * (size_t)max_steps);
     double naive_us = 0;
     for (int which = 0; which < 5; which++) {
         sdn_drafter d;
@@ -296,15 +297,15 @@ int cmd_bench_sam(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            printf("usage: sdnpu bench-sam [--tokens N] [--vocab V] [--seed S] [--runs R] [--steps K]\n"
-                   "  --tokens N  context length (default 100000)\n"
+            printf("usage: sdnpu bench-sam [--context-tokens N] [--vocab V] [--seed S] [--runs R] [--steps K]\n"
+                   "  --context-tokens N  context length (default 100000)\n"
                    "  --vocab V   vocabulary size (default 151936)\n"
                    "  --seed S    random seed (default 1)\n"
                    "  --runs R    repetitions per measurement, median reported (default 5)\n"
                    "  --steps K   decoding steps of the drafter benchmark (default 2000)\n");
             return 0;
         }
-        long *dst = !strcmp(a, "--tokens") ? &o.tokens : !strcmp(a, "--vocab") ? &o.vocab : !strcmp(a, "--seed") ? &o.seed
+        long *dst = !strcmp(a, "--context-tokens") ? &o.tokens : !strcmp(a, "--vocab") ? &o.vocab : !strcmp(a, "--seed") ? &o.seed
                   : !strcmp(a, "--runs")   ? &o.runs
                   : !strcmp(a, "--steps")  ? &o.steps
                                            : NULL;
@@ -325,8 +326,8 @@ int cmd_bench_sam(int argc, char **argv) {
     printf("targets: extension >= %.0f M tokens/s, a draft query < %.0f us, <= %.0f bytes per indexed token\n", TARGET_EXT_MTOK,
            TARGET_QUERY_US, TARGET_BYTES);
     zipf z;
-    int32_t *ctx = malloc(sizeof *ctx * (size_t)n), *q = malloc(sizeof *q * (size_t)(n + nq)),
-            *out = malloc(sizeof *out * (size_t)(n + n_out));
+    int32_t *ctx = bench_xmalloc(sizeof *ctx * (size_t)n), *q = bench_xmalloc(sizeof *q * (size_t)(n + nq)),
+            *out = bench_xmalloc(sizeof *out * (size_t)(n + n_out));
     enum { NH = 8, HL = 5000 };
     int32_t *hist[NH];
     int hist_len[NH];
@@ -347,7 +348,7 @@ int cmd_bench_sam(int argc, char **argv) {
         gen(out, n, n + n_out, V, zz, &rng, 1, 1);
         /* history: earlier answers built the same way from the context */
         for (int h = 0; h < NH; h++) {
-            hist[h] = malloc(sizeof(int32_t) * (HL + n));
+            hist[h] = bench_xmalloc(sizeof(int32_t) * (HL + n));
             hist_len[h] = HL;
             memcpy(hist[h], ctx, sizeof(int32_t) * (size_t)n);
             gen(hist[h], n, n + HL, V, zz, &rng, 1, 1);

@@ -20,6 +20,7 @@
 #include "draft/sdnpu_drafter.h"
 #include "bench/cli/bench_util.h"
 #include "engine/cli/cli.h"
+#include "engine/cli/opts.h"
 #include "engine/forward.h"
 #include "engine/kernel_path.h"
 #include "engine/model.h"
@@ -47,7 +48,7 @@ static int cost_curve_rows(const char *path, int threads, int reps, const int *r
     for (int i = 0; i < 256 + 64; i++) toks[i] = (int32_t)sdn_rng_below(&r, (uint64_t)V);
     sdn_batch pre = {.n = ctx_len, .tokens = toks, .n_logits = 0};
     if ((rc = sdn_forward(c, &pre, NULL, err))) goto out;
-    float *lg = malloc((size_t)64 * V * sizeof(float));
+    float *lg = bench_xmalloc((size_t)64 * V * sizeof(float));
     int32_t rows[64];
     for (int i = 0; i < 64; i++) rows[i] = i;
     for (int k = 0; k < nrows; k++) {
@@ -153,8 +154,8 @@ static int write_profile(const char *file, const char *model, const char *shape,
  * per step. */
 static void drafting_overheads(void) {
     enum { N = 4000, K = 4, V = 32000, STEPS = 400 };
-    int32_t *ctx = malloc(sizeof(int32_t) * N), *pt = malloc(sizeof(int32_t) * N * K);
-    float *pp = malloc(sizeof(float) * N * K);
+    int32_t *ctx = bench_xmalloc(sizeof(int32_t) * N), *pt = bench_xmalloc(sizeof(int32_t) * N * K);
+    float *pp = bench_xmalloc(sizeof(float) * N * K);
     sdn_rng r;
     sdn_rng_seed(&r, 11);
     for (int i = 0; i < N; i++) {
@@ -263,7 +264,7 @@ static int stories_e2e(const char *dir, int threads, int max_tokens, sdn_err *er
         g0.eog = eog, g0.eog_ud = (void *)tk;
         if ((rc = sdn_generate_tokens(c, op, nop, &g0, &story, &ns, NULL, err))) { free(op); break; }
         int n = 0;
-        int32_t *prompt = malloc(sizeof(int32_t) * (size_t)(2 * nop + ns + 2));
+        int32_t *prompt = bench_xmalloc(sizeof(int32_t) * (size_t)(2 * nop + ns + 2));
         memcpy(prompt, op, sizeof(int32_t) * (size_t)nop);
         n = nop;
         memcpy(prompt + n, story, sizeof(int32_t) * (size_t)ns);
@@ -322,7 +323,7 @@ static int stories_e2e(const char *dir, int threads, int max_tokens, sdn_err *er
 int cmd_bench_verify(int argc, char **argv) {
     const char *cost_out = NULL, *stories = NULL, *shapes = "qwen2.5-0.5b,llama-3.2-1b", *types = "F16,Q8_0";
     const char *model = NULL, *rows_opt = "1,2,4,8,16,32,64", *json = NULL;
-    long threads = 2, reps = 5, max_tokens = 200;
+    long threads = cli_default_threads(), reps = 5, max_tokens = 200;
     int skip_curve = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
@@ -333,14 +334,14 @@ int cmd_bench_verify(int argc, char **argv) {
                    "  (--model: only the verify-cost curve of that file; --json writes\n"
                    "   {\"kernel\", \"threads\", \"model\", \"rows\", \"ms\"}; --kernel NAME forces a kernel path)\n");
             return 0;
-        } else if (!strcmp(a, "--cost-out")) { if (!(cost_out = cli_value(argc, argv, &i, a))) return 2; }
+        } else if (!strcmp(a, "--cost-out")) { if (!(cost_out = cli_value(argc, argv, &i, a))) return 2; if (cli_check_output(a, cost_out)) return 1; }
         else if (!strcmp(a, "--stories")) { if (!(stories = cli_value(argc, argv, &i, a))) return 2; }
         else if (!strcmp(a, "--shapes")) { if (!(shapes = cli_value(argc, argv, &i, a))) return 2; }
         else if (!strcmp(a, "--types")) { if (!(types = cli_value(argc, argv, &i, a))) return 2; }
         else if (!strcmp(a, "--no-curve")) skip_curve = 1;
         else if (!strcmp(a, "--model")) { if (!(model = cli_value(argc, argv, &i, a))) return 2; }
         else if (!strcmp(a, "--rows")) { if (!(rows_opt = cli_value(argc, argv, &i, a))) return 2; }
-        else if (!strcmp(a, "--json")) { if (!(json = cli_value(argc, argv, &i, a))) return 2; }
+        else if (!strcmp(a, "--json")) { if (!(json = cli_value(argc, argv, &i, a))) return 2; if (cli_check_output(a, json)) return 1; }
         else if (!strcmp(a, "--threads")) { if (!(v = cli_value(argc, argv, &i, a)) || cli_int(a, v, 1, 256, &threads)) return 2; }
         else if (!strcmp(a, "--reps")) { if (!(v = cli_value(argc, argv, &i, a)) || cli_int(a, v, 1, 31, &reps)) return 2; }
         else if (!strcmp(a, "--max-tokens")) { if (!(v = cli_value(argc, argv, &i, a)) || cli_int(a, v, 1, 4000, &max_tokens)) return 2; }

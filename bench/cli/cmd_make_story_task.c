@@ -7,6 +7,7 @@
 
 #include "bench/story_task.h"
 #include "engine/cli/cli.h"
+#include "engine/cli/opts.h"
 #include "engine/model.h"
 
 static void usage(FILE *f) {
@@ -14,7 +15,7 @@ static void usage(FILE *f) {
                "  --n N          rows (default 40)\n"
                "  --seed S       base seed: row i samples with S + i (default 1)\n"
                "  --temp T       sampling temperature (default 0.8)\n"
-               "  --tokens N     story tokens sampled at most (default 300)\n"
+               "  --max-tokens N story tokens sampled at most (default 300)\n"
                "  --min-tokens N shorter stories are sampled again with another seed (default 80)\n"
                "  --threads N    worker threads (default 1)\n");
 }
@@ -30,11 +31,11 @@ int cmd_make_story_task(int argc, char **argv) {
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
         else if (!strcmp(a, "--model")) { if (!VAL()) return 2; model = v; }
         else if (!strcmp(a, "--tokenizer")) { if (!VAL()) return 2; tokenizer = v; }
-        else if (!strcmp(a, "--out")) { if (!VAL()) return 2; out_path = v; }
+        else if (!strcmp(a, "--out")) { if (!VAL()) return 2; if (cli_check_output(a, v)) return 1; out_path = v; }
         else if (!strcmp(a, "--n")) { if (!VAL() || cli_int(a, v, 1, 100000, &x)) return 2; o.n = (int)x; }
         else if (!strcmp(a, "--seed")) { if (!VAL() || cli_int(a, v, 0, 0x7fffffffffffffffL, &x)) return 2; o.seed = (uint64_t)x; }
         else if (!strcmp(a, "--temp")) { if (!VAL() || cli_float(a, v, 0.01, 10, &d)) return 2; o.temp = (float)d; }
-        else if (!strcmp(a, "--tokens")) { if (!VAL() || cli_int(a, v, 8, 1 << 20, &x)) return 2; o.story_tokens = (int)x; }
+        else if (!strcmp(a, "--max-tokens")) { if (!VAL() || cli_int(a, v, 8, 1 << 20, &x)) return 2; o.story_tokens = (int)x; }
         else if (!strcmp(a, "--min-tokens")) { if (!VAL() || cli_int(a, v, 1, 1 << 20, &x)) return 2; o.min_tokens = (int)x; }
         else if (!strcmp(a, "--threads")) { if (!VAL() || cli_int(a, v, 1, 256, &x)) return 2; o.threads = (int)x; }
         else { fprintf(stderr, "sdnpu make-story-task: unknown option '%s'\n", a); usage(stderr); return 2; }

@@ -8,6 +8,7 @@
 
 #include "bench/cli/bench_util.h"
 #include "engine/cli/cli.h"
+#include "engine/cli/opts.h"
 #include "graph_sched/budget.h"
 #include "graph_sched/prefill.h"
 #include "graph_sched/profile.h"
@@ -16,7 +17,7 @@
 
 static void usage(FILE *f) {
     fprintf(f, "usage: sdnpu profile --model M [options]\n"
-               "  --threads K          worker threads (default 2)\n"
+               "  --threads K          worker threads (default: the CPUs this process may use)\n"
                "  --blocks N           blocks of layers (default %d)\n"
                "  --g1 S1              prefill graph rows (default %d)\n"
                "  --g2 S2              decode graph rows for the schedule (default: from the budget)\n"
@@ -32,7 +33,7 @@ static double step_cost(void *ud, int shape, int k) { return sdn_profile_verify(
 
 int cmd_profile(int argc, char **argv) {
     const char *model = NULL, *db = NULL, *v;
-    long threads = 2, blocks = SDN_GS_DEFAULT_BLOCKS, s1 = SDN_GS_DEFAULT_S1, s2 = 0, plen = 1024, reps = 3;
+    long threads = cli_default_threads(), blocks = SDN_GS_DEFAULT_BLOCKS, s1 = SDN_GS_DEFAULT_S1, s2 = 0, plen = 1024, reps = 3;
     double accept = SDN_ACCEPT_DEFAULT;
     int force = 0;
     for (int i = 1; i < argc; i++) {
@@ -98,7 +99,7 @@ int cmd_profile(int argc, char **argv) {
     printf("  %-6s %-6s %-10s %-10s\n", "shape", "draft", "step ms", "tok/s");
     int shapes[16], ns = 0;
     for (int i = 0; i < p->n_meas && ns < 16; i++) {
-        if (p->meas[i].kind != 5) continue;
+        if (p->meas[i].kind != SDN_PROF_VERIFY_STEP) continue;
         int dup = 0;
         for (int k = 0; k < ns; k++) dup |= shapes[k] == p->meas[i].rows;
         if (!dup) shapes[ns++] = p->meas[i].rows;

@@ -14,6 +14,7 @@
 #include "datasets/trace.h"
 #include "draft/methods.h"
 #include "engine/cli/cli.h"
+#include "engine/cli/opts.h"
 #include "bench/cli/ds_cli.h"
 #include "engine/forward.h"
 #include "engine/model.h"
@@ -25,15 +26,16 @@ static void usage(FILE *f) {
             "  --methods LIST       drafting methods (comma-separated; default all: %s)\n"
             "  --tasks LIST         only these tasks      --limit N   at most N requests per task\n"
             "  --draft-max N --draft-depth D --draft-branch B   draft caps (default 63, 63, 4: the whole budget)\n"
-            "  --history            also draft from earlier outputs of the same group (trace order, in-memory store)\n"
+            "  --replay-history     also draft from earlier outputs of the same group (trace order, in-memory store)\n"
             "  --history-budget N   history tokens per request (default 4096)\n"
-            "  --param KEY=VALUE    a drafting-method parameter (repeatable; keys in draft/methods.h)\n"
+            "  --param KEY=VALUE    a drafting-method parameter (repeatable; keys: sdnpu run --help)\n"
             "  --cost PROFILE       verify-cost profile: project ms/token and speedup per method\n"
             "  --model M [--tokenizer T] [--threads N] [--ctx N]   measure methods a trace cannot replay live\n"
             "  --live               measure every method live on --model (checks the replay)\n"
             "  --csv FILE --json FILE --results-db FILE   write the cells\n"
             "  --no-published       do not print the published reference figures\n",
             sdn_method_list());
+    cli_param_help(f);
 }
 
 static void print_tables(const sdn_result_cell *cells, int n) {
@@ -105,12 +107,14 @@ static void print_published(void) {
 int cmd_study(int argc, char **argv) {
     const char *traces[32], *methods_arg = NULL, *tasks = NULL, *cost = NULL, *model = NULL, *tokenizer = NULL;
     const char *csv = NULL, *json = NULL, *rdb = NULL, *v;
-    int n_tr = 0, no_pub = 0;
+    int n_tr = 0, no_pub = 0, n_params = 0;
+    const char *params[64];
+    char *cmdline = NULL;
     long x, limit = 0;
     sdn_study_opts so = {0};
     sdn_method_config mcfg;
     sdn_method_defaults(&mcfg);
-    int threads = 2, n_ctx = 0;
+    int threads = cli_default_threads(), n_ctx = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
 #define VAL() ((v = cli_value(argc, argv, &i, a)) != NULL)
@@ -125,14 +129,20 @@ int cmd_study(int argc, char **argv) {
         else if (!strcmp(a, "--cost")) { if (!VAL()) return 2; cost = v; }
         else if (!strcmp(a, "--model")) { if (!VAL()) return 2; model = v; }
         else if (!strcmp(a, "--tokenizer")) { if (!VAL()) return 2; tokenizer = v; }
-        else if (!strcmp(a, "--csv")) { if (!VAL()) return 2; csv = v; }
-        else if (!strcmp(a, "--json")) { if (!VAL()) return 2; json = v; }
-        else if (!strcmp(a, "--results-db")) { if (!VAL()) return 2; rdb = v; }
-        else if (!strcmp(a, "--history")) so.history = 1;
+        else if (!strcmp(a, "--csv")) { if (!VAL()) return 2; if (cli_check_output(a, v)) return 1; csv = v; }
+        else if (!strcmp(a, "--json")) { if (!VAL()) return 2; if (cli_check_output(a, v)) return 1; json = v; }
+        else if (!strcmp(a, "--results-db")) { if (!VAL()) return 2; if (cli_check_output(a, v)) return 1; rdb = v; }
+        else if (!strcmp(a, "--replay-history")) so.history = 1;
+        else if (!strcmp(a, "--history")) {
+            fprintf(stderr, "sdnpu study: option --history names a history store FILE in other commands; the study's in-memory "
+                            "history of earlier outputs is --replay-history\n");
+            return 2;
+        }
         else if (!strcmp(a, "--param")) {
             if (!VAL()) return 2;
             sdn_err pe = {0};
             if (sdn_method_set_param(&mcfg, v, &pe)) { fprintf(stderr, "sdnpu: %s\n", pe.msg); return 2; }
+            if (n_params < 64) params[n_params++] = v;
             so.mcfg = &mcfg;
         }
         else if (!strcmp(a, "--live")) so.live_all = 1;
@@ -208,8 +218,19 @@ int cmd_study(int argc, char **argv) {
     if (vicuna && !no_pub) print_published();
     char capsbuf[64];
     snprintf(capsbuf, sizeof capsbuf, "nodes=%d depth=%d branch=%d", caps.max_nodes, caps.max_depth, caps.max_branch);
-    sdn_run_meta meta = {.kind = "study", .model = tr.rows[0].model ? tr.rows[0].model : "", .model_fp = tr.rows[0].model_fp,
-                         .dataset = traces[0], .command = "study", .threads = threads};
+    /* provenance: every trace, every distinct model the traces name, the command line, --param */
+    const char *mpaths[64], *mfps[64];
+    int n_models = 0;
+    for (int i = 0; i < tr.n && n_models < 64; i++) {
+        const char *mp = tr.rows[i].model ? tr.rows[i].model : "", *fp = tr.rows[i].model_fp ? tr.rows[i].model_fp : "";
+        int seen = 0;
+        for (int k = 0; k < n_models && !seen; k++) seen = !strcmp(mpaths[k], mp) && !strcmp(mfps[k], fp);
+        if (!seen) mpaths[n_models] = mp, mfps[n_models++] = fp;
+    }
+    cmdline = cli_command_line(argc, argv);
+    sdn_run_meta meta = {.kind = "study", .model = n_models ? mpaths[0] : "", .model_fp = n_models ? mfps[0] : "", .dataset = traces[0],
+                         .command = cmdline ? cmdline : "sdnpu study", .threads = threads, .inputs = traces, .n_inputs = n_tr,
+                         .models = mpaths, .model_fps = mfps, .n_models = n_models, .params = params, .n_params = n_params};
     snprintf(meta.caps, sizeof meta.caps, "%s", capsbuf);
     if (csv && sdn_results_csv(csv, &meta, cells, n_cells, &err)) goto fail;
     if (json && sdn_results_json(json, &meta, cells, n_cells, &err)) goto fail;
@@ -221,6 +242,7 @@ int cmd_study(int argc, char **argv) {
 fail:
     fprintf(stderr, "sdnpu study: %s\n", err.msg);
 out:
+    free(cmdline);
     free(cells);
     sdn_ctx_free(ctx);
     sdn_model_free(m);

@@ -9,6 +9,7 @@
 #include "datasets/dataset.h"
 #include "datasets/progress.h"
 #include "engine/cli/cli.h"
+#include "engine/cli/opts.h"
 #include "bench/cli/ds_cli.h"
 #include "engine/model.h"
 
@@ -20,9 +21,9 @@ static void usage(FILE *f) {
                "  --tasks LIST         only these tasks (comma-separated, e.g. summary,rag)\n"
                "  --limit N            at most N requests per task\n"
                "  --max-tokens N       new tokens per request (default 128)\n"
-               "  --topk K             prefill predictions per context position (default 8; 0: none)\n"
+               "  --prefill-topk K     prefill predictions per context position (default 8; 0: none)\n"
                "  --out FILE           the trace (JSON Lines)\n"
-               "  --threads N --ctx N  worker threads (default 2), KV cache size\n"
+               "  --threads N --ctx N  worker threads (default: the CPUs this process may use), KV cache size\n"
                "  --chat-template NAME auto (default), none, chatml, llama3, llama2, vicuna, plain\n"
                "  --use-input          render each row's original input as the user turn (as Spec-Bench does)\n");
 }
@@ -32,7 +33,7 @@ int cmd_trace(int argc, char **argv) {
     const char *datasets[32];
     int n_ds = 0;
     long x;
-    sdn_bench_opts o = {.max_tokens = 128, .preds_k = 8, .threads = 2};
+    sdn_bench_opts o = {.max_tokens = 128, .preds_k = 8, .threads = cli_default_threads()};
     long limit = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -40,7 +41,7 @@ int cmd_trace(int argc, char **argv) {
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
         else if (!strcmp(a, "--model")) { if (!VAL()) return 2; model = v; }
         else if (!strcmp(a, "--tokenizer")) { if (!VAL()) return 2; tokenizer = v; }
-        else if (!strcmp(a, "--out")) { if (!VAL()) return 2; out_path = v; }
+        else if (!strcmp(a, "--out")) { if (!VAL()) return 2; if (cli_check_output(a, v)) return 1; out_path = v; }
         else if (!strcmp(a, "--tasks")) { if (!VAL()) return 2; tasks = v; }
         else if (!strcmp(a, "--dataset")) {
             if (!VAL()) return 2;
@@ -51,7 +52,7 @@ int cmd_trace(int argc, char **argv) {
         else if (!strcmp(a, "--use-input")) o.use_input = 1;
         else if (!strcmp(a, "--limit")) { if (!VAL() || cli_int(a, v, 1, 1 << 30, &limit)) return 2; }
         else if (!strcmp(a, "--max-tokens")) { if (!VAL() || cli_int(a, v, 1, 1 << 20, &x)) return 2; o.max_tokens = (int)x; }
-        else if (!strcmp(a, "--topk")) { if (!VAL() || cli_int(a, v, 0, 64, &x)) return 2; o.preds_k = (int)x; }
+        else if (!strcmp(a, "--prefill-topk")) { if (!VAL() || cli_int(a, v, 0, 64, &x)) return 2; o.preds_k = (int)x; }
         else if (!strcmp(a, "--threads")) { if (!VAL() || cli_int(a, v, 1, 256, &x)) return 2; o.threads = (int)x; }
         else if (!strcmp(a, "--ctx")) { if (!VAL() || cli_int(a, v, 32, 1 << 22, &x)) return 2; o.n_ctx = (int)x; }
         else { fprintf(stderr, "sdnpu trace: unknown option '%s'\n", a); usage(stderr); return 2; }

@@ -10,6 +10,7 @@
 #include "datasets/trace_import.h"
 #include "engine/chat_template.h"
 #include "engine/cli/cli.h"
+#include "engine/cli/opts.h"
 #include "bench/cli/ds_cli.h"
 #include "engine/gguf.h"
 #include "engine/tokenizer.h"
@@ -25,7 +26,7 @@ static void usage(FILE *f) {
                "  --system TEXT        system prompt (default: the template's)\n"
                "  --agree FILE         keep only answers identical to this other run's (FP16 run-to-run noise)\n"
                "  --tasks LIST         only these tasks\n"
-               "  --max-new N          generation limit of the recorded run (default 1024)\n"
+               "  --max-tokens N       generation limit of the recorded run (default 1024)\n"
                "  --model-name NAME    the trace's \"model\" (default: the answers' model_id)\n"
                "  --from-references WHO  instead of --outputs: the questions' own \"reference\" fields are the outputs,\n"
                "                       written by WHO (e.g. gpt-4 for AndroidArena's recorded responses)\n"
@@ -57,8 +58,8 @@ int cmd_trace_import(int argc, char **argv) {
         else if (!strcmp(a, "--agree")) { if (!VAL()) return 2; agree = v; }
         else if (!strcmp(a, "--tasks")) { if (!VAL()) return 2; o.tasks = v; }
         else if (!strcmp(a, "--model-name")) { if (!VAL()) return 2; o.model_name = v; }
-        else if (!strcmp(a, "--out")) { if (!VAL()) return 2; out_path = v; }
-        else if (!strcmp(a, "--max-new")) { if (!VAL() || cli_int(a, v, 1, 1 << 20, &x)) return 2; o.max_new = (int)x; }
+        else if (!strcmp(a, "--out")) { if (!VAL()) return 2; if (cli_check_output(a, v)) return 1; out_path = v; }
+        else if (!strcmp(a, "--max-tokens")) { if (!VAL() || cli_int(a, v, 1, 1 << 20, &x)) return 2; o.max_new = (int)x; }
         else { fprintf(stderr, "sdnpu trace-import: unknown option '%s'\n", a); usage(stderr); return 2; }
 #undef VAL
     }

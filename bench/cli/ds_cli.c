@@ -1,5 +1,6 @@
 /* ds_cli.c - see ds_cli.h. */
 #include "bench/cli/ds_cli.h"
+#include "bench/cli/bench_util.h"
 
 #include <libgen.h>
 #include <limits.h>
@@ -20,10 +21,15 @@ const char *dscli_shared(void) {
     ssize_t l = readlink("/proc/self/exe", exe, sizeof exe - 1);
     if (l > 0) exe[l] = 0;
     char *exedir = l > 0 ? dirname(exe) : NULL;
-    char c1[PATH_MAX], c2[PATH_MAX];
+    /* the program lies in BUILD/ (BUILD = SOURCE/build): ../shared beside the source tree is
+     * EXEDIR/../../shared; nothing further up (it could be an unrelated folder) */
+    char c1[PATH_MAX], src[PATH_MAX];
+    snprintf(c1, sizeof c1, "%s/..", exedir ? exedir : ".");
+    int is_src = 0;
+    snprintf(src, sizeof src, "%s/CMakeLists.txt", c1);
+    is_src = access(src, R_OK) == 0;
     snprintf(c1, sizeof c1, "%s/../../shared", exedir ? exedir : ".");
-    snprintf(c2, sizeof c2, "%s/../shared", exedir ? exedir : ".");
-    const char *cands[] = {getenv("SDN_SHARED"), "../shared", "../../shared", c1, c2};
+    const char *cands[] = {getenv("SDN_SHARED"), is_src ? c1 : NULL};
     for (size_t i = 0; i < sizeof cands / sizeof cands[0]; i++) {
         if (!cands[i]) continue;
         char probe[PATH_MAX + 32];
@@ -39,7 +45,7 @@ const char *dscli_shared(void) {
 
 char **dscli_split(const char *csv, int *n) {
     int cap = 4, k = 0;
-    char **l = malloc((size_t)(cap + 1) * sizeof *l);
+    char **l = bench_xmalloc((size_t)(cap + 1) * sizeof *l);
     const char *p = csv ? csv : "";
     while (l && *p) {
         while (*p == ' ' || *p == ',') p++;

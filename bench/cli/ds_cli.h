@@ -6,8 +6,9 @@
 
 #include "datasets/progress.h"
 
-/* The shared material directory ($SDN_SHARED, else ../shared, ../../shared from the
- * working directory or from the program's directory), NULL when absent. */
+/* The shared material directory: $SDN_SHARED, else ../shared beside the source tree the
+ * program was built in (BUILD/sdnpu with BUILD/../CMakeLists.txt); NULL when absent. Nothing
+ * further up is tried: it could find an unrelated folder. */
 const char *dscli_shared(void);
 /* Split "a,b, c" into a NULL-terminated malloc'd array of malloc'd strings; *n items. */
 char **dscli_split(const char *csv, int *n);

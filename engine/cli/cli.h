@@ -9,6 +9,7 @@ typedef int (*sdn_cmd_fn)(int argc, char **argv);
 
 /* Subcommands (argv[0] is the subcommand name). Each returns the process exit code. */
 int cmd_run(int argc, char **argv);
+int cmd_chat(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 int cmd_pull(int argc, char **argv);
 int cmd_make_model(int argc, char **argv);

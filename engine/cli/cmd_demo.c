@@ -13,6 +13,7 @@
 
 #include "bench/cli/bench_util.h"
 #include "engine/cli/cli.h"
+#include "engine/cli/opts.h"
 #include "engine/cli/run_common.h"
 #include "engine/make_model.h"
 #include "engine/model_registry.h"
@@ -77,26 +78,23 @@ int cmd_demo(int argc, char **argv) {
     o.spec = "sdnpu";
     o.compare = 1;
     int offline = 0;
-    for (int i = 1; i < argc; i++) {
-        int r = sdn_run_opts_parse(&o, argc, argv, &i);
-        if (r == 1) continue;
-        if (r < 0) return 2;
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            printf("usage: sdnpu demo [--offline] [run options]\n"
-                   "  Pulls %s into the cache ($SDNPU_CACHE, default ~/.cache/sdnpu) on first use and asks it to\n"
-                   "  summarize a document that ships with sdnpu (%s), with plain and speculative decoding\n"
-                   "  side by side. --offline (or a failed pull) uses a seeded random-weight %s %s model instead.\n"
-                   "  Options as for `sdnpu run` (--model, --context, --prompt replace the defaults).\n"
-                   "example: sdnpu demo --spec sam --max-tokens 64\n",
-                   DEMO_MODEL, DEMO_DOC_SOURCE, DEMO_SHAPE, DEMO_TYPE);
-            return 0;
-        }
-        if (!strcmp(argv[i], "--offline")) {
-            offline = 1;
-            continue;
-        }
-        fprintf(stderr, "sdnpu demo: unknown option %s\n", argv[i]);
-        return 2;
+    cli_opt table[64];
+    int n = sdn_run_opts_table(&o, table, 63);
+    table[n] = (cli_opt){.name = "--offline", .kind = CLI_FLAG, .dest = &offline,
+                         .help = "use a seeded random-weight model (no download; also the fallback when the pull fails)"};
+    memset(&table[n + 1], 0, sizeof table[n + 1]);
+    static char about[512];
+    snprintf(about, sizeof about,
+             "Pulls %s into the cache ($SDNPU_CACHE, default ~/.cache/sdnpu) on first use and asks it to summarize a\n"
+             "document that ships with sdnpu (%s), with plain and speculative decoding side by side.\n"
+             "The options of `sdnpu run` (--model, --context, --prompt replace the defaults; default --spec sdnpu --compare).",
+             DEMO_MODEL, DEMO_DOC_SOURCE);
+    const cli_cmd cmd = {.name = "demo", .synopsis = "[--offline] [run options]", .about = about, .opts = table};
+    int prc = cli_parse(&cmd, argc, argv, NULL, NULL);
+    if (prc == CLI_CONTINUE && !(prc = sdn_run_opts_check(&o))) prc = CLI_CONTINUE;
+    if (prc != CLI_CONTINUE) {
+        sdn_run_opts_free(&o);
+        return prc;
     }
     const char *dir = sdn_cache_dir();
     char model[1300], doc[1200];
@@ -123,15 +121,16 @@ int cmd_demo(int argc, char **argv) {
         }
         o.model_path = model;
     }
-    if (!o.n_contexts) {
+    if (!o.contexts.n) {
         snprintf(doc, sizeof doc, "%s/%s", dir, real ? DEMO_DOC_NAME : "demo-document.txt");
         if (write_file(doc, real ? k_demo_document : sdn_builtin_corpus)) return 1;
-        o.contexts = malloc(sizeof *o.contexts);
-        o.contexts[0] = doc;
-        o.n_contexts = 1;
+        o.contexts.v = malloc(sizeof *o.contexts.v);
+        if (!o.contexts.v) return 1;
+        o.contexts.v[0] = doc;
+        o.contexts.n = 1;
     }
     if (!o.prompt && !o.prompt_ids) o.prompt = real ? DEMO_PROMPT : "Summarize what the town council discussed about the lighthouse.";
-    printf("== sdnpu demo ==\nmodel:    %s\ncontext:  %s%s%s\nprompt:   %s\n", o.model_path, o.contexts[0],
+    printf("== sdnpu demo ==\nmodel:    %s\ncontext:  %s%s%s\nprompt:   %s\n", o.model_path, o.contexts.v[0],
            real ? "\n          " : "", real ? DEMO_DOC_SOURCE : "", o.prompt ? o.prompt : o.prompt_ids);
     if (!real)
         printf("note:     this model has random weights, so its text is not meaningful; it exercises the whole\n"

@@ -5,6 +5,7 @@
 
 #include "common/sdn_util.h"
 #include "engine/cli/cli.h"
+#include "engine/cli/opts.h"
 #include "engine/make_model.h"
 
 static void usage(FILE *f) {
@@ -28,7 +29,7 @@ int cmd_make_model(int argc, char **argv) {
         if (!strcmp(a, "--help")) { usage(stdout); return 0; }
         else if (!strcmp(a, "--quiet")) o.quiet = 1;
         else if (!strcmp(a, "--shape")) { if (!(o.shape = cli_value(argc, argv, &i, a))) return 2; }
-        else if (!strcmp(a, "--out")) { if (!(o.out_path = cli_value(argc, argv, &i, a))) return 2; }
+        else if (!strcmp(a, "--out")) { if (!(o.out_path = cli_value(argc, argv, &i, a))) return 2; if (cli_check_output(a, o.out_path)) return 1; }
         else if (!strcmp(a, "--type")) { if (!(o.type = cli_value(argc, argv, &i, a))) return 2; }
         else if (!strcmp(a, "--vocab-from")) { if (!(o.vocab_from = cli_value(argc, argv, &i, a))) return 2; }
         else if (!strcmp(a, "--seed")) {

@@ -7,39 +7,45 @@
 #include <string.h>
 
 #include "engine/cli/cli.h"
+#include "engine/cli/opts.h"
+#include "sdnpu.h"
 #include "engine/kernel_path.h"
 
 static const struct {
     const char *name;
     sdn_cmd_fn fn;
     const char *help;
+    int table; /* 1: parses with cli_parse (opts.h), which prints the example in --help */
 } commands[] = {
-    {"demo", cmd_demo, "the built-in default: SmolLM2-135M-Instruct summarizes a shipped document, plain vs speculative"},
-    {"run", cmd_run, "generate text for a prompt (and context documents) with a model file"},
-    {"pull", cmd_pull, "fetch a known real model (smollm2-135m-instruct) into the cache and verify it"},
-    {"info", cmd_info, "describe a model file: architecture, shapes, tensor types, tokenizer, memory"},
-    {"make-model", cmd_make_model, "write a seeded random-weight GGUF of a named shape"},
-    {"bench-model", cmd_bench_model, "prefill/decode speed vs. memory bandwidth and SGEMM (Qwen2.5-0.5B shapes)"},
-    {"tokenize", cmd_tokenize, "show the ids and pieces of a text under a model's own tokenizer (--bench: speed)"},
-    {"bench-verify", cmd_bench_verify, "verify-step cost vs. tree size; none/pld/sam end to end on TinyStories"},
-    {"bench-sam", cmd_bench_sam, "micro-benchmark of the suffix automaton and baseline drafters"},
-    {"bench-kernels", cmd_bench_kernels, "speed of the small-batch matmul kernels vs a memory-bandwidth probe"},
-    {"profile", cmd_profile, "profile the prefill/decode graphs of a model on this machine; print the fits and the chosen schedule"},
-    {"bench-graphs", cmd_bench_graphs, "graph switching: time to first token of sync/async/progressive, and greedy vs optimal schedules"},
-    {"bench", cmd_bench, "generation over a dataset: every drafting method vs plain decoding (acceptance, ms/token, speedup)"},
-    {"trace", cmd_trace, "record plain greedy generation over a dataset as a trace for offline studies"},
-    {"trace-import", cmd_trace_import, "turn text-only model answers (e.g. Vicuna outputs) into a trace"},
-    {"study", cmd_study, "offline acceptance study: replay drafting methods against traces"},
-    {"serve", cmd_serve, "OpenAI-compatible HTTP server (chat, completions, streaming) with speculative decoding on"},
-    {"make-story-task", cmd_make_story_task, "write the generated story task (model-written stories) for small story models"},
+    {"demo", cmd_demo, "the built-in default: SmolLM2-135M-Instruct summarizes a shipped document, plain vs speculative", 1},
+    {"run", cmd_run, "generate text for a prompt (and context documents) with a model file", 1},
+    {"chat", cmd_chat, "interactive multi-turn conversation with a chat model (lines from stdin; /reset, /exit)", 1},
+    {"pull", cmd_pull, "fetch a known real model (smollm2-135m-instruct) into the cache and verify it", 0},
+    {"info", cmd_info, "describe a model file: architecture, shapes, tensor types, tokenizer, memory", 1},
+    {"make-model", cmd_make_model, "write a seeded random-weight GGUF of a named shape", 0},
+    {"bench-model", cmd_bench_model, "prefill/decode speed vs. memory bandwidth and SGEMM (Qwen2.5-0.5B shapes)", 0},
+    {"tokenize", cmd_tokenize, "show the ids and pieces of a text under a model's own tokenizer (--bench: speed)", 0},
+    {"bench-verify", cmd_bench_verify, "verify-step cost vs. tree size; none/pld/sam end to end on TinyStories", 0},
+    {"bench-sam", cmd_bench_sam, "micro-benchmark of the suffix automaton and baseline drafters", 0},
+    {"bench-kernels", cmd_bench_kernels, "speed of the small-batch matmul kernels vs a memory-bandwidth probe", 0},
+    {"profile", cmd_profile, "profile the prefill/decode graphs of a model on this machine; print the fits and the chosen schedule", 0},
+    {"bench-graphs", cmd_bench_graphs, "graph switching: time to first token of sync/async/progressive, and greedy vs optimal schedules", 0},
+    {"bench", cmd_bench, "generation over a dataset: every drafting method vs plain decoding (acceptance, ms/token, speedup)", 0},
+    {"trace", cmd_trace, "record plain greedy generation over a dataset as a trace for offline studies", 0},
+    {"trace-import", cmd_trace_import, "turn text-only model answers (e.g. Vicuna outputs) into a trace", 0},
+    {"study", cmd_study, "offline acceptance study: replay drafting methods against traces", 0},
+    {"serve", cmd_serve, "OpenAI-compatible HTTP server (chat, completions, streaming) with speculative decoding on", 1},
+    {"make-story-task", cmd_make_story_task, "write the generated story task (model-written stories) for small story models", 0},
 };
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: sdnpu COMMAND [options]   (sdnpu COMMAND --help for its options)\n\ncommands:\n");
+    fprintf(f, "usage: sdnpu COMMAND [options]   (sdnpu COMMAND --help for its options; sdnpu --version)\n\ncommands:\n");
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         fprintf(f, "  %-12s %s\n", commands[i].name, commands[i].help);
     fprintf(f, "\nevery command also takes --kernel portable|avx2|avx512|amx (or the environment variable\n"
-               "SDN_KERNEL) to force a kernel path; the default is the best path this CPU supports\n");
+               "SDN_KERNEL) to force a kernel path; the default is the best path this CPU supports\n"
+               "options are written --opt VALUE or --opt=VALUE; exit codes: 0 success, 1 runtime failure, 2 usage error\n"
+               "\nexample:\n  %s\n", cli_example("run"));
 }
 
 /* Take the global option --kernel NAME (or --kernel=NAME) out of argv and select the kernel
@@ -73,18 +79,45 @@ static int kernel_option(int *argc, char **argv) {
     return 0;
 }
 
+static void version(void) { printf("sdnpu %s (libsdnpu %s)\n", SDNPU_VERSION, sdnpu_version()); }
+
 int main(int argc, char **argv) {
+    if (argc >= 2 && (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V"))) {
+        version();
+        return 0;
+    }
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
     }
+    /* room for every --opt=value to become two arguments */
+    char **args = calloc((size_t)argc * 2 + 1, sizeof *args);
+    if (!args) return 1;
+    memcpy(args, argv, (size_t)argc * sizeof *argv);
+    cli_normalize(argv[1], &argc, args);
+    argv = args;
     if (kernel_option(&argc, argv)) return 2;
     if (argc < 2) {
         usage(stderr);
         return 2;
     }
+    int help = 0;
+    for (int i = 2; i < argc; i++) {
+        if (!strcmp(argv[i], "--version")) {
+            version();
+            return 0;
+        }
+        if (!strcmp(argv[i], "--help")) help = 1;
+    }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        if (!strcmp(argv[1], commands[i].name)) return commands[i].fn(argc - 1, argv + 1);
+        if (!strcmp(argv[1], commands[i].name)) {
+            int rc = commands[i].fn(argc - 1, argv + 1);
+            /* the table-driven commands (opts.c) print their example themselves */
+            if (help && rc == 0 && !commands[i].table && cli_example(commands[i].name))
+                printf("\nexample:\n  %s\n", cli_example(commands[i].name));
+            free(args);
+            return rc;
+        }
     fprintf(stderr, "sdnpu: unknown command '%s'\n", argv[1]);
     usage(stderr);
     return 2;

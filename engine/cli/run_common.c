@@ -6,109 +6,79 @@
 #include <cjson/cJSON.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/sdn_util.h"
+#include "common/text_decode.h"
 #include "engine/cli/cli.h"
 
 void sdn_run_opts_init(sdn_run_opts *o) {
     memset(o, 0, sizeof *o);
     o->max_tokens = 256;
-    o->threads = 2;
+    o->threads = cli_default_threads();
     o->top_p = 1.0f;
     o->spec = "none";
     o->prefill_topk = 4;
 }
 
 void sdn_run_opts_free(sdn_run_opts *o) {
-    free(o->contexts);
-    o->contexts = NULL;
-    free(o->params);
-    o->params = NULL;
+    cli_list_free(&o->contexts);
+    cli_list_free(&o->params);
+    cli_list_free(&o->stops);
+    free(o->prompt_buf);
+    o->prompt_buf = NULL;
 }
 
-void sdn_run_opts_usage(FILE *f) {
-    fprintf(f, "  --context FILE        a context document (repeatable)\n"
-               "  --max-tokens N        new tokens at most (default 256)\n"
-               "  --temp T --top-k K --top-p P --seed S   sampling (default greedy)\n"
-               "  --spec METHOD         drafting method: %s (default none)\n"
-               "  --draft-max N --draft-depth D --draft-branch B   draft tree caps (default: each step's draft size\n"
-               "                        from this machine's measured verify cost curve and the acceptance seen\n"
-               "                        so far, maximizing expected tokens/s; branch 4)\n"
-               "  --compare             also run plain decoding: same output?, speedup\n"
-               "  --history DB          SQLite history store of earlier answers (created when missing)\n"
-               "  --task-group NAME     draft from the group's earlier answers in --history, store this answer there\n"
-               "  --graphs MODE         fixed-shape graphs, switched during prefill: single, sync, async, progressive\n"
-               "  --graph-blocks N --g1 S1 --g2 S2   blocks, prefill and decode graph rows (default 8, 256, from the profile)\n"
-               "  --profile-db FILE     graph profile cache (default $SDNPU_CACHE/profiles.sqlite)\n"
-               "  --graph-pin           compute threads on CPUs 0..threads-1, the graph loader on the others\n"
-               "  --prefill-topk K      prefill predictions kept per context position for sam+cal/sdnpu (default 4)\n"
-               "  --param KEY=VALUE     a drafting parameter, e.g. sdnpu.follow=0.7 (keys: draft/methods.h)\n"
-               "  --threads K           worker threads (default 2)\n"
-               "  --ctx N               KV cache size in tokens (default min(model, 4096))\n"
-               "  --tokenizer FILE      llama2.c tokenizer.bin (for llama2.c checkpoints)\n"
-               "  --chat-template NAME  auto (default), none, chatml, llama3, llama2, vicuna, plain\n"
-               "  --system TEXT         system prompt for chat templates\n"
-               "  --ignore-eos          keep generating past end-of-generation tokens\n"
-               "  --quiet               print only the generated text\n"
-               "  --stats-json FILE     write the run's statistics as JSON\n",
-            sdnpu_methods());
-}
-
-int sdn_run_opts_parse(sdn_run_opts *o, int argc, char **argv, int *i) {
-    const char *a = argv[*i], *v;
-    long x;
-    double d;
-#define VAL() (v = cli_value(argc, argv, i, a))
-    if (!strcmp(a, "--model")) return VAL() ? (o->model_path = v, 1) : -1;
-    if (!strcmp(a, "--tokenizer")) return VAL() ? (o->tokenizer_path = v, 1) : -1;
-    if (!strcmp(a, "--prompt")) return VAL() ? (o->prompt = v, 1) : -1;
-    if (!strcmp(a, "--prompt-ids")) return VAL() ? (o->prompt_ids = v, 1) : -1;
-    if (!strcmp(a, "--chat-template")) return VAL() ? (o->chat_template = v, 1) : -1;
-    if (!strcmp(a, "--system")) return VAL() ? (o->system = v, 1) : -1;
-    if (!strcmp(a, "--stats-json")) return VAL() ? (o->stats_json = v, 1) : -1;
-    if (!strcmp(a, "--spec")) return VAL() ? (o->spec = v, 1) : -1;
-    if (!strcmp(a, "--history")) return VAL() ? (o->history = v, 1) : -1;
-    if (!strcmp(a, "--task-group")) return VAL() ? (o->task_group = v, 1) : -1;
-    if (!strcmp(a, "--graphs")) return VAL() ? (o->graphs = v, 1) : -1;
-    if (!strcmp(a, "--profile-db")) return VAL() ? (o->profile_db = v, 1) : -1;
-    if (!strcmp(a, "--graph-pin")) return o->graph_pin = 1, 1;
-    if (!strcmp(a, "--graph-blocks")) return VAL() && !cli_int(a, v, 1, 128, &x) ? (o->graph_blocks = (int)x, 1) : -1;
-    if (!strcmp(a, "--g1")) return VAL() && !cli_int(a, v, 1, 4096, &x) ? (o->g1 = (int)x, 1) : -1;
-    if (!strcmp(a, "--g2")) return VAL() && !cli_int(a, v, 1, 64, &x) ? (o->g2 = (int)x, 1) : -1;
-    if (!strcmp(a, "--quiet")) return o->quiet = 1, 1;
-    if (!strcmp(a, "--compare")) return o->compare = 1, 1;
-    if (!strcmp(a, "--ignore-eos")) return o->ignore_eos = 1, 1;
-    if (!strcmp(a, "--param")) {
-        if (!VAL()) return -1;
-        sdnpu_error e = {0};
-        if (sdnpu_check_param(v, &e)) { fprintf(stderr, "sdnpu: option --param: %s\n", e.message); return -1; }
-        const char **p = realloc(o->params, (size_t)(o->n_params + 1) * sizeof *o->params);
-        if (!p) { fprintf(stderr, "sdnpu: out of memory\n"); return -1; }
-        o->params = p;
-        o->params[o->n_params++] = v;
-        return 1;
-    }
-    if (!strcmp(a, "--context")) {
-        if (!VAL()) return -1;
-        const char **p = realloc(o->contexts, (size_t)(o->n_contexts + 1) * sizeof *o->contexts);
-        if (!p) { fprintf(stderr, "sdnpu: out of memory\n"); return -1; }
-        o->contexts = p;
-        o->contexts[o->n_contexts++] = v;
-        return 1;
-    }
-    if (!strcmp(a, "--max-tokens")) return VAL() && !cli_int(a, v, 0, 1 << 22, &x) ? (o->max_tokens = (int)x, 1) : -1;
-    if (!strcmp(a, "--threads")) return VAL() && !cli_int(a, v, 1, 256, &x) ? (o->threads = (int)x, 1) : -1;
-    if (!strcmp(a, "--ctx")) return VAL() && !cli_int(a, v, 2, 1 << 22, &x) ? (o->n_ctx = (int)x, 1) : -1;
-    if (!strcmp(a, "--prefill-topk")) return VAL() && !cli_int(a, v, 1, 64, &x) ? (o->prefill_topk = (int)x, 1) : -1;
-    if (!strcmp(a, "--draft-max")) return VAL() && !cli_int(a, v, 1, 63, &x) ? (o->draft_max = (int)x, 1) : -1;
-    if (!strcmp(a, "--draft-depth")) return VAL() && !cli_int(a, v, 1, 63, &x) ? (o->draft_depth = (int)x, 1) : -1;
-    if (!strcmp(a, "--draft-branch")) return VAL() && !cli_int(a, v, 1, 63, &x) ? (o->draft_branch = (int)x, 1) : -1;
-    if (!strcmp(a, "--seed")) return VAL() && !cli_int(a, v, 0, 0x7fffffffffffffffL, &x) ? (o->seed = (uint64_t)x, 1) : -1;
-    if (!strcmp(a, "--top-k")) return VAL() && !cli_int(a, v, 0, 1 << 24, &x) ? (o->top_k = (int)x, 1) : -1;
-    if (!strcmp(a, "--temp")) return VAL() && !cli_float(a, v, 0, 100, &d) ? (o->temp = (float)d, 1) : -1;
-    if (!strcmp(a, "--top-p")) return VAL() && !cli_float(a, v, 0, 1, &d) ? (o->top_p = (float)d, 1) : -1;
-#undef VAL
-    return 0;
+int sdn_run_opts_table(sdn_run_opts *o, cli_opt *t, int cap) {
+    static char threads_help[96], spec_help[160];
+    snprintf(threads_help, sizeof threads_help, "compute threads (default: the CPUs this process may use, here %d)", cli_default_threads());
+    snprintf(spec_help, sizeof spec_help, "drafting method: %s (default %s)", sdnpu_methods(), o->spec);
+    const double big = 1 << 22;
+    const cli_opt opts[] = {
+        {.name = "--model", .kind = CLI_STR, .dest = &o->model_path, .arg = "M", .help = "GGUF file, llama2.c checkpoint or known model name"},
+        {.name = "--prompt", .kind = CLI_STR, .dest = &o->prompt, .arg = "TEXT", .help = "the prompt ('-': read it from stdin)"},
+        {.name = "--prompt-file", .kind = CLI_STR, .dest = &o->prompt_file, .arg = "FILE", .help = "read the prompt from FILE (UTF-8 or UTF-16 with BOM)"},
+        {.name = "--prompt-ids", .kind = CLI_STR, .dest = &o->prompt_ids, .arg = "\"ID ...\"", .help = "the prompt as token ids, used as they are"},
+        {.name = "--context", .kind = CLI_LIST, .dest = &o->contexts, .arg = "FILE", .help = "a context document (repeatable; UTF-8 or UTF-16 with BOM)"},
+        {.name = "--system", .kind = CLI_STR, .dest = &o->system, .arg = "TEXT", .help = "system prompt (needs a chat template; an error without one)"},
+        {.name = "--chat-template", .kind = CLI_STR, .dest = &o->chat_template, .arg = "NAME", .help = "auto (default), none, chatml, llama3, llama2, vicuna, plain"},
+        {.name = "--print-prompt", .kind = CLI_FLAG, .dest = &o->print_prompt, .help = "print the prompt as the model sees it (chat template applied) and exit"},
+        {.name = "--max-tokens", .kind = CLI_INT, .dest = &o->max_tokens, .lo = 0, .hi = big, .arg = "N", .help = "new tokens at most (default 256; demo 128)"},
+        {.name = "--stop", .kind = CLI_LIST, .dest = &o->stops, .arg = "STR", .help = "end the answer before STR (repeatable)"},
+        {.name = "--temp", .kind = CLI_FLOAT, .dest = &o->temp, .lo = 0, .hi = 100, .arg = "T", .help = "sampling temperature (default 0: greedy)"},
+        {.name = "--top-k", .kind = CLI_INT, .dest = &o->top_k, .lo = 0, .hi = 1 << 24, .arg = "K", .help = "sample from the K most likely tokens (default 0: all)"},
+        {.name = "--top-p", .kind = CLI_FLOAT, .dest = &o->top_p, .lo = 0, .hi = 1, .arg = "P", .help = "nucleus sampling (default 1)"},
+        {.name = "--seed", .kind = CLI_U64, .dest = &o->seed, .lo = 0, .hi = 9.2e18, .arg = "S", .help = "sampling seed (default 0)"},
+        {.name = "--min-p", .kind = CLI_FLOAT, .dest = &o->min_p, .lo = 0, .hi = 1, .arg = "P", .help = "drop tokens less than P times as likely as the most likely (default 0: off)"},
+        {.name = "--repeat-penalty", .kind = CLI_FLOAT, .dest = &o->repeat_penalty, .lo = 0, .hi = 10, .arg = "R", .help = "penalize tokens seen in the last --repeat-last-n, greedy too (default 1: off)"},
+        {.name = "--repeat-last-n", .kind = CLI_INT, .dest = &o->repeat_last_n, .lo = 0, .hi = 1 << 20, .arg = "N", .help = "window of --repeat-penalty in tokens, prompt included (default 64)"},
+        {.name = "--ignore-eos", .kind = CLI_FLAG, .dest = &o->ignore_eos, .help = "keep generating past end-of-generation tokens"},
+        {.name = "--spec", .kind = CLI_STR, .dest = &o->spec, .arg = "METHOD", .help = spec_help},
+        {.name = "--compare", .kind = CLI_FLAG, .dest = &o->compare, .help = "also run plain decoding: same output?, speedup"},
+        {.name = "--draft-max", .kind = CLI_INT, .dest = &o->draft_max, .lo = 1, .hi = 63, .arg = "N", .help = "draft tokens per step at most (default: from this machine's verify cost curve)"},
+        {.name = "--draft-depth", .kind = CLI_INT, .dest = &o->draft_depth, .lo = 1, .hi = 63, .arg = "D", .help = "draft tree depth at most (default: as --draft-max)"},
+        {.name = "--draft-branch", .kind = CLI_INT, .dest = &o->draft_branch, .lo = 1, .hi = 63, .arg = "B", .help = "draft tree branching at most (default 4)"},
+        {.name = "--param", .kind = CLI_LIST, .dest = &o->params, .arg = "KEY=VALUE", .help = "a drafting parameter (repeatable; needs --spec other than none)"},
+        {.name = "--prefill-topk", .kind = CLI_INT, .dest = &o->prefill_topk, .lo = 1, .hi = 64, .arg = "K", .help = "prefill predictions kept per position for sam+cal/sdnpu (default 4)"},
+        {.name = "--history", .kind = CLI_STR, .dest = &o->history, .arg = "FILE", .help = "SQLite history store of earlier answers (created when missing)"},
+        {.name = "--task-group", .kind = CLI_STR, .dest = &o->task_group, .arg = "NAME", .help = "draft from the group's earlier answers in --history, store this one"},
+        {.name = "--graphs", .kind = CLI_STR, .dest = &o->graphs, .arg = "MODE", .help = "fixed-shape graphs switched during prefill: single, sync, async, progressive"},
+        {.name = "--graph-blocks", .kind = CLI_INT, .dest = &o->graph_blocks, .lo = 1, .hi = 128, .arg = "N", .help = "graph layer blocks (default 8)"},
+        {.name = "--g1", .kind = CLI_INT, .dest = &o->g1, .lo = 1, .hi = 4096, .arg = "S1", .help = "prefill graph rows (default 256)"},
+        {.name = "--g2", .kind = CLI_INT, .dest = &o->g2, .lo = 1, .hi = 64, .arg = "S2", .help = "decode graph rows (default: from the profile)"},
+        {.name = "--profile-db", .kind = CLI_STR, .dest = &o->profile_db, .arg = "FILE", .help = "graph profile cache (default $SDNPU_CACHE/profiles.sqlite)"},
+        {.name = "--graph-pin", .kind = CLI_FLAG, .dest = &o->graph_pin, .help = "compute threads on CPUs 0..threads-1, the graph loader on the others"},
+        {.name = "--threads", .kind = CLI_INT, .dest = &o->threads, .lo = 1, .hi = 256, .arg = "N", .help = threads_help},
+        {.name = "--ctx", .kind = CLI_INT, .dest = &o->n_ctx, .lo = 2, .hi = big, .arg = "N", .help = "KV cache size in tokens (default min(trained length, 4096); past the trained length: a warning)"},
+        {.name = "--tokenizer", .kind = CLI_STR, .dest = &o->tokenizer_path, .arg = "FILE", .help = "llama2.c tokenizer.bin (for llama2.c checkpoints)"},
+        {.name = "--quiet", .kind = CLI_FLAG, .dest = &o->quiet, .help = "print only the generated text"},
+        {.name = "--stats-json", .kind = CLI_STR, .dest = &o->stats_json, .arg = "FILE", .help = "write the run's statistics as JSON (checked writable first)"},
+    };
+    int n = (int)(sizeof opts / sizeof opts[0]);
+    if (n + 1 > cap) return -1;
+    memcpy(t, opts, sizeof opts);
+    memset(&t[n], 0, sizeof *t);
+    return n;
 }
 
 static int parse_ids(const char *s, int vocab, int32_t **ids, int *n) {
@@ -226,6 +196,20 @@ static int on_text(void *ud, const char *text, size_t len) {
     return 0;
 }
 
+/* Prefill progress on a terminal (stderr), for prompts long enough to take a while: a line
+ * rewritten in place, cleared when the prefill is done. */
+static void on_progress(void *ud, int done, int total) {
+    (void)ud;
+    static double last;
+    if (total < 512) return;
+    double now = sdn_now();
+    if (done < total && now - last < 0.2) return;
+    last = now;
+    if (done >= total) fprintf(stderr, "\r%60s\r", "");
+    else fprintf(stderr, "\rprefill: %d / %d prompt tokens (%.0f%%)", done, total, 100.0 * done / total);
+    fflush(stderr);
+}
+
 /* One generation pass with `method` on its own context (a graph context is set up for the
  * kind of pass it runs). Returns 0, or prints the error and returns 1. */
 static int run_pass(const sdn_run_opts *o, sdnpu_model *m, sdnpu_request rq, const char *method, FILE *out, pass *p) {
@@ -248,6 +232,7 @@ static int run_pass(const sdn_run_opts *o, sdnpu_model *m, sdnpu_request rq, con
     rq.method = method;
     rq.on_text = out ? on_text : NULL;
     rq.user_data = out;
+    rq.on_progress = !o->quiet && isatty(2) ? on_progress : NULL;
     /* with --compare only the speculative pass stores its answer (it is the same text) */
     rq.store_answer = !(o->compare && !strcmp(method, "none"));
     int rc = sdnpu_context_new(m, &cp, &c, &err);
@@ -265,22 +250,33 @@ static int run_pass(const sdn_run_opts *o, sdnpu_model *m, sdnpu_request rq, con
     return rc ? 1 : 0;
 }
 
-/* Read the --context files; none may hold more text than the context can take. */
+/* Read the --context files, decoded from their encoding (UTF-8 with or without BOM, UTF-16
+ * with BOM) or refused naming the byte offset; none may hold more text than the context can
+ * take (the raw file may be up to twice that: UTF-16). */
 static int read_contexts(const sdn_run_opts *o, const sdnpu_model_info *mi, char ***docs_out) {
     int n_ctx = o->n_ctx > 0 ? o->n_ctx : (mi->context_length < 4096 ? mi->context_length : 4096);
-    size_t cap = mi->max_token_bytes > 0 ? (size_t)n_ctx * (size_t)mi->max_token_bytes : SIZE_MAX;
-    char why[160];
-    snprintf(why, sizeof why, "more text than %d tokens can hold (raise --ctx or shorten the context)", n_ctx);
-    char **docs = calloc((size_t)o->n_contexts + 1, sizeof *docs);
+    size_t cap = mi->max_token_bytes > 0 ? (size_t)n_ctx * (size_t)mi->max_token_bytes : SIZE_MAX / 4;
+    char why[224];
+    snprintf(why, sizeof why, "more text than %d tokens can hold (raise --ctx, up to the model's trained %d, or shorten the context)", n_ctx,
+             mi->context_length);
+    char **docs = calloc((size_t)o->contexts.n + 1, sizeof *docs);
     if (!docs) { fprintf(stderr, "sdnpu: out of memory\n"); return -1; }
     *docs_out = docs;
-    for (int i = 0; i < o->n_contexts; i++) {
+    for (int i = 0; i < o->contexts.n; i++) {
         size_t len;
         sdn_err err = {0};
-        if (sdn_read_file_max(o->contexts[i], cap, why, &docs[i], &len, &err)) {
+        sdn_text_enc enc;
+        if (sdn_text_read_file(o->contexts.v[i], 2 * cap + 4, why, &docs[i], &len, &enc, &err)) {
             fprintf(stderr, "sdnpu: option --context: %s\n", err.msg);
             return -1;
         }
+        if (len > cap) {
+            fprintf(stderr, "sdnpu: option --context: %s: %zu bytes of text once decoded from %s, longer than the limit of %zu bytes: %s\n",
+                    o->contexts.v[i], len, sdn_text_enc_name(enc), cap, why);
+            return -1;
+        }
+        if (enc != SDN_TEXT_UTF8 && !o->quiet)
+            fprintf(stderr, "sdnpu: --context %s: decoded from %s\n", o->contexts.v[i], sdn_text_enc_name(enc));
     }
     return 0;
 }
@@ -305,6 +301,68 @@ static int write_stats_json(const sdn_run_opts *o, const sdnpu_model_info *mi, c
     return ok ? 0 : 1;
 }
 
+/* The whole of standard input as UTF-8 text (decoded like a --context file). */
+static int read_stdin_text(char **out) {
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    if (!buf) return -1;
+    for (;;) {
+        if (n == cap) {
+            char *nb = cap < ((size_t)1 << 30) ? realloc(buf, cap *= 2) : NULL;
+            if (!nb) { free(buf); fprintf(stderr, "sdnpu: option --prompt -: standard input too large\n"); return -1; }
+            buf = nb;
+        }
+        size_t got = fread(buf + n, 1, cap - n, stdin);
+        if (!got) break;
+        n += got;
+    }
+    sdn_err err = {0};
+    size_t len;
+    int rc = sdn_text_decode("standard input", (const unsigned char *)buf, n, out, &len, NULL, &err);
+    free(buf);
+    if (rc) fprintf(stderr, "sdnpu: option --prompt -: %s\n", err.msg);
+    return rc ? -1 : 0;
+}
+
+int sdn_run_opts_check(sdn_run_opts *o) {
+    sdnpu_error err = {0};
+    int sources = !!o->prompt + !!o->prompt_file + !!o->prompt_ids;
+    if (sources > 1) {
+        fprintf(stderr, "sdnpu: options --prompt, --prompt-file and --prompt-ids exclude each other: give one\n");
+        return 2;
+    }
+    if (sdnpu_check_method(o->spec, &err)) { fprintf(stderr, "sdnpu: option --spec: %s\n", err.message); return 2; }
+    if (o->task_group && !o->history) { fprintf(stderr, "sdnpu: option --task-group needs --history FILE\n"); return 2; }
+    for (int i = 0; i < o->params.n; i++)
+        if (sdnpu_check_param(o->params.v[i], &err)) { fprintf(stderr, "sdnpu: %s\n", err.message); return 2; }
+    if (o->params.n && !strcmp(o->spec, "none")) {
+        fprintf(stderr, "sdnpu: option --param: drafting parameters do nothing with --spec none (plain decoding); "
+                        "choose a drafting method with --spec or drop --param\n");
+        return 2;
+    }
+    if (o->prompt_ids && (o->contexts.n || o->system || o->chat_template)) {
+        fprintf(stderr, "sdnpu: option %s: not used with --prompt-ids (the ids are the whole prompt, as they are)\n",
+                o->contexts.n ? "--context" : o->system ? "--system" : "--chat-template");
+        return 2;
+    }
+    for (int i = 0; i < o->stops.n; i++)
+        if (!o->stops.v[i][0]) { fprintf(stderr, "sdnpu: option --stop: an empty stop string would end every answer at once\n"); return 2; }
+    if (o->stats_json && cli_check_output("--stats-json", o->stats_json)) return 1;
+    if (o->prompt_file) {
+        size_t len;
+        sdn_err e = {0};
+        if (sdn_text_read_file(o->prompt_file, (size_t)1 << 30, NULL, &o->prompt_buf, &len, NULL, &e)) {
+            fprintf(stderr, "sdnpu: option --prompt-file: %s\n", e.msg);
+            return 1;
+        }
+        o->prompt = o->prompt_buf;
+    } else if (o->prompt && !strcmp(o->prompt, "-")) {
+        if (read_stdin_text(&o->prompt_buf)) return 1;
+        o->prompt = o->prompt_buf;
+    }
+    return 0;
+}
+
 int sdn_run_request(const sdn_run_opts *o, FILE *out) {
     sdnpu_error err = {0};
     sdnpu_model *m = NULL;
@@ -315,8 +373,6 @@ int sdn_run_request(const sdn_run_opts *o, FILE *out) {
     sdnpu_model_params mp;
     sdnpu_model_params_init(&mp);
     mp.tokenizer_path = o->tokenizer_path;
-    if (sdnpu_check_method(o->spec, &err)) { fprintf(stderr, "sdnpu: option --spec: %s\n", err.message); return 2; }
-    if (o->task_group && !o->history) { fprintf(stderr, "sdnpu: option --task-group needs --history DB\n"); return 2; }
     if (sdnpu_model_load(o->model_path, &mp, &m, &err)) { fprintf(stderr, "sdnpu: %s\n", err.message); return 1; }
     sdnpu_model_info mi;
     sdnpu_model_get_info(m, &mi);
@@ -324,6 +380,9 @@ int sdn_run_request(const sdn_run_opts *o, FILE *out) {
     sdnpu_request_init(&rq);
     rq.max_tokens = o->max_tokens;
     rq.temperature = o->temp;
+    rq.min_p = o->min_p;
+    rq.repeat_penalty = o->repeat_penalty;
+    rq.repeat_last_n = o->repeat_last_n;
     rq.top_p = o->top_p;
     rq.top_k = o->top_k;
     rq.seed = o->seed;
@@ -331,11 +390,16 @@ int sdn_run_request(const sdn_run_opts *o, FILE *out) {
     rq.draft_max = o->draft_max;
     rq.draft_depth = o->draft_depth;
     rq.draft_branch = o->draft_branch;
-    rq.params = o->params;
-    rq.n_params = o->n_params;
+    rq.params = o->params.v;
+    rq.n_params = o->params.n;
     rq.prefill_topk = o->prefill_topk;
     rq.task_group = o->task_group;
     rq.chat_template = o->chat_template;
+    rq.stop = o->stops.v;
+    rq.n_stop = o->stops.n;
+    if (o->n_ctx > mi.context_length)
+        fprintf(stderr, "sdnpu: warning: --ctx %d is past %s's trained context length of %d tokens: output beyond %d tokens "
+                        "is likely to degrade\n", o->n_ctx, o->model_path, mi.context_length, mi.context_length);
     if (o->prompt_ids) {
         if (parse_ids(o->prompt_ids, mi.vocab, &ids, &n_ids)) { code = 2; goto out; }
         rq.prompt_ids = ids;
@@ -346,11 +410,34 @@ int sdn_run_request(const sdn_run_opts *o, FILE *out) {
             code = 2;
             goto out;
         }
+        int raw = (o->chat_template && !strcmp(o->chat_template, "none")) ||
+                  ((!o->chat_template || !strcmp(o->chat_template, "auto")) && !strcmp(mi.chat_template, "none"));
+        if (o->system && raw) {
+            fprintf(stderr, "sdnpu: option --system: %s has no chat template%s, so a system prompt has nowhere to go; "
+                            "give --chat-template NAME (chatml, llama3, llama2, vicuna) or drop --system\n",
+                    o->model_path, o->chat_template ? " (--chat-template none)" : "");
+            code = 2;
+            goto out;
+        }
         if (read_contexts(o, &mi, &docs)) goto out;
         rq.documents = (const char *const *)docs;
-        rq.n_documents = o->n_contexts;
+        rq.n_documents = o->contexts.n;
         rq.prompt = o->prompt;
         rq.system = o->system;
+    }
+    if (o->print_prompt) {
+        char *text = NULL;
+        if (o->prompt_ids) {
+            if (sdnpu_detokenize(m, ids, n_ids, &text, &err)) { fprintf(stderr, "sdnpu: %s\n", err.message); goto out; }
+        } else if (sdnpu_render_prompt(m, &rq, &text, &err)) {
+            fprintf(stderr, "sdnpu: %s\n", err.message);
+            goto out;
+        }
+        fputs(text, stdout);
+        if (!*text || text[strlen(text) - 1] != '\n') fputc('\n', stdout);
+        sdnpu_free(text);
+        code = 0;
+        goto out;
     }
     int plain_only = !strcmp(o->spec, "none");
     if (plain_only || o->compare) {
@@ -366,7 +453,7 @@ int sdn_run_request(const sdn_run_opts *o, FILE *out) {
     code = o->stats_json ? write_stats_json(o, &mi, &base, &spec) : 0;
 out:
     if (docs) {
-        for (int i = 0; i < o->n_contexts; i++) free(docs[i]);
+        for (int i = 0; i < o->contexts.n; i++) free(docs[i]);
         free(docs);
     }
     sdnpu_result_free(&base.res);

@@ -8,16 +8,21 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "engine/cli/opts.h"
 #include "sdnpu.h"
 
 typedef struct sdn_run_opts {
-    const char *model_path, *tokenizer_path, *prompt, *prompt_ids, *chat_template, *system, *stats_json;
-    const char **contexts;
-    int n_contexts;
+    const char *model_path, *tokenizer_path, *prompt, *prompt_ids, *prompt_file, *chat_template, *system, *stats_json;
+    char *prompt_buf;     /* the prompt read from --prompt-file or stdin (owned) */
+    cli_list contexts;    /* --context FILE ... */
+    cli_list stops;       /* --stop STR ... */
+    int print_prompt;     /* --print-prompt: print the rendered prompt and exit */
     int max_tokens, threads, n_ctx, ignore_eos, quiet;
     float temp, top_p;    /* --temp (0: greedy) --top-p */
     int top_k;            /* --top-k */
     uint64_t seed;        /* --seed */
+    float min_p, repeat_penalty; /* --min-p --repeat-penalty */
+    int repeat_last_n;    /* --repeat-last-n */
     const char *spec;     /* drafting method (none, pld, sam, ...) */
     int draft_max, draft_depth, draft_branch; /* 0: the engine's defaults */
     int compare;          /* also run plain decoding and compare */
@@ -26,17 +31,19 @@ typedef struct sdn_run_opts {
     const char *profile_db;
     const char *history, *task_group; /* --history DB --task-group NAME */
     int prefill_topk;     /* top-k prefill predictions kept for methods that use them (default 4) */
-    const char **params;  /* --param KEY=VALUE (drafting-method parameters) */
-    int n_params;
+    cli_list params;      /* --param KEY=VALUE (drafting-method parameters) */
 } sdn_run_opts;
 
 void sdn_run_opts_init(sdn_run_opts *o);
 void sdn_run_opts_free(sdn_run_opts *o);
-/* Parse argv[*i] (and its value) if it is a run option: 1 consumed, 0 not a run option,
- * -1 bad value (message printed). */
-int sdn_run_opts_parse(sdn_run_opts *o, int argc, char **argv, int *i);
-/* Print the run options' help lines. */
-void sdn_run_opts_usage(FILE *f);
+/* Write the option table of the run options (pointing into o; defaults as o holds them now)
+ * into t (cap entries, the {NULL} end included); returns the number of options, -1 when cap
+ * is too small. Commands append their own options after them. */
+int sdn_run_opts_table(sdn_run_opts *o, cli_opt *t, int cap);
+/* Check the options after parsing, before any work: values the API would refuse, conflicts
+ * (--param with --spec none, --prompt-ids with --context), output paths writable, and the
+ * prompt read from --prompt-file or stdin. Returns 0, or the exit code (2 usage, 1 runtime). */
+int sdn_run_opts_check(sdn_run_opts *o);
 /* Run the request: with o->compare (or spec none) plain decoding first, then the chosen
  * method; generated text streams to `out` (NULL: silent). Returns the exit code. */
 int sdn_run_request(const sdn_run_opts *o, FILE *out);

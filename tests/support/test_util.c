@@ -29,8 +29,12 @@ const char *tu_shared(void) {
     static const char *res;
     if (!done) {
         done = 1;
-        const char *e = getenv("SDN_SHARED");
-        const char *cands[] = {e, "../shared", "../../shared", "../../../shared"};
+        /* only $SDN_SHARED and ../shared beside the source tree: a folder found further up
+         * could be an unrelated one */
+        const char *e = getenv("SDN_SHARED"), *src = getenv("SDN_SOURCE");
+        char beside[1024] = "";
+        if (src) snprintf(beside, sizeof beside, "%s/../shared", src);
+        const char *cands[] = {e, src ? beside : NULL};
         for (size_t i = 0; i < sizeof cands / sizeof cands[0]; i++) {
             if (!cands[i]) continue;
             snprintf(path, sizeof path, "%s/DESIGN.md", cands[i]);

@@ -6,7 +6,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Path of the shared material (SDN_SHARED, else ../shared from the source tree), or NULL
+/* Path of the shared material (SDN_SHARED, else ../shared beside the source tree, SDN_SOURCE;
+ * nothing further up), or NULL
  * when absent. When absent and CI=true, the calling test fails. Tests that get NULL call
  * skip() after printing why. */
 const char *tu_shared(void);

@@ -1,0 +1,699 @@
+/* test_cli.c - the `sdnpu` command line as a user runs it: the built binary (SDN_CLI, set by
+ * CTest) is spawned with its stdout and stderr captured and a time limit (a hang fails the
+ * test), on a seeded tiny-llama model written by `sdnpu make-model` into this test's scratch
+ * directory. The model cache (SDNPU_CACHE) points into the scratch directory too, so the
+ * test neither reads nor writes the user's cache.
+ *
+ * What is asserted is what must survive a refactor of the CLI: exit codes (0 on success,
+ * nonzero on a usage or input error), that error messages name the option, key, file or
+ * model at fault, that speculative and graph-scheduled output equals plain greedy output
+ * (the independent reference here is a plain run of the same binary), and the fields of
+ * --stats-json and their arithmetic (the accepted-length histogram sums to the step count,
+ * tokens = steps + accepted draft tokens, the token list has generated_tokens entries).
+ * Human-readable tables are not compared. */
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "support/test_util.h"
+
+extern char **environ;
+
+/* Seconds any one command may take (the slowest, a first --graphs run, profiles the model in
+ * about 2 s on 2 busy cores). */
+#define CMD_TIMEOUT_S 60
+
+typedef struct {
+    int rc;    /* exit code; -1 when killed by a signal or the timeout */
+    char *out; /* stdout, NUL-terminated */
+    char *err; /* stderr */
+} cmd_result;
+
+static char *slurp(const char *path) {
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *b = malloc((size_t)n + 1);
+    assert_non_null(b);
+    size_t got = fread(b, 1, (size_t)n, f);
+    b[got] = 0;
+    fclose(f);
+    return b;
+}
+
+static void cmd_free(cmd_result *r) {
+    free(r->out);
+    free(r->err);
+}
+
+/* The real SmolLM2-135M-Instruct in the user's model cache (NULL when absent). */
+static const char *g_smollm2;
+
+/* Standard input of the next command (NULL: /dev/null); reset after each command. */
+static const char *g_stdin = NULL;
+
+/* Run SDN_CLI with the NULL-terminated argument list (after the program name). */
+static cmd_result run_argv(const char *const *args) {
+    const char *cli = getenv("SDN_CLI");
+    assert_non_null(cli);
+    const char *argv[64];
+    int n = 0;
+    argv[n++] = cli;
+    for (; args[n - 1] && n < 63; n++) argv[n] = args[n - 1];
+    argv[n] = NULL;
+    static char po[1024], pe[1024]; /* own copies: tu_tmp's buffers rotate */
+    snprintf(po, sizeof po, "%s", tu_tmp("cli.stdout"));
+    snprintf(pe, sizeof pe, "%s", tu_tmp("cli.stderr"));
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 0, g_stdin ? g_stdin : "/dev/null", O_RDONLY, 0);
+    g_stdin = NULL;
+    posix_spawn_file_actions_addopen(&fa, 1, po, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_addopen(&fa, 2, pe, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    pid_t pid;
+    int e = posix_spawn(&pid, cli, &fa, NULL, (char *const *)argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    if (e) fail_msg("cannot spawn %s: %s", cli, strerror(e));
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int status = 0, timed_out = 0;
+    for (;;) {
+        pid_t w = waitpid(pid, &status, WNOHANG);
+        if (w == pid) break;
+        if (w < 0 && errno != EINTR) fail_msg("waitpid: %s", strerror(errno));
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        if (t1.tv_sec - t0.tv_sec > CMD_TIMEOUT_S) {
+            kill(pid, SIGKILL);
+            waitpid(pid, &status, 0);
+            timed_out = 1;
+            break;
+        }
+        struct timespec nap = {0, 2000000};
+        nanosleep(&nap, NULL);
+    }
+    cmd_result r = {.rc = !timed_out && WIFEXITED(status) ? WEXITSTATUS(status) : -1, .out = slurp(po), .err = slurp(pe)};
+    if (timed_out) {
+        print_message("stderr:\n%s\n", r.err);
+        fail_msg("sdnpu %s ... did not finish within %d s", argv[1], CMD_TIMEOUT_S);
+    }
+    if (WIFSIGNALED(status)) {
+        print_message("stderr:\n%s\n", r.err);
+        fail_msg("sdnpu %s ... killed by signal %d", argv[1], WTERMSIG(status));
+    }
+    return r;
+}
+
+#define RUN(...) run_argv((const char *const[]){__VA_ARGS__, NULL})
+
+static void expect_ok(const cmd_result *r) {
+    if (r->rc != 0) {
+        print_message("stdout:\n%s\nstderr:\n%s\n", r->out, r->err);
+        fail_msg("exit code %d, expected 0", r->rc);
+    }
+}
+
+/* A usage or input error: nonzero exit and a message on stderr naming every `names`. */
+static void expect_error_naming(const cmd_result *r, const char *name1, const char *name2) {
+    if (r->rc == 0) {
+        print_message("stdout:\n%s\nstderr:\n%s\n", r->out, r->err);
+        fail_msg("exit code 0, expected an error naming '%s'", name1);
+    }
+    const char *names[2] = {name1, name2};
+    for (int i = 0; i < 2; i++)
+        if (names[i] && !strstr(r->err, names[i])) {
+            print_message("stderr:\n%s\n", r->err);
+            fail_msg("the error message does not name '%s'", names[i]);
+        }
+}
+
+static const char *model_path(void) {
+    static char path[1024];
+    if (!path[0]) {
+        snprintf(path, sizeof path, "%s", tu_tmp("tiny.gguf"));
+        cmd_result r = RUN("make-model", "--shape", "tiny-llama", "--type", "Q8_0", "--seed", "7", "--out", path, "--quiet");
+        expect_ok(&r);
+        cmd_free(&r);
+        struct stat st;
+        assert_int_equal(stat(path, &st), 0);
+    }
+    return path;
+}
+
+/* A prompt that repeats itself, so the drafters find matches and actually draft. */
+#define PROMPT_IDS "1 50 60 70 80 90 50 60 70 80 90 50 60 70"
+#define NTOK "24"
+
+static int setup(void **state) {
+    (void)state;
+    if (!getenv("SDN_CLI")) {
+        print_message("SDN_CLI is not set (run through CTest)\n");
+        return -1;
+    }
+    g_smollm2 = tu_smollm2(); /* from the user's cache, before SDNPU_CACHE points elsewhere */
+    if (g_smollm2) g_smollm2 = strdup(g_smollm2);
+    char cache[1024];
+    snprintf(cache, sizeof cache, "%s", tu_tmp("cache"));
+    mkdir(cache, 0755);
+    setenv("SDNPU_CACHE", cache, 1);
+    return 0;
+}
+
+/* Plain greedy text of the tiny model (the reference for the comparisons below). */
+static const char *plain_text(void) {
+    static char *text;
+    if (!text) {
+        cmd_result r = RUN("run", "--model", model_path(), "--prompt-ids", PROMPT_IDS, "--max-tokens", NTOK, "--quiet");
+        expect_ok(&r);
+        assert_true(strlen(r.out) > 0);
+        text = r.out;
+        free(r.err);
+    }
+    return text;
+}
+
+static void test_make_model_and_info(void **state) {
+    (void)state;
+    const char *m = model_path();
+    cmd_result r = RUN("info", m);
+    expect_ok(&r);
+    assert_non_null(strstr(r.out, "llama"));
+    assert_non_null(strstr(r.out, "Q8_0"));
+    cmd_free(&r);
+    r = RUN("info", tu_tmp("no-such-model.gguf"));
+    expect_error_naming(&r, "no-such-model.gguf", NULL);
+    cmd_free(&r);
+    /* a file that is not a model */
+    const char *junk = tu_tmp("junk.gguf");
+    assert_int_equal(tu_write_file(junk, "GGUF but not really", 19), 0);
+    r = RUN("info", junk);
+    expect_error_naming(&r, "junk.gguf", NULL);
+    cmd_free(&r);
+}
+
+static void test_run_plain_deterministic(void **state) {
+    (void)state;
+    const char *a = plain_text();
+    cmd_result r = RUN("run", "--model", model_path(), "--prompt-ids", PROMPT_IDS, "--max-tokens", NTOK, "--quiet", "--threads", "1");
+    expect_ok(&r);
+    assert_string_equal(r.out, a); /* thread count does not change greedy output */
+    cmd_free(&r);
+    r = RUN("run", "--model", model_path(), "--prompt", "the cat sat", "--max-tokens", "8");
+    expect_ok(&r);
+    cmd_free(&r);
+}
+
+/* --compare runs plain then speculative decoding and reports whether the outputs match. */
+static void test_run_compare(void **state) {
+    (void)state;
+    const char *methods[] = {"pld", "sam", "sdnpu"};
+    for (int i = 0; i < 3; i++) {
+        cmd_result r = RUN("run", "--model", model_path(), "--prompt-ids", PROMPT_IDS, "--max-tokens", NTOK, "--spec", methods[i],
+                           "--compare");
+        expect_ok(&r);
+        int identical = strstr(r.out, "identical") || strstr(r.err, "identical");
+        int differs = strstr(r.out, "DIFFERS") || strstr(r.err, "DIFFERS");
+        if (!identical || differs) {
+            print_message("stdout:\n%s\nstderr:\n%s\n", r.out, r.err);
+            fail_msg("--spec %s --compare does not report identical output", methods[i]);
+        }
+        /* the plain text appears in the output (both sections print it) */
+        assert_non_null(strstr(r.out, plain_text()));
+        cmd_free(&r);
+    }
+}
+
+static const cJSON *field(const cJSON *o, const char *name) {
+    const cJSON *f = cJSON_GetObjectItemCaseSensitive(o, name);
+    if (!f) fail_msg("--stats-json: no field '%s'", name);
+    return f;
+}
+
+static int num(const cJSON *o, const char *name) {
+    const cJSON *f = field(o, name);
+    if (!cJSON_IsNumber(f)) fail_msg("--stats-json: field '%s' is not a number", name);
+    return (int)f->valuedouble;
+}
+
+static void check_run_stats(const cJSON *run, int max_tokens) {
+    int gen = num(run, "generated_tokens"), steps = num(run, "steps"), drafted = num(run, "drafted_tokens"),
+        acc = num(run, "accepted_draft_tokens");
+    assert_true(num(run, "prompt_tokens") > 0);
+    assert_true(gen > 0 && gen <= max_tokens);
+    assert_true(steps >= 1 && steps <= gen);
+    assert_true(acc >= 0 && acc <= drafted);
+    /* every step commits one model token plus the draft tokens it accepted (the last step
+     * may be cut at max_tokens) */
+    assert_true(gen <= steps + acc);
+    assert_true(gen >= steps);
+    const cJSON *tokens = field(run, "tokens");
+    assert_true(cJSON_IsArray(tokens));
+    assert_int_equal(cJSON_GetArraySize(tokens), gen);
+    const cJSON *hist = field(run, "accepted_length_histogram");
+    assert_true(cJSON_IsArray(hist));
+    int hs = 0, ha = 0, i = 0;
+    const cJSON *h;
+    cJSON_ArrayForEach(h, hist) {
+        hs += (int)h->valuedouble;
+        ha += i++ * (int)h->valuedouble;
+    }
+    assert_int_equal(hs, steps);
+    assert_int_equal(ha, acc);
+    double mean = field(run, "mean_accepted_tokens")->valuedouble;
+    assert_true(mean > (double)gen / steps - 1e-6 && mean < (double)gen / steps + 1e-6);
+    assert_true(cJSON_IsString(field(run, "text")));
+    assert_true(field(run, "decode_s")->valuedouble >= 0);
+}
+
+static void test_stats_json(void **state) {
+    (void)state;
+    char js[1024];
+    snprintf(js, sizeof js, "%s", tu_tmp("stats.json"));
+    remove(js);
+    cmd_result r = RUN("run", "--model", model_path(), "--prompt-ids", PROMPT_IDS, "--max-tokens", NTOK, "--spec", "sdnpu", "--compare",
+                       "--stats-json", js, "--threads", "2");
+    expect_ok(&r);
+    cmd_free(&r);
+    char *text = slurp(js);
+    cJSON *j = cJSON_Parse(text);
+    free(text);
+    assert_non_null(j);
+    assert_true(strstr(field(j, "model")->valuestring, "tiny.gguf") != NULL);
+    assert_int_equal(num(j, "threads"), 2);
+    const cJSON *fp = field(j, "model_fingerprint");
+    assert_true(cJSON_IsString(fp) && strlen(fp->valuestring) == 16);
+    const cJSON *runs = field(j, "runs");
+    assert_true(cJSON_IsArray(runs));
+    assert_int_equal(cJSON_GetArraySize(runs), 2); /* plain, then speculative */
+    const cJSON *plain = cJSON_GetArrayItem(runs, 0), *spec = cJSON_GetArrayItem(runs, 1);
+    assert_string_equal(field(plain, "method")->valuestring, "none");
+    assert_string_equal(field(spec, "method")->valuestring, "sdnpu");
+    check_run_stats(plain, atoi(NTOK));
+    check_run_stats(spec, atoi(NTOK));
+    assert_int_equal(num(plain, "steps"), num(plain, "generated_tokens"));
+    assert_int_equal(num(plain, "drafted_tokens"), 0);
+    assert_true(num(spec, "drafted_tokens") > 0); /* the repeating prompt gives the drafter matches */
+    assert_true(cJSON_IsTrue(field(spec, "same_output_as_plain")));
+    /* the same tokens, and the text is the plain run's text */
+    const cJSON *ta = field(plain, "tokens"), *tb = field(spec, "tokens");
+    assert_int_equal(cJSON_GetArraySize(ta), cJSON_GetArraySize(tb));
+    for (int i = 0; i < cJSON_GetArraySize(ta); i++)
+        assert_int_equal((int)cJSON_GetArrayItem(ta, i)->valuedouble, (int)cJSON_GetArrayItem(tb, i)->valuedouble);
+    assert_non_null(strstr(plain_text(), field(plain, "text")->valuestring));
+    cJSON_Delete(j);
+
+    /* a file that cannot be written: an error naming it */
+    r = RUN("run", "--model", model_path(), "--prompt-ids", PROMPT_IDS, "--max-tokens", "4", "--stats-json", "/nonexistent-dir/s.json");
+    expect_error_naming(&r, "/nonexistent-dir/s.json", NULL);
+    cmd_free(&r);
+}
+
+static void test_param(void **state) {
+    (void)state;
+    const char *m = model_path();
+    cmd_result r = RUN("run", "--model", m, "--prompt-ids", PROMPT_IDS, "--max-tokens", NTOK, "--spec", "sdnpu", "--param", "sdnpu.follow=0.5",
+                       "--param", "cal.max_depth=4", "--quiet");
+    expect_ok(&r);
+    assert_string_equal(r.out, plain_text());
+    cmd_free(&r);
+    r = RUN("run", "--model", m, "--prompt-ids", PROMPT_IDS, "--max-tokens", "4", "--spec", "pld", "--param", "bogus.key=3");
+    expect_error_naming(&r, "bogus.key", NULL);
+    cmd_free(&r);
+    r = RUN("run", "--model", m, "--prompt-ids", PROMPT_IDS, "--max-tokens", "4", "--spec", "sdnpu", "--param", "sdnpu.follow=7");
+    expect_error_naming(&r, "sdnpu.follow", NULL);
+    cmd_free(&r);
+    r = RUN("run", "--model", m, "--prompt-ids", PROMPT_IDS, "--max-tokens", "4", "--spec", "pld", "--param", "pld.max_ngram");
+    expect_error_naming(&r, "pld.max_ngram", NULL);
+    cmd_free(&r);
+    r = RUN("run", "--model", m, "--prompt-ids", PROMPT_IDS, "--max-tokens", "4", "--spec", "pld", "--param");
+    expect_error_naming(&r, "--param", NULL);
+    cmd_free(&r);
+}
+
+/* --graphs: prefill through the fixed-shape graphs; single/sync/async prefill every row on G1
+ * and decode on G2, progressive switches block by block; all of them give the plain text. */
+static void test_graphs(void **state) {
+    (void)state;
+    char db[1024];
+    snprintf(db, sizeof db, "%s", tu_tmp("profiles.sqlite"));
+    const char *modes[] = {"single", "progressive", "sync", "async"};
+    for (int i = 0; i < 4; i++) {
+        cmd_result r = RUN("run", "--model", model_path(), "--prompt-ids", PROMPT_IDS, "--max-tokens", NTOK, "--graphs", modes[i],
+                           "--profile-db", db, "--quiet");
+        expect_ok(&r);
+        if (strcmp(r.out, plain_text())) {
+            print_message("--graphs %s:\n[%s]\nplain:\n[%s]\n", modes[i], r.out, plain_text());
+            fail_msg("--graphs %s changes the greedy output", modes[i]);
+        }
+        cmd_free(&r);
+    }
+    /* with a drafter on top */
+    cmd_result r = RUN("run", "--model", model_path(), "--prompt-ids", PROMPT_IDS, "--max-tokens", NTOK, "--graphs", "progressive",
+                       "--profile-db", db, "--spec", "sdnpu", "--quiet");
+    expect_ok(&r);
+    assert_string_equal(r.out, plain_text());
+    cmd_free(&r);
+    r = RUN("run", "--model", model_path(), "--prompt-ids", PROMPT_IDS, "--max-tokens", "4", "--graphs", "weird", "--profile-db", db);
+    expect_error_naming(&r, "weird", NULL);
+    cmd_free(&r);
+}
+
+static void test_pull(void **state) {
+    (void)state;
+    cmd_result r = RUN("pull", "--list");
+    expect_ok(&r);
+    assert_non_null(strstr(r.out, "smollm2-135m-instruct"));
+    cmd_free(&r);
+    r = RUN("pull", "no-such-model-xyz");
+    expect_error_naming(&r, "no-such-model-xyz", NULL);
+    cmd_free(&r);
+}
+
+static void test_usage_errors(void **state) {
+    (void)state;
+    const char *m = model_path();
+    cmd_result r = RUN("run", "--model", m, "--prompt", "hi", "--bogus-opt");
+    expect_error_naming(&r, "--bogus-opt", NULL);
+    cmd_free(&r);
+    r = RUN("run", "--model", m, "--prompt", "hi", "--max-tokens");
+    expect_error_naming(&r, "--max-tokens", NULL);
+    cmd_free(&r);
+    r = RUN("run", "--model", m, "--prompt", "hi", "--spec", "no-such-method");
+    expect_error_naming(&r, "no-such-method", NULL);
+    cmd_free(&r);
+    r = RUN("run", "--model", tu_tmp("missing.gguf"), "--prompt", "hi");
+    expect_error_naming(&r, "missing.gguf", NULL);
+    cmd_free(&r);
+    r = RUN("info", "--bogus-opt");
+    assert_int_not_equal(r.rc, 0);
+    cmd_free(&r);
+    r = RUN("no-such-command");
+    expect_error_naming(&r, "no-such-command", NULL);
+    cmd_free(&r);
+    r = RUN("make-model", "--shape", "no-such-shape", "--out", tu_tmp("x.gguf"));
+    expect_error_naming(&r, "no-such-shape", NULL);
+    cmd_free(&r);
+}
+
+
+/* A usage error: exit code 2 and a message naming `name`. */
+static void expect_usage(const cmd_result *r, const char *name) {
+    if (r->rc != 2 || !strstr(r->err, name)) {
+        print_message("rc %d\nstdout:\n%s\nstderr:\n%s\n", r->rc, r->out, r->err);
+        fail_msg("expected a usage error (exit 2) naming '%s'", name);
+    }
+}
+
+/* A runtime failure: exit code 1 and a message naming both strings. */
+static void expect_runtime(const cmd_result *r, const char *a, const char *b) {
+    if (r->rc != 1 || !strstr(r->err, a) || (b && !strstr(r->err, b))) {
+        print_message("rc %d\nstdout:\n%s\nstderr:\n%s\n", r->rc, r->out, r->err);
+        fail_msg("expected a runtime failure (exit 1) naming '%s' and '%s'", a, b ? b : "");
+    }
+}
+
+/* --context files: every encoding decoded (the rendered prompt shows the text, checked
+ * against the UTF-8 it was written from), or refused with the byte offset; never cut. */
+static void test_context_encodings(void **state) {
+    (void)state;
+    const char *m = model_path();
+    const char *utf8 = "caf\xc3\xa9 na\xc3\xafve \xf0\x9f\x98\x80 end";
+    /* the same text in UTF-16LE and UTF-16BE with a BOM, built by hand from its code points */
+    const uint32_t cps[] = {'c', 'a', 'f', 0xE9, ' ', 'n', 'a', 0xEF, 'v', 'e', ' ', 0x1F600, ' ', 'e', 'n', 'd'};
+    unsigned char le[64], be[64];
+    size_t n = 0;
+    le[n] = 0xFF, be[n++] = 0xFE;
+    le[n] = 0xFE, be[n++] = 0xFF;
+    for (size_t i = 0; i < sizeof cps / sizeof cps[0]; i++) {
+        uint32_t u[2] = {cps[i], 0};
+        int k = 1;
+        if (cps[i] > 0xFFFF) u[0] = 0xD800 + ((cps[i] - 0x10000) >> 10), u[1] = 0xDC00 + ((cps[i] - 0x10000) & 0x3FF), k = 2;
+        for (int j = 0; j < k; j++, n += 2) {
+            le[n] = (unsigned char)(u[j] & 0xFF), le[n + 1] = (unsigned char)(u[j] >> 8);
+            be[n] = (unsigned char)(u[j] >> 8), be[n + 1] = (unsigned char)(u[j] & 0xFF);
+        }
+    }
+    char bom8[64];
+    snprintf(bom8, sizeof bom8, "\xef\xbb\xbf%s", utf8);
+    struct {
+        const char *name;
+        const void *data;
+        size_t len;
+    } ok[] = {{"plain.txt", utf8, strlen(utf8)}, {"bom8.txt", bom8, strlen(bom8)}, {"u16le.txt", le, n}, {"u16be.txt", be, n}};
+    for (int i = 0; i < 4; i++) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s", tu_tmp(ok[i].name));
+        assert_int_equal(tu_write_file(path, ok[i].data, ok[i].len), 0);
+        cmd_result r = RUN("run", "--model", m, "--context", path, "--prompt", "Q", "--print-prompt");
+        expect_ok(&r);
+        if (!strstr(r.out, utf8) || strstr(r.out, "\xef\xbb\xbf")) {
+            print_message("%s: rendered prompt:\n%s\n", ok[i].name, r.out);
+            fail_msg("--context %s is not decoded to the UTF-8 text", ok[i].name);
+        }
+        cmd_free(&r);
+    }
+    struct {
+        const char *name, *data;
+        size_t len;
+        const char *offset;
+    } bad[] = {
+        {"nul.txt", "abc\0def", 7, "byte offset 3"},          /* cut at the NUL before */
+        {"u16nobom.txt", "h\0i\0", 4, "byte offset 1"},        /* UTF-16 without BOM */
+        {"badutf8.txt", "ab\xc3(", 4, "byte offset 2"},        /* invalid continuation */
+        {"overlong.txt", "x\xc0\xaf", 3, "byte offset 1"},     /* overlong '/' */
+        {"lone.txt", "\xff\xfe" "a\0\x00\xdc", 6, "byte offset 4"}, /* unpaired low surrogate */
+        {"odd.txt", "\xff\xfe" "a\0b", 5, "byte offset 4"},    /* odd-length UTF-16 */
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s", tu_tmp(bad[i].name));
+        assert_int_equal(tu_write_file(path, bad[i].data, bad[i].len), 0);
+        cmd_result r = RUN("run", "--model", m, "--context", path, "--prompt", "Q", "--max-tokens", "2");
+        expect_runtime(&r, bad[i].name, bad[i].offset);
+        cmd_free(&r);
+    }
+}
+
+/* Options that would be silently ignored are usage errors (exit 2) naming them. */
+static void test_ignored_options_refused(void **state) {
+    (void)state;
+    const char *m = model_path();
+    cmd_result r = RUN("run", "--model", m, "--prompt", "hi", "--spec", "none", "--param", "sdnpu.follow=0.5");
+    expect_usage(&r, "--param");
+    cmd_free(&r);
+    r = RUN("run", "--model", m, "--prompt", "hi", "--system", "be brief"); /* tiny model: no chat template */
+    expect_usage(&r, "--system");
+    cmd_free(&r);
+    r = RUN("run", "--model", m, "--prompt", "hi", "--chat-template", "none", "--system", "x");
+    expect_usage(&r, "--system");
+    cmd_free(&r);
+    r = RUN("run", "--model", m, "--prompt-ids", "1 2", "--context", tu_tmp("plain.txt"));
+    expect_usage(&r, "--context");
+    cmd_free(&r);
+    r = RUN("run", "--model", m, "--prompt", "a", "--prompt-ids", "1 2");
+    expect_usage(&r, "--prompt-ids");
+    cmd_free(&r);
+    /* info A B describes both */
+    char m2[1024];
+    snprintf(m2, sizeof m2, "%s", tu_tmp("tiny2.gguf"));
+    r = RUN("make-model", "--shape", "tiny-qwen2", "--type", "F16", "--seed", "3", "--out", m2, "--quiet");
+    expect_ok(&r);
+    cmd_free(&r);
+    r = RUN("info", m, m2);
+    expect_ok(&r);
+    assert_non_null(strstr(r.out, "tiny.gguf"));
+    assert_non_null(strstr(r.out, "tiny2.gguf"));
+    assert_non_null(strstr(r.out, "qwen2"));
+    assert_non_null(strstr(r.out, "llama"));
+    cmd_free(&r);
+    r = RUN("info", "--model", m, "--model=" "/nonexistent/x.gguf");
+    expect_runtime(&r, "/nonexistent/x.gguf", NULL);
+    assert_non_null(strstr(r.out, "tiny.gguf")); /* the good one is still described */
+    cmd_free(&r);
+}
+
+static const char *k_commands[] = {"demo", "run", "chat", "pull", "info", "make-model", "bench-model", "tokenize", "bench-verify",
+                                   "bench-sam", "bench-kernels", "profile", "bench-graphs", "bench", "trace", "trace-import",
+                                   "study", "make-story-task"};
+
+/* Every command: -h and --help (exit 0, an example at the end), --version, an unknown
+ * option (exit 2 naming it). */
+static void test_option_vocabulary(void **state) {
+    (void)state;
+    for (size_t i = 0; i < sizeof k_commands / sizeof k_commands[0]; i++) {
+        const char *hs[] = {"-h", "--help"};
+        for (int h = 0; h < 2; h++) {
+            cmd_result r = RUN(k_commands[i], hs[h]);
+            if (r.rc != 0 || !strstr(r.out, "usage") || !strstr(r.out, "example:\n  sdnpu ")) {
+                print_message("sdnpu %s %s: rc %d\n%s\n%s\n", k_commands[i], hs[h], r.rc, r.out, r.err);
+                fail_msg("sdnpu %s %s: no help ending with an example", k_commands[i], hs[h]);
+            }
+            cmd_free(&r);
+        }
+        cmd_result r = RUN(k_commands[i], "--version");
+        expect_ok(&r);
+        assert_non_null(strstr(r.out, "sdnpu 0."));
+        cmd_free(&r);
+        r = RUN(k_commands[i], "--no-such-option-x");
+        expect_usage(&r, "--no-such-option-x");
+        cmd_free(&r);
+    }
+    cmd_result r = RUN("--version");
+    expect_ok(&r);
+    cmd_free(&r);
+    /* --opt=value is --opt value */
+    char arg[1100];
+    snprintf(arg, sizeof arg, "--model=%s", model_path());
+    r = RUN("run", arg, "--prompt-ids=" PROMPT_IDS, "--max-tokens=" NTOK, "--quiet", "--threads=1");
+    expect_ok(&r);
+    assert_string_equal(r.out, plain_text());
+    cmd_free(&r);
+    /* bad values: exit 2 for every option kind */
+    const char *bad[][2] = {{"--max-tokens", "-1"}, {"--temp", "abc"}, {"--threads", "0"}, {"--top-p", "2"}, {"--ctx", "1"}, {"--seed", "x"}};
+    for (int i = 0; i < 6; i++) {
+        r = RUN("run", "--model", model_path(), "--prompt", "hi", bad[i][0], bad[i][1]);
+        expect_usage(&r, bad[i][0]);
+        cmd_free(&r);
+    }
+    /* old spellings still work, with a note naming the new one */
+    r = RUN("make-story-task", "--tokens", "x");
+    expect_usage(&r, "--max-tokens");
+    assert_non_null(strstr(r.err, "deprecated"));
+    cmd_free(&r);
+    /* --help of run lists the --param keys and the default thread count */
+    r = RUN("run", "--help");
+    assert_non_null(strstr(r.out, "sdnpu.follow"));
+    assert_non_null(strstr(r.out, "CPUs this process may use"));
+    cmd_free(&r);
+    /* study --history is a file elsewhere: refused with the new name */
+    r = RUN("study", "--history");
+    expect_usage(&r, "--replay-history");
+    cmd_free(&r);
+}
+
+/* Output paths are checked before the work starts (the command fails at once). */
+static void test_outputs_checked_first(void **state) {
+    (void)state;
+    const char *m = model_path();
+    struct {
+        const char *cmd, *opt;
+    } outs[] = {{"study", "--csv"}, {"study", "--json"}, {"study", "--results-db"}, {"bench", "--results-db"},
+                {"trace", "--out"}, {"bench-verify", "--json"}, {"bench-model", "--json"}, {"make-story-task", "--out"}};
+    for (size_t i = 0; i < sizeof outs / sizeof outs[0]; i++) {
+        cmd_result r = RUN(outs[i].cmd, outs[i].opt, "/nonexistent-dir/out.x", "--model", m);
+        expect_runtime(&r, outs[i].opt, "/nonexistent-dir");
+        cmd_free(&r);
+    }
+    cmd_result r = RUN("bench", "--out", "/proc/version/sub", "--model", m);
+    expect_runtime(&r, "--out", "/proc/version");
+    cmd_free(&r);
+    r = RUN("run", "--model", m, "--prompt-ids", PROMPT_IDS, "--stats-json", "/nonexistent-dir/s.json", "--max-tokens", "100000");
+    expect_runtime(&r, "--stats-json", "/nonexistent-dir");
+    cmd_free(&r);
+}
+
+/* --prompt - (stdin), --prompt-file, --stop, --print-prompt, the trained-length warning. */
+static void test_prompt_sources(void **state) {
+    (void)state;
+    const char *m = model_path();
+    const char *pf = tu_tmp("prompt.txt");
+    char pfile[1024];
+    snprintf(pfile, sizeof pfile, "%s", pf);
+    assert_int_equal(tu_write_file(pfile, "the cat sat", 11), 0);
+    cmd_result a = RUN("run", "--model", m, "--prompt", "the cat sat", "--max-tokens", "8", "--quiet");
+    expect_ok(&a);
+    g_stdin = pfile;
+    cmd_result b = RUN("run", "--model", m, "--prompt", "-", "--max-tokens", "8", "--quiet");
+    expect_ok(&b);
+    assert_string_equal(a.out, b.out);
+    cmd_free(&b);
+    b = RUN("run", "--model", m, "--prompt-file", pfile, "--max-tokens", "8", "--quiet");
+    expect_ok(&b);
+    assert_string_equal(a.out, b.out);
+    cmd_free(&b);
+    b = RUN("run", "--model", m, "--prompt-file", pfile, "--print-prompt");
+    expect_ok(&b);
+    assert_string_equal(b.out, "the cat sat\n");
+    cmd_free(&b);
+    /* --stop: the answer ends before the stop string (a piece of the plain answer) */
+    const char *txt = a.out;
+    size_t tl = strlen(txt);
+    if (tl > 4) {
+        char stop[8];
+        snprintf(stop, sizeof stop, "%.2s", txt + tl / 2);
+        char *at = strstr(txt, stop);
+        b = RUN("run", "--model", m, "--prompt", "the cat sat", "--max-tokens", "8", "--quiet", "--stop", stop);
+        expect_ok(&b);
+        assert_int_equal(strlen(b.out), (size_t)(at - txt) + 1); /* the text before it, and the newline */
+        assert_memory_equal(b.out, txt, (size_t)(at - txt));
+        cmd_free(&b);
+    }
+    cmd_free(&a);
+    b = RUN("run", "--model", m, "--prompt-file", tu_tmp("no-such-prompt.txt"), "--max-tokens", "2");
+    expect_runtime(&b, "--prompt-file", "no-such-prompt.txt");
+    cmd_free(&b);
+    b = RUN("run", "--model", m, "--prompt", "hi", "--max-tokens", "2", "--ctx", "100000", "--quiet");
+    assert_non_null(strstr(b.err, "trained context length"));
+    cmd_free(&b);
+}
+
+/* `chat` holds a multi-turn conversation with the real SmolLM2 model: stdin piped, the
+ * second answer sees the first turn (the model repeats a name it was told), /reset forgets. */
+static void test_chat_real_model(void **state) {
+    (void)state;
+    if (!g_smollm2) {
+        const char *ci = getenv("CI");
+        if (ci && !strcmp(ci, "true")) fail_msg("SmolLM2-135M-Instruct is not in the model cache but CI=true");
+        print_message("SmolLM2-135M-Instruct is not in the model cache: test skipped (run ./sdnpu pull smollm2-135m-instruct)\n");
+        skip();
+    }
+    char in[1024];
+    snprintf(in, sizeof in, "%s", tu_tmp("chat.in"));
+    const char *script = "My name is Zorblax. Say hello to me.\nWhat is my name?\n/reset\n/exit\nthis line is never read\n";
+    assert_int_equal(tu_write_file(in, script, strlen(script)), 0);
+    g_stdin = in;
+    cmd_result r = RUN("chat", "--model", g_smollm2, "--max-tokens", "24", "--threads", "2");
+    expect_ok(&r);
+    /* two answers, one per user turn, each ending with a newline */
+    int lines = 0;
+    for (const char *p = r.out; *p; p++) lines += *p == '\n';
+    assert_true(lines >= 2);
+    if (!strstr(r.out, "Zorblax")) {
+        print_message("chat output:\n%s\n", r.out);
+        fail_msg("the model did not use the name from the earlier turn");
+    }
+    assert_non_null(strstr(r.err, "conversation reset"));
+    cmd_free(&r);
+    /* a model without a chat template cannot chat: usage error */
+    r = RUN("chat", "--model", model_path());
+    expect_usage(&r, "chat template");
+    cmd_free(&r);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_make_model_and_info), cmocka_unit_test(test_run_plain_deterministic),
+        cmocka_unit_test(test_run_compare),         cmocka_unit_test(test_stats_json),
+        cmocka_unit_test(test_param),               cmocka_unit_test(test_graphs),
+        cmocka_unit_test(test_pull),                cmocka_unit_test(test_usage_errors),
+        cmocka_unit_test(test_context_encodings),   cmocka_unit_test(test_ignored_options_refused),
+        cmocka_unit_test(test_option_vocabulary),   cmocka_unit_test(test_outputs_checked_first),
+        cmocka_unit_test(test_prompt_sources),      cmocka_unit_test(test_chat_real_model),
+    };
+    return cmocka_run_group_tests(tests, setup, NULL);
+}

@@ -1,0 +1,94 @@
+/* test_layering.c - the module folders form layers (README "Layout"): a file may include
+ * headers of its own folder and of the folders below it, never above, so there is no include
+ * cycle between modules (issue 15 removed engine -> verify -> engine). The order:
+ *   common < suffix_automaton < engine < draft < verify, graph_sched < datasets < runtime < bench
+ * The CLI (engine/cli, bench/cli) sits above everything; include/sdnpu.h includes nothing of
+ * sdnpu. Reads the source tree ($SDN_SOURCE). */
+#include <dirent.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "support/test_util.h"
+
+static const struct {
+    const char *folder;
+    int level;
+} k_layers[] = {
+    {"common", 0}, {"suffix_automaton", 1}, {"engine", 2}, {"draft", 3}, {"verify", 4},
+    {"graph_sched", 4}, {"datasets", 5}, {"runtime", 6}, {"bench", 7},
+};
+#define N_LAYERS (int)(sizeof k_layers / sizeof k_layers[0])
+
+static int level_of(const char *folder, size_t len) {
+    for (int i = 0; i < N_LAYERS; i++)
+        if (strlen(k_layers[i].folder) == len && !strncmp(k_layers[i].folder, folder, len)) return k_layers[i].level;
+    return -1;
+}
+
+/* Violations in one file: includes "X/..." with level(X) > level. */
+static int check_file(const char *path, const char *folder, int level) {
+    FILE *f = fopen(path, "r");
+    if (!f) fail_msg("cannot read %s", path);
+    char line[1024];
+    int bad = 0;
+    while (fgets(line, sizeof line, f)) {
+        const char *p = line;
+        while (*p == ' ' || *p == '\t') p++;
+        if (strncmp(p, "#include \"", 10)) continue;
+        p += 10;
+        const char *slash = strchr(p, '/'), *quote = strchr(p, '"');
+        if (!slash || !quote || slash > quote) continue;
+        int l = level_of(p, (size_t)(slash - p));
+        if (l > level) {
+            print_error("%s (layer %s) includes %.*s, a higher layer\n", path, folder, (int)(quote - p), p);
+            bad++;
+        }
+    }
+    fclose(f);
+    return bad;
+}
+
+static void test_no_upward_includes(void **state) {
+    (void)state;
+    char src[1100];
+    snprintf(src, sizeof src, "%s", tu_source_path("."));
+    int bad = 0, files = 0;
+    for (int i = 0; i < N_LAYERS; i++) {
+        char dir[1200];
+        snprintf(dir, sizeof dir, "%s/%s", src, k_layers[i].folder);
+        DIR *d = opendir(dir);
+        if (!d) fail_msg("cannot list %s", dir);
+        struct dirent *e;
+        while ((e = readdir(d))) {
+            size_t n = strlen(e->d_name);
+            if (n < 3 || (strcmp(e->d_name + n - 2, ".c") && strcmp(e->d_name + n - 2, ".h"))) continue;
+            char path[1600];
+            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+            bad += check_file(path, k_layers[i].folder, k_layers[i].level);
+            files++;
+        }
+        closedir(d);
+    }
+    assert_true(files > 100);
+    assert_int_equal(bad, 0);
+}
+
+/* The public header stands alone: no sdnpu module header behind it. */
+static void test_public_header_alone(void **state) {
+    (void)state;
+    const char *path = tu_source_path("include/sdnpu.h");
+    assert_int_equal(check_file(path, "include", -1), 0);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_no_upward_includes),
+        cmocka_unit_test(test_public_header_alone),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
