@@ -108,11 +108,11 @@ static int get_int(const cJSON *obj, const char *name, const char *param, double
     return 1;
 }
 
-static int get_num(const cJSON *obj, const char *name, double lo, double hi, double *out, srv_error *e) {
+static int get_num(const cJSON *obj, const char *name, const char *param, double lo, double hi, double *out, srv_error *e) {
     const cJSON *f = field(obj, name);
     if (!f) return 0;
-    if (!cJSON_IsNumber(f)) return BAD(e, name, "'%s' must be a number", name);
-    if (!(f->valuedouble >= lo && f->valuedouble <= hi)) return BAD(e, name, "'%s' = %g is out of range [%g, %g]", name, f->valuedouble, lo, hi);
+    if (!cJSON_IsNumber(f)) return BAD(e, param, "'%s' must be a number", param);
+    if (!(f->valuedouble >= lo && f->valuedouble <= hi)) return BAD(e, param, "'%s' = %g is out of range [%g, %g]", param, f->valuedouble, lo, hi);
     *out = f->valuedouble;
     return 1;
 }
@@ -248,11 +248,12 @@ static int parse_stop(srv_job *j, const cJSON *body, srv_error *e) {
     return 0;
 }
 
-/* The optional "sdnpu" object: method, draft_max, params, top_k, ignore_eos, store_answer. */
+/* The optional "sdnpu" object: method, draft_max, params, top_k, min_p, repeat_penalty,
+ * repeat_last_n, ignore_eos, store_answer. */
 static int parse_ext(srv_job *j, const cJSON *body, srv_error *e) {
     const cJSON *x = field(body, "sdnpu");
     if (!x) return 0;
-    if (!cJSON_IsObject(x)) return BAD(e, "sdnpu", "'sdnpu' must be an object (method, draft_max, params, top_k, ignore_eos, store_answer)");
+    if (!cJSON_IsObject(x)) return BAD(e, "sdnpu", "'sdnpu' must be an object (method, draft_max, params, top_k, min_p, repeat_penalty, repeat_last_n, ignore_eos, store_answer)");
     const char *method = NULL;
     double v = 0;
     int b = 0, rc;
@@ -267,6 +268,12 @@ static int parse_ext(srv_job *j, const cJSON *body, srv_error *e) {
     if (rc) j->r.draft_max = (int)v;
     if ((rc = get_int(x, "top_k", "sdnpu.top_k", 0, 1e9, &v, e)) < 0) return -1;
     if (rc) j->r.top_k = (int)v;
+    if ((rc = get_num(x, "min_p", "sdnpu.min_p", 0, 1, &v, e)) < 0) return -1;
+    if (rc) j->r.min_p = (float)v;
+    if ((rc = get_num(x, "repeat_penalty", "sdnpu.repeat_penalty", 0, 10, &v, e)) < 0) return -1;
+    if (rc) j->r.repeat_penalty = (float)v;
+    if ((rc = get_int(x, "repeat_last_n", "sdnpu.repeat_last_n", 0, 1 << 20, &v, e)) < 0) return -1;
+    if (rc) j->r.repeat_last_n = (int)v;
     if ((rc = get_bool(x, "ignore_eos", "sdnpu.ignore_eos", &b, e)) < 0) return -1;
     if (rc) j->r.ignore_eos = b;
     if ((rc = get_bool(x, "store_answer", "sdnpu.store_answer", &b, e)) < 0) return -1;
@@ -301,9 +308,9 @@ static int parse_fields(srv_job *j, const cJSON *body, int chat, const srv_api_c
     const char *mt = field(body, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
     if ((rc = get_int(body, mt, mt, 1, cfg->n_ctx, &v, e)) < 0) return -1;
     if (rc) j->r.max_tokens = (int)v;
-    if ((rc = get_num(body, "temperature", 0, 2, &v, e)) < 0) return -1;
+    if ((rc = get_num(body, "temperature", "temperature", 0, 2, &v, e)) < 0) return -1;
     if (rc) j->r.temperature = (float)v;
-    if ((rc = get_num(body, "top_p", 0, 1, &v, e)) < 0) return -1;
+    if ((rc = get_num(body, "top_p", "top_p", 0, 1, &v, e)) < 0) return -1;
     if (rc) j->r.top_p = (float)v;
     if ((rc = get_int(body, "seed", "seed", -9007199254740992.0, 9007199254740992.0, &v, e)) < 0) return -1;
     if (rc) j->r.seed = (uint64_t)(int64_t)v;
