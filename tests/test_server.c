@@ -350,6 +350,9 @@ static void test_bad_input(void **state) {
     strcpy(longmsg, "{\"messages\":[{\"role\":\"user\",\"content\":\"");
     for (int i = 0; i < 600; i++) strcat(longmsg, "lighthouse keeper story ");
     strcat(longmsg, "\"}]}");
+    char *longstream = malloc(strlen(longmsg) + 32);
+    strcpy(longstream, longmsg);
+    strcpy(longstream + strlen(longstream) - 1, ",\"stream\":true}");
     const bad_case cases[] = {
         {"/v1/chat/completions", "{\"messages\": [", KEY, 400, NULL},
         {"/v1/chat/completions", "[1,2,3]", KEY, 400, NULL},
@@ -386,6 +389,7 @@ static void test_bad_input(void **state) {
         {"/v1/completions", "{\"prompt\":5}", KEY, 400, "prompt"},
         {"/v1/completions", "{\"prompt\":[1,-2]}", KEY, 400, "prompt[1]"},
         {"/v1/chat/completions", longmsg, KEY, 400, "messages"}, /* longer than the 512-token context */
+        {"/v1/chat/completions", longstream, KEY, 400, "messages"}, /* the same, streamed: refused before the stream starts */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const bad_case *c = &cases[i];
@@ -407,6 +411,7 @@ static void test_bad_input(void **state) {
         free(r.body);
     }
     free(longmsg);
+    free(longstream);
 
     /* over the body limit (64 KiB here): with Content-Length, and the same streamed in chunks */
     size_t big = 100000;
