@@ -201,7 +201,7 @@ static server g; /* the shared server: 2 slots, history store, small body limit 
 
 static int setup(void **state) {
     (void)state;
-    start(&g, "server.log", "--slots", "2", "--history", tu_tmp("history.sqlite"), "--max-body", "65536", "--ctx", "512", NULL);
+    start(&g, "server.log", "--slots", "2", "--history", tu_tmp("history.sqlite"), "--max-body", "65536", "--ctx", "1024", NULL);
     return 0;
 }
 
@@ -348,9 +348,9 @@ typedef struct bad_case {
 
 static void test_bad_input(void **state) {
     (void)state;
-    char *longmsg = malloc(40000);
+    char *longmsg = malloc(60000);
     strcpy(longmsg, "{\"messages\":[{\"role\":\"user\",\"content\":\"");
-    for (int i = 0; i < 600; i++) strcat(longmsg, "lighthouse keeper story ");
+    for (int i = 0; i < 2000; i++) strcat(longmsg, "lighthouse keeper ");
     strcat(longmsg, "\"}]}");
     char *longstream = malloc(strlen(longmsg) + 32);
     strcpy(longstream, longmsg);
@@ -390,7 +390,7 @@ static void test_bad_input(void **state) {
         {"/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}", "test-key-1234", 401, NULL},
         {"/v1/completions", "{\"prompt\":5}", KEY, 400, "prompt"},
         {"/v1/completions", "{\"prompt\":[1,-2]}", KEY, 400, "prompt[1]"},
-        {"/v1/chat/completions", longmsg, KEY, 400, "messages"}, /* longer than the 512-token context */
+        {"/v1/chat/completions", longmsg, KEY, 400, "messages"}, /* longer than the 1024-token context */
         {"/v1/chat/completions", longstream, KEY, 400, "messages"}, /* the same, streamed: refused before the stream starts */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -494,11 +494,11 @@ static void test_mutated_bodies(void **state) {
 static void test_cancel_on_disconnect(void **state) {
     (void)state;
     double cancelled0 = metric(&g, "sdnpu_requests_cancelled_total"), tokens0 = metric(&g, "sdnpu_tokens_generated_total");
-    const char *body = CHAT(",\"max_tokens\":480,\"stream\":true,\"sdnpu\":{\"ignore_eos\":true,\"method\":\"none\"}");
+    const char *body = CHAT(",\"max_tokens\":960,\"stream\":true,\"sdnpu\":{\"ignore_eos\":true,\"method\":\"none\"}");
     reply r = {.abort_after = 1};
     http(&g, "POST", "/v1/chat/completions", body, strlen(body), KEY, &r, 0);
     free(r.body);
-    const char *body2 = CHAT(",\"max_tokens\":480,\"sdnpu\":{\"ignore_eos\":true,\"method\":\"none\"}");
+    const char *body2 = CHAT(",\"max_tokens\":960,\"sdnpu\":{\"ignore_eos\":true,\"method\":\"none\"}");
     memset(&r, 0, sizeof r);
     assert_int_equal(http(&g, "POST", "/v1/chat/completions", body2, strlen(body2), KEY, &r, 30), 0); /* times out: hangs up */
     free(r.body);
