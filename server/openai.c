@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 int srv_fail(srv_error *e, int status, const char *type, const char *param, const char *fmt, ...) {
     e->status = status;
@@ -297,6 +298,16 @@ static int parse_ext(srv_job *j, const cJSON *body, srv_error *e) {
     return 0;
 }
 
+/* A seed for a request that gives none: time and a counter through a 64-bit mixer. */
+static uint64_t fresh_seed(void) {
+    static uint64_t counter;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t x = ((uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec) ^ (__atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED) << 40);
+    x ^= x >> 30, x *= 0xbf58476d1ce4e5b9ull, x ^= x >> 27, x *= 0x94d049bb133111ebull, x ^= x >> 31;
+    return x >> 11; /* 53 bits: exact as a JSON number */
+}
+
 static int parse_fields(srv_job *j, const cJSON *body, int chat, const srv_api_config *cfg, srv_error *e) {
     const char *model = NULL, *s = NULL;
     double v;
@@ -312,8 +323,9 @@ static int parse_fields(srv_job *j, const cJSON *body, int chat, const srv_api_c
     if (rc) j->r.temperature = (float)v;
     if ((rc = get_num(body, "top_p", "top_p", 0, 1, &v, e)) < 0) return -1;
     if (rc) j->r.top_p = (float)v;
-    if ((rc = get_int(body, "seed", "seed", -9007199254740992.0, 9007199254740992.0, &v, e)) < 0) return -1;
-    if (rc) j->r.seed = (uint64_t)(int64_t)v;
+    if ((rc = get_int(body, "seed", "seed", 0, 9007199254740992.0, &v, e)) < 0) return -1;
+    if (rc) j->r.seed = (uint64_t)v;
+    else j->r.seed = fresh_seed(); /* as OpenAI: without a seed, sampled answers vary (the sdnpu block reports it) */
     if ((rc = get_int(body, "n", "n", 1, 1, &v, e)) < 0) return -1;
     if (get_bool(body, "stream", "stream", &j->stream, e) < 0) return -1;
     const cJSON *so = field(body, "stream_options");
@@ -431,6 +443,7 @@ static void add_sdnpu(cJSON *o, const srv_job *j) {
     cJSON_AddNumberToObject(x, "history_answers", s->history_answers);
     cJSON_AddBoolToObject(x, "answer_stored", s->answer_stored);
     cJSON_AddNumberToObject(x, "reused_prompt_tokens", s->reused_tokens);
+    cJSON_AddNumberToObject(x, "seed", (double)j->r.seed);
     cJSON_AddNumberToObject(x, "prefill_ms", round(s->prefill_s * 1e4) / 10);
     cJSON_AddNumberToObject(x, "decode_ms_per_token",
                             s->generated_tokens > 0 ? round(s->decode_s * 1e4 / s->generated_tokens) / 10 : 0.0);

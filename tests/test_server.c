@@ -277,6 +277,19 @@ static void test_chat_and_stream(void **state) {
     free(r.body);
     cJSON_Delete(a);
 
+    /* sampling: the same seed gives the same answer; no seed gives a fresh one per request */
+    cJSON *s1 = post_json(&g, "/v1/chat/completions", CHAT(",\"max_tokens\":16,\"temperature\":1,\"seed\":42"), 200);
+    cJSON *s2 = post_json(&g, "/v1/chat/completions", CHAT(",\"max_tokens\":16,\"temperature\":1,\"seed\":42"), 200);
+    cJSON *s3 = post_json(&g, "/v1/chat/completions", CHAT(",\"max_tokens\":16,\"temperature\":1"), 200);
+    cJSON *s4 = post_json(&g, "/v1/chat/completions", CHAT(",\"max_tokens\":16,\"temperature\":1"), 200);
+    assert_string_equal(str(s1, "choices.0.message.content"), str(s2, "choices.0.message.content"));
+    assert_int_equal((long long)num(s1, "sdnpu.seed"), 42);
+    assert_true(num(s3, "sdnpu.seed") != num(s4, "sdnpu.seed"));
+    cJSON_Delete(s1);
+    cJSON_Delete(s2);
+    cJSON_Delete(s3);
+    cJSON_Delete(s4);
+
     /* text completion */
     cJSON *t = post_json(&g, "/v1/completions", "{\"prompt\":\"Once upon a time\",\"max_tokens\":8,\"sdnpu\":{\"ignore_eos\":true}}", 200);
     assert_string_equal(str(t, "object"), "text_completion");
