@@ -438,7 +438,8 @@ int srv_run(const srv_options *o) {
     }
     const union MHD_DaemonInfo *di = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
     int bound = di ? di->port : o->port;
-    fprintf(stderr, "sdnpu serve: listening on http://%s:%d (model '%s', %s %s, %d slot%s of %d tokens, queue %d%s%s)\n", o->host, bound,
+    int v6 = strchr(o->host, ':') != NULL; /* an IPv6 address goes in brackets in a URL */
+    fprintf(stderr, "sdnpu serve: listening on http://%s%s%s:%d (model '%s', %s %s, %d slot%s of %d tokens, queue %d%s%s)\n", v6 ? "[" : "", o->host, v6 ? "]" : "", bound,
             s.model_id, mi.architecture, mi.chat_template, o->slots, o->slots == 1 ? "" : "s", s.api.n_ctx, o->queue,
             o->history ? ", history " : "", o->history ? o->history : "");
     fflush(stderr);
