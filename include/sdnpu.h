@@ -172,6 +172,9 @@ SDNPU_API void sdnpu_context_params_init(sdnpu_context_params *p);
  * (history store or profile cache unusable). */
 SDNPU_API int sdnpu_context_new(sdnpu_model *m, const sdnpu_context_params *p, sdnpu_context **out, sdnpu_error *err);
 SDNPU_API void sdnpu_context_free(sdnpu_context *c);
+/* Size of the context's KV cache in tokens: the most a request's prompt plus its answer can
+ * hold (n_ctx, or its default min(trained length, 4096)). A server checks max_tokens with it. */
+SDNPU_API int sdnpu_context_n_ctx(const sdnpu_context *c);
 /* The graph runtime's account of the last request (layout switches, waits, time to first
  * token) as text, malloc'd (sdnpu_free). SDNPU_ESTATE when the context has no graphs or has
  * run no request. */

@@ -251,6 +251,12 @@ void sdnpu_context_free(sdnpu_context *c) {
     free(c);
 }
 
+int sdnpu_context_n_ctx(const sdnpu_context *c) {
+    if (c->ctx) return sdn_ctx_n_ctx(c->ctx);
+    if (c->p.n_ctx > 0) return c->p.n_ctx;
+    return c->model->info.context_length < 4096 ? c->model->info.context_length : 4096;
+}
+
 int sdnpu_graph_report(const sdnpu_context *c, char **text, sdnpu_error *err) {
     sdn_err_clear(E(err)); /* a reused error struct starts empty */
     *text = NULL;
@@ -515,7 +521,7 @@ int sdnpu_generate(sdnpu_context *c, const sdnpu_request *r, sdnpu_result *resul
     sdn_gen_result g = {0};
     const sdn_tokenizer *tok = sdn_model_tokenizer(c->model->m);
     stream s = {.r = r, .stopped_at = -1, .stop_index = -1};
-    int n_ctx = c->ctx ? sdn_ctx_n_ctx(c->ctx) : (c->p.n_ctx > 0 ? c->p.n_ctx : (c->model->info.context_length < 4096 ? c->model->info.context_length : 4096));
+    int n_ctx = sdnpu_context_n_ctx(c);
     int rc;
     if (r->n_stop < 0 || (r->n_stop > 0 && !r->stop)) { rc = sdn_fail(e, SDN_EINVAL, "request stop: bad count"); goto done; }
     for (int i = 0; i < r->n_stop; i++) {

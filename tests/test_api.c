@@ -611,6 +611,31 @@ static void test_shared_model_threads(void **state) {
     sdnpu_model_free(m);
 }
 
+/* sdnpu_context_n_ctx: the default (min(trained length, 4096)) and an explicit n_ctx; a prompt
+ * of more tokens than that is refused with SDNPU_EINVAL. */
+static void test_context_n_ctx(void **state) {
+    (void)state;
+    sdnpu_model *m = load_tiny();
+    sdnpu_model_info mi;
+    sdnpu_model_get_info(m, &mi);
+    sdnpu_context *c = NULL;
+    sdnpu_error e = {0};
+    assert_int_equal(sdnpu_context_new(m, NULL, &c, &e), SDNPU_OK);
+    assert_int_equal(sdnpu_context_n_ctx(c), mi.context_length < 4096 ? mi.context_length : 4096);
+    sdnpu_context_free(c);
+    sdnpu_context_params cp;
+    sdnpu_context_params_init(&cp);
+    cp.n_ctx = 48;
+    assert_int_equal(sdnpu_context_new(m, &cp, &c, &e), SDNPU_OK);
+    assert_int_equal(sdnpu_context_n_ctx(c), 48);
+    sdnpu_request r;
+    summary_request(&r, "none"); /* the document alone is more than 48 tokens */
+    assert_int_equal(sdnpu_generate(c, &r, NULL, &e), SDNPU_EINVAL);
+    assert_non_null(strstr(e.message, "context"));
+    sdnpu_context_free(c);
+    sdnpu_model_free(m);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_version_and_status),
@@ -626,6 +651,7 @@ int main(void) {
         cmocka_unit_test(test_messages),
         cmocka_unit_test(test_bad_requests),
         cmocka_unit_test(test_shared_model_threads),
+        cmocka_unit_test(test_context_n_ctx),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

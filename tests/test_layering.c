@@ -3,7 +3,7 @@
  * cycle between modules (issue 15 removed engine -> verify -> engine). The order:
  *   common < suffix_automaton < engine < draft < verify, graph_sched < datasets < runtime < bench
  * The CLI (engine/cli, bench/cli) sits above everything; include/sdnpu.h includes nothing of
- * sdnpu. Reads the source tree ($SDN_SOURCE). */
+ * sdnpu; the server (server/) includes only the public header. Reads the source tree ($SDN_SOURCE). */
 #include <dirent.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -85,10 +85,33 @@ static void test_public_header_alone(void **state) {
     assert_int_equal(check_file(path, "include", -1), 0);
 }
 
+/* The server (server/, `sdnpu serve`) is a client of the public API: no module header. */
+static void test_server_public_api_only(void **state) {
+    (void)state;
+    char dir[1200];
+    snprintf(dir, sizeof dir, "%s", tu_source_path("server"));
+    DIR *d = opendir(dir);
+    if (!d) fail_msg("cannot list %s", dir);
+    int bad = 0, files = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        size_t n = strlen(e->d_name);
+        if (n < 3 || (strcmp(e->d_name + n - 2, ".c") && strcmp(e->d_name + n - 2, ".h"))) continue;
+        char path[1600];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        bad += check_file(path, "server", -1);
+        files++;
+    }
+    closedir(d);
+    assert_true(files >= 6);
+    assert_int_equal(bad, 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_no_upward_includes),
         cmocka_unit_test(test_public_header_alone),
+        cmocka_unit_test(test_server_public_api_only),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -26,6 +26,7 @@ int cmd_trace_import(int argc, char **argv);
 int cmd_study(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_make_story_task(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
 
 /* Option helpers: parse the value of option `opt`; print "sdnpu: option OPT: ..." and
  * return -1 on a bad value. */

@@ -34,6 +34,7 @@ static const struct {
     {"trace", cmd_trace, "record plain greedy generation over a dataset as a trace for offline studies", 0},
     {"trace-import", cmd_trace_import, "turn text-only model answers (e.g. Vicuna outputs) into a trace", 0},
     {"study", cmd_study, "offline acceptance study: replay drafting methods against traces", 0},
+    {"serve", cmd_serve, "OpenAI-compatible HTTP server (chat, completions, streaming) with speculative decoding on", 1},
     {"make-story-task", cmd_make_story_task, "write the generated story task (model-written stories) for small story models", 0},
 };
 

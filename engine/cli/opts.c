@@ -22,6 +22,7 @@ static const struct {
     {"demo", "sdnpu demo --max-tokens 64"},
     {"run", "sdnpu run --model smollm2-135m-instruct --prompt \"Name three colours.\" --max-tokens 32"},
     {"chat", "sdnpu chat --model smollm2-135m-instruct --system \"You answer briefly.\""},
+    {"serve", "sdnpu serve --model smollm2-135m-instruct --history answers.sqlite --port 8080"},
     {"pull", "sdnpu pull smollm2-135m-instruct"},
     {"info", "sdnpu info --model smollm2-135m-instruct"},
     {"make-model", "sdnpu make-model --shape tiny-llama --type Q8_0 --out /tmp/tiny.gguf"},

@@ -1,0 +1,537 @@
+/* openai.c - request bodies in, JSON answers out, in the OpenAI wire format.
+ *
+ * A body is parsed with cJSON, every string in it is checked to be UTF-8 (cJSON passes bytes
+ * through), and each field the server reads is checked for its type and range, so that an
+ * error names the field (`messages[1].content`, `sdnpu.method`) the way OpenAI's `param` does.
+ * Fields the server does not use (presence_penalty, logprobs, tools, ...) are ignored. The
+ * strings of the resulting sdnpu_request point into the parsed tree, which the job keeps. */
+#include "server/openai.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+int srv_fail(srv_error *e, int status, const char *type, const char *param, const char *fmt, ...) {
+    e->status = status;
+    e->type = type;
+    snprintf(e->param, sizeof e->param, "%s", param ? param : "");
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->message, sizeof e->message, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+#define BAD(e, param, ...) srv_fail(e, 400, "invalid_request_error", param, __VA_ARGS__)
+
+/* ---- UTF-8 ---- */
+
+/* Length of the well-formed UTF-8 character at s[0..n), or 0 when it is not one. */
+static size_t utf8_char(const unsigned char *s, size_t n) {
+    unsigned c = s[0];
+    if (c < 0x80) return 1;
+    size_t k;
+    unsigned cp, min;
+    if (c >= 0xC2 && c <= 0xDF) k = 2, cp = c & 0x1F, min = 0x80;
+    else if (c >= 0xE0 && c <= 0xEF) k = 3, cp = c & 0x0F, min = 0x800;
+    else if (c >= 0xF0 && c <= 0xF4) k = 4, cp = c & 0x07, min = 0x10000;
+    else return 0;
+    if (n < k) return 0;
+    for (size_t i = 1; i < k; i++) {
+        if ((s[i] & 0xC0) != 0x80) return 0;
+        cp = (cp << 6) | (s[i] & 0x3F);
+    }
+    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
+    return k;
+}
+
+int srv_utf8_valid(const char *s, size_t n) {
+    const unsigned char *u = (const unsigned char *)s;
+    for (size_t i = 0; i < n;) {
+        size_t k = utf8_char(u + i, n - i);
+        if (!k) return 0;
+        i += k;
+    }
+    return 1;
+}
+
+/* A copy of s[0..n) with each malformed byte replaced by U+FFFD (answers are JSON strings). */
+static char *utf8_clean(const char *s, size_t n) {
+    char *o = malloc(n * 3 + 1);
+    if (!o) return NULL;
+    size_t w = 0;
+    for (size_t i = 0; i < n;) {
+        size_t k = utf8_char((const unsigned char *)s + i, n - i);
+        if (k) memcpy(o + w, s + i, k), w += k, i += k;
+        else memcpy(o + w, "\xEF\xBF\xBD", 3), w += 3, i++;
+    }
+    o[w] = 0;
+    return o;
+}
+
+/* The first string (key or value) of the tree that is not UTF-8: its path in `path`. */
+static int find_bad_utf8(const cJSON *it, char *path, size_t cap) {
+    size_t base = strlen(path);
+    int i = 0;
+    for (const cJSON *c = it->child; c; c = c->next, i++) {
+        if (cJSON_IsObject(it)) {
+            if (c->string && !srv_utf8_valid(c->string, strlen(c->string))) return 1;
+            snprintf(path + base, cap - base, "%s%s", base ? "." : "", c->string ? c->string : "");
+        } else {
+            snprintf(path + base, cap - base, "[%d]", i);
+        }
+        if (cJSON_IsString(c) && !srv_utf8_valid(c->valuestring, strlen(c->valuestring))) return 1;
+        if ((cJSON_IsObject(c) || cJSON_IsArray(c)) && find_bad_utf8(c, path, cap)) return 1;
+        path[base] = 0;
+    }
+    return 0;
+}
+
+/* ---- field readers: 0 absent or null, 1 present and valid, -1 error (e filled) ---- */
+
+static const cJSON *field(const cJSON *obj, const char *name) {
+    const cJSON *f = cJSON_GetObjectItemCaseSensitive(obj, name);
+    return f && !cJSON_IsNull(f) ? f : NULL;
+}
+
+static int get_int(const cJSON *obj, const char *name, const char *param, double lo, double hi, double *out, srv_error *e) {
+    const cJSON *f = field(obj, name);
+    if (!f) return 0;
+    if (!cJSON_IsNumber(f) || floor(f->valuedouble) != f->valuedouble)
+        return BAD(e, param, "'%s' must be an integer", param);
+    if (f->valuedouble < lo || f->valuedouble > hi)
+        return BAD(e, param, "'%s' = %.0f is out of range [%.0f, %.0f]", param, f->valuedouble, lo, hi);
+    *out = f->valuedouble;
+    return 1;
+}
+
+static int get_num(const cJSON *obj, const char *name, const char *param, double lo, double hi, double *out, srv_error *e) {
+    const cJSON *f = field(obj, name);
+    if (!f) return 0;
+    if (!cJSON_IsNumber(f)) return BAD(e, param, "'%s' must be a number", param);
+    if (!(f->valuedouble >= lo && f->valuedouble <= hi)) return BAD(e, param, "'%s' = %g is out of range [%g, %g]", param, f->valuedouble, lo, hi);
+    *out = f->valuedouble;
+    return 1;
+}
+
+static int get_bool(const cJSON *obj, const char *name, const char *param, int *out, srv_error *e) {
+    const cJSON *f = field(obj, name);
+    if (!f) return 0;
+    if (!cJSON_IsBool(f)) return BAD(e, param, "'%s' must be a boolean", param);
+    *out = cJSON_IsTrue(f);
+    return 1;
+}
+
+static int get_str(const cJSON *obj, const char *name, const char *param, size_t maxlen, const char **out, srv_error *e) {
+    const cJSON *f = field(obj, name);
+    if (!f) return 0;
+    if (!cJSON_IsString(f)) return BAD(e, param, "'%s' must be a string", param);
+    if (strlen(f->valuestring) > maxlen) return BAD(e, param, "'%s' is longer than %zu bytes", param, maxlen);
+    *out = f->valuestring;
+    return 1;
+}
+
+/* ---- the request ---- */
+
+/* A message's content: a string, or an array of {"type": "text", "text": ...} parts (joined). */
+static int message_content(srv_job *j, const cJSON *c, int i, const char **out, srv_error *e) {
+    char param[64];
+    snprintf(param, sizeof param, "messages[%d].content", i);
+    if (cJSON_IsString(c)) {
+        *out = c->valuestring;
+        return 0;
+    }
+    if (!cJSON_IsArray(c)) return BAD(e, param, "'%s' must be a string or an array of text parts", param);
+    size_t total = 1;
+    int k = 0;
+    for (const cJSON *part = c->child; part; part = part->next, k++) {
+        char pp[96];
+        snprintf(pp, sizeof pp, "%s[%d]", param, k);
+        const cJSON *type = cJSON_GetObjectItemCaseSensitive(part, "type");
+        const cJSON *text = cJSON_GetObjectItemCaseSensitive(part, "text");
+        if (!cJSON_IsObject(part) || !cJSON_IsString(type)) return BAD(e, pp, "'%s' must be an object with a 'type'", pp);
+        if (strcmp(type->valuestring, "text") != 0)
+            return BAD(e, pp, "'%s': content parts of type '%s' are not supported (only 'text')", pp, type->valuestring);
+        if (!cJSON_IsString(text)) return BAD(e, pp, "'%s.text' must be a string", pp);
+        total += strlen(text->valuestring);
+    }
+    char *s = srv_job_own(j, malloc(total));
+    if (!s) return srv_fail(e, 500, "server_error", NULL, "out of memory");
+    s[0] = 0;
+    for (const cJSON *part = c->child; part; part = part->next) strcat(s, cJSON_GetObjectItemCaseSensitive(part, "text")->valuestring);
+    *out = s;
+    return 0;
+}
+
+static int parse_messages(srv_job *j, const cJSON *body, srv_error *e) {
+    const cJSON *ms = cJSON_GetObjectItemCaseSensitive(body, "messages");
+    if (!ms || cJSON_IsNull(ms)) return BAD(e, "messages", "'messages' is required");
+    if (!cJSON_IsArray(ms)) return BAD(e, "messages", "'messages' must be an array");
+    int n = cJSON_GetArraySize(ms);
+    if (n == 0) return BAD(e, "messages", "'messages' must hold at least one message");
+    if (!(j->messages = calloc((size_t)n, sizeof *j->messages))) return srv_fail(e, 500, "server_error", NULL, "out of memory");
+    int i = 0;
+    for (const cJSON *m = ms->child; m; m = m->next, i++) {
+        char param[64];
+        snprintf(param, sizeof param, "messages[%d]", i);
+        if (!cJSON_IsObject(m)) return BAD(e, param, "'%s' must be an object", param);
+        const cJSON *role = cJSON_GetObjectItemCaseSensitive(m, "role");
+        snprintf(param, sizeof param, "messages[%d].role", i);
+        if (!cJSON_IsString(role)) return BAD(e, param, "'%s' must be a string", param);
+        const char *r = role->valuestring;
+        if (!strcmp(r, "developer")) r = "system";
+        if (strcmp(r, "system") && strcmp(r, "user") && strcmp(r, "assistant"))
+            return BAD(e, param, "'%s' = '%s' is not one of system, developer, user, assistant", param, role->valuestring);
+        j->messages[i].role = r;
+        const cJSON *c = cJSON_GetObjectItemCaseSensitive(m, "content");
+        if (!c || cJSON_IsNull(c)) {
+            snprintf(param, sizeof param, "messages[%d].content", i);
+            return BAD(e, param, "'%s' is required", param);
+        }
+        if (message_content(j, c, i, &j->messages[i].content, e)) return -1;
+    }
+    j->r.messages = j->messages;
+    j->r.n_messages = n;
+    return 0;
+}
+
+static int parse_prompt(srv_job *j, const cJSON *body, srv_error *e) {
+    const cJSON *p = cJSON_GetObjectItemCaseSensitive(body, "prompt");
+    if (!p || cJSON_IsNull(p)) return BAD(e, "prompt", "'prompt' is required");
+    if (cJSON_IsArray(p) && cJSON_GetArraySize(p) == 1 && cJSON_IsString(p->child)) p = p->child;
+    j->r.chat_template = "none"; /* a completion continues the text as it is */
+    if (cJSON_IsString(p)) {
+        if (!p->valuestring[0]) return BAD(e, "prompt", "'prompt' is empty");
+        j->r.prompt = p->valuestring;
+        return 0;
+    }
+    if (cJSON_IsArray(p) && cJSON_GetArraySize(p) > 0) { /* token ids */
+        int n = cJSON_GetArraySize(p), i = 0;
+        int32_t *ids = (int32_t *)srv_job_own(j, malloc(sizeof(int32_t) * (size_t)n));
+        if (!ids) return srv_fail(e, 500, "server_error", NULL, "out of memory");
+        for (const cJSON *t = p->child; t; t = t->next, i++) {
+            if (!cJSON_IsNumber(t) || floor(t->valuedouble) != t->valuedouble || t->valuedouble < 0 || t->valuedouble > 2147483647.0) {
+                char param[48];
+                snprintf(param, sizeof param, "prompt[%d]", i);
+                return BAD(e, param, "'prompt' must be a string, an array of one string, or an array of token ids");
+            }
+            ids[i] = (int32_t)t->valuedouble;
+        }
+        j->r.prompt_ids = ids;
+        j->r.n_prompt_ids = n;
+        return 0;
+    }
+    return BAD(e, "prompt", "'prompt' must be a string, an array of one string, or an array of token ids");
+}
+
+static int parse_stop(srv_job *j, const cJSON *body, srv_error *e) {
+    const cJSON *s = field(body, "stop");
+    if (!s) return 0;
+    int n = cJSON_IsString(s) ? 1 : cJSON_IsArray(s) ? cJSON_GetArraySize(s) : -1;
+    if (n < 0) return BAD(e, "stop", "'stop' must be a string or an array of strings");
+    if (n > 4) return BAD(e, "stop", "'stop' holds %d strings, at most 4", n);
+    if (n == 0) return 0;
+    if (!(j->stop = calloc((size_t)n, sizeof *j->stop))) return srv_fail(e, 500, "server_error", NULL, "out of memory");
+    const cJSON *it = cJSON_IsString(s) ? s : s->child;
+    for (int i = 0; i < n; i++, it = it->next) {
+        char param[32];
+        snprintf(param, sizeof param, cJSON_IsString(s) ? "stop" : "stop[%d]", i);
+        if (!cJSON_IsString(it)) return BAD(e, param, "'%s' must be a string", param);
+        if (!it->valuestring[0]) return BAD(e, param, "'%s' is empty", param);
+        j->stop[i] = it->valuestring;
+    }
+    j->r.stop = j->stop;
+    j->r.n_stop = n;
+    return 0;
+}
+
+/* The optional "sdnpu" object: method, draft_max, params, top_k, min_p, repeat_penalty,
+ * repeat_last_n, ignore_eos, store_answer. */
+static int parse_ext(srv_job *j, const cJSON *body, srv_error *e) {
+    const cJSON *x = field(body, "sdnpu");
+    if (!x) return 0;
+    if (!cJSON_IsObject(x)) return BAD(e, "sdnpu", "'sdnpu' must be an object (method, draft_max, params, top_k, min_p, repeat_penalty, repeat_last_n, ignore_eos, store_answer)");
+    const char *method = NULL;
+    double v = 0;
+    int b = 0, rc;
+    sdnpu_error err = {0};
+    if ((rc = get_str(x, "method", "sdnpu.method", 31, &method, e)) < 0) return -1;
+    if (rc) {
+        if (sdnpu_check_method(method, &err)) return BAD(e, "sdnpu.method", "'sdnpu.method': %s", err.message);
+        j->r.method = method;
+        snprintf(j->method, sizeof j->method, "%s", method);
+    }
+    if ((rc = get_int(x, "draft_max", "sdnpu.draft_max", 0, 63, &v, e)) < 0) return -1;
+    if (rc) j->r.draft_max = (int)v;
+    if ((rc = get_int(x, "top_k", "sdnpu.top_k", 0, 1e9, &v, e)) < 0) return -1;
+    if (rc) j->r.top_k = (int)v;
+    if ((rc = get_num(x, "min_p", "sdnpu.min_p", 0, 1, &v, e)) < 0) return -1;
+    if (rc) j->r.min_p = (float)v;
+    if ((rc = get_num(x, "repeat_penalty", "sdnpu.repeat_penalty", 0, 10, &v, e)) < 0) return -1;
+    if (rc) j->r.repeat_penalty = (float)v;
+    if ((rc = get_int(x, "repeat_last_n", "sdnpu.repeat_last_n", 0, 1 << 20, &v, e)) < 0) return -1;
+    if (rc) j->r.repeat_last_n = (int)v;
+    if ((rc = get_bool(x, "ignore_eos", "sdnpu.ignore_eos", &b, e)) < 0) return -1;
+    if (rc) j->r.ignore_eos = b;
+    if ((rc = get_bool(x, "store_answer", "sdnpu.store_answer", &b, e)) < 0) return -1;
+    if (rc) j->r.store_answer = b;
+    const cJSON *ps = field(x, "params");
+    if (ps) {
+        if (!cJSON_IsArray(ps)) return BAD(e, "sdnpu.params", "'sdnpu.params' must be an array of \"KEY=VALUE\" strings");
+        int n = cJSON_GetArraySize(ps), i = 0;
+        if (n > 64) return BAD(e, "sdnpu.params", "'sdnpu.params' holds %d entries, at most 64", n);
+        if (n && !(j->params = calloc((size_t)n, sizeof *j->params))) return srv_fail(e, 500, "server_error", NULL, "out of memory");
+        for (const cJSON *p = ps->child; p; p = p->next, i++) {
+            char param[48];
+            snprintf(param, sizeof param, "sdnpu.params[%d]", i);
+            if (!cJSON_IsString(p)) return BAD(e, param, "'%s' must be a \"KEY=VALUE\" string", param);
+            if (sdnpu_check_param(p->valuestring, &err)) return BAD(e, param, "'%s': %s", param, err.message);
+            j->params[i] = p->valuestring;
+        }
+        j->r.params = j->params;
+        j->r.n_params = n;
+    }
+    return 0;
+}
+
+/* A seed for a request that gives none: time and a counter through a 64-bit mixer. */
+static uint64_t fresh_seed(void) {
+    static uint64_t counter;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t x = ((uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec) ^ (__atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED) << 40);
+    x ^= x >> 30, x *= 0xbf58476d1ce4e5b9ull, x ^= x >> 27, x *= 0x94d049bb133111ebull, x ^= x >> 31;
+    return x >> 11; /* 53 bits: exact as a JSON number */
+}
+
+static int parse_fields(srv_job *j, const cJSON *body, int chat, const srv_api_config *cfg, srv_error *e) {
+    const char *model = NULL, *s = NULL;
+    double v;
+    int b = 0, rc;
+    if (get_str(body, "model", "model", 4096, &model, e) < 0) return -1;
+    if (model && strcmp(model, cfg->model_id) != 0 && !(cfg->model_path && !strcmp(model, cfg->model_path)))
+        return srv_fail(e, 404, "invalid_request_error", "model", "the model '%s' does not exist: this server has '%s'", model, cfg->model_id);
+    if (chat ? parse_messages(j, body, e) : parse_prompt(j, body, e)) return -1;
+    const char *mt = field(body, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
+    if ((rc = get_int(body, mt, mt, 1, cfg->n_ctx, &v, e)) < 0) return -1;
+    if (rc) j->r.max_tokens = (int)v;
+    if ((rc = get_num(body, "temperature", "temperature", 0, 2, &v, e)) < 0) return -1;
+    if (rc) j->r.temperature = (float)v;
+    if ((rc = get_num(body, "top_p", "top_p", 0, 1, &v, e)) < 0) return -1;
+    if (rc) j->r.top_p = (float)v;
+    if ((rc = get_int(body, "seed", "seed", 0, 9007199254740992.0, &v, e)) < 0) return -1;
+    if (rc) j->r.seed = (uint64_t)v;
+    else j->r.seed = fresh_seed(); /* as OpenAI: without a seed, sampled answers vary (the sdnpu block reports it) */
+    if ((rc = get_int(body, "n", "n", 1, 1, &v, e)) < 0) return -1;
+    if (get_bool(body, "stream", "stream", &j->stream, e) < 0) return -1;
+    const cJSON *so = field(body, "stream_options");
+    if (so) {
+        if (!cJSON_IsObject(so)) return BAD(e, "stream_options", "'stream_options' must be an object");
+        b = 0;
+        if (get_bool(so, "include_usage", "stream_options.include_usage", &b, e) < 0) return -1;
+        j->include_usage = b;
+    }
+    if (parse_stop(j, body, e)) return -1;
+    /* the task group: the explicit extension field, else the OpenAI `user` field */
+    const char *user = NULL, *group = NULL;
+    if (get_str(body, "user", "user", 256, &user, e) < 0) return -1;
+    if (get_str(body, "task_group", "task_group", 256, &group, e) < 0) return -1;
+    if (group && !cfg->has_history)
+        return BAD(e, "task_group", "'task_group' needs a history store: start the server with --history FILE");
+    s = group ? group : user;
+    if (s && s[0] && cfg->has_history) j->r.task_group = s;
+    return parse_ext(j, body, e);
+}
+
+srv_job *srv_parse_request(const char *body, size_t len, int chat, const srv_api_config *cfg, srv_error *e) {
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithLengthOpts(body, len, &end, 0);
+    if (!root) {
+        size_t at = end && end >= body ? (size_t)(end - body) : 0;
+        BAD(e, "", "the request body is not valid JSON (near byte %zu)", at);
+        return NULL;
+    }
+    srv_job *j = srv_job_new();
+    if (!j) {
+        cJSON_Delete(root);
+        srv_fail(e, 500, "server_error", NULL, "out of memory");
+        return NULL;
+    }
+    j->json = root;
+    j->chat = chat;
+    char path[256] = "";
+    if (!cJSON_IsObject(root)) BAD(e, "", "the request body must be a JSON object");
+    else if (find_bad_utf8(root, path, sizeof path)) BAD(e, path, "'%s' is not valid UTF-8", path[0] ? path : "(body)");
+    else if (!parse_fields(j, root, chat, cfg, e)) return j;
+    j->refs = 1;
+    /* a job that never ran: free it through a throwaway pool-less path */
+    cJSON_Delete(j->json);
+    j->json = NULL;
+    for (int i = 0; i < j->n_owned; i++) free(j->owned[i]);
+    free(j->owned);
+    free(j->messages);
+    free(j->stop);
+    free(j->params);
+    free(j);
+    return NULL;
+}
+
+void srv_generate_error(const srv_job *j, srv_error *e) {
+    const char *m = j->err.message;
+    if (j->rc != SDNPU_EINVAL) {
+        srv_fail(e, 500, "server_error", NULL, "%s: %s", sdnpu_status_string(j->rc), m);
+        return;
+    }
+    const char *param = "";
+    if (strstr(m, "context")) param = j->chat ? "messages" : "prompt";
+    else if (strstr(m, "params[")) param = "sdnpu.params";
+    else if (strstr(m, "method")) param = "sdnpu.method";
+    else if (strstr(m, "stop")) param = "stop";
+    else if (strstr(m, "prompt_ids")) param = "prompt";
+    else if (strstr(m, "messages")) param = "messages";
+    srv_fail(e, 400, "invalid_request_error", param, "%s", m);
+}
+
+/* ---- answers ---- */
+
+static char *print_free(cJSON *o) {
+    char *s = o ? cJSON_PrintUnformatted(o) : NULL;
+    cJSON_Delete(o);
+    return s;
+}
+
+char *srv_error_json(const srv_error *e) {
+    cJSON *o = cJSON_CreateObject(), *er = cJSON_AddObjectToObject(o, "error");
+    if (!er) {
+        cJSON_Delete(o);
+        return NULL;
+    }
+    cJSON_AddStringToObject(er, "message", e->message);
+    cJSON_AddStringToObject(er, "type", e->type ? e->type : "invalid_request_error");
+    if (e->param[0]) cJSON_AddStringToObject(er, "param", e->param);
+    else cJSON_AddNullToObject(er, "param");
+    const char *code = e->status == 404 && !strcmp(e->param, "model") ? "model_not_found"
+                       : e->status == 401                             ? "invalid_api_key"
+                                                                      : NULL;
+    if (code) cJSON_AddStringToObject(er, "code", code);
+    else cJSON_AddNullToObject(er, "code");
+    return print_free(o);
+}
+
+static const char *finish_name(sdnpu_finish f) { return f == SDNPU_FINISH_STOP ? "stop" : "length"; }
+
+static void add_usage(cJSON *o, const srv_job *j) {
+    cJSON *u = cJSON_AddObjectToObject(o, "usage");
+    const sdnpu_stats *s = &j->res.stats;
+    cJSON_AddNumberToObject(u, "prompt_tokens", s->prompt_tokens);
+    cJSON_AddNumberToObject(u, "completion_tokens", j->res.n_tokens);
+    cJSON_AddNumberToObject(u, "total_tokens", s->prompt_tokens + j->res.n_tokens);
+}
+
+static void add_sdnpu(cJSON *o, const srv_job *j) {
+    cJSON *x = cJSON_AddObjectToObject(o, "sdnpu");
+    const sdnpu_stats *s = &j->res.stats;
+    cJSON_AddStringToObject(x, "method", j->method);
+    cJSON_AddNumberToObject(x, "steps", s->steps);
+    cJSON_AddNumberToObject(x, "mean_accepted_tokens", round(s->mean_accepted * 1000) / 1000);
+    cJSON_AddNumberToObject(x, "drafted_tokens", (double)s->drafted_tokens);
+    cJSON_AddNumberToObject(x, "accepted_tokens", (double)s->accepted_tokens);
+    cJSON_AddNumberToObject(x, "history_answers", s->history_answers);
+    cJSON_AddBoolToObject(x, "answer_stored", s->answer_stored);
+    cJSON_AddNumberToObject(x, "reused_prompt_tokens", s->reused_tokens);
+    cJSON_AddNumberToObject(x, "seed", (double)j->r.seed);
+    cJSON_AddNumberToObject(x, "prefill_ms", round(s->prefill_s * 1e4) / 10);
+    cJSON_AddNumberToObject(x, "decode_ms_per_token",
+                            s->generated_tokens > 0 ? round(s->decode_s * 1e4 / s->generated_tokens) / 10 : 0.0);
+    cJSON_AddNumberToObject(x, "queue_ms", round((j->t_start - j->t_submit) * 1e4) / 10); /* waiting for a slot */
+    cJSON_AddNumberToObject(x, "total_ms", round((j->t_done - j->t_submit) * 1e4) / 10);
+}
+
+static cJSON *envelope(const srv_job *j, const char *id, long created, const char *model_id, int chunk) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "id", id);
+    cJSON_AddStringToObject(o, "object", j->chat ? (chunk ? "chat.completion.chunk" : "chat.completion") : "text_completion");
+    cJSON_AddNumberToObject(o, "created", (double)created);
+    cJSON_AddStringToObject(o, "model", model_id);
+    cJSON_AddStringToObject(o, "system_fingerprint", "sdnpu-" SDNPU_VERSION);
+    return o;
+}
+
+char *srv_completion_json(const srv_job *j, const char *id, long created, const char *model_id) {
+    cJSON *o = envelope(j, id, created, model_id, 0);
+    char *text = utf8_clean(j->res.text ? j->res.text : "", j->res.text ? strlen(j->res.text) : 0);
+    if (!o || !text) {
+        cJSON_Delete(o);
+        free(text);
+        return NULL;
+    }
+    cJSON *ch = cJSON_AddArrayToObject(o, "choices"), *c = cJSON_CreateObject();
+    cJSON_AddItemToArray(ch, c);
+    cJSON_AddNumberToObject(c, "index", 0);
+    if (j->chat) {
+        cJSON *msg = cJSON_AddObjectToObject(c, "message");
+        cJSON_AddStringToObject(msg, "role", "assistant");
+        cJSON_AddStringToObject(msg, "content", text);
+    } else {
+        cJSON_AddStringToObject(c, "text", text);
+        cJSON_AddNullToObject(c, "logprobs");
+    }
+    cJSON_AddStringToObject(c, "finish_reason", finish_name(j->res.finish));
+    free(text);
+    add_usage(o, j);
+    add_sdnpu(o, j);
+    return print_free(o);
+}
+
+char *srv_chunk_event(const srv_job *j, const char *id, long created, const char *model_id, const char *text, size_t len,
+                      int first, int final) {
+    cJSON *o = envelope(j, id, created, model_id, 1);
+    char *t = utf8_clean(final || first ? "" : text, final || first ? 0 : len);
+    if (!o || !t) {
+        cJSON_Delete(o);
+        free(t);
+        return NULL;
+    }
+    cJSON *ch = cJSON_AddArrayToObject(o, "choices"), *c = cJSON_CreateObject();
+    cJSON_AddItemToArray(ch, c);
+    cJSON_AddNumberToObject(c, "index", 0);
+    if (j->chat) {
+        cJSON *d = cJSON_AddObjectToObject(c, "delta");
+        if (first) cJSON_AddStringToObject(d, "role", "assistant");
+        if (!final) cJSON_AddStringToObject(d, "content", t);
+    } else {
+        cJSON_AddStringToObject(c, "text", t);
+        cJSON_AddNullToObject(c, "logprobs");
+    }
+    free(t);
+    if (final) {
+        cJSON_AddStringToObject(c, "finish_reason", finish_name(j->res.finish));
+        add_usage(o, j);
+        add_sdnpu(o, j);
+    } else {
+        cJSON_AddNullToObject(c, "finish_reason");
+    }
+    char *js = print_free(o);
+    if (!js) return NULL;
+    size_t n = strlen(js) + 9;
+    char *ev = malloc(n);
+    if (ev) snprintf(ev, n, "data: %s\n\n", js);
+    free(js);
+    return ev;
+}
+
+char *srv_models_json(const char *model_id, long created) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "object", "list");
+    cJSON *d = cJSON_AddArrayToObject(o, "data"), *m = cJSON_CreateObject();
+    cJSON_AddItemToArray(d, m);
+    cJSON_AddStringToObject(m, "id", model_id);
+    cJSON_AddStringToObject(m, "object", "model");
+    cJSON_AddNumberToObject(m, "created", (double)created);
+    cJSON_AddStringToObject(m, "owned_by", "sdnpu");
+    return print_free(o);
+}

@@ -1,0 +1,355 @@
+/* pool.c - the bounded job queue and the slots of `sdnpu serve`.
+ *
+ * One mutex guards the queue, every job's progress and the counters; two condition variables
+ * wake the workers (work) and the connection threads waiting on their jobs (event). A slot
+ * pops the oldest job, runs sdnpu_generate on its own context and streams text into the job;
+ * its on_text callback returns nonzero once the job is cancelled (client gone, shutdown), which
+ * ends the request at the next token. A waiting connection thread checks its socket for a hang-up
+ * every 50 ms: microhttpd does not watch a connection whose handler is busy. */
+#include "server/pool.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+
+const int srv_codes[SRV_N_CODES] = {200, 400, 401, 404, 405, 413, 500, 503, 429, 0};
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+srv_job *srv_job_new(void) {
+    srv_job *j = calloc(1, sizeof *j);
+    if (!j) return NULL;
+    sdnpu_request_init(&j->r);
+    j->refs = 1;
+    snprintf(j->method, sizeof j->method, "%s", j->r.method);
+    return j;
+}
+
+char *srv_job_own(srv_job *j, char *s) {
+    if (!s) return NULL;
+    char **o = realloc(j->owned, sizeof *o * (size_t)(j->n_owned + 1));
+    if (!o) { free(s); return NULL; }
+    j->owned = o;
+    j->owned[j->n_owned++] = s;
+    return s;
+}
+
+static void job_free(srv_job *j) {
+    cJSON_Delete(j->json);
+    for (int i = 0; i < j->n_owned; i++) free(j->owned[i]);
+    free(j->owned);
+    free(j->messages);
+    free(j->stop);
+    free(j->params);
+    free(j->text);
+    sdnpu_result_free(&j->res);
+    free(j);
+}
+
+void srv_job_unref(srv_pool *p, srv_job *j) {
+    if (!j) return;
+    pthread_mutex_lock(&p->mu);
+    int last = --j->refs == 0;
+    pthread_mutex_unlock(&p->mu);
+    if (last) job_free(j);
+}
+
+/* Streaming callback of a slot: append the text to the job, wake its connection; stop when
+ * the job is cancelled. */
+static int on_text(void *ud, const char *text, size_t len) {
+    void **a = ud;
+    srv_pool *p = a[0];
+    srv_job *j = a[1];
+    pthread_mutex_lock(&p->mu);
+    int stop = j->cancel != SRV_LIVE;
+    if (!stop && j->stream) {
+        if (j->len + len + 1 > j->cap) {
+            size_t cap = (j->len + len + 1) * 2;
+            char *t = realloc(j->text, cap);
+            if (!t) stop = 1;
+            else j->text = t, j->cap = cap;
+        }
+        if (!stop) {
+            memcpy(j->text + j->len, text, len);
+            j->len += len;
+            j->text[j->len] = 0;
+            pthread_cond_broadcast(&p->event);
+        }
+    }
+    pthread_mutex_unlock(&p->mu);
+    return stop;
+}
+
+typedef struct slot_arg {
+    srv_pool *p;
+    int slot;
+} slot_arg;
+
+static void *slot_main(void *arg) {
+    slot_arg *sa = arg;
+    srv_pool *p = sa->p;
+    int slot = sa->slot;
+    free(sa);
+    pthread_mutex_lock(&p->mu);
+    for (;;) {
+        while (p->qlen == 0 && !p->stopping) pthread_cond_wait(&p->work, &p->mu);
+        if (p->qlen == 0) break; /* stopping with nothing queued */
+        srv_job *j = p->queue[p->qhead];
+        p->qhead = (p->qhead + 1) % p->qcap;
+        p->qlen--;
+        j->started = 1;
+        j->t_start = now_s();
+        p->running[slot] = j;
+        p->busy++;
+        int skip = j->cancel != SRV_LIVE;
+        pthread_mutex_unlock(&p->mu);
+        if (!skip) {
+            void *ud[2] = {p, j};
+            j->r.on_text = on_text;
+            j->r.user_data = ud;
+            sdnpu_error err = {0};
+            sdnpu_result res;
+            int rc = sdnpu_generate(p->ctx[slot], &j->r, &res, &err);
+            pthread_mutex_lock(&p->mu);
+            j->rc = rc;
+            j->err = err;
+            j->res = res;
+            if (!rc && res.finish != SDNPU_FINISH_CANCELLED) {
+                const sdnpu_stats *s = &res.stats;
+                p->m.completed++;
+                p->m.prompt_tokens += s->prompt_tokens;
+                p->m.generated_tokens += s->generated_tokens;
+                p->m.steps += s->steps;
+                p->m.drafted += s->drafted_tokens;
+                p->m.accepted += s->accepted_tokens;
+                p->m.history_answers += s->history_answers;
+                p->m.decode_s += s->decode_s;
+            }
+        } else {
+            pthread_mutex_lock(&p->mu);
+            j->res.finish = SDNPU_FINISH_CANCELLED;
+        }
+        if (j->cancel != SRV_LIVE) p->m.cancelled++;
+        j->done = 1;
+        j->t_done = now_s();
+        p->running[slot] = NULL;
+        p->busy--;
+        pthread_cond_broadcast(&p->event);
+        int last = --j->refs == 0;
+        if (last) {
+            pthread_mutex_unlock(&p->mu);
+            job_free(j);
+            pthread_mutex_lock(&p->mu);
+        }
+    }
+    pthread_mutex_unlock(&p->mu);
+    return NULL;
+}
+
+int srv_pool_start(srv_pool *p, sdnpu_model *m, const sdnpu_context_params *cp, int n_slots, int qcap, char *msg, size_t msgcap) {
+    memset(p, 0, sizeof *p);
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&p->work, NULL);
+    pthread_cond_init(&p->event, &ca);
+    pthread_condattr_destroy(&ca);
+    p->n_slots = n_slots;
+    p->qcap = qcap > 0 ? qcap : 1;
+    p->queue = calloc((size_t)p->qcap, sizeof *p->queue);
+    p->running = calloc((size_t)n_slots, sizeof *p->running);
+    p->ctx = calloc((size_t)n_slots, sizeof *p->ctx);
+    p->threads = calloc((size_t)n_slots, sizeof *p->threads);
+    if (!p->queue || !p->running || !p->ctx || !p->threads) {
+        snprintf(msg, msgcap, "out of memory");
+        return -1;
+    }
+    for (int i = 0; i < n_slots; i++) {
+        sdnpu_error err = {0};
+        if (sdnpu_context_new(m, cp, &p->ctx[i], &err)) {
+            snprintf(msg, msgcap, "slot %d: %s", i, err.message);
+            return -1;
+        }
+    }
+    /* warm-up: a one-token request per slot, so that the first client does not wait for the
+     * draft budget's verify cost curve (measured once per machine and cached by the library) */
+    for (int i = 0; i < n_slots; i++) {
+        static const int32_t tok0 = 0;
+        sdnpu_request r;
+        sdnpu_request_init(&r);
+        r.prompt_ids = &tok0;
+        r.n_prompt_ids = 1;
+        r.max_tokens = 1;
+        r.store_answer = 0;
+        sdnpu_error err = {0};
+        if (sdnpu_generate(p->ctx[i], &r, NULL, &err)) {
+            snprintf(msg, msgcap, "slot %d: warm-up request: %s", i, err.message);
+            return -1;
+        }
+    }
+    for (int i = 0; i < n_slots; i++) {
+        slot_arg *sa = malloc(sizeof *sa);
+        if (!sa) {
+            snprintf(msg, msgcap, "out of memory");
+            return -1;
+        }
+        sa->p = p;
+        sa->slot = i;
+        int e = pthread_create(&p->threads[i], NULL, slot_main, sa);
+        if (e) {
+            free(sa);
+            snprintf(msg, msgcap, "cannot start slot thread %d: %s", i, strerror(e));
+            return -1;
+        }
+        p->started_threads++;
+    }
+    return 0;
+}
+
+int srv_pool_submit(srv_pool *p, srv_job *j) {
+    pthread_mutex_lock(&p->mu);
+    int rc = p->stopping ? 2 : p->qlen == p->qcap ? 1 : 0;
+    if (!rc) {
+        p->queue[(p->qhead + p->qlen) % p->qcap] = j;
+        p->qlen++;
+        j->refs++;
+        j->t_submit = now_s();
+        pthread_cond_signal(&p->work);
+    }
+    pthread_mutex_unlock(&p->mu);
+    return rc;
+}
+
+/* 1 when the peer of socket fd has closed its end (or the socket failed). */
+static int client_gone(int fd) {
+    if (fd < 0) return 0;
+    struct pollfd pf = {.fd = fd, .events = POLLRDHUP};
+    int n = poll(&pf, 1, 0);
+    return n > 0 && (pf.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL));
+}
+
+int srv_job_wait(srv_pool *p, srv_job *j, int fd, int want_text) {
+    int gone = 0;
+    pthread_mutex_lock(&p->mu);
+    while (!j->done && !(want_text && j->len > j->taken)) {
+        if (client_gone(fd)) {
+            gone = 1;
+            if (j->cancel == SRV_LIVE) j->cancel = SRV_CLIENT_GONE;
+            break;
+        }
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        ts.tv_nsec += 50 * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+        pthread_cond_timedwait(&p->event, &p->mu, &ts);
+    }
+    pthread_mutex_unlock(&p->mu);
+    return gone ? -1 : 0;
+}
+
+void srv_pool_stop(srv_pool *p, double drain_s) {
+    pthread_mutex_lock(&p->mu);
+    p->stopping = 1;
+    /* queued jobs are not started: they end at once as cancelled by the shutdown */
+    while (p->qlen > 0) {
+        srv_job *j = p->queue[p->qhead];
+        p->qhead = (p->qhead + 1) % p->qcap;
+        p->qlen--;
+        j->cancel = SRV_SHUTDOWN;
+        j->res.finish = SDNPU_FINISH_CANCELLED;
+        j->done = 1;
+        p->m.cancelled++;
+        int last = --j->refs == 0;
+        if (last) job_free(j);
+    }
+    pthread_cond_broadcast(&p->work);
+    pthread_cond_broadcast(&p->event);
+    double end = now_s() + drain_s;
+    while (p->busy > 0 && now_s() < end) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        ts.tv_nsec += 50 * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+        pthread_cond_timedwait(&p->event, &p->mu, &ts);
+    }
+    for (int i = 0; i < p->n_slots; i++)
+        if (p->running && p->running[i] && p->running[i]->cancel == SRV_LIVE) p->running[i]->cancel = SRV_SHUTDOWN;
+    pthread_mutex_unlock(&p->mu);
+    for (int i = 0; i < p->started_threads; i++) pthread_join(p->threads[i], NULL);
+    for (int i = 0; p->ctx && i < p->n_slots; i++) sdnpu_context_free(p->ctx[i]);
+    free(p->ctx);
+    free(p->threads);
+    free(p->running);
+    free(p->queue);
+    p->ctx = NULL;
+    p->threads = NULL;
+    p->running = NULL;
+    p->queue = NULL;
+}
+
+void srv_pool_count(srv_pool *p, int status) {
+    pthread_mutex_lock(&p->mu);
+    int k = SRV_N_CODES - 1;
+    for (int i = 0; i < SRV_N_CODES - 1; i++)
+        if (srv_codes[i] == status) k = i;
+    p->m.by_code[k]++;
+    pthread_mutex_unlock(&p->mu);
+}
+
+char *srv_pool_metrics(srv_pool *p) {
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f) return NULL;
+    pthread_mutex_lock(&p->mu);
+    srv_metrics m = p->m;
+    int qlen = p->qlen, busy = p->busy, slots = p->n_slots, qcap = p->qcap;
+    pthread_mutex_unlock(&p->mu);
+    fprintf(f, "# HELP sdnpu_requests_total HTTP requests answered, by status code.\n# TYPE sdnpu_requests_total counter\n");
+    for (int i = 0; i < SRV_N_CODES; i++)
+        if (srv_codes[i]) fprintf(f, "sdnpu_requests_total{code=\"%d\"} %ld\n", srv_codes[i], m.by_code[i]);
+        else fprintf(f, "sdnpu_requests_total{code=\"other\"} %ld\n", m.by_code[i]);
+    fprintf(f, "# HELP sdnpu_requests_cancelled_total Requests cancelled (client gone or shutdown), not answered.\n"
+               "# TYPE sdnpu_requests_cancelled_total counter\nsdnpu_requests_cancelled_total %ld\n", m.cancelled);
+    fprintf(f, "# HELP sdnpu_requests_completed_total Requests that generated an answer.\n"
+               "# TYPE sdnpu_requests_completed_total counter\nsdnpu_requests_completed_total %ld\n", m.completed);
+    fprintf(f, "# HELP sdnpu_prompt_tokens_total Prompt tokens of completed requests.\n"
+               "# TYPE sdnpu_prompt_tokens_total counter\nsdnpu_prompt_tokens_total %ld\n", m.prompt_tokens);
+    fprintf(f, "# HELP sdnpu_tokens_generated_total Tokens generated by completed requests.\n"
+               "# TYPE sdnpu_tokens_generated_total counter\nsdnpu_tokens_generated_total %ld\n", m.generated_tokens);
+    fprintf(f, "# HELP sdnpu_decode_seconds_total Time spent decoding (after prefill).\n"
+               "# TYPE sdnpu_decode_seconds_total counter\nsdnpu_decode_seconds_total %.6f\n", m.decode_s);
+    fprintf(f, "# HELP sdnpu_tokens_per_second Generated tokens per decoding second, over all requests.\n"
+               "# TYPE sdnpu_tokens_per_second gauge\nsdnpu_tokens_per_second %.3f\n", m.decode_s > 0 ? m.generated_tokens / m.decode_s : 0.0);
+    fprintf(f, "# HELP sdnpu_decode_steps_total Verification (decode) steps.\n"
+               "# TYPE sdnpu_decode_steps_total counter\nsdnpu_decode_steps_total %ld\n", m.steps);
+    fprintf(f, "# HELP sdnpu_mean_accepted_tokens_per_step Generated tokens per decode step (the model's own token included).\n"
+               "# TYPE sdnpu_mean_accepted_tokens_per_step gauge\nsdnpu_mean_accepted_tokens_per_step %.4f\n",
+            m.steps > 0 ? (double)m.generated_tokens / (double)m.steps : 0.0);
+    fprintf(f, "# HELP sdnpu_drafted_tokens_total Draft tokens verified.\n# TYPE sdnpu_drafted_tokens_total counter\n"
+               "sdnpu_drafted_tokens_total %ld\n", m.drafted);
+    fprintf(f, "# HELP sdnpu_accepted_tokens_total Draft tokens accepted.\n# TYPE sdnpu_accepted_tokens_total counter\n"
+               "sdnpu_accepted_tokens_total %ld\n", m.accepted);
+    fprintf(f, "# HELP sdnpu_history_answers_total Earlier answers of task groups drafted from.\n"
+               "# TYPE sdnpu_history_answers_total counter\nsdnpu_history_answers_total %ld\n", m.history_answers);
+    fprintf(f, "# HELP sdnpu_queue_length Requests waiting for a slot.\n# TYPE sdnpu_queue_length gauge\nsdnpu_queue_length %d\n", qlen);
+    fprintf(f, "# HELP sdnpu_queue_capacity Requests that may wait for a slot.\n# TYPE sdnpu_queue_capacity gauge\n"
+               "sdnpu_queue_capacity %d\n", qcap);
+    fprintf(f, "# HELP sdnpu_slots_busy Slots running a request.\n# TYPE sdnpu_slots_busy gauge\nsdnpu_slots_busy %d\n", busy);
+    fprintf(f, "# HELP sdnpu_slots Slots (contexts) of the server.\n# TYPE sdnpu_slots gauge\nsdnpu_slots %d\n", slots);
+    if (fclose(f)) {
+        free(buf);
+        return NULL;
+    }
+    return buf;
+}

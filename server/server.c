@@ -1,0 +1,458 @@
+/* server.c - the HTTP side of `sdnpu serve`: libmicrohttpd in thread-per-connection mode,
+ * routing, API-key check, the request body limit, server-sent events, and the process life
+ * cycle (load, listen, serve until SIGTERM/SIGINT, drain, free).
+ *
+ * A connection thread parses its request into a job (openai.c), queues it (pool.c) and waits:
+ * for the whole answer (non-streaming) or for each new piece of text (streaming, inside
+ * microhttpd's content reader callback). Either wait ends early when the client hangs up,
+ * which cancels the job. The HTTP status of a streamed answer is chosen when its first text
+ * (or its end, or its error) is known, so a request the library refuses still gets a 4xx. */
+#include "server/server.h"
+
+#include <microhttpd.h>
+#include <netdb.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "server/openai.h"
+#include "server/pool.h"
+
+typedef struct srv {
+    const srv_options *o;
+    srv_pool pool;
+    srv_api_config api;
+    char model_id[256];
+    long started;
+} srv;
+
+/* Per-request state of a connection: the body received so far. */
+typedef struct conn {
+    char *body;
+    size_t len, cap;
+    int answered;     /* a response (413) was queued before the body arrived */
+    int too_large;    /* a body without Content-Length went past the limit: the rest is discarded */
+    size_t discarded;
+} conn;
+
+void srv_options_init(srv_options *o) {
+    memset(o, 0, sizeof *o);
+    o->host = "127.0.0.1";
+    o->port = 8080;
+    o->slots = 1;
+    o->queue = 16;
+    o->max_body = 8u << 20;
+    o->drain_s = 10;
+}
+
+/* ---- answers ---- */
+
+static enum MHD_Result reply(srv *s, struct MHD_Connection *c, int status, char *body, const char *ctype) {
+    if (!body) {
+        status = 500;
+        body = strdup("{\"error\":{\"message\":\"out of memory\",\"type\":\"server_error\",\"param\":null,\"code\":null}}");
+        if (!body) return MHD_NO;
+        ctype = "application/json";
+    }
+    struct MHD_Response *r = MHD_create_response_from_buffer(strlen(body), body, MHD_RESPMEM_MUST_FREE);
+    if (!r) {
+        free(body);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
+    if (status == 401) MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
+    if (status == 503) MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "1");
+    enum MHD_Result ret = MHD_queue_response(c, (unsigned)status, r);
+    MHD_destroy_response(r);
+    srv_pool_count(&s->pool, status);
+    return ret;
+}
+
+static enum MHD_Result reply_error(srv *s, struct MHD_Connection *c, const srv_error *e) {
+    return reply(s, c, e->status, srv_error_json(e), "application/json");
+}
+
+static enum MHD_Result fail(srv *s, struct MHD_Connection *c, int status, const char *type, const char *param, const char *msg) {
+    srv_error e;
+    srv_fail(&e, status, type, param, "%s", msg);
+    return reply_error(s, c, &e);
+}
+
+static void make_id(char *id, size_t cap, int chat) {
+    static unsigned long counter;
+    unsigned long n = __atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED);
+    snprintf(id, cap, "%s-%lx%06lx", chat ? "chatcmpl" : "cmpl", (unsigned long)time(NULL), n);
+}
+
+static int conn_fd(struct MHD_Connection *c) {
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    return ci ? ci->connect_fd : -1;
+}
+
+/* ---- API key ---- */
+
+/* Constant-time comparison: the time depends on the lengths only, not on where they differ. */
+static int key_equal(const char *given, const char *key) {
+    size_t a = strlen(given), b = strlen(key), n = a > b ? a : b;
+    unsigned char d = (unsigned char)(a != b);
+    for (size_t i = 0; i < n; i++) d |= (unsigned char)((i < a ? given[i] : 0) ^ (i < b ? key[i] : 0));
+    return d == 0;
+}
+
+static int authorized(srv *s, struct MHD_Connection *c) {
+    if (!s->o->api_key) return 1;
+    const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+    if (!h || strncmp(h, "Bearer ", 7) != 0) return 0;
+    return key_equal(h + 7, s->o->api_key);
+}
+
+/* ---- server-sent events ---- */
+
+typedef struct sse {
+    srv *s;
+    srv_job *j;
+    int fd;
+    char id[64];
+    long created;
+    char *pending; /* the event being written */
+    size_t plen, poff;
+    int first_sent, finished;
+} sse;
+
+/* The events that end a stream: the final chunk (and [DONE]), or an error event. */
+static char *stream_end(sse *st) {
+    srv_job *j = st->j;
+    srv_error e;
+    char *ev = NULL;
+    if (j->cancel == SRV_SHUTDOWN || j->rc) {
+        if (j->cancel == SRV_SHUTDOWN) srv_fail(&e, 503, "server_error", NULL, "the server is shutting down: the answer was cut short");
+        else srv_generate_error(j, &e);
+        char *js = srv_error_json(&e);
+        size_t n = js ? strlen(js) + 32 : 0;
+        if (js && (ev = malloc(n))) snprintf(ev, n, "data: %s\n\ndata: [DONE]\n\n", js);
+        free(js);
+        return ev;
+    }
+    char *fin = srv_chunk_event(j, st->id, st->created, st->s->model_id, NULL, 0, 0, 1);
+    if (!fin) return NULL;
+    size_t n = strlen(fin) + 16;
+    if ((ev = malloc(n))) snprintf(ev, n, "%sdata: [DONE]\n\n", fin);
+    free(fin);
+    return ev;
+}
+
+static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max) {
+    sse *st = cls;
+    srv_pool *p = &st->s->pool;
+    (void)pos;
+    for (;;) {
+        if (st->poff < st->plen) {
+            size_t n = st->plen - st->poff < max ? st->plen - st->poff : max;
+            memcpy(buf, st->pending + st->poff, n);
+            st->poff += n;
+            return (ssize_t)n;
+        }
+        free(st->pending);
+        st->pending = NULL;
+        st->plen = st->poff = 0;
+        if (st->finished) return MHD_CONTENT_READER_END_OF_STREAM;
+        char *ev = NULL;
+        if (!st->first_sent) {
+            st->first_sent = 1;
+            if (!st->j->chat) continue; /* text completions have no role chunk */
+            ev = srv_chunk_event(st->j, st->id, st->created, st->s->model_id, NULL, 0, 1, 0);
+        } else {
+            if (srv_job_wait(p, st->j, st->fd, 1) < 0) return MHD_CONTENT_READER_END_WITH_ERROR;
+            pthread_mutex_lock(&p->mu);
+            srv_job *j = st->j;
+            if (j->len > j->taken) {
+                size_t from = j->taken, n = j->len - j->taken;
+                char *piece = malloc(n + 1);
+                if (piece) memcpy(piece, j->text + from, n), j->taken = j->len;
+                pthread_mutex_unlock(&p->mu);
+                if (piece) ev = srv_chunk_event(j, st->id, st->created, st->s->model_id, piece, n, 0, 0);
+                free(piece);
+            } else {
+                pthread_mutex_unlock(&p->mu); /* done: the result no longer changes */
+                ev = stream_end(st);
+                st->finished = 1;
+            }
+        }
+        if (!ev) {
+            pthread_mutex_lock(&p->mu);
+            if (st->j->cancel == SRV_LIVE) st->j->cancel = SRV_CLIENT_GONE; /* out of memory: end the request */
+            pthread_mutex_unlock(&p->mu);
+            return MHD_CONTENT_READER_END_WITH_ERROR;
+        }
+        st->pending = ev;
+        st->plen = strlen(ev);
+    }
+}
+
+/* The response is gone (sent, or the connection failed): a job still running is cancelled. */
+static void sse_free(void *cls) {
+    sse *st = cls;
+    srv_pool *p = &st->s->pool;
+    pthread_mutex_lock(&p->mu);
+    if (!st->j->done && st->j->cancel == SRV_LIVE) st->j->cancel = SRV_CLIENT_GONE;
+    pthread_mutex_unlock(&p->mu);
+    srv_job_unref(p, st->j);
+    free(st->pending);
+    free(st);
+}
+
+/* ---- endpoints ---- */
+
+static enum MHD_Result completion(srv *s, struct MHD_Connection *c, conn *cs, int chat) {
+    srv_error e;
+    srv_job *j = srv_parse_request(cs->body ? cs->body : "", cs->len, chat, &s->api, &e);
+    if (!j) return reply_error(s, c, &e);
+    int q = srv_pool_submit(&s->pool, j);
+    if (q) {
+        srv_job_unref(&s->pool, j);
+        return fail(s, c, 503, "server_error", NULL,
+                    q == 1 ? "the server is busy: every slot is running and the queue is full; retry later" : "the server is shutting down");
+    }
+    int fd = conn_fd(c);
+    srv_pool *p = &s->pool;
+    if (srv_job_wait(p, j, fd, j->stream) < 0) { /* the client hung up: no answer */
+        srv_job_unref(p, j);
+        return MHD_NO;
+    }
+    pthread_mutex_lock(&p->mu);
+    int done = j->done, cancel = j->cancel, rc = j->rc, has_text = j->len > 0;
+    pthread_mutex_unlock(&p->mu);
+    if (done && !has_text && (rc || cancel)) { /* failed (or cut short) before any text: a plain error */
+        if (cancel == SRV_CLIENT_GONE) {
+            srv_job_unref(p, j);
+            return MHD_NO;
+        }
+        if (cancel == SRV_SHUTDOWN) srv_fail(&e, 503, "server_error", NULL, "the server is shutting down");
+        else srv_generate_error(j, &e);
+        srv_job_unref(p, j);
+        return reply_error(s, c, &e);
+    }
+    char id[64];
+    make_id(id, sizeof id, chat);
+    if (!j->stream) {
+        enum MHD_Result r = reply(s, c, 200, srv_completion_json(j, id, (long)time(NULL), s->model_id), "application/json");
+        srv_job_unref(p, j);
+        return r;
+    }
+    sse *st = calloc(1, sizeof *st);
+    if (!st) {
+        srv_job_unref(p, j);
+        return reply(s, c, 500, NULL, NULL);
+    }
+    st->s = s;
+    st->j = j; /* the stream owns the connection's reference now */
+    st->fd = fd;
+    st->created = (long)time(NULL);
+    snprintf(st->id, sizeof st->id, "%s", id);
+    struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, sse_read, st, sse_free);
+    if (!r) {
+        sse_free(st);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+    enum MHD_Result ret = MHD_queue_response(c, 200, r);
+    MHD_destroy_response(r);
+    srv_pool_count(p, 200);
+    return ret;
+}
+
+static enum MHD_Result health(srv *s, struct MHD_Connection *c) {
+    srv_pool *p = &s->pool;
+    pthread_mutex_lock(&p->mu);
+    int stopping = p->stopping, busy = p->busy, qlen = p->qlen;
+    pthread_mutex_unlock(&p->mu);
+    char *b = malloc(160);
+    if (b)
+        snprintf(b, 160, "{\"status\":\"%s\",\"slots\":%d,\"slots_busy\":%d,\"queue\":%d}", stopping ? "stopping" : "ok", p->n_slots, busy,
+                 qlen);
+    return reply(s, c, stopping ? 503 : 200, b, "application/json");
+}
+
+static enum MHD_Result route(srv *s, struct MHD_Connection *c, const char *url, const char *method, conn *cs) {
+    int get = !strcmp(method, "GET") || !strcmp(method, "HEAD"), post = !strcmp(method, "POST");
+    int chat = !strcmp(url, "/v1/chat/completions"), text = !strcmp(url, "/v1/completions");
+    int models = !strcmp(url, "/v1/models"), metrics = !strcmp(url, "/metrics");
+    if (!strcmp(url, "/health")) return get ? health(s, c) : fail(s, c, 405, "invalid_request_error", NULL, "/health takes GET");
+    if (!chat && !text && !models && !metrics) {
+        char msg[200];
+        snprintf(msg, sizeof msg, "unknown endpoint %.16s %.120s", method, url);
+        return fail(s, c, 404, "invalid_request_error", NULL, msg);
+    }
+    if (!authorized(s, c))
+        return fail(s, c, 401, "invalid_request_error", NULL,
+                    "missing or wrong API key: send the header 'Authorization: Bearer KEY' with the server's --api-key");
+    if (models) return get ? reply(s, c, 200, srv_models_json(s->model_id, s->started), "application/json")
+                           : fail(s, c, 405, "invalid_request_error", NULL, "/v1/models takes GET");
+    if (metrics) return get ? reply(s, c, 200, srv_pool_metrics(&s->pool), "text/plain; version=0.0.4")
+                            : fail(s, c, 405, "invalid_request_error", NULL, "/metrics takes GET");
+    if (!post) return fail(s, c, 405, "invalid_request_error", NULL, "this endpoint takes POST");
+    return completion(s, c, cs, chat);
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method, const char *version,
+                                  const char *upload, size_t *upload_size, void **con_cls) {
+    srv *s = cls;
+    (void)version;
+    conn *cs = *con_cls;
+    if (!cs) { /* headers are in: refuse a body announced too large before reading it */
+        if (!(cs = calloc(1, sizeof *cs))) return MHD_NO;
+        *con_cls = cs;
+        const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+        if (cl && strtoull(cl, NULL, 10) > s->o->max_body) goto too_large;
+        return MHD_YES;
+    }
+    if (*upload_size) {
+        /* microhttpd takes a response only before or after the body: past the limit, the
+         * rest is read and dropped (up to the limit again, then the connection is closed) */
+        if (!cs->too_large && cs->len + *upload_size > s->o->max_body) cs->too_large = 1;
+        if (cs->answered || cs->too_large) {
+            cs->discarded += *upload_size;
+            *upload_size = 0;
+            return cs->discarded > s->o->max_body ? MHD_NO : MHD_YES;
+        }
+        if (cs->len + *upload_size + 1 > cs->cap) {
+            size_t cap = (cs->len + *upload_size + 1) * 2;
+            if (cap > s->o->max_body + 1) cap = s->o->max_body + 1;
+            char *b = realloc(cs->body, cap);
+            if (!b) return MHD_NO;
+            cs->body = b;
+            cs->cap = cap;
+        }
+        memcpy(cs->body + cs->len, upload, *upload_size);
+        cs->len += *upload_size;
+        cs->body[cs->len] = 0;
+        *upload_size = 0;
+        return MHD_YES;
+    }
+    if (cs->answered) return MHD_YES;
+    if (cs->too_large) goto too_large;
+    return route(s, c, url, method, cs);
+too_large:
+    cs->answered = 1;
+    {
+        char msg[160];
+        snprintf(msg, sizeof msg, "the request body is larger than the server's limit of %zu bytes", s->o->max_body);
+        return fail(s, c, 413, "invalid_request_error", NULL, msg);
+    }
+}
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe) {
+    (void)cls;
+    (void)c;
+    (void)toe;
+    conn *cs = *con_cls;
+    if (!cs) return;
+    free(cs->body);
+    free(cs);
+    *con_cls = NULL;
+}
+
+/* ---- life cycle ---- */
+
+/* The name clients use: the argument's file name without a .gguf ending. */
+static void default_model_id(const char *arg, char *out, size_t cap) {
+    const char *b = strrchr(arg, '/');
+    b = b ? b + 1 : arg;
+    snprintf(out, cap, "%s", b);
+    size_t n = strlen(out);
+    if (n > 5 && !strcmp(out + n - 5, ".gguf")) out[n - 5] = 0;
+}
+
+int srv_run(const srv_options *o) {
+    srv s;
+    memset(&s, 0, sizeof s);
+    s.o = o;
+    s.started = (long)time(NULL);
+    /* signals: every thread created below inherits the blocked set; main waits for them */
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    if (o->model_id) snprintf(s.model_id, sizeof s.model_id, "%s", o->model_id);
+    else default_model_id(o->model, s.model_id, sizeof s.model_id);
+    sdnpu_model *m = NULL;
+    sdnpu_error err = {0};
+    if (sdnpu_model_load(o->model, NULL, &m, &err)) {
+        fprintf(stderr, "sdnpu serve: %s\n", err.message);
+        return 1;
+    }
+    if (!sdnpu_model_has_tokenizer(m)) {
+        fprintf(stderr, "sdnpu serve: %s has no tokenizer (a GGUF file with one is needed)\n", o->model);
+        sdnpu_model_free(m);
+        return 1;
+    }
+    sdnpu_context_params cp;
+    sdnpu_context_params_init(&cp);
+    cp.n_ctx = o->n_ctx;
+    if (o->threads > 0) cp.n_threads = o->threads;
+    cp.history_path = o->history;
+    char msg[1200];
+    if (srv_pool_start(&s.pool, m, &cp, o->slots, o->queue, msg, sizeof msg)) {
+        fprintf(stderr, "sdnpu serve: %s\n", msg);
+        srv_pool_stop(&s.pool, 0);
+        sdnpu_model_free(m);
+        return 1;
+    }
+    sdnpu_model_info mi;
+    sdnpu_model_get_info(m, &mi);
+    s.api.model_id = s.model_id;
+    s.api.model_path = o->model;
+    s.api.n_ctx = sdnpu_context_n_ctx(s.pool.ctx[0]);
+    s.api.has_history = o->history != NULL;
+
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE}, *ai = NULL;
+    char port[16];
+    snprintf(port, sizeof port, "%d", o->port);
+    int gai = getaddrinfo(o->host, port, &hints, &ai);
+    if (gai) {
+        fprintf(stderr, "sdnpu serve: option --host '%s': %s\n", o->host, gai_strerror(gai));
+        srv_pool_stop(&s.pool, 0);
+        sdnpu_model_free(m);
+        return 1;
+    }
+    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ITC;
+    if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
+    struct MHD_Daemon *d = MHD_start_daemon(flags, (uint16_t)o->port, NULL, NULL, on_request, &s, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
+                                            MHD_OPTION_CONNECTION_LIMIT, (unsigned)(o->slots + o->queue + 64),
+                                            MHD_OPTION_CONNECTION_TIMEOUT, 60u, MHD_OPTION_NOTIFY_COMPLETED, on_completed, &s,
+                                            MHD_OPTION_END);
+    freeaddrinfo(ai);
+    if (!d) {
+        fprintf(stderr, "sdnpu serve: cannot listen on %s port %d (in use, or not an address of this machine)\n", o->host, o->port);
+        srv_pool_stop(&s.pool, 0);
+        sdnpu_model_free(m);
+        return 1;
+    }
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
+    int bound = di ? di->port : o->port;
+    int v6 = strchr(o->host, ':') != NULL; /* an IPv6 address goes in brackets in a URL */
+    fprintf(stderr, "sdnpu serve: listening on http://%s%s%s:%d (model '%s', %s %s, %d slot%s of %d tokens, queue %d%s%s)\n", v6 ? "[" : "", o->host, v6 ? "]" : "", bound,
+            s.model_id, mi.architecture, mi.chat_template, o->slots, o->slots == 1 ? "" : "s", s.api.n_ctx, o->queue,
+            o->history ? ", history " : "", o->history ? o->history : "");
+    fflush(stderr);
+
+    int sig = 0;
+    sigwait(&sigs, &sig);
+    fprintf(stderr, "sdnpu serve: %s: no new connections; running requests may finish for %.0f s\n", sig == SIGINT ? "SIGINT" : "SIGTERM",
+            o->drain_s);
+    MHD_socket lfd = MHD_quiesce_daemon(d);
+    if (lfd != MHD_INVALID_SOCKET) close(lfd);
+    srv_pool_stop(&s.pool, o->drain_s);
+    MHD_stop_daemon(d);
+    sdnpu_model_free(m);
+    fprintf(stderr, "sdnpu serve: stopped\n");
+    return 0;
+}

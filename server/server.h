@@ -1,0 +1,32 @@
+/* server.h - `sdnpu serve`: a local OpenAI-compatible HTTP server over the public library API
+ * (include/sdnpu.h), libmicrohttpd and cJSON. docs/server.md describes the endpoints. */
+#ifndef SDN_SERVER_H
+#define SDN_SERVER_H
+
+#include <stddef.h>
+
+typedef struct srv_options {
+    const char *model;    /* model file or known model name (required) */
+    const char *model_id; /* the name clients use (NULL: the --model argument's file name without .gguf) */
+    const char *host;     /* address to bind ("127.0.0.1") */
+    int port;             /* 0: a free port chosen by the OS (the listening line says which) */
+    const char *history;  /* SQLite history store shared by the slots; NULL: none */
+    const char *api_key;  /* required as "Authorization: Bearer KEY" on /v1 and /metrics; NULL: none */
+    int slots;            /* contexts running requests at once (1) */
+    int queue;            /* requests that may wait for a slot (16); more get 503 */
+    int n_ctx;            /* KV cache tokens per slot (0: the library's default) */
+    int threads;          /* compute threads per slot (0: the library's default, 2) */
+    size_t max_body;      /* largest request body in bytes (8 MiB); larger ones get 413 */
+    double drain_s;       /* on SIGTERM/SIGINT, running requests may finish for this long (10 s) */
+} srv_options;
+
+/* Defaults as above. */
+void srv_options_init(srv_options *o);
+
+/* Load the model, create the slots, listen, and serve until SIGTERM or SIGINT; then stop
+ * accepting, let running requests finish (up to drain_s, then cancel them), free everything.
+ * Prints "sdnpu serve: listening on http://HOST:PORT ..." on stderr once ready.
+ * Returns the process exit code: 0 after a clean shutdown, 1 when it cannot start. */
+int srv_run(const srv_options *o);
+
+#endif

@@ -1,0 +1,661 @@
+/* test_server.c - `sdnpu serve` over HTTP on loopback: the built program ($SDN_CLI) is started on
+ * a port the OS picks, with a small generated model, and spoken to with libcurl: chat, streaming
+ * (the chunks concatenate to the non-streamed text), greedy identity of speculative and plain
+ * decoding against the library called directly, history through `user`, every bad-input case
+ * with its status and field, 503 on a full queue, cancellation when the client hangs up, and a
+ * clean exit on SIGTERM. */
+#include <cjson/cJSON.h>
+#include <curl/curl.h>
+#include <sqlite3.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "sdnpu.h"
+#include "support/test_util.h"
+
+#define KEY "test-key-123"
+
+typedef struct server {
+    pid_t pid;
+    int port;
+    char log[512];
+} server;
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static const char *model_path(void) { return tu_model("tiny-llama", "Q8_0", 3); }
+
+/* Start `sdnpu serve --model tiny --port 0 --api-key KEY EXTRA...` and wait for its listening line. */
+static void start(server *s, const char *name, ...) {
+    const char *cli = getenv("SDN_CLI");
+    if (!cli) fail_msg("SDN_CLI is not set (run through ctest)");
+    const char *argv[40] = {cli, "serve", "--model", model_path(), "--port", "0", "--api-key", KEY, "--host", "127.0.0.1", "--model-id", "tiny"};
+    int n = 12;
+    va_list ap;
+    va_start(ap, name);
+    for (const char *a; (a = va_arg(ap, const char *)) && n < 38;) argv[n++] = a;
+    va_end(ap);
+    argv[n] = NULL;
+    snprintf(s->log, sizeof s->log, "%s", tu_tmp(name));
+    s->port = 0;
+    s->pid = fork();
+    assert_true(s->pid >= 0);
+    if (s->pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL); /* a failed test leaves no server behind */
+        int fd = open(s->log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fd >= 0) dup2(fd, 2);
+        setenv("SDNPU_CACHE", tu_tmpdir(), 1); /* the verify cost curve is measured once for all servers */
+        execv(cli, (char **)argv);
+        _exit(127);
+    }
+    for (double t0 = now_s(); now_s() - t0 < 120;) {
+        FILE *f = fopen(s->log, "r");
+        char line[1024];
+        while (f && fgets(line, sizeof line, f)) {
+            const char *p = strstr(line, "listening on http://127.0.0.1:");
+            if (p) s->port = atoi(p + strlen("listening on http://127.0.0.1:"));
+        }
+        if (f) fclose(f);
+        if (s->port > 0) return;
+        int st;
+        if (waitpid(s->pid, &st, WNOHANG) == s->pid) fail_msg("the server exited before listening (log %s)", s->log);
+        usleep(20000);
+    }
+    fail_msg("the server did not start listening (log %s)", s->log);
+}
+
+/* SIGTERM; the server must exit with status 0 within `bound` seconds. */
+static void stop(server *s, double bound) {
+    kill(s->pid, SIGTERM);
+    int st = 0;
+    double t0 = now_s();
+    while (waitpid(s->pid, &st, WNOHANG) != s->pid) {
+        if (now_s() - t0 > bound) {
+            kill(s->pid, SIGKILL);
+            waitpid(s->pid, &st, 0);
+            fail_msg("the server did not stop within %.0f s of SIGTERM", bound);
+        }
+        usleep(20000);
+    }
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0);
+}
+
+/* ---- HTTP ---- */
+
+typedef struct reply {
+    char *body;
+    size_t len;
+    long status;
+    int abort_after;    /* >0: hang up once this many bytes arrived */
+    volatile int *seen; /* set to 1 when the first bytes arrive */
+} reply;
+
+static size_t on_body(char *p, size_t sz, size_t n, void *ud) {
+    reply *r = ud;
+    size_t k = sz * n;
+    char *b = realloc(r->body, r->len + k + 1);
+    if (!b) return 0;
+    r->body = b;
+    memcpy(r->body + r->len, p, k);
+    r->len += k;
+    r->body[r->len] = 0;
+    if (r->seen) *r->seen = 1;
+    if (r->abort_after > 0 && r->len >= (size_t)r->abort_after) return 0;
+    return k;
+}
+
+/* One request; key NULL: no Authorization header. Returns the status (0: transport error). */
+static long http(const server *s, const char *method, const char *path, const char *body, size_t len, const char *key, reply *r,
+                 long timeout_ms) {
+    CURL *c = curl_easy_init();
+    char url[256], auth[128];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d%s", s->port, path);
+    struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
+    h = curl_slist_append(h, "Expect:");
+    if (key) {
+        snprintf(auth, sizeof auth, "Authorization: Bearer %s", key);
+        h = curl_slist_append(h, auth);
+    }
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+    curl_easy_setopt(c, CURLOPT_NOPROXY, "*");
+    if (body) {
+        curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+        curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
+    }
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, r);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, timeout_ms > 0 ? timeout_ms : 120000L);
+    r->status = 0;
+    if (curl_easy_perform(c) == CURLE_OK) curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r->status);
+    curl_slist_free_all(h);
+    curl_easy_cleanup(c);
+    return r->status;
+}
+
+static cJSON *post_json(const server *s, const char *path, const char *body, long want) {
+    reply r = {0};
+    http(s, "POST", path, body, strlen(body), KEY, &r, 0);
+    if (r.status != want) fail_msg("POST %s %s: status %ld, want %ld: %s", path, body, r.status, want, r.body ? r.body : "");
+    cJSON *j = cJSON_Parse(r.body ? r.body : "");
+    free(r.body);
+    assert_non_null(j);
+    return j;
+}
+
+static const cJSON *at(const cJSON *j, const char *path) { /* "choices.0.message.content" */
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", path);
+    char *save = NULL;
+    for (char *tok = strtok_r(buf, ".", &save); tok && j; tok = strtok_r(NULL, ".", &save))
+        j = (*tok >= '0' && *tok <= '9') ? cJSON_GetArrayItem(j, atoi(tok)) : cJSON_GetObjectItemCaseSensitive(j, tok);
+    if (!j) fail_msg("no %s in the answer", path);
+    return j;
+}
+
+static double num(const cJSON *j, const char *path) { return at(j, path)->valuedouble; }
+static const char *str(const cJSON *j, const char *path) {
+    const cJSON *v = at(j, path);
+    if (!cJSON_IsString(v)) fail_msg("%s is not a string", path);
+    return v->valuestring;
+}
+
+/* A metric's value from GET /metrics. */
+static double metric(const server *s, const char *name) {
+    reply r = {0};
+    assert_int_equal(http(s, "GET", "/metrics", NULL, 0, KEY, &r, 0), 200);
+    char pat[128];
+    snprintf(pat, sizeof pat, "\n%s ", name);
+    const char *p = strstr(r.body, pat);
+    double v = p ? atof(p + strlen(pat)) : -1;
+    free(r.body);
+    if (!p) fail_msg("no metric %s", name);
+    return v;
+}
+
+#define CHAT(extra) "{\"model\":\"tiny\",\"messages\":[{\"role\":\"system\",\"content\":\"You answer briefly.\"}," \
+                    "{\"role\":\"user\",\"content\":\"Tell me about the lighthouse on Gull Rock.\"}]" extra "}"
+
+/* ---- tests ---- */
+
+static server g; /* the shared server: 2 slots, history store, small body limit */
+
+static int setup(void **state) {
+    (void)state;
+    start(&g, "server.log", "--slots", "2", "--history", tu_tmp("history.sqlite"), "--max-body", "65536", "--ctx", "1024", NULL);
+    return 0;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    stop(&g, 30);
+    return 0;
+}
+
+static void test_endpoints(void **state) {
+    (void)state;
+    reply r = {0};
+    assert_int_equal(http(&g, "GET", "/health", NULL, 0, NULL, &r, 0), 200);
+    assert_non_null(strstr(r.body, "\"ok\""));
+    free(r.body);
+    memset(&r, 0, sizeof r);
+    assert_int_equal(http(&g, "GET", "/v1/models", NULL, 0, KEY, &r, 0), 200);
+    cJSON *j = cJSON_Parse(r.body);
+    assert_string_equal(str(j, "data.0.id"), "tiny");
+    cJSON_Delete(j);
+    free(r.body);
+    memset(&r, 0, sizeof r);
+    assert_int_equal(http(&g, "GET", "/metrics", NULL, 0, KEY, &r, 0), 200);
+    assert_non_null(strstr(r.body, "sdnpu_requests_total{code=\"200\"}"));
+    assert_non_null(strstr(r.body, "sdnpu_mean_accepted_tokens_per_step"));
+    free(r.body);
+    memset(&r, 0, sizeof r);
+    assert_int_equal(http(&g, "GET", "/nowhere", NULL, 0, KEY, &r, 0), 404);
+    free(r.body);
+}
+
+static void test_chat_and_stream(void **state) {
+    (void)state;
+    const char *body = CHAT(",\"max_tokens\":24,\"sdnpu\":{\"ignore_eos\":true}");
+    cJSON *a = post_json(&g, "/v1/chat/completions", body, 200);
+    assert_string_equal(str(a, "object"), "chat.completion");
+    assert_string_equal(str(a, "choices.0.message.role"), "assistant");
+    assert_string_equal(str(a, "choices.0.finish_reason"), "length");
+    assert_int_equal((int)num(a, "usage.completion_tokens"), 24);
+    assert_int_equal((int)num(a, "usage.total_tokens"), (int)num(a, "usage.prompt_tokens") + 24);
+    assert_string_equal(str(a, "sdnpu.method"), "sdnpu"); /* speculative decoding by default */
+    assert_true(num(a, "sdnpu.steps") >= 1 && num(a, "sdnpu.steps") <= 24);
+    const char *text = str(a, "choices.0.message.content");
+    assert_true(strlen(text) > 0);
+
+    /* streamed: the deltas concatenate to the same text; a final chunk; [DONE] */
+    const char *sbody = CHAT(",\"max_tokens\":24,\"stream\":true,\"sdnpu\":{\"ignore_eos\":true}");
+    reply r = {0};
+    assert_int_equal(http(&g, "POST", "/v1/chat/completions", sbody, strlen(sbody), KEY, &r, 0), 200);
+    char joined[8192] = "";
+    int chunks = 0, finals = 0, done = 0;
+    for (char *line = strtok(r.body, "\n"); line; line = strtok(NULL, "\n")) {
+        assert_true(!strncmp(line, "data: ", 6));
+        if (!strcmp(line + 6, "[DONE]")) { done = 1; continue; }
+        assert_false(done);
+        cJSON *c = cJSON_Parse(line + 6);
+        assert_non_null(c);
+        assert_string_equal(str(c, "object"), "chat.completion.chunk");
+        const cJSON *content = cJSON_GetObjectItemCaseSensitive(at(c, "choices.0.delta"), "content");
+        if (cJSON_IsString(content)) strncat(joined, content->valuestring, sizeof joined - strlen(joined) - 1);
+        if (cJSON_IsString(at(c, "choices.0.finish_reason"))) {
+            finals++;
+            assert_string_equal(str(c, "choices.0.finish_reason"), "length");
+            assert_int_equal((int)num(c, "usage.completion_tokens"), 24);
+        }
+        chunks++;
+        cJSON_Delete(c);
+    }
+    assert_true(done);
+    assert_int_equal(finals, 1);
+    assert_true(chunks >= 3);
+    assert_string_equal(joined, text);
+    free(r.body);
+    cJSON_Delete(a);
+
+    /* sampling: the same seed gives the same answer; no seed gives a fresh one per request */
+    cJSON *s1 = post_json(&g, "/v1/chat/completions", CHAT(",\"max_tokens\":16,\"temperature\":1,\"seed\":42"), 200);
+    cJSON *s2 = post_json(&g, "/v1/chat/completions", CHAT(",\"max_tokens\":16,\"temperature\":1,\"seed\":42"), 200);
+    cJSON *s3 = post_json(&g, "/v1/chat/completions", CHAT(",\"max_tokens\":16,\"temperature\":1"), 200);
+    cJSON *s4 = post_json(&g, "/v1/chat/completions", CHAT(",\"max_tokens\":16,\"temperature\":1"), 200);
+    assert_string_equal(str(s1, "choices.0.message.content"), str(s2, "choices.0.message.content"));
+    assert_int_equal((long long)num(s1, "sdnpu.seed"), 42);
+    assert_true(num(s3, "sdnpu.seed") != num(s4, "sdnpu.seed"));
+    cJSON_Delete(s1);
+    cJSON_Delete(s2);
+    cJSON_Delete(s3);
+    cJSON_Delete(s4);
+
+    /* text completion */
+    cJSON *t = post_json(&g, "/v1/completions", "{\"prompt\":\"Once upon a time\",\"max_tokens\":8,\"sdnpu\":{\"ignore_eos\":true}}", 200);
+    assert_string_equal(str(t, "object"), "text_completion");
+    assert_int_equal((int)num(t, "usage.completion_tokens"), 8);
+    cJSON_Delete(t);
+}
+
+/* Greedy output through the server: speculative (default) = plain ("none") = the library
+ * called directly with plain decoding. */
+static void test_greedy_identity(void **state) {
+    (void)state;
+    cJSON *spec = post_json(&g, "/v1/chat/completions", CHAT(",\"max_tokens\":40,\"sdnpu\":{\"ignore_eos\":true}"), 200);
+    cJSON *plain = post_json(&g, "/v1/chat/completions", CHAT(",\"max_tokens\":40,\"sdnpu\":{\"ignore_eos\":true,\"method\":\"none\"}"), 200);
+    assert_string_equal(str(plain, "sdnpu.method"), "none");
+    assert_string_equal(str(spec, "choices.0.message.content"), str(plain, "choices.0.message.content"));
+
+    sdnpu_model *m = NULL;
+    sdnpu_context *c = NULL;
+    sdnpu_error e = {0};
+    assert_int_equal(sdnpu_model_load(model_path(), NULL, &m, &e), SDNPU_OK);
+    assert_int_equal(sdnpu_context_new(m, NULL, &c, &e), SDNPU_OK);
+    sdnpu_message msgs[2] = {{"system", "You answer briefly."}, {"user", "Tell me about the lighthouse on Gull Rock."}};
+    sdnpu_request r;
+    sdnpu_request_init(&r);
+    r.messages = msgs;
+    r.n_messages = 2;
+    r.method = "none";
+    r.max_tokens = 40;
+    r.ignore_eos = 1;
+    sdnpu_result res;
+    assert_int_equal(sdnpu_generate(c, &r, &res, &e), SDNPU_OK);
+    assert_string_equal(str(plain, "choices.0.message.content"), res.text);
+    assert_int_equal((int)num(plain, "usage.completion_tokens"), res.n_tokens);
+    sdnpu_result_free(&res);
+    sdnpu_context_free(c);
+    sdnpu_model_free(m);
+    cJSON_Delete(spec);
+    cJSON_Delete(plain);
+}
+
+/* `user` is the task group: the second identical request drafts from the first's answer. */
+static void test_history_user(void **state) {
+    (void)state;
+    /* a fixed draft budget: the default one follows this machine's measured verify cost, which a
+     * busy machine can make small */
+    const char *body = CHAT(",\"max_tokens\":48,\"user\":\"alice\",\"sdnpu\":{\"ignore_eos\":true,\"draft_max\":16}");
+    cJSON *a = post_json(&g, "/v1/chat/completions", body, 200);
+    cJSON *b = post_json(&g, "/v1/chat/completions", body, 200);
+    assert_int_equal((int)num(a, "sdnpu.history_answers"), 0);
+    assert_true(cJSON_IsTrue(at(a, "sdnpu.answer_stored")));
+    assert_true(num(b, "sdnpu.history_answers") >= 1);
+    assert_string_equal(str(a, "choices.0.message.content"), str(b, "choices.0.message.content"));
+    print_message("history: mean accepted tokens per step %.2f -> %.2f\n", num(a, "sdnpu.mean_accepted_tokens"),
+                  num(b, "sdnpu.mean_accepted_tokens"));
+    assert_true(num(b, "sdnpu.mean_accepted_tokens") > num(a, "sdnpu.mean_accepted_tokens") + 1.0);
+    /* an explicit task_group wins over user: a fresh group has no history */
+    cJSON *c = post_json(&g, "/v1/chat/completions", CHAT(",\"max_tokens\":8,\"user\":\"alice\",\"task_group\":\"fresh\""), 200);
+    assert_int_equal((int)num(c, "sdnpu.history_answers"), 0);
+    cJSON_Delete(a);
+    cJSON_Delete(b);
+    cJSON_Delete(c);
+}
+
+typedef struct bad_case {
+    const char *path, *body, *key;
+    long status;
+    const char *param; /* NULL: null */
+} bad_case;
+
+static void test_bad_input(void **state) {
+    (void)state;
+    char *longmsg = malloc(60000);
+    strcpy(longmsg, "{\"messages\":[{\"role\":\"user\",\"content\":\"");
+    for (int i = 0; i < 2000; i++) strcat(longmsg, "lighthouse keeper ");
+    strcat(longmsg, "\"}]}");
+    char *longstream = malloc(strlen(longmsg) + 32);
+    strcpy(longstream, longmsg);
+    strcpy(longstream + strlen(longstream) - 1, ",\"stream\":true}");
+    const bad_case cases[] = {
+        {"/v1/chat/completions", "{\"messages\": [", KEY, 400, NULL},
+        {"/v1/chat/completions", "[1,2,3]", KEY, 400, NULL},
+        {"/v1/chat/completions", "{}", KEY, 400, "messages"},
+        {"/v1/chat/completions", "{\"messages\":\"hi\"}", KEY, 400, "messages"},
+        {"/v1/chat/completions", "{\"messages\":[]}", KEY, 400, "messages"},
+        {"/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":5}]}", KEY, 400, "messages[0].content"},
+        {"/v1/chat/completions", "{\"messages\":[{\"role\":\"wizard\",\"content\":\"hi\"}]}", KEY, 400, "messages[0].role"},
+        {"/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"temperature\":\"hot\"}", KEY, 400, "temperature"},
+        {"/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"temperature\":7}", KEY, 400, "temperature"},
+        {"/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"top_p\":-1}", KEY, 400, "top_p"},
+        {"/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"stream\":\"yes\"}", KEY, 400, "stream"},
+        {"/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"seed\":1.5}", KEY, 400, "seed"},
+        {"/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"max_tokens\":0}", KEY, 400, "max_tokens"},
+        {"/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"max_tokens\":100000}", KEY, 400, "max_tokens"},
+        {"/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"max_completion_tokens\":-3}", KEY, 400,
+         "max_completion_tokens"},
+        {"/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"stop\":[\"a\",\"b\",\"c\",\"d\",\"e\"]}", KEY, 400, "stop"},
+        {"/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"stop\":[\"a\",7]}", KEY, 400, "stop[1]"},
+        {"/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"n\":2}", KEY, 400, "n"},
+        {"/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"sdnpu\":{\"method\":\"warp\"}}", KEY, 400, "sdnpu.method"},
+        {"/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"sdnpu\":{\"draft_max\":99}}", KEY, 400, "sdnpu.draft_max"},
+        {"/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"sdnpu\":{\"params\":[\"warp.speed=9\"]}}", KEY, 400,
+         "sdnpu.params[0]"},
+        {"/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"sdnpu\":{\"repeat_penalty\":\"x\"}}", KEY, 400,
+         "sdnpu.repeat_penalty"},
+        {"/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"sdnpu\":[1]}", KEY, 400, "sdnpu"},
+        {"/v1/chat/completions", "{\"model\":\"gpt-4o\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}", KEY, 404, "model"},
+        {"/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"caf\xC3\"}]}", KEY, 400, "messages[0].content"},
+        {"/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"\xED\xA0\x80\"}]}", KEY, 400, "messages[0].content"},
+        {"/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}", NULL, 401, NULL},
+        {"/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}", "test-key-124", 401, NULL},
+        {"/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}", "test-key-1234", 401, NULL},
+        {"/v1/completions", "{\"prompt\":5}", KEY, 400, "prompt"},
+        {"/v1/completions", "{\"prompt\":[1,-2]}", KEY, 400, "prompt[1]"},
+        {"/v1/chat/completions", longmsg, KEY, 400, "messages"}, /* longer than the 1024-token context */
+        {"/v1/chat/completions", longstream, KEY, 400, "messages"}, /* the same, streamed: refused before the stream starts */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const bad_case *c = &cases[i];
+        reply r = {0};
+        http(&g, "POST", c->path, c->body, strlen(c->body), c->key, &r, 0);
+        if (r.status != c->status) fail_msg("case %zu (%.60s): status %ld, want %ld: %s", i, c->body, r.status, c->status, r.body ? r.body : "");
+        cJSON *j = cJSON_Parse(r.body);
+        if (!j) fail_msg("case %zu: the error is not JSON: %s", i, r.body ? r.body : "");
+        assert_true(cJSON_IsString(at(j, "error.message")));
+        assert_true(cJSON_IsString(at(j, "error.type")));
+        const cJSON *param = at(j, "error.param");
+        if (c->param) {
+            if (!cJSON_IsString(param) || strcmp(param->valuestring, c->param))
+                fail_msg("case %zu (%.60s): param %s, want %s", i, c->body, cJSON_IsString(param) ? param->valuestring : "null", c->param);
+        } else {
+            assert_true(cJSON_IsNull(param));
+        }
+        cJSON_Delete(j);
+        free(r.body);
+    }
+    free(longmsg);
+    free(longstream);
+
+    /* over the body limit (64 KiB here): with Content-Length, and the same streamed in chunks */
+    size_t big = 100000;
+    char *b = malloc(big);
+    memset(b, 'a', big);
+    reply r = {0};
+    assert_int_equal(http(&g, "POST", "/v1/chat/completions", b, big, KEY, &r, 0), 413);
+    free(r.body);
+
+    /* hostile bodies: deep nesting, binary noise, an empty body; the server answers each */
+    size_t deep = 60000;
+    char *d = malloc(deep + 1);
+    for (size_t i = 0; i < deep; i++) d[i] = i < deep / 2 ? '[' : ']';
+    d[deep] = 0;
+    memset(&r, 0, sizeof r);
+    assert_int_equal(http(&g, "POST", "/v1/chat/completions", d, deep, KEY, &r, 0), 400);
+    free(r.body);
+    for (size_t i = 0; i < 4096; i++) b[i] = (char)(rand() & 0xff);
+    memset(&r, 0, sizeof r);
+    assert_int_equal(http(&g, "POST", "/v1/chat/completions", b, 4096, KEY, &r, 0), 400);
+    free(r.body);
+    memset(&r, 0, sizeof r);
+    assert_int_equal(http(&g, "POST", "/v1/chat/completions", "", 0, KEY, &r, 0), 400);
+    free(r.body);
+    memset(&r, 0, sizeof r);
+    assert_int_equal(http(&g, "GET", "/v1/chat/completions", NULL, 0, KEY, &r, 0), 405);
+    free(r.body);
+    free(d);
+    free(b);
+    memset(&r, 0, sizeof r);
+    assert_int_equal(http(&g, "GET", "/health", NULL, 0, NULL, &r, 0), 200);
+    free(r.body);
+}
+
+/* Hostile input: 300 seeded mutations of a valid body (bytes flipped, inserted, deleted, cut);
+ * every one is answered with 200 or a 4xx JSON error, and the server stays healthy. */
+static void test_mutated_bodies(void **state) {
+    (void)state;
+    const char *base = "{\"model\":\"tiny\",\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"caf\u00e9\"}]}],"
+                       "\"max_tokens\":3,\"stop\":[\"x\"],\"temperature\":0.5,\"seed\":7,\"user\":\"m\",\"sdnpu\":{\"method\":\"pld\",\"draft_max\":4}}";
+    const char junk[] = "{}[]\",:\\0123456789.eE-+ntfu\x00\x80\xC3\xFF";
+    uint64_t x = 0x9E3779B97F4A7C15ull;
+    char buf[1024];
+    int counts[6] = {0};
+    for (int it = 0; it < 300; it++) {
+        size_t n = strlen(base);
+        memcpy(buf, base, n);
+        int edits = 1 + it % 4;
+        for (int k = 0; k < edits; k++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            size_t at = (size_t)(x >> 20) % n;
+            char c = junk[(x >> 8) % (sizeof junk - 1)];
+            switch (x % 4) {
+            case 0: buf[at] = c; break;                                                     /* replace */
+            case 1: if (n < sizeof buf - 1) { memmove(buf + at + 1, buf + at, n - at); buf[at] = c; n++; } break; /* insert */
+            case 2: memmove(buf + at, buf + at + 1, n - at - 1); n--; break;                   /* delete */
+            default: n = at + 1; break;                                                      /* cut */
+            }
+        }
+        reply r = {0};
+        long st = http(&g, "POST", "/v1/chat/completions", buf, n, KEY, &r, 0);
+        if (st != 200 && st != 400 && st != 404) fail_msg("mutation %d: status %ld: %.*s", it, st, (int)n, buf);
+        if (st != 200) {
+            cJSON *j = cJSON_Parse(r.body);
+            if (!j || !cJSON_IsString(at(j, "error.message"))) fail_msg("mutation %d: not a JSON error: %s", it, r.body ? r.body : "");
+            cJSON_Delete(j);
+        }
+        counts[st == 200 ? 0 : st == 400 ? 1 : 2]++;
+        free(r.body);
+    }
+    print_message("mutated bodies: %d answered, %d refused (400), %d unknown model (404)\n", counts[0], counts[1], counts[2]);
+    reply r = {0};
+    assert_int_equal(http(&g, "GET", "/health", NULL, 0, NULL, &r, 0), 200);
+    free(r.body);
+}
+
+/* A client that hangs up cancels its request: streaming (after the first chunk) and not. */
+static void test_cancel_on_disconnect(void **state) {
+    (void)state;
+    double cancelled0 = metric(&g, "sdnpu_requests_cancelled_total"), tokens0 = metric(&g, "sdnpu_tokens_generated_total");
+    const char *body = CHAT(",\"max_tokens\":960,\"stream\":true,\"sdnpu\":{\"ignore_eos\":true,\"method\":\"none\"}");
+    reply r = {.abort_after = 1};
+    http(&g, "POST", "/v1/chat/completions", body, strlen(body), KEY, &r, 0);
+    free(r.body);
+    const char *body2 = CHAT(",\"max_tokens\":960,\"sdnpu\":{\"ignore_eos\":true,\"method\":\"none\"}");
+    memset(&r, 0, sizeof r);
+    assert_int_equal(http(&g, "POST", "/v1/chat/completions", body2, strlen(body2), KEY, &r, 30), 0); /* times out: hangs up */
+    free(r.body);
+    double t0 = now_s();
+    while (metric(&g, "sdnpu_requests_cancelled_total") < cancelled0 + 2 || metric(&g, "sdnpu_slots_busy") > 0) {
+        if (now_s() - t0 > 20) fail_msg("the requests of clients that hung up were not cancelled");
+        usleep(20000);
+    }
+    /* cancelled requests are not counted as generated answers */
+    assert_true(metric(&g, "sdnpu_tokens_generated_total") == tokens0);
+}
+
+typedef struct bg {
+    const server *s;
+    const char *body;
+    reply r;
+    volatile int seen;
+} bg;
+
+static void *bg_post(void *arg) {
+    bg *b = arg;
+    b->r.seen = &b->seen;
+    http(b->s, "POST", "/v1/chat/completions", b->body, strlen(b->body), KEY, &b->r, 0);
+    return NULL;
+}
+
+static void wait_seen(bg *b) {
+    double t0 = now_s();
+    while (!b->seen) {
+        if (now_s() - t0 > 30) fail_msg("no answer to the first request");
+        usleep(2000);
+    }
+}
+
+/* One slot, a queue of one: a running request, a queued one, and a third gets 503. */
+static void test_queue_full(void **state) {
+    (void)state;
+    server s;
+    start(&s, "server-queue.log", "--slots", "1", "--queue", "1", "--ctx", "1024", NULL);
+    bg a = {.s = &s, .body = CHAT(",\"max_tokens\":960,\"stream\":true,\"sdnpu\":{\"ignore_eos\":true,\"method\":\"none\"}")};
+    bg b = {.s = &s, .body = CHAT(",\"max_tokens\":4")};
+    pthread_t ta, tb;
+    pthread_create(&ta, NULL, bg_post, &a);
+    wait_seen(&a); /* a is running */
+    pthread_create(&tb, NULL, bg_post, &b);
+    double t0 = now_s();
+    while (metric(&s, "sdnpu_queue_length") < 1) {
+        if (now_s() - t0 > 10) fail_msg("the second request was not queued");
+        usleep(2000);
+    }
+    reply r = {0};
+    assert_int_equal(http(&s, "POST", "/v1/chat/completions", b.body, strlen(b.body), KEY, &r, 0), 503);
+    cJSON *j = cJSON_Parse(r.body);
+    assert_non_null(strstr(str(j, "error.message"), "queue"));
+    cJSON_Delete(j);
+    free(r.body);
+    pthread_join(ta, NULL);
+    pthread_join(tb, NULL);
+    assert_int_equal(a.r.status, 200);
+    assert_int_equal(b.r.status, 200);
+    assert_non_null(strstr(a.r.body, "data: [DONE]"));
+    free(a.r.body);
+    free(b.r.body);
+    stop(&s, 30);
+}
+
+/* SIGTERM during a long streamed request: the server stops within the drain bound plus a
+ * margin, exits 0, and the stream ends (cut short with an error event). */
+static void test_sigterm(void **state) {
+    (void)state;
+    server s;
+    const char *db = tu_tmp("term.sqlite");
+    start(&s, "server-term.log", "--slots", "1", "--drain", "0.2", "--ctx", "1024", "--history", db, NULL);
+    cJSON *first = post_json(&s, "/v1/chat/completions", CHAT(",\"max_tokens\":8,\"user\":\"bob\",\"sdnpu\":{\"ignore_eos\":true}"), 200);
+    assert_true(cJSON_IsTrue(at(first, "sdnpu.answer_stored")));
+    cJSON_Delete(first);
+    bg a = {.s = &s, .body = CHAT(",\"max_tokens\":1000,\"stream\":true,\"user\":\"bob\",\"sdnpu\":{\"ignore_eos\":true,\"method\":\"none\"}")};
+    pthread_t ta;
+    pthread_create(&ta, NULL, bg_post, &a);
+    wait_seen(&a);
+    double t0 = now_s();
+    stop(&s, 10);
+    print_message("stopped %.2f s after SIGTERM\n", now_s() - t0);
+    pthread_join(ta, NULL);
+    assert_non_null(a.r.body);
+    assert_non_null(strstr(a.r.body, "data: [DONE]"));
+    free(a.r.body);
+    FILE *f = fopen(s.log, "r");
+    char line[512];
+    int stopped = 0;
+    while (f && fgets(line, sizeof line, f)) stopped |= strstr(line, "sdnpu serve: stopped") != NULL;
+    if (f) fclose(f);
+    assert_true(stopped);
+    /* the history store was closed cleanly: intact, the first answer kept, the cut one not */
+    sqlite3 *h = NULL;
+    assert_int_equal(sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    sqlite3_stmt *st = NULL;
+    assert_int_equal(sqlite3_prepare_v2(h, "PRAGMA integrity_check", -1, &st, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+    assert_string_equal((const char *)sqlite3_column_text(st, 0), "ok");
+    sqlite3_finalize(st);
+    sqlite3_close(h);
+    sdnpu_model *m = NULL;
+    sdnpu_context *c = NULL;
+    sdnpu_context_params cp;
+    sdnpu_context_params_init(&cp);
+    cp.history_path = db;
+    sdnpu_error e = {0};
+    assert_int_equal(sdnpu_model_load(model_path(), NULL, &m, &e), SDNPU_OK);
+    assert_int_equal(sdnpu_context_new(m, &cp, &c, &e), SDNPU_OK);
+    sdnpu_message msgs[2] = {{"system", "You answer briefly."}, {"user", "Tell me about the lighthouse on Gull Rock."}};
+    sdnpu_request r;
+    sdnpu_request_init(&r);
+    r.messages = msgs;
+    r.n_messages = 2;
+    r.task_group = "bob";
+    r.max_tokens = 4;
+    r.store_answer = 0;
+    sdnpu_result res;
+    assert_int_equal(sdnpu_generate(c, &r, &res, &e), SDNPU_OK);
+    assert_int_equal(res.stats.history_answers, 1);
+    sdnpu_result_free(&res);
+    sdnpu_context_free(c);
+    sdnpu_model_free(m);
+}
+
+int main(void) {
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    model_path(); /* write the model once, before any server starts */
+    const struct CMUnitTest shared[] = {
+        cmocka_unit_test(test_endpoints),
+        cmocka_unit_test(test_chat_and_stream),
+        cmocka_unit_test(test_greedy_identity),
+        cmocka_unit_test(test_history_user),
+        cmocka_unit_test(test_bad_input),
+        cmocka_unit_test(test_mutated_bodies),
+        cmocka_unit_test(test_cancel_on_disconnect),
+    };
+    const struct CMUnitTest own[] = {
+        cmocka_unit_test(test_queue_full),
+        cmocka_unit_test(test_sigterm),
+    };
+    int rc = cmocka_run_group_tests_name("server", shared, setup, teardown);
+    rc |= cmocka_run_group_tests_name("server lifecycle", own, NULL, NULL);
+    curl_global_cleanup();
+    return rc;
+}
