@@ -103,6 +103,8 @@ char *sdn_model_describe(const sdn_model *m, int n_ctx) {
             sdn_chat_template_init(&ct, SDN_CHAT_AUTO, tmpl);
             add(&b, "chat template: present, rendered as %s%s%s%s\n", sdn_chat_kind_name(ct.kind), ct.default_system[0] ? " (default system prompt: \"" : "",
                 ct.default_system, ct.default_system[0] ? "\")" : "");
+        } else if (m->tok && sdn_tokenizer_find(m->tok, "<start_of_turn>", 15) >= 0 && sdn_tokenizer_find(m->tok, "<end_of_turn>", 13) >= 0) {
+            add(&b, "chat template: none (a base model; its vocabulary has Gemma's turn markers: --chat-template gemma renders them)\n");
         } else {
             add(&b, "chat template: none\n");
         }

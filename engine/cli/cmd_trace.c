@@ -23,7 +23,7 @@ static void usage(FILE *f) {
                "  --topk K             prefill predictions per context position (default 8; 0: none)\n"
                "  --out FILE           the trace (JSON Lines)\n"
                "  --threads N --ctx N  worker threads (default 2), KV cache size\n"
-               "  --chat-template NAME auto (default), none, chatml, llama3, llama2, vicuna, plain\n"
+               "  --chat-template NAME auto (default), none, chatml, llama3, llama2, vicuna, plain, gemma\n"
                "  --use-input          render each row's original input as the user turn (as Spec-Bench does)\n");
 }
 

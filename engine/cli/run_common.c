@@ -52,7 +52,7 @@ void sdn_run_opts_usage(FILE *f) {
                "  --threads K           worker threads (default 2)\n"
                "  --ctx N               KV cache size in tokens (default min(model, 4096))\n"
                "  --tokenizer FILE      llama2.c tokenizer.bin (for llama2.c checkpoints)\n"
-               "  --chat-template NAME  auto (default), none, chatml, llama3, llama2, vicuna, plain\n"
+               "  --chat-template NAME  auto (default), none, chatml, llama3, llama2, vicuna, plain, gemma\n"
                "  --system TEXT         system prompt for chat templates\n"
                "  --ignore-eos          keep generating past end-of-generation tokens\n"
                "  --quiet               print only the generated text\n"
