@@ -10,11 +10,14 @@
  *   - teacher forcing: fed prompt + llama.cpp's greedy answer, sdnpu's top-1 agrees with
  *     llama.cpp's on >= MIN_AGREE of the answer positions (prompt on the prefill path, answer
  *     on the batch-invariant decode path, as generation runs); the largest logit difference over
- *     llama.cpp's top-8 tokens is printed;
- *   - greedy: where sdnpu's greedy answer diverges from llama.cpp's, the two tokens are a
- *     near-tie in llama.cpp's own logits;
+ *     llama.cpp's top-8 tokens is printed; every position where the two top-1 tokens differ
+ *     is a near-tie of llama.cpp's own logits. That also covers greedy decoding: sdnpu's greedy
+ *     answer follows llama.cpp's up to the first such position (where it takes the other side
+ *     of the near-tie), so greedy answers are not generated again here (it would double the
+ *     test's time);
  *   - speculation: greedy speculative output equals plain greedy decoding for every drafting
- *     method (test_every_method_identical, on 12 of the requests).
+ *     method (test_every_method_identical, on the first request of each task: one rag prompt
+ *     is longer than the 512-position sliding window).
  * SDN_TEST_FILTER=pattern runs only the matching tests. */
 #include <math.h>
 #include <setjmp.h>
@@ -36,14 +39,17 @@
 #include "support/smollm2_golden.h"
 #include "support/test_util.h"
 
-/* Teacher-forced top-1 agreement required: see the measured value and the reasoning in
- * README.md (SmolLM2: the engines' 8-bit activation rounding in different orders bounds the
- * agreement below 99%, llama.cpp agrees with itself batched vs one token on 97.4%). */
-#define MIN_AGREE 0.97 /* measured 0.985 (1 thread and 2, AMD EPYC AVX-512) */
-/* A greedy divergence must be a near-tie of llama.cpp's own logits. Gemma's logits are on a
- * larger scale than SmolLM2's (top logits ~20-40), and so are the rounding differences. */
-#define TIE_TOL 1.5f
-#define SPEC_REQUESTS 12 /* 3 per task: the speculative identity within the time budget */
+/* Teacher-forced top-1 agreement required: the issue's 99%. Measured 957 / 960 = 99.69% (AMD
+ * EPYC, AVX-512 path, 2 threads); the 3 disagreements are near-ties (llama.cpp margins 0.005,
+ * 0.03, 0.23). Unlike SmolLM2 (97.6%, bounded by llama.cpp's own batched-vs-one-token noise),
+ * Gemma's answers here are mostly confident continuations, so 99% holds with a margin of 6
+ * positions for OpenBLAS prefill differences between CPUs. */
+#define MIN_AGREE 0.99
+/* A disagreement must be a near-tie of llama.cpp's own logits (as for SmolLM2: both engines
+ * are up to about a logit away from exact arithmetic). */
+#define TIE_TOL 1.0f
+#define SPEC_REQUESTS 4 /* 1 per task: the speculative identity within the time budget (7 methods x 24 tokens
+                            over a 262k-token LM head; test_spec_greedy holds the identity on 750 random cases) */
 
 static sdn_model *g_model;
 static sg_golden *g_gold;
@@ -133,8 +139,8 @@ static void test_teacher_forced(void **state) {
     (void)state;
     REQUIRE();
     sdn_ctx *c = tu_ctx(g_model, 2048, 2, 256);
-    int V = sdn_model_cfg(g_model)->vocab, agree = 0, total = 0;
-    float max_diff = 0;
+    int V = sdn_model_cfg(g_model)->vocab, agree = 0, total = 0, not_ties = 0;
+    float max_diff = 0, worst_margin = 0;
     const char *worst = "";
     for (int r = 0; r < g_gold->n; r++) {
         const sg_request *q = &g_gold->req[r];
@@ -166,6 +172,17 @@ static void test_teacher_forced(void **state) {
                 if (l[v] > l[best]) best = v;
             total++;
             agree += best == q->top_ids[p * q->topk];
+            if (best != q->top_ids[p * q->topk]) {
+                /* a near-tie of llama.cpp's own logits: its top-1 and sdnpu's top-1 */
+                float lt = q->top_logits[p * q->topk], lm = NAN;
+                for (int k = 0; k < q->topk; k++)
+                    if (q->top_ids[p * q->topk + k] == best) lm = q->top_logits[p * q->topk + k];
+                float margin = lt - lm;
+                print_message("%s: answer position %d: llama.cpp's top-1 %d (logit %.4f), sdnpu's %d (llama.cpp's logit %.4f, margin %.4f)\n",
+                              q->id, p, q->top_ids[p * q->topk], lt, best, lm, margin);
+                if (!(margin <= TIE_TOL)) not_ties++;
+                if (!(margin <= worst_margin)) worst_margin = margin;
+            }
             for (int k = 0; k < q->topk; k++) {
                 float d = fabsf(l[q->top_ids[p * q->topk + k]] - q->top_logits[p * q->topk + k]);
                 if (d > max_diff) {
@@ -182,45 +199,9 @@ static void test_teacher_forced(void **state) {
     print_message("teacher-forced top-1 agreement with llama.cpp (prompt on the prefill path, answer on the decode path): %d / %d = %.2f%%; "
                   "largest logit difference over llama.cpp's top-8: %.4f (%s)\n",
                   agree, total, 100 * rate, max_diff, worst);
+    print_message("every disagreement is a near-tie of llama.cpp's logits (largest margin %.4f, tolerance %.2f)\n", worst_margin, TIE_TOL);
     assert_true(total >= 40 * 16);
     assert_true(rate >= MIN_AGREE);
-}
-
-static void test_greedy_vs_llamacpp(void **state) {
-    (void)state;
-    REQUIRE();
-    sdn_ctx *c = tu_ctx(g_model, 2048, 2, 256);
-    const sdn_tokenizer *tk = sdn_model_tokenizer(g_model);
-    int identical = 0, diverged = 0, not_ties = 0;
-    float worst_margin = 0;
-    for (int r = 0; r < g_gold->n; r++) {
-        const sg_request *q = &g_gold->req[r];
-        sdn_gen_params gp = {.max_tokens = q->max_new};
-        int32_t *out;
-        int n_out;
-        sdn_err e = {0};
-        if (sdn_generate(c, q->prompt_ids, q->n_prompt, &gp, eog, (void *)tk, NULL, NULL, &out, &n_out, NULL, &e)) fail_msg("%s: %s", q->id, e.msg);
-        int i = 0;
-        while (i < n_out && i < q->n_answer && out[i] == q->answer_ids[i]) i++;
-        if (i == n_out && i == q->n_answer) identical++;
-        else {
-            int32_t mine = i < n_out ? out[i] : -1;
-            float lt = q->top_logits[i * q->topk], lm = NAN;
-            for (int k = 0; k < q->topk; k++)
-                if (q->top_ids[i * q->topk + k] == mine || (mine < 0 && sdn_tokenizer_is_eog(tk, q->top_ids[i * q->topk + k])))
-                    lm = q->top_logits[i * q->topk + k];
-            float margin = lt - lm;
-            print_message("%s: diverges at answer token %d: llama.cpp %d (logit %.4f), sdnpu %d (llama.cpp's logit %.4f, margin %.4f)\n", q->id, i,
-                          q->top_ids[i * q->topk], lt, mine, lm, margin);
-            if (!(margin <= TIE_TOL)) not_ties++;
-            if (margin > worst_margin || margin != margin) worst_margin = margin;
-            diverged++;
-        }
-        free(out);
-    }
-    print_message("greedy answers: %d of %d identical to llama.cpp's token for token, %d diverge (largest llama.cpp margin %.4f)\n", identical,
-                  g_gold->n, diverged, worst_margin);
-    sdn_ctx_free(c);
     assert_int_equal(not_ties, 0);
 }
 
@@ -243,7 +224,7 @@ static int32_t *gen(sdn_ctx *c, const sdn_tokenizer *tk, const char *method, con
 }
 
 /* Greedy speculative output identical to plain decoding for every drafting method, on the
- * first 3 requests of each task (the sliding window of 512 is crossed by the rag prompts). */
+ * first request of each task (the sliding window of 512 is crossed by the rag prompt). */
 static void test_every_method_identical(void **state) {
     (void)state;
     REQUIRE();
@@ -292,7 +273,6 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_model_and_prompts),
         cmocka_unit_test(test_teacher_forced),
-        cmocka_unit_test(test_greedy_vs_llamacpp),
         cmocka_unit_test(test_every_method_identical),
     };
     return cmocka_run_group_tests(tests, NULL, teardown);

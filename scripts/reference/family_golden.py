@@ -13,8 +13,10 @@ answer, the top-k logits at every answer position) and "chat" lines.
   file order: 40 requests, prompts of 60-640 tokens, so that the CTest stays within its time
   budget on 2 cores.
 --family qwen3: a file written by `sdnpu make-model` (seeded random weights, the generated
-  SentencePiece vocabulary, no chat template: requests are rendered as sdnpu's plain format
-  "User: ...\\nAssistant:"). Fewer, shorter requests (--per-task); the answers of a random model
+  SentencePiece vocabulary, no chat template: requests are raw text as sdnpu renders them for
+  a model without a template, engine/request.c: the context, its trailing newlines dropped, a
+  blank line, the prompt; tokenized with BOS and without control-token parsing). Fewer
+  requests (--per-task); the answers of a random model
   mean nothing, its logits are what is compared. Used for the exact Qwen3-0.6B and 1.7B shapes
   and for the reduced-layer variant the CTest generates:
       ./sdnpu make-model --shape qwen3-0.6b --layers 2 --type Q8_0 --seed 1 --out /tmp/q3-l2.gguf
@@ -26,6 +28,7 @@ Run with OMP_WAIT_POLICY=passive on a shared machine. Examples (venv as in smoll
       --model /tmp/q3-l2.gguf --per-task 3 --max-new 16 --out tests/golden/qwen3/llamacpp-0.6b-l2.jsonl
 """
 import argparse
+import hashlib
 import json
 import os
 import platform
@@ -66,6 +69,14 @@ CHAT_CASES = [
      {"role": "assistant", "content": "- tap(2)"},
      {"role": "user", "content": "Now go back\n\twith a tab, unicode \u00e9\u4e2d and <b>markup</b>  "}],
 ]
+
+
+def sha256(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for b in iter(lambda: f.read(1 << 20), b""):
+            h.update(b)
+    return h.hexdigest()
 
 
 def cpu_model():
@@ -122,20 +133,25 @@ def main():
     env = jinja2.Environment(loader=jinja2.BaseLoader(), trim_blocks=False, lstrip_blocks=False)
 
     def render(messages):
-        if a.family == "gemma3":
-            return env.from_string(GEMMA_TEMPLATE).render(messages=messages, add_generation_prompt=True, bos_token=bos_s)
-        # sdnpu's plain format (one user message, no system prompt)
-        return "User: " + messages[-1]["content"] + "\nAssistant:"
+        return env.from_string(GEMMA_TEMPLATE).render(messages=messages, add_generation_prompt=True, bos_token=bos_s)
+
+    def raw_text(row):
+        ctx, prompt = row.get("context") or "", row.get("prompt") or ""
+        return (ctx.rstrip("\n") + "\n\n" if ctx else "") + prompt
 
     def tokenize(text):
-        # gemma: the rendered text starts with <bos>, so no second BOS (sdn_chat_tokenize)
-        return llm.tokenize(text.encode("utf-8"), add_bos=a.family != "gemma3", special=True)
+        # gemma: the rendered text starts with <bos>, so no second BOS (sdn_chat_tokenize);
+        # raw text (qwen3): BOS added, no control-token parsing
+        if a.family == "gemma3":
+            return llm.tokenize(text.encode("utf-8"), add_bos=False, special=True)
+        return llm.tokenize(text.encode("utf-8"), add_bos=True, special=False)
 
     header = {
         "kind": "header",
         "family": a.family,
         "model": os.path.basename(a.model),
         "model_size": os.path.getsize(a.model),
+        "model_sha256": sha256(a.model),
         "reference": "llama.cpp via llama-cpp-python %s" % llama_cpp.__version__,
         "system_info": llama_cpp.llama_print_system_info().decode(),
         "cmake_args": a.cmake_args,
@@ -151,7 +167,7 @@ def main():
     }
     rows_out = []
     for row in pick_rows(a.shared, a.per_task):
-        text = render([{"role": "user", "content": user_message(row)}])
+        text = render([{"role": "user", "content": user_message(row)}]) if a.family == "gemma3" else raw_text(row)
         ids = tokenize(text)
         llm.reset()
         llm.eval(ids)
