@@ -17,7 +17,9 @@
  * always the input token by a wide margin (tied embeddings), also the agreement on the
  * second-ranked token, which depends on every layer; the largest logit difference on llama.cpp's
  * top-8 relative to the logit scale; greedy speculative output identical to plain decoding
- * for every drafting method. */
+ * for every drafting method (on the 3 tweet requests, the shortest prompts, to stay within the
+ * test's time budget; test_spec_greedy holds the identity on 750 random cases of the tiny
+ * shapes, tiny-qwen3 among them). */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -190,8 +192,12 @@ static void check_variant(const variant *v, int spec) {
     if (spec) {
         const sdn_tokenizer *tk = sdn_model_tokenizer(m);
         const char *methods[] = {"pld", "sam", "sam+tree", "sam+cal", "sam+reuse", "sdnpu"};
-        for (int r = 0; r < g->n && r < 8; r++) {
+        /* the tweet requests (the shortest prompts): 7 methods over a 151936-token LM head each */
+        int done = 0;
+        for (int r = 0; r < g->n; r++) {
             const sg_request *q = &g->req[r];
+            if (strcmp(q->task, "tweet")) continue;
+            done++;
             int base_n;
             int32_t *base = gen(c, tk, "none", q->prompt_ids, q->n_prompt, q->max_new, &base_n);
             for (size_t k = 0; k < sizeof methods / sizeof methods[0]; k++) {
@@ -203,7 +209,8 @@ static void check_variant(const variant *v, int spec) {
             }
             free(base);
         }
-        print_message("every drafting method identical to plain decoding on %d requests\n", g->n < 8 ? g->n : 8);
+        print_message("every drafting method identical to plain decoding on %d requests\n", done);
+        assert_true(done >= 3);
     }
     sdn_ctx_free(c);
     sg_free(g);
