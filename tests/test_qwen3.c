@@ -9,8 +9,11 @@
  * head dim 128, FFN 3072, q/k RMSNorm, no QKV bias, tied 151936-token embedding) with 2 of its
  * 28 layers, 12 requests (3 per task file, the shortest) of 16 answer tokens. With
  * SDN_QWEN3_FULL=1 the same checks also run on the full Qwen3-0.6B and Qwen3-1.7B shapes
- * (golden files recorded by the same script; ~2.5 GB of files written to the temp folder, a
- * few minutes: not part of the default run).
+ * (golden files recorded by the same script; ~2.5 GB of files written to the temp folder, ten
+ * minutes: not part of the default run). There 28 random layers amplify rounding (8-bit
+ * activations in different orders): the second-ranked token agrees less often (0.6B: 87.5%),
+ * so instead sdnpu and llama.cpp are both compared with the naive double-precision reference
+ * on the shortest request, and sdnpu must be as close to exact as llama.cpp is.
  *
  * Checks: prompt ids equal llama.cpp's (the generated SentencePiece vocabulary, sdnpu's plain
  * rendering); teacher-forced top-1 agreement; since a random-weight model's top-1 is nearly
@@ -41,6 +44,7 @@
 #include "engine/request.h"
 #include "engine/session.h"
 #include "engine/tokenizer.h"
+#include "support/ref_model.h"
 #include "support/smollm2_golden.h"
 #include "support/test_util.h"
 
@@ -112,6 +116,63 @@ static int32_t *gen(sdn_ctx *c, const sdn_tokenizer *tk, const char *method, con
     if (sdn_generate(c, prompt, n, &gp, eog, (void *)tk, NULL, NULL, &out, n_out, NULL, &e)) fail_msg("%s: %s", method, e.msg);
     sdn_drafter_destroy(&d);
     return out;
+}
+
+/* On the shortest request: sdnpu (prompt on the prefill path, answer on the decode path) and
+ * llama.cpp (the golden logits) each against the naive double-precision reference on the same
+ * weights, over llama.cpp's top-8 tokens of every answer position. */
+static void exact_three_way(sdn_model *m, const sg_golden *g) {
+    const sg_request *q = NULL;
+    for (int r = 0; r < g->n; r++)
+        if (!q || g->req[r].n_prompt < q->n_prompt) q = &g->req[r];
+    ref_model *ref = ref_model_load(sdn_model_path(m));
+    assert_non_null(ref);
+    int V = sdn_model_cfg(m)->vocab, np = q->n_prompt, npos = q->n_top;
+    float *ex = malloc(sizeof(float) * (size_t)V * (size_t)npos), *lg = malloc(sizeof(float) * (size_t)V);
+    float *sl = malloc(sizeof(float) * (size_t)V * (size_t)npos);
+    int32_t *seq = malloc(sizeof(int32_t) * (size_t)(np + q->n_answer));
+    memcpy(seq, q->prompt_ids, sizeof(int32_t) * (size_t)np);
+    memcpy(seq + np, q->answer_ids, sizeof(int32_t) * (size_t)q->n_answer);
+    ref_model_reset(ref);
+    for (int i = 0; i < np - 1 + npos; i++) {
+        ref_model_step(ref, seq[i], lg);
+        if (i >= np - 1) memcpy(ex + (size_t)(i - np + 1) * V, lg, sizeof(float) * (size_t)V);
+    }
+    sdn_ctx *c = tu_ctx(m, 1024, 2, 256);
+    sdn_err e = {0};
+    sdn_batch b = {.n = np - 1, .tokens = seq, .n_logits = 0};
+    assert_int_equal(sdn_forward(c, &b, NULL, &e), SDN_OK);
+    int32_t rows[64];
+    for (int i = 0; i < npos; i++) rows[i] = i;
+    sdn_batch a = {.n = npos, .tokens = seq + np - 1, .logit_rows = rows, .n_logits = npos, .invariant = 1};
+    assert_int_equal(sdn_forward(c, &a, sl, &e), SDN_OK);
+    double ws = 0, wl = 0;
+    int s2 = 0, l2 = 0;
+    for (int p = 0; p < npos; p++) {
+        const float *x = ex + (size_t)p * V, *y = sl + (size_t)p * V;
+        /* the exact second-ranked token */
+        int e1 = 0, e2 = -1, y1 = 0, y2 = -1;
+        for (int t = 1; t < V; t++) {
+            if (x[t] > x[e1]) { e2 = e1; e1 = t; } else if (e2 < 0 || x[t] > x[e2]) e2 = t;
+            if (y[t] > y[y1]) { y2 = y1; y1 = t; } else if (y2 < 0 || y[t] > y[y2]) y2 = t;
+        }
+        s2 += y2 == e2;
+        l2 += q->top_ids[p * q->topk + 1] == e2;
+        for (int k = 0; k < q->topk; k++) {
+            int t = q->top_ids[p * q->topk + k];
+            double ds = fabs((double)y[t] - x[t]), dl = fabs((double)q->top_logits[p * q->topk + k] - x[t]);
+            if (ds > ws) ws = ds;
+            if (dl > wl) wl = dl;
+        }
+    }
+    print_message("against exact arithmetic (%s, %d positions): sdnpu largest logit difference %.3f, second-ranked token %d agree; "
+                  "llama.cpp %.3f, %d agree\n",
+                  q->id, npos, ws, s2, wl, l2);
+    assert_true(ws <= 1.5 * wl + 0.5);
+    assert_true(s2 >= l2 - 1);
+    sdn_ctx_free(c);
+    ref_model_free(ref);
+    free(ex), free(lg), free(sl), free(seq);
 }
 
 static void check_variant(const variant *v, int spec) {
@@ -187,8 +248,15 @@ static void check_variant(const variant *v, int spec) {
                   v->shape, v->layers ? "2" : "all", g->n, total, 100.0 * agree1 / total, 100.0 * agree2 / total, worst);
     assert_true(g->n >= 8);
     assert_true((double)agree1 / total >= MIN_AGREE_TOP1);
-    assert_true((double)agree2 / total >= MIN_AGREE_TOP2);
-    assert_true(worst <= MAX_REL_DIFF);
+    if (v->layers) {
+        assert_true((double)agree2 / total >= MIN_AGREE_TOP2);
+        assert_true(worst <= MAX_REL_DIFF);
+    } else {
+        /* 28 random layers amplify rounding differences (no trained, contractive weights):
+         * the second-ranked token and the logits are checked against exact arithmetic instead:
+         * sdnpu must be as close to the naive double-precision reference as llama.cpp is */
+        exact_three_way(m, g);
+    }
     if (spec) {
         const sdn_tokenizer *tk = sdn_model_tokenizer(m);
         const char *methods[] = {"pld", "sam", "sam+tree", "sam+cal", "sam+reuse", "sdnpu"};
