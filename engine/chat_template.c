@@ -4,7 +4,10 @@
  * (no tools): ChatML as Qwen2.5's template, Llama 3 as Meta's 3.0 / 3.1+ templates (content
  * trimmed, 3.1+ always with a dated system turn; the date is the template's fallback
  * "26 Jul 2024" so prompts are reproducible), Llama 2 as Meta's Llama-2-chat template, Vicuna
- * as FastChat's vicuna_v1.1 conversation. Text is built in a growable buffer. */
+ * as FastChat's vicuna_v1.1 conversation, Gemma as Google's Gemma 3 instruction template
+ * (<bos> written as text; a system message is folded into the first user turn as
+ * "<system>\n\n"; role "assistant" is written "model"; each turn's content trimmed, turns
+ * "<start_of_turn>ROLE\n...<end_of_turn>\n"). Text is built in a growable buffer. */
 #include "engine/chat_template.h"
 
 #include <stdio.h>
@@ -79,13 +82,15 @@ sdn_chat_kind sdn_chat_detect(const char *tmpl) {
     if (contains(tmpl, "<|start_header_id|>") && contains(tmpl, "<|end_header_id|>")) return SDN_CHAT_LLAMA3;
     if (contains(tmpl, "[INST]")) return SDN_CHAT_LLAMA2;
     if (contains(tmpl, "USER: ") && contains(tmpl, "ASSISTANT: ")) return SDN_CHAT_VICUNA;
+    if (contains(tmpl, "<start_of_turn>")) return SDN_CHAT_GEMMA;
     return SDN_CHAT_PLAIN;
 }
 
-static const char *const k_names[] = {"auto", "chatml", "llama3", "llama2", "vicuna", "plain"};
+static const char *const k_names[] = {"auto", "chatml", "llama3", "llama2", "vicuna", "plain", "gemma"};
+#define N_KINDS ((int)(sizeof k_names / sizeof k_names[0]))
 
 int sdn_chat_kind_from_name(const char *name, sdn_chat_kind *out) {
-    for (int k = 0; k < 6; k++)
+    for (int k = 0; k < N_KINDS; k++)
         if (name && !strcmp(name, k_names[k])) {
             *out = (sdn_chat_kind)k;
             return SDN_OK;
@@ -93,9 +98,9 @@ int sdn_chat_kind_from_name(const char *name, sdn_chat_kind *out) {
     return SDN_EINVAL;
 }
 
-int sdn_chat_writes_bos(sdn_chat_kind kind) { return kind == SDN_CHAT_LLAMA3 || kind == SDN_CHAT_LLAMA2; }
+int sdn_chat_writes_bos(sdn_chat_kind kind) { return kind == SDN_CHAT_LLAMA3 || kind == SDN_CHAT_LLAMA2 || kind == SDN_CHAT_GEMMA; }
 
-const char *sdn_chat_kind_name(sdn_chat_kind kind) { return (kind >= 0 && kind <= SDN_CHAT_PLAIN) ? k_names[kind] : "?"; }
+const char *sdn_chat_kind_name(sdn_chat_kind kind) { return ((int)kind >= 0 && (int)kind < N_KINDS) ? k_names[kind] : "?"; }
 
 /* ChatML templates write their default system turn as a string literal
  * '<|im_start|>system\n<text><|im_end|>\n'; find the first such literal whose text is plain. */
@@ -255,6 +260,24 @@ int sdn_chat_template_render(const sdn_chat_template *ct, const sdn_chat_msg *ms
         if (add_generation_prompt) sb_add(&b, "ASSISTANT:");
         break;
     }
+    case SDN_CHAT_GEMMA:
+        sb_add(&b, "<bos>");
+        for (int i = first; i < n; i++) {
+            int user = is_role(&msgs[i], "user");
+            if (user != ((i - first) % 2 == 0) || (!user && !is_role(&msgs[i], "assistant"))) {
+                free(b.p);
+                return sdn_fail(err, SDN_EINVAL, "chat template gemma: message %d has role '%s': after an optional first system message, roles must alternate user/assistant/user/...", i, msgs[i].role);
+            }
+            sb_add(&b, user ? "<start_of_turn>user\n" : "<start_of_turn>model\n");
+            if (i == first && sys) {
+                sb_add(&b, sys);
+                sb_add(&b, "\n\n");
+            }
+            sb_add_trimmed(&b, msgs[i].content);
+            sb_add(&b, "<end_of_turn>\n");
+        }
+        if (add_generation_prompt) sb_add(&b, "<start_of_turn>model\n");
+        break;
     case SDN_CHAT_PLAIN:
     default: {
         const char *s = sys ? sys : ct->default_system;

@@ -2,7 +2,7 @@
  * and a question, into the exact prompt text a chat model was trained on.
  *
  * sdnpu does not run Jinja. The model file's `tokenizer.chat_template` is recognised by
- * the markers it contains (<|im_start|>, <|start_header_id|>, [INST], "USER: ") and rendered
+ * the markers it contains (<|im_start|>, <|start_header_id|>, [INST], "USER: ", <start_of_turn>) and rendered
  * by a fixed C implementation of that family; facts the template adds on its own (Qwen's
  * default system prompt, Llama 3.1's dated system header) are picked up from the template
  * source. Exact renderings are written out in docs/tokenizer.md.
@@ -24,6 +24,7 @@ typedef enum sdn_chat_kind {
     SDN_CHAT_LLAMA2,   /* <s>[INST] <<SYS>>\n...\n<</SYS>>\n\nuser [/INST] answer </s> */
     SDN_CHAT_VICUNA,   /* Vicuna v1.1: "SYSTEM USER: ... ASSISTANT: ...</s>" */
     SDN_CHAT_PLAIN,    /* no special tokens: "User: ...\nAssistant: ..." */
+    SDN_CHAT_GEMMA,    /* <bos><start_of_turn>user\ncontent<end_of_turn>\n<start_of_turn>model\n (Gemma 2/3) */
 } sdn_chat_kind;
 
 typedef struct sdn_chat_msg {
@@ -41,11 +42,11 @@ typedef struct sdn_chat_template {
 /* Family of a Jinja template source, or of a template name (NULL or unrecognised ->
  * SDN_CHAT_PLAIN). */
 sdn_chat_kind sdn_chat_detect(const char *tmpl);
-/* Parse a --chat-template NAME: auto, chatml, llama3, llama2, vicuna, plain.
+/* Parse a --chat-template NAME: auto, chatml, llama3, llama2, vicuna, plain, gemma.
  * SDN_OK, or SDN_EINVAL for an unknown name. */
 int sdn_chat_kind_from_name(const char *name, sdn_chat_kind *out);
 const char *sdn_chat_kind_name(sdn_chat_kind kind);
-/* 1 if the family writes the BOS token into the text itself (Llama 3, Llama 2): tokenize
+/* 1 if the family writes the BOS token into the text itself (Llama 3, Llama 2, Gemma): tokenize
  * such text without adding another BOS. */
 int sdn_chat_writes_bos(sdn_chat_kind kind);
 
@@ -53,7 +54,9 @@ int sdn_chat_writes_bos(sdn_chat_kind kind);
  * default system prompt "You are Qwen, created by Alibaba Cloud. You are a helpful
  * assistant." when none is given), LLAMA3 is Llama 3.1/3.2's (dated system turn always
  * present), LLAMA2 is Meta's Llama-2-chat template, VICUNA is FastChat's vicuna_v1.1, PLAIN
- * is "User: ...\nAssistant: ..." without special tokens; AUTO renders as PLAIN.
+ * is "User: ...\nAssistant: ..." without special tokens, GEMMA is Gemma 3's template (a
+ * system message becomes a prefix "<system>\n\n" of the first user turn, the assistant's role
+ * is "model", content trimmed, user and assistant alternate); AUTO renders as PLAIN.
  * add_generation_prompt appends the opening of the assistant turn. Roles must be
  * system/user/assistant except for ChatML and Llama 3 (any role); Llama 2 also needs user
  * and assistant to alternate. *out is malloc'd. */

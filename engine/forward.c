@@ -1,18 +1,27 @@
-/* forward.c - the transformer forward pass (Llama / Qwen2 family) over a batch of tokens.
+/* forward.c - the transformer forward pass (Llama / Qwen2 / Qwen3 / Gemma 3) over a batch
+ * of tokens.
  *
  * Reads top to bottom like llama2.c's run.c, but batched:
- *   x = embed(tokens)
- *   per layer: xb = rmsnorm(x); q,k,v = xb W{q,k,v} (+bias); rope(q, k); append k, v to
- *              the cache; att = attention(q, cache, mask); x += att Wo;
- *              xb = rmsnorm(x); x += (silu(xb Wgate) * (xb Wup)) Wdown
- *   logits = rmsnorm(x[rows]) Wout
+ *   x = embed(tokens) (* sqrt(dim) for gemma3)
+ *   per layer: xb = rmsnorm(x); q,k,v = xb W{q,k,v} (+bias); per-head rmsnorm(q, k) (qwen3,
+ *              gemma3); rope(q, k); append k, v to the cache; att = attention(q, cache,
+ *              mask, sliding window of local layers); o = att Wo (rmsnorm(o) for gemma3);
+ *              x += o; xb = rmsnorm(x); f = (act(xb Wgate) * (xb Wup)) Wdown with act =
+ *              silu (gelu-tanh for gemma3) (rmsnorm(f) for gemma3); x += f
+ *   logits = rmsnorm(x[rows]) Wout (cap * tanh(logits / cap) when the model soft-caps)
  *
  * Matmuls go through mm_group(): batch-invariant kernels (matmul.h) split over the thread
  * pool by output rows, or OpenBLAS SGEMM over F32 weight tiles for large prefill batches.
  * Attention is computed per (row, head) over an explicit list of KV slots (the committed
  * prefix plus the batch rows the mask allows, in slot order), which makes a row's result
  * identical to the result of plain decoding at the same position; large causal prefill
- * batches use SGEMM-based attention instead. */
+ * batches use SGEMM-based attention instead.
+ *
+ * Sliding-window (local) layers: a KV entry is visible to a query at position p only when
+ * p - pos(entry) < n_swa. A committed entry in slot s holds position s (prefill appends in
+ * order and sdn_kv_keep moves accepted tree rows to the slots of their positions), and a
+ * batch row's position is b->pos[r]; so the window is a per-row lower bound on the
+ * committed slots plus a position test on the batch rows, the same for every batch. */
 #include "engine/forward.h"
 
 #include <stdatomic.h>
@@ -62,7 +71,9 @@ struct sdn_ctx {
     /* activations, max_batch rows each */
     float *x, *xb, *xb2, *q, *k, *v, *att, *hb, *hb2;
     float *rope_cs;           /* [max_batch][rope_dims/2][2] cos, sin */
+    float *rope_cs_swa;       /* the same for the local layers' RoPE base (gemma3), or NULL */
     double *inv_freq;         /* [rope_dims/2] */
+    double *inv_freq_swa;     /* [rope_dims/2] local layers (NULL when their base is the same) */
     void *act[2];             /* prepared activations for up to two weight types */
     size_t act_cap[2];
     float *wtile;             /* SGEMM weight tile */
@@ -130,6 +141,11 @@ int sdn_ctx_new(const sdn_model *m, const sdn_ctx_params *p, sdn_ctx **out, sdn_
     c->hb2 = malloc(B * cfg->hidden * sizeof(float));
     c->rope_cs = malloc(B * (size_t)cfg->rope_dims * sizeof(float));
     c->inv_freq = malloc((size_t)cfg->rope_dims / 2 * sizeof(double));
+    int two_bases = cfg->n_swa > 0 && cfg->rope_theta_swa != cfg->rope_theta;
+    if (two_bases) {
+        c->rope_cs_swa = malloc(B * (size_t)cfg->rope_dims * sizeof(float));
+        c->inv_freq_swa = malloc((size_t)cfg->rope_dims / 2 * sizeof(double));
+    }
     size_t sc_rows = B > (size_t)c->n_threads ? B : (size_t)c->n_threads;
     c->scores = malloc(sc_rows * (size_t)c->n_ctx * sizeof(float));
     c->slots = malloc((size_t)c->n_threads * c->n_ctx * sizeof(int32_t));
@@ -137,7 +153,7 @@ int sdn_ctx_new(const sdn_model *m, const sdn_ctx_params *p, sdn_ctx **out, sdn_
     c->kv_pos = malloc((size_t)c->n_ctx * sizeof(int32_t));
     c->pool = sdn_pool_new(c->n_threads);
     if (!c->k_cache || !c->v_cache || !c->x || !c->xb || !c->xb2 || !c->q || !c->k || !c->v || !c->att || !c->hb ||
-        !c->hb2 || !c->rope_cs || !c->inv_freq || !c->scores || !c->slots || !c->kv_tok || !c->kv_pos || !c->pool) {
+        !c->hb2 || !c->rope_cs || !c->inv_freq || (two_bases && (!c->rope_cs_swa || !c->inv_freq_swa)) || !c->scores || !c->slots || !c->kv_tok || !c->kv_pos || !c->pool) {
         size_t need = 2 * kv * sizeof(float);
         sdn_ctx_free(c);
         return sdn_fail(err, SDN_ENOMEM, "out of memory allocating the context (KV cache alone needs %zu MiB for %d positions)",
@@ -150,6 +166,11 @@ int sdn_ctx_new(const sdn_model *m, const sdn_ctx_params *p, sdn_ctx **out, sdn_
         double f = pow((double)cfg->rope_theta, -2.0 * j / cfg->rope_dims);
         if (m->rope_freqs) f /= m->rope_freqs[j];
         c->inv_freq[j] = f;
+        if (c->inv_freq_swa) {
+            double fs = pow((double)cfg->rope_theta_swa, -2.0 * j / cfg->rope_dims);
+            if (m->rope_freqs) fs /= m->rope_freqs[j];
+            c->inv_freq_swa[j] = fs;
+        }
     }
     *out = c;
     return SDN_OK;
@@ -159,7 +180,7 @@ void sdn_ctx_free(sdn_ctx *c) {
     if (!c) return;
     sdn_pool_free(c->pool);
     free(c->k_cache); free(c->v_cache); free(c->x); free(c->xb); free(c->xb2); free(c->q); free(c->k); free(c->v);
-    free(c->att); free(c->hb); free(c->hb2); free(c->rope_cs); free(c->inv_freq); free(c->scores); free(c->slots); free(c->kv_tok); free(c->kv_pos);
+    free(c->att); free(c->hb); free(c->hb2); free(c->rope_cs); free(c->inv_freq); free(c->rope_cs_swa); free(c->inv_freq_swa); free(c->scores); free(c->slots); free(c->kv_tok); free(c->kv_pos);
     free(c->act[0]); free(c->act[1]); free(c->wtile);
     free(c);
 }
@@ -356,18 +377,28 @@ static inline float dot_f32(const float *a, const float *b, int n) {
     return s;
 }
 
-static void rope_tables(sdn_ctx *c, const sdn_batch *b, int kv_base) {
+static void rope_table(const sdn_ctx *c, const sdn_batch *b, int kv_base, const double *inv_freq, float *out) {
     const sdn_model_config *cfg = &c->m->cfg;
     int half = cfg->rope_dims / 2;
     for (int i = 0; i < b->n; i++) {
         double p = (double)(b->pos ? b->pos[i] : kv_base + i) / cfg->rope_scale;
-        float *cs = c->rope_cs + (size_t)i * cfg->rope_dims;
+        float *cs = out + (size_t)i * cfg->rope_dims;
         for (int j = 0; j < half; j++) {
-            double a = p * c->inv_freq[j];
+            double a = p * inv_freq[j];
             cs[2 * j] = (float)cos(a);
             cs[2 * j + 1] = (float)sin(a);
         }
     }
+}
+
+static void rope_tables(sdn_ctx *c, const sdn_batch *b, int kv_base) {
+    rope_table(c, b, kv_base, c->inv_freq, c->rope_cs);
+    if (c->inv_freq_swa) rope_table(c, b, kv_base, c->inv_freq_swa, c->rope_cs_swa);
+}
+
+/* gelu with the tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). */
+static inline float gelu_tanh(float x) {
+    return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
 }
 
 /* Rotate n_h heads of one row in place. llama ("normal") rotates pairs (2j, 2j+1); NeoX
@@ -484,6 +515,7 @@ typedef struct att_job {
     sdn_ctx *c;
     const sdn_batch *b;
     int layer, n, kv_base;
+    int window; /* > 0: sliding window of this layer */
 } att_job;
 
 /* Attention for (row, head) tasks over an explicit slot list: committed slots [0, n_kv0)
@@ -498,7 +530,8 @@ static void att_rows_worker(void *arg, int ith, int nth) {
     const float *V = c->v_cache + (size_t)j->layer * c->n_ctx * c->kvd;
     float *sc = c->scores + (size_t)ith * c->n_ctx;
     int32_t *sl = c->slots + (size_t)ith * c->n_ctx;
-    float scale = 1.0f / sqrtf((float)hd);
+    float scale = cfg->attn_scale;
+    const int32_t *pos = j->b->pos;
     long tb, te;
     sdn_pool_range((long)n * H, ith, nth, 1, &tb, &te);
     int cur_row = -1, ns = 0;
@@ -507,9 +540,12 @@ static void att_rows_worker(void *arg, int ith, int nth) {
         if (i != cur_row) {
             cur_row = i;
             ns = 0;
-            for (int s = 0; s < n_kv0; s++) sl[ns++] = s;
+            /* committed slot s holds position s; a window keeps positions > p - window */
+            long p = pos ? pos[i] : (long)n_kv0 + i, lo = j->window > 0 ? p - j->window + 1 : 0;
+            for (long s = lo > 0 ? lo : 0; s < n_kv0; s++) sl[ns++] = (int32_t)s;
             for (int r = 0; r < n; r++) {
                 int vis = j->b->mask ? j->b->mask[(size_t)i * n + r] != 0 : r <= i;
+                if (vis && j->window > 0 && (pos ? pos[r] : (long)n_kv0 + r) < lo) vis = 0;
                 if (vis) sl[ns++] = n_kv0 + r;
             }
         }
@@ -532,9 +568,11 @@ static void att_rows_worker(void *arg, int ith, int nth) {
 typedef struct sm_job {
     sdn_ctx *c;
     int n, n_kv0;
+    int window; /* > 0: row i sees only slots > n_kv0 + i - window */
 } sm_job;
 
-/* Causal softmax of the GEMM attention score rows: row i sees slots [0, n_kv0 + i]. */
+/* Causal softmax of the GEMM attention score rows: row i sees slots [0, n_kv0 + i] (the
+ * last `window` of them in a sliding-window layer). */
 static void softmax_rows_worker(void *arg, int ith, int nth) {
     sm_job *j = arg;
     int L = j->n_kv0 + j->n;
@@ -542,21 +580,24 @@ static void softmax_rows_worker(void *arg, int ith, int nth) {
     sdn_pool_range(j->n, ith, nth, 1, &b, &e);
     for (long i = b; i < e; i++) {
         float *s = j->c->scores + (size_t)i * L;
-        int lim = j->n_kv0 + (int)i + 1;
+        int lim = j->n_kv0 + (int)i + 1, lo = j->window > 0 && lim > j->window ? lim - j->window : 0;
         float mx = -INFINITY, sum = 0.0f;
-        for (int k = 0; k < lim; k++) if (s[k] > mx) mx = s[k];
-        for (int k = 0; k < lim; k++) { s[k] = expf(s[k] - mx); sum += s[k]; }
+        for (int k = 0; k < lo; k++) s[k] = 0.0f;
+        for (int k = lo; k < lim; k++) if (s[k] > mx) mx = s[k];
+        for (int k = lo; k < lim; k++) { s[k] = expf(s[k] - mx); sum += s[k]; }
         float inv = 1.0f / sum;
-        for (int k = 0; k < lim; k++) s[k] *= inv;
+        for (int k = lo; k < lim; k++) s[k] *= inv;
         for (int k = lim; k < L; k++) s[k] = 0.0f;
     }
 }
 
 static void attention(sdn_ctx *c, const sdn_batch *b, int layer, int kv_base, int inv) {
     const sdn_model_config *cfg = &c->m->cfg;
-    int n = b->n;
-    if (inv || b->mask) {
-        att_job j = {c, b, layer, n, kv_base};
+    int n = b->n, window = sdn_layer_is_swa(cfg, layer) ? cfg->n_swa : 0;
+    /* the GEMM path assumes the default positions (slot = position); anything else takes the
+     * row path, which reads b->pos */
+    if (inv || b->mask || (window > 0 && b->pos)) {
+        att_job j = {c, b, layer, n, kv_base, window};
         sdn_pool_run(c->pool, att_rows_worker, &j);
         return;
     }
@@ -564,12 +605,12 @@ static void attention(sdn_ctx *c, const sdn_batch *b, int layer, int kv_base, in
     int hd = cfg->head_dim, grp = cfg->n_heads / cfg->n_kv_heads, L = kv_base + n;
     const float *K = c->k_cache + (size_t)layer * c->n_ctx * c->kvd;
     const float *V = c->v_cache + (size_t)layer * c->n_ctx * c->kvd;
-    float scale = 1.0f / sqrtf((float)hd);
+    float scale = cfg->attn_scale;
     for (int h = 0; h < cfg->n_heads; h++) {
         int kh = h / grp;
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, L, hd, scale, c->q + (size_t)h * hd, c->qd, K + (size_t)kh * hd,
                     c->kvd, 0.0f, c->scores, L);
-        sm_job sj = {c, n, kv_base};
+        sm_job sj = {c, n, kv_base, window};
         sdn_pool_run(c->pool, softmax_rows_worker, &sj);
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, hd, L, 1.0f, c->scores, L, V + (size_t)kh * hd, c->kvd, 0.0f,
                     c->att + (size_t)h * hd, c->qd);
@@ -583,6 +624,11 @@ static void attention(sdn_ctx *c, const sdn_batch *b, int layer, int kv_base, in
  * (insertion into a sorted list) and an online log-sum-exp, then the k logits become
  * probabilities. Ties keep the lower token id first, like sdn_argmax. */
 #define TOPK_TILE 4096
+
+/* Final logit soft-capping (Gemma): x = cap * tanh(x / cap). */
+static void softcap(float *x, size_t n, float cap) {
+    for (size_t i = 0; i < n; i++) x[i] = cap * tanhf(x[i] / cap);
+}
 
 static int topk_logits(sdn_ctx *c, const sdn_batch *b, int nl, int inv, sdn_err *err) {
     const sdn_model *m = c->m;
@@ -625,6 +671,7 @@ static int topk_logits(sdn_ctx *c, const sdn_batch *b, int nl, int inv, sdn_err 
         w.f32 = out.f32 ? out.f32 + (size_t)v0 * out.in : NULL;
         w.out = nv;
         if ((rc = mm(c, &w, c->xb, nl, tile, inv, err))) break;
+        if (m->cfg.final_softcap > 0) softcap(tile, (size_t)nl * nv, m->cfg.final_softcap);
         for (int r = 0; r < nl; r++) {
             const float *lg = tile + (size_t)r * nv;
             float *bl = best + (size_t)r * k;
@@ -688,9 +735,12 @@ static int path_invariant(sdn_path path, const sdn_batch *b) {
 
 int sdn_fwd_embed(sdn_ctx *c, const sdn_batch *b, float *x) {
     const sdn_model *m = c->m;
-    for (int i = 0; i < b->n; i++)
-        sdn_dequantize_row(m->tok_embd.type, (const char *)m->tok_embd.data + (size_t)b->tokens[i] * m->tok_embd.row_bytes,
-                           x + (size_t)i * m->cfg.dim, m->cfg.dim);
+    for (int i = 0; i < b->n; i++) {
+        float *xi = x + (size_t)i * m->cfg.dim;
+        sdn_dequantize_row(m->tok_embd.type, (const char *)m->tok_embd.data + (size_t)b->tokens[i] * m->tok_embd.row_bytes, xi, m->cfg.dim);
+        if (m->cfg.embd_scale != 1.0f)
+            for (int d = 0; d < m->cfg.dim; d++) xi[d] *= m->cfg.embd_scale;
+    }
     return SDN_OK;
 }
 
@@ -718,7 +768,11 @@ int sdn_fwd_layers(sdn_ctx *c, const sdn_batch *b, int kv_base, int l0, int l1, 
                 for (int d = 0; d < c->qd; d++) q[d] += y->bq[d];
                 for (int d = 0; d < c->kvd; d++) { k[d] += y->bk[d]; v[d] += y->bv[d]; }
             }
-            const float *cs = c->rope_cs + (size_t)i * cfg->rope_dims;
+            if (y->q_norm) {
+                for (int h = 0; h < cfg->n_heads; h++) rmsnorm(q + (size_t)h * cfg->head_dim, q + (size_t)h * cfg->head_dim, y->q_norm, cfg->head_dim, cfg->rms_eps);
+                for (int h = 0; h < cfg->n_kv_heads; h++) rmsnorm(k + (size_t)h * cfg->head_dim, k + (size_t)h * cfg->head_dim, y->k_norm, cfg->head_dim, cfg->rms_eps);
+            }
+            const float *cs = (c->rope_cs_swa && sdn_layer_is_swa(cfg, l) ? c->rope_cs_swa : c->rope_cs) + (size_t)i * cfg->rope_dims;
             rope_row(cfg, q, cfg->n_heads, cs);
             rope_row(cfg, k, cfg->n_kv_heads, cs);
         }
@@ -728,16 +782,23 @@ int sdn_fwd_layers(sdn_ctx *c, const sdn_batch *b, int kv_base, int l0, int l1, 
         attention(c, b, l, kv_base, inv);
         t_att += sdn_now() - ta;
         if ((rc = mm(c, &y->wo, c->att, n, c->xb2, inv, err))) return rc;
+        if (y->post_attn_norm)
+            for (int i = 0; i < n; i++) rmsnorm(c->xb2 + (size_t)i * dim, c->xb2 + (size_t)i * dim, y->post_attn_norm, dim, cfg->rms_eps);
         for (size_t i = 0; i < (size_t)n * dim; i++) x[i] += c->xb2[i];
         for (int i = 0; i < n; i++) rmsnorm(c->xb + (size_t)i * dim, x + (size_t)i * dim, y->ffn_norm, dim, cfg->rms_eps);
         const sdn_weight *gu[2] = {&y->w_gate, &y->w_up};
         float *gu_out[2] = {c->hb, c->hb2};
         if ((rc = mm_group(c, gu, gu_out, 2, c->xb, n, inv, err))) return rc;
-        for (size_t i = 0; i < (size_t)n * hid; i++) {
-            float g = c->hb[i];
-            c->hb[i] = g / (1.0f + expf(-g)) * c->hb2[i];
-        }
+        if (cfg->ffn_gelu)
+            for (size_t i = 0; i < (size_t)n * hid; i++) c->hb[i] = gelu_tanh(c->hb[i]) * c->hb2[i];
+        else
+            for (size_t i = 0; i < (size_t)n * hid; i++) {
+                float g = c->hb[i];
+                c->hb[i] = g / (1.0f + expf(-g)) * c->hb2[i];
+            }
         if ((rc = mm(c, &y->w_down, c->hb, n, c->xb2, inv, err))) return rc;
+        if (y->post_ffn_norm)
+            for (int i = 0; i < n; i++) rmsnorm(c->xb2 + (size_t)i * dim, c->xb2 + (size_t)i * dim, y->post_ffn_norm, dim, cfg->rms_eps);
         for (size_t i = 0; i < (size_t)n * dim; i++) x[i] += c->xb2[i];
     }
     double total = sdn_now() - t_start;
@@ -759,7 +820,10 @@ int sdn_fwd_head(sdn_ctx *c, const sdn_batch *b, const float *x, float *logits, 
     if (b->topk > 0) {
         rc = topk_logits(c, b, nl, inv, err);
         c->st.topk_s += sdn_now() - t0;
-    } else rc = mm(c, &m->output, c->xb, nl, logits, inv, err);
+    } else {
+        rc = mm(c, &m->output, c->xb, nl, logits, inv, err);
+        if (!rc && m->cfg.final_softcap > 0) softcap(logits, (size_t)nl * m->cfg.vocab, m->cfg.final_softcap);
+    }
     c->st.other_s += sdn_now() - t0 - (c->st.matmul_s - t_mm0);
     return rc;
 }

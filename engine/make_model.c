@@ -7,6 +7,13 @@
  *   Llama-3.2-1B: 16 layers, 2048, FFN 8192, 32 / 8 heads, vocab 128256, theta 500000,
  *     tied, rope_scaling llama3 (factor 32, low 1, high 4, original context 8192).
  *   Llama-3.2-3B: 28 layers, 3072, FFN 8192, 24 / 8 heads (head dim 128), vocab 128256.
+ *   Qwen3-0.6B: 28 layers, 1024, FFN 3072, 16 / 8 heads, head dim 128 (not 1024/16), vocab
+ *     151936, RMS eps 1e-6, theta 1e6, tied, no QKV bias, q/k RMSNorm.
+ *   Qwen3-1.7B: 28 layers, 2048, FFN 6144, 16 / 8 heads, head dim 128, vocab 151936, tied.
+ *   Gemma-3-270M: 18 layers, 640, FFN 2048, 4 / 1 heads, head dim 256, vocab 262144, eps 1e-6,
+ *     global theta 1e6, local theta 1e4, sliding window 512 on 5 of every 6 layers, tied,
+ *     q/k norms and post-attention/post-FFN norms (as in the real file, which sdnpu pulls).
+ * Norm weights are 1 + noise: Gemma's "1 + w" is already folded in, as in llama.cpp's files.
  * The Llama 3 frequency factors are written as the `rope_freqs.weight` tensor the way
  * llama.cpp's converter does (factor 1 for short wavelengths, `factor` for long ones, a
  * smooth blend between).
@@ -29,15 +36,21 @@
 #include "engine/vocab_gen.h"
 
 static const sdn_shape shapes[] = {
-    {"qwen2.5-0.5b", SDN_ARCH_QWEN2, 24, 896, 4864, 14, 2, 64, 151936, 32768, 1e-6f, 1e6f, 1, 0, "Qwen2.5-0.5B"},
-    {"qwen2.5-1.5b", SDN_ARCH_QWEN2, 28, 1536, 8960, 12, 2, 128, 151936, 32768, 1e-6f, 1e6f, 1, 0, "Qwen2.5-1.5B"},
-    {"llama-3.2-1b", SDN_ARCH_LLAMA, 16, 2048, 8192, 32, 8, 64, 128256, 131072, 1e-5f, 500000.0f, 1, 32.0f, "Llama-3.2-1B"},
-    {"llama-3.2-3b", SDN_ARCH_LLAMA, 28, 3072, 8192, 24, 8, 128, 128256, 131072, 1e-5f, 500000.0f, 1, 32.0f, "Llama-3.2-3B"},
-    {"tiny-llama", SDN_ARCH_LLAMA, 2, 256, 512, 4, 2, 64, 512, 1024, 1e-5f, 10000.0f, 0, 0, "test shape, llama, untied output"},
+    {"qwen2.5-0.5b", SDN_ARCH_QWEN2, 24, 896, 4864, 14, 2, 64, 151936, 32768, 1e-6f, 1e6f, 1, 0, "Qwen2.5-0.5B", 0, 0, 0.0f},
+    {"qwen2.5-1.5b", SDN_ARCH_QWEN2, 28, 1536, 8960, 12, 2, 128, 151936, 32768, 1e-6f, 1e6f, 1, 0, "Qwen2.5-1.5B", 0, 0, 0.0f},
+    {"llama-3.2-1b", SDN_ARCH_LLAMA, 16, 2048, 8192, 32, 8, 64, 128256, 131072, 1e-5f, 500000.0f, 1, 32.0f, "Llama-3.2-1B", 0, 0, 0.0f},
+    {"llama-3.2-3b", SDN_ARCH_LLAMA, 28, 3072, 8192, 24, 8, 128, 128256, 131072, 1e-5f, 500000.0f, 1, 32.0f, "Llama-3.2-3B", 0, 0, 0.0f},
+    {"tiny-llama", SDN_ARCH_LLAMA, 2, 256, 512, 4, 2, 64, 512, 1024, 1e-5f, 10000.0f, 0, 0, "test shape, llama, untied output", 0, 0, 0.0f},
     {"tiny-llama3", SDN_ARCH_LLAMA, 2, 256, 512, 8, 2, 32, 512, 1024, 1e-5f, 500000.0f, 1, 32.0f,
-     "test shape, llama with Llama 3 rope factors, tied"},
-    {"tiny-qwen2", SDN_ARCH_QWEN2, 2, 256, 512, 4, 2, 64, 512, 1024, 1e-6f, 1e6f, 1, 0, "test shape, qwen2 (QKV bias, NeoX rope)"},
-    {"small-llama", SDN_ARCH_LLAMA, 4, 512, 1536, 8, 4, 64, 576, 4096, 1e-5f, 10000.0f, 0, 0, "demo shape, llama, untied output"},
+     "test shape, llama with Llama 3 rope factors, tied", 0, 0, 0.0f},
+    {"tiny-qwen2", SDN_ARCH_QWEN2, 2, 256, 512, 4, 2, 64, 512, 1024, 1e-6f, 1e6f, 1, 0, "test shape, qwen2 (QKV bias, NeoX rope)", 0, 0, 0.0f},
+    {"small-llama", SDN_ARCH_LLAMA, 4, 512, 1536, 8, 4, 64, 576, 4096, 1e-5f, 10000.0f, 0, 0, "demo shape, llama, untied output", 0, 0, 0.0f},
+    {"qwen3-0.6b", SDN_ARCH_QWEN3, 28, 1024, 3072, 16, 8, 128, 151936, 40960, 1e-6f, 1e6f, 1, 0, "Qwen3-0.6B", 0, 0, 0.0f},
+    {"qwen3-1.7b", SDN_ARCH_QWEN3, 28, 2048, 6144, 16, 8, 128, 151936, 40960, 1e-6f, 1e6f, 1, 0, "Qwen3-1.7B", 0, 0, 0.0f},
+    {"gemma-3-270m", SDN_ARCH_GEMMA3, 18, 640, 2048, 4, 1, 256, 262144, 32768, 1e-6f, 1e6f, 1, 0, "Gemma-3-270M", 512, 6, 10000.0f},
+    {"tiny-qwen3", SDN_ARCH_QWEN3, 2, 256, 512, 4, 2, 96, 512, 1024, 1e-6f, 1e6f, 1, 0, "test shape, qwen3 (q/k norms, head dim 96 != dim/heads)", 0, 0, 0.0f},
+    {"tiny-gemma3", SDN_ARCH_GEMMA3, 3, 256, 512, 4, 1, 128, 512, 1024, 1e-6f, 1e6f, 1, 0,
+     "test shape, gemma3 (window 8 on layers 0 and 2, layer 1 global)", 8, 2, 10000.0f},
 };
 
 static const sdn_shape *sdn_shape_find(const char *name) {
@@ -184,7 +197,7 @@ int sdn_make_model(const sdn_make_model_opts *o, sdn_err *err) {
         sdn_gguf_w_bool(w, "tokenizer.ggml.add_bos_token", 1);
         sdn_gguf_w_bool(w, "tokenizer.ggml.add_eos_token", 0);
     }
-    const char *arch = sh->arch == SDN_ARCH_QWEN2 ? "qwen2" : "llama";
+    const char *arch = sdn_arch_name(sh->arch);
     char key[128];
 #define K(s) (snprintf(key, sizeof key, "%s.%s", arch, s), key)
     sdn_gguf_w_str(w, "general.architecture", arch);
@@ -207,10 +220,15 @@ int sdn_make_model(const sdn_make_model_opts *o, sdn_err *err) {
     sdn_gguf_w_f32(w, K("rope.freq_base"), sh->rope_theta);
     sdn_gguf_w_f32(w, K("attention.layer_norm_rms_epsilon"), sh->rms_eps);
     sdn_gguf_w_u32(w, K("vocab_size"), (uint32_t)c.vocab);
+    if (sh->n_swa > 0) {
+        sdn_gguf_w_u32(w, K("attention.sliding_window"), (uint32_t)sh->n_swa);
+        sdn_gguf_w_u32(w, K("attention.sliding_window_pattern"), (uint32_t)sh->swa_pattern);
+        sdn_gguf_w_f32(w, K("rope.freq_base_swa"), sh->rope_theta_swa);
+    }
 #undef K
 
     int64_t dim = sh->dim, hid = sh->hidden, qd = (int64_t)sh->n_heads * sh->head_dim, kvd = (int64_t)sh->n_kv_heads * sh->head_dim;
-    int cap = 8 + c.n_layers * 12;
+    int cap = 8 + c.n_layers * 16;
     c.t = calloc((size_t)cap, sizeof *c.t);
     c.rope_freqs = sh->llama3_rope_factor > 0 ? malloc((size_t)sh->head_dim / 2 * sizeof(float)) : NULL;
     if (!c.t || (sh->llama3_rope_factor > 0 && !c.rope_freqs)) {
@@ -248,7 +266,15 @@ int sdn_make_model(const sdn_make_model_opts *o, sdn_err *err) {
             ADD(NM("attn_k.bias"), 0, kvd, 0, T_BIAS);
             ADD(NM("attn_v.bias"), 0, kvd, 0, T_BIAS);
         }
+        if (sh->arch == SDN_ARCH_QWEN3 || sh->arch == SDN_ARCH_GEMMA3) {
+            ADD(NM("attn_q_norm.weight"), 0, sh->head_dim, 0, T_NORM);
+            ADD(NM("attn_k_norm.weight"), 0, sh->head_dim, 0, T_NORM);
+        }
         ADD(NM("attn_output.weight"), want, qd, dim, T_MATRIX);
+        if (sh->arch == SDN_ARCH_GEMMA3) {
+            ADD(NM("post_attention_norm.weight"), 0, dim, 0, T_NORM);
+            ADD(NM("post_ffw_norm.weight"), 0, dim, 0, T_NORM);
+        }
         ADD(NM("ffn_norm.weight"), 0, dim, 0, T_NORM);
         ADD(NM("ffn_gate.weight"), want, dim, hid, T_MATRIX);
         ADD(NM("ffn_up.weight"), want, dim, hid, T_MATRIX);

@@ -1,6 +1,7 @@
 /* make_model.h - writing seeded random-weight GGUF models of real shapes (`sdnpu
  * make-model`), so tests and benchmarks need no download. The shapes are the published
- * configurations (Qwen2.5-0.5B/1.5B, Llama-3.2-1B/3B) plus small test shapes; weights are
+ * configurations (Qwen2.5-0.5B/1.5B, Llama-3.2-1B/3B, Qwen3-0.6B/1.7B, Gemma-3-270M) plus small
+ * test shapes; weights are
  * Gaussian with std 1/sqrt(fan_in) so activations stay O(1) through the layers, quantized to
  * the requested type with the reference quantizers. The tokenizer section is either copied
  * from another GGUF (--vocab-from) or generated: a SentencePiece-style BPE vocabulary
@@ -21,6 +22,10 @@ typedef struct sdn_shape {
     int tied;
     float llama3_rope_factor; /* > 0: write rope_freqs with the Llama 3 rule */
     const char *description;
+    /* gemma3: sliding window of the local layers (0: none), the layer pattern (every
+     * swa_pattern-th layer global) and the local layers' rope base */
+    int n_swa, swa_pattern;
+    float rope_theta_swa;
 } sdn_shape;
 
 /* Named shapes. */

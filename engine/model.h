@@ -1,4 +1,4 @@
-/* model.h - loading a model file (GGUF `llama`/`qwen2`, or a llama2.c checkpoint) into an
+/* model.h - loading a model file (GGUF `llama`/`qwen2`/`qwen3`/`gemma3`, or a llama2.c checkpoint) into an
  * opaque sdn_model: configuration, weights (kept in the file's layout through mmap), its
  * tokenizer and a content fingerprint. Inference state lives in sdn_ctx (forward.h). */
 #ifndef SDN_MODEL_H
@@ -16,7 +16,10 @@ struct sdn_tokenizer;
  * seq_len); larger values are refused as absurd rather than narrowed to int. */
 #define SDN_MAX_CTX_LEN (1 << 24)
 
-typedef enum sdn_arch { SDN_ARCH_LLAMA = 0, SDN_ARCH_QWEN2 = 1 } sdn_arch;
+typedef enum sdn_arch { SDN_ARCH_LLAMA = 0, SDN_ARCH_QWEN2 = 1, SDN_ARCH_QWEN3 = 2, SDN_ARCH_GEMMA3 = 3 } sdn_arch;
+
+/* The GGUF general.architecture name of an architecture. */
+const char *sdn_arch_name(sdn_arch a);
 
 /* The shape and numerics of a model, as read from its file. */
 typedef struct sdn_model_config {
@@ -37,7 +40,23 @@ typedef struct sdn_model_config {
     int has_qkv_bias;
     int has_rope_freqs; /* Llama 3 frequency factors tensor present */
     int tied_output;  /* output projection shares token_embd */
+    /* qwen3 and gemma3 */
+    int has_qk_norm;  /* RMSNorm over each head of q and k (attn_q_norm, attn_k_norm) before RoPE */
+    /* gemma3 */
+    int has_post_norms;   /* RMSNorm of the attention and FFN outputs before the residual add
+                             (post_attention_norm, post_ffw_norm) */
+    int ffn_gelu;         /* 1: gelu(tanh) gate; 0: silu gate */
+    float embd_scale;     /* token embeddings are multiplied by this (gemma3: sqrt(dim); else 1) */
+    float attn_scale;     /* attention logit scale (1/sqrt(head_dim), or gemma3's query_pre_attn_scalar) */
+    int n_swa;            /* > 0: sliding window of the local layers (a query at position p sees
+                             keys at positions > p - n_swa); 0: every layer is global */
+    int swa_pattern;      /* with n_swa: layer l is local iff l % swa_pattern < swa_pattern - 1 */
+    float rope_theta_swa; /* RoPE base of the local layers */
+    float final_softcap;  /* > 0: logits = cap * tanh(logits / cap) */
 } sdn_model_config;
+
+/* 1 when layer l of the model uses sliding-window (local) attention. */
+int sdn_layer_is_swa(const sdn_model_config *c, int l);
 
 typedef struct sdn_model_load_opts {
     const char *tokenizer_path; /* llama2.c tokenizer.bin (needed for llama2.c checkpoints) */

@@ -47,8 +47,21 @@ char *sdn_model_describe(const sdn_model *m, int n_ctx) {
         add(&b, "gguf:          version %u, %d metadata keys, %d tensors\n", sdn_gguf_version(m->gguf), sdn_gguf_n_kv(m->gguf),
             sdn_gguf_n_tensors(m->gguf));
     }
-    add(&b, "architecture:  %s%s%s\n", c->arch == SDN_ARCH_QWEN2 ? "qwen2" : "llama", c->has_qkv_bias ? " (QKV bias)" : "",
-        c->has_rope_freqs ? " (Llama 3 rope frequency factors)" : "");
+    add(&b, "architecture:  %s%s%s%s%s%s\n", sdn_arch_name(c->arch), c->has_qkv_bias ? " (QKV bias)" : "",
+        c->has_rope_freqs ? " (Llama 3 rope frequency factors)" : "", c->has_qk_norm ? " (RMSNorm on q and k)" : "",
+        c->has_post_norms ? " (norms after attention and FFN)" : "", c->ffn_gelu ? " (gelu-tanh gated FFN)" : "");
+    if (c->arch == SDN_ARCH_GEMMA3) {
+        int n_local = 0;
+        for (int l = 0; l < c->n_layers; l++) n_local += sdn_layer_is_swa(c, l);
+        if (c->n_swa > 0)
+            add(&b, "attention:     %d local layers (sliding window %d, rope theta %g) and %d global (every %d%s layer), scale %g\n", n_local,
+                c->n_swa, c->rope_theta_swa, c->n_layers - n_local, c->swa_pattern,
+                c->swa_pattern == 2 ? "nd" : c->swa_pattern == 3 ? "rd" : "th", c->attn_scale);
+        else
+            add(&b, "attention:     all %d layers global, scale %g\n", c->n_layers, c->attn_scale);
+        add(&b, "embeddings:    scaled by %g (sqrt of dim)%s\n", c->embd_scale, c->final_softcap > 0 ? "" : ", no final logit soft-capping");
+        if (c->final_softcap > 0) add(&b, "logits:        soft-capped at %g\n", c->final_softcap);
+    }
     add(&b, "shape:         %d layers, dim %d, ffn %d, heads %d (kv %d, head dim %d), vocab %d\n", c->n_layers, c->dim, c->hidden,
         c->n_heads, c->n_kv_heads, c->head_dim, c->vocab);
     add(&b, "numerics:      rms eps %g, rope theta %g (%s%s), trained context %d\n", c->rms_eps, c->rope_theta,
@@ -94,6 +107,8 @@ char *sdn_model_describe(const sdn_model *m, int n_ctx) {
             sdn_chat_template_init(&ct, SDN_CHAT_AUTO, tmpl);
             add(&b, "chat template: present, rendered as %s%s%s%s\n", sdn_chat_kind_name(ct.kind), ct.default_system[0] ? " (default system prompt: \"" : "",
                 ct.default_system, ct.default_system[0] ? "\")" : "");
+        } else if (m->tok && sdn_tokenizer_find(m->tok, "<start_of_turn>", 15) >= 0 && sdn_tokenizer_find(m->tok, "<end_of_turn>", 13) >= 0) {
+            add(&b, "chat template: none (a base model; its vocabulary has Gemma's turn markers: --chat-template gemma renders them)\n");
         } else {
             add(&b, "chat template: none\n");
         }

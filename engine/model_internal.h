@@ -22,6 +22,8 @@ typedef struct sdn_weight {
 
 typedef struct sdn_layer {
     float *attn_norm, *ffn_norm;   /* [dim], owned F32 copies */
+    float *q_norm, *k_norm;        /* [head_dim] (qwen3, gemma3) or NULL */
+    float *post_attn_norm, *post_ffn_norm; /* [dim] (gemma3) or NULL */
     float *bq, *bk, *bv;           /* biases or NULL */
     sdn_weight wq, wk, wv, wo;
     sdn_weight w_gate, w_up, w_down;

@@ -1,4 +1,5 @@
-/* model_load.c - builds an sdn_model from a GGUF file (architectures llama and qwen2) or a
+/* model_load.c - builds an sdn_model from a GGUF file (architectures llama, qwen2, qwen3,
+ * gemma3) or a
  * llama2.c checkpoint. Weights stay in the file mapping in their stored layout; small
  * vectors (norms, biases, RoPE factors) are converted to owned F32 arrays. Every tensor's
  * presence, type and exact shape is checked against the configuration read from metadata,
@@ -10,9 +11,23 @@
  * {arch}.{block_count, embedding_length, feed_forward_length, attention.head_count,
  * attention.head_count_kv, attention.key_length, attention.layer_norm_rms_epsilon,
  * rope.freq_base, rope.dimension_count, rope.scaling.type, rope.scaling.factor,
- * context_length}. */
+ * context_length}.
+ *
+ * qwen3 (llama.cpp src/models/qwen3.cpp): qwen2 without QKV bias, plus blk.N.attn_q_norm /
+ * attn_k_norm ([key_length], an RMSNorm over every head of q and k before RoPE); the head
+ * dimension is attention.key_length (128 in Qwen3), not embedding_length / head_count.
+ * gemma3 (llama.cpp src/models/gemma3.cpp, src/llama-hparams.cpp): q/k norms as qwen3, plus
+ * blk.N.post_attention_norm and blk.N.post_ffw_norm; NeoX RoPE; gelu(tanh) gate; embeddings
+ * scaled by sqrt(embedding_length); attention scale 1/sqrt(key_length); when
+ * gemma3.attention.sliding_window is present, local layers (l % P < P - 1, P =
+ * attention.sliding_window_pattern, default 6) attend a window of that many positions and
+ * use rope.freq_base_swa (default 10000) while the others are global and use rope.freq_base;
+ * optional final_logit_softcapping. The norm weights are used as stored: llama.cpp's
+ * converter already added Gemma's "1 +" to them (checked on the real file: the stored
+ * weights are the scale factors themselves). */
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -111,7 +126,10 @@ static int load_gguf(sdn_model *m, const char *path, const sdn_model_load_opts *
     if (!arch) return sdn_fail(err, SDN_EFORMAT, "%s: metadata key 'general.architecture' is missing", path);
     if (!strcmp(arch, "llama")) c->arch = SDN_ARCH_LLAMA;
     else if (!strcmp(arch, "qwen2")) c->arch = SDN_ARCH_QWEN2;
-    else return sdn_fail(err, SDN_EUNSUP, "%s: architecture '%s' is not supported (llama and qwen2 are)", path, arch);
+    else if (!strcmp(arch, "qwen3")) c->arch = SDN_ARCH_QWEN3;
+    else if (!strcmp(arch, "gemma3")) c->arch = SDN_ARCH_GEMMA3;
+    else return sdn_fail(err, SDN_EUNSUP, "%s: architecture '%s' is not supported (llama, qwen2, qwen3 and gemma3 are)", path, arch);
+    int gemma = c->arch == SDN_ARCH_GEMMA3;
 
     uint32_t n_layers, dim, hidden, n_heads, n_kv, head_dim, ctx, rope_dims;
     if ((rc = meta_u32(&L, arch, "block_count", 1, 0, &n_layers)) || (rc = meta_u32(&L, arch, "embedding_length", 1, 0, &dim)) ||
@@ -146,12 +164,44 @@ static int load_gguf(sdn_model *m, const char *path, const sdn_model_load_opts *
     if (ctx > SDN_MAX_CTX_LEN)
         return sdn_fail(err, SDN_EFORMAT, "%s: %s.context_length = %u is larger than the supported %d positions", path, arch, ctx, SDN_MAX_CTX_LEN);
     c->ctx_len = ctx ? (int)ctx : 4096;
-    c->rope_neox = c->arch == SDN_ARCH_QWEN2;
+    c->rope_neox = c->arch != SDN_ARCH_LLAMA;
+    c->has_qk_norm = c->arch == SDN_ARCH_QWEN3 || gemma;
+    c->has_post_norms = gemma;
+    c->ffn_gelu = gemma;
+    c->embd_scale = gemma ? sqrtf((float)dim) : 1.0f;
+    c->attn_scale = 1.0f / sqrtf((float)head_dim);
     if ((rc = meta_f32(&L, arch, "attention.layer_norm_rms_epsilon", 1e-5f, &c->rms_eps)) ||
         (rc = meta_f32(&L, arch, "rope.freq_base", 10000.0f, &c->rope_theta)))
         return rc;
     if (!(c->rms_eps > 0 && c->rms_eps < 1)) return sdn_fail(err, SDN_EFORMAT, "%s: rms epsilon %g is invalid", path, c->rms_eps);
     if (!(c->rope_theta > 1)) return sdn_fail(err, SDN_EFORMAT, "%s: %s.rope.freq_base = %g is invalid", path, arch, c->rope_theta);
+    c->rope_theta_swa = c->rope_theta;
+    if (gemma) {
+        uint32_t swa = 0, pat = 6;
+        char k2[160];
+        snprintf(k2, sizeof k2, "%s.attention.sliding_window", arch);
+        int have_swa = sdn_gguf_find(m->gguf, k2) >= 0;
+        if ((rc = meta_u32(&L, arch, "attention.sliding_window", 0, 0, &swa)) ||
+            (rc = meta_u32(&L, arch, "attention.sliding_window_pattern", 0, 6, &pat)) ||
+            (rc = meta_f32(&L, arch, "rope.freq_base_swa", 10000.0f, &c->rope_theta_swa)) ||
+            (rc = meta_f32(&L, arch, "final_logit_softcapping", 0.0f, &c->final_softcap)))
+            return rc;
+        if (have_swa && swa > 0) {
+            if (swa > SDN_MAX_CTX_LEN)
+                return sdn_fail(err, SDN_EFORMAT, "%s: %s.attention.sliding_window = %u is larger than the supported %d positions", path, arch, swa,
+                                SDN_MAX_CTX_LEN);
+            if (pat == 0 || pat > n_layers + 1)
+                return sdn_fail(err, SDN_EFORMAT, "%s: %s.attention.sliding_window_pattern = %u is invalid for %u layers (1..%u)", path, arch,
+                                pat, n_layers, n_layers + 1);
+            if (!(c->rope_theta_swa > 1))
+                return sdn_fail(err, SDN_EFORMAT, "%s: %s.rope.freq_base_swa = %g is invalid", path, arch, c->rope_theta_swa);
+            c->n_swa = (int)swa;
+            c->swa_pattern = (int)pat;
+        } else c->rope_theta_swa = c->rope_theta;
+        if (!(c->final_softcap >= 0 && c->final_softcap < 1e6))
+            return sdn_fail(err, SDN_EFORMAT, "%s: %s.final_logit_softcapping = %g is invalid", path, arch, c->final_softcap);
+        if (n_layers == 62) c->attn_scale = 1.0f / sqrtf((float)(dim / n_heads)); /* Gemma 3 27B: query_pre_attn_scalar = dim/heads */
+    }
     c->rope_scale = 1.0f;
     char key[160];
     snprintf(key, sizeof key, "%s.rope.scaling.type", arch);
@@ -197,7 +247,11 @@ static int load_gguf(sdn_model *m, const char *path, const sdn_model_load_opts *
             (rc = load_matrix(&L, &y->w_down, NM("ffn_down.weight"), hidden, dim, 1)) ||
             (rc = load_vector(&L, &y->bq, NM("attn_q.bias"), qd, c->arch == SDN_ARCH_QWEN2)) ||
             (rc = load_vector(&L, &y->bk, NM("attn_k.bias"), kvd, c->arch == SDN_ARCH_QWEN2)) ||
-            (rc = load_vector(&L, &y->bv, NM("attn_v.bias"), kvd, c->arch == SDN_ARCH_QWEN2)))
+            (rc = load_vector(&L, &y->bv, NM("attn_v.bias"), kvd, c->arch == SDN_ARCH_QWEN2)) ||
+            (rc = load_vector(&L, &y->q_norm, NM("attn_q_norm.weight"), head_dim, c->has_qk_norm)) ||
+            (rc = load_vector(&L, &y->k_norm, NM("attn_k_norm.weight"), head_dim, c->has_qk_norm)) ||
+            (rc = load_vector(&L, &y->post_attn_norm, NM("post_attention_norm.weight"), dim, gemma)) ||
+            (rc = load_vector(&L, &y->post_ffn_norm, NM("post_ffw_norm.weight"), dim, gemma)))
             return rc;
 #undef NM
         if ((y->bq != NULL) != (y->bk != NULL) || (y->bq != NULL) != (y->bv != NULL))
@@ -288,6 +342,9 @@ static int load_llama2c(sdn_model *m, const char *path, const sdn_model_load_opt
     c->rms_eps = 1e-5f;     /* run.c rmsnorm */
     c->rope_theta = 10000.0f;
     c->rope_scale = 1.0f;
+    c->rope_theta_swa = c->rope_theta;
+    c->embd_scale = 1.0f;
+    c->attn_scale = 1.0f / sqrtf((float)c->head_dim);
     c->tied_output = shared;
     int64_t dim = c->dim, hid = c->hidden, L = c->n_layers, V = c->vocab, kvd = (int64_t)c->n_kv_heads * c->head_dim;
     /* total floats expected */
@@ -428,6 +485,7 @@ void sdn_model_free(sdn_model *m) {
         for (int l = 0; l < m->cfg.n_layers; l++) {
             sdn_layer *y = &m->layers[l];
             free(y->attn_norm); free(y->ffn_norm); free(y->bq); free(y->bk); free(y->bv);
+            free(y->q_norm); free(y->k_norm); free(y->post_attn_norm); free(y->post_ffn_norm);
         }
         free(m->layers);
     }
@@ -441,6 +499,20 @@ void sdn_model_free(sdn_model *m) {
 }
 
 const sdn_model_config *sdn_model_cfg(const sdn_model *m) { return &m->cfg; }
+
+const char *sdn_arch_name(sdn_arch a) {
+    switch (a) {
+    case SDN_ARCH_LLAMA: return "llama";
+    case SDN_ARCH_QWEN2: return "qwen2";
+    case SDN_ARCH_QWEN3: return "qwen3";
+    case SDN_ARCH_GEMMA3: return "gemma3";
+    }
+    return "?";
+}
+
+int sdn_layer_is_swa(const sdn_model_config *c, int l) {
+    return c->n_swa > 0 && c->swa_pattern > 0 && l % c->swa_pattern < c->swa_pattern - 1;
+}
 const char *sdn_model_path(const sdn_model *m) { return m->path; }
 const char *sdn_model_format(const sdn_model *m) { return m->format; }
 struct sdn_tokenizer *sdn_model_tokenizer(const sdn_model *m) { return m->tok; }

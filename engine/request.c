@@ -64,7 +64,7 @@ int sdn_request_tokens(const sdn_model *m, const sdn_request *r, int32_t **ids, 
     if (r->n_messages > 0) {
         sdn_chat_kind kind = raw ? SDN_CHAT_PLAIN : SDN_CHAT_AUTO;
         if (!raw && name && strcmp(name, "auto") != 0 && sdn_chat_kind_from_name(name, &kind) != SDN_OK)
-            return sdn_fail(err, SDN_EINVAL, "option --chat-template: unknown template '%s' (auto, none, chatml, llama3, llama2, vicuna, plain)", name);
+            return sdn_fail(err, SDN_EINVAL, "option --chat-template: unknown template '%s' (auto, none, chatml, llama3, llama2, vicuna, plain, gemma)", name);
         sdn_chat_template ct;
         sdn_chat_template_init(&ct, kind, raw ? NULL : tmpl);
         rc = sdn_chat_template_render(&ct, r->messages, r->n_messages, 1, &rendered, err);
@@ -81,7 +81,7 @@ int sdn_request_tokens(const sdn_model *m, const sdn_request *r, int32_t **ids, 
     } else {
         sdn_chat_kind kind = SDN_CHAT_AUTO;
         if (name && strcmp(name, "auto") != 0 && sdn_chat_kind_from_name(name, &kind) != SDN_OK)
-            return sdn_fail(err, SDN_EINVAL, "option --chat-template: unknown template '%s' (auto, none, chatml, llama3, llama2, vicuna, plain)", name);
+            return sdn_fail(err, SDN_EINVAL, "option --chat-template: unknown template '%s' (auto, none, chatml, llama3, llama2, vicuna, plain, gemma)", name);
         sdn_chat_template ct;
         sdn_chat_template_init(&ct, kind, tmpl);
         rc = sdn_chat_template_render_request(&ct, r->system, r->documents, r->n_docs, r->prompt, &rendered, err);

@@ -19,7 +19,7 @@ typedef struct sdn_request {
     const char *prompt;           /* the instruction or question */
     const char *system;           /* system prompt; NULL: the template's default */
     const char *chat_template;    /* NULL or "auto": from the model; "none": plain text;
-                                     or a template name (chatml, llama3, llama2, vicuna, plain) */
+                                     or a template name (chatml, llama3, llama2, vicuna, plain, gemma) */
     int max_tokens;               /* > 0: a request whose rendered text is certainly longer
                                      than this many tokens is refused before tokenizing */
 } sdn_request;

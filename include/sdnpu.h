@@ -93,7 +93,7 @@ typedef struct sdnpu_model_params {
 
 SDNPU_API void sdnpu_model_params_init(sdnpu_model_params *p);
 
-/* Load a model: a GGUF file (architectures llama, qwen2), a llama2.c checkpoint, or the name
+/* Load a model: a GGUF file (architectures llama, qwen2, qwen3, gemma3), a llama2.c checkpoint, or the name
  * of a known model ("smollm2-135m-instruct"; see sdnpu_known_models), resolved in the cache
  * ($SDNPU_CACHE, else $XDG_CACHE_HOME/sdnpu, else ~/.cache/sdnpu) and verified by size and
  * SHA-256. p may be NULL (defaults). Weights are memory-mapped.
@@ -115,8 +115,8 @@ SDNPU_API const char *sdnpu_known_models(void);
 
 typedef struct sdnpu_model_info {
     const char *path;          /* the file loaded */
-    const char *architecture;  /* "llama", "qwen2" */
-    const char *chat_template; /* template family: "chatml", "llama3", "llama2", "vicuna", or "none" */
+    const char *architecture;  /* "llama", "qwen2", "qwen3", "gemma3" */
+    const char *chat_template; /* template family: "chatml", "llama3", "llama2", "vicuna", "gemma", or "none" */
     char fingerprint[17];      /* hex content fingerprint (history stores are keyed by it) */
     int n_layers, dim, n_heads, n_kv_heads, vocab;
     int context_length;        /* trained context length */

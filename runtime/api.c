@@ -68,8 +68,6 @@ void sdnpu_model_params_init(sdnpu_model_params *p) {
     p->pull = 1;
 }
 
-static const char *arch_name(sdn_arch a) { return a == SDN_ARCH_QWEN2 ? "qwen2" : "llama"; }
-
 int sdnpu_model_load(const char *path_or_name, const sdnpu_model_params *p, sdnpu_model **out, sdnpu_error *err) {
     sdn_err_clear(E(err)); /* a reused error struct starts empty */
     sdnpu_model_params def;
@@ -92,7 +90,7 @@ int sdnpu_model_load(const char *path_or_name, const sdnpu_model_params *p, sdnp
     const sdn_model_config *cfg = sdn_model_cfg(pm->m);
     sdnpu_model_info *in = &pm->info;
     in->path = sdn_model_path(pm->m);
-    in->architecture = arch_name(cfg->arch);
+    in->architecture = sdn_arch_name(cfg->arch);
     const sdn_tokenizer *tok = sdn_model_tokenizer(pm->m);
     const char *tmpl = tok ? sdn_tokenizer_chat_template(tok) : NULL;
     in->chat_template = tmpl ? sdn_chat_kind_name(sdn_chat_detect(tmpl)) : "none";

@@ -167,7 +167,7 @@ int sdn_cost_measure(sdn_ctx *c, const int *sizes, int n_sizes, int n_past, int 
     }
     snprintf(out->model, sizeof out->model, "%s", sdn_model_path(m));
     const sdn_model_config *cfg = sdn_model_cfg(m);
-    snprintf(out->shape, sizeof out->shape, "%s L%d d%d ff%d h%d/%d v%d", cfg->arch == SDN_ARCH_QWEN2 ? "qwen2" : "llama", cfg->n_layers, cfg->dim,
+    snprintf(out->shape, sizeof out->shape, "%s L%d d%d ff%d h%d/%d v%d", sdn_arch_name(cfg->arch), cfg->n_layers, cfg->dim,
              cfg->hidden, cfg->n_heads, cfg->n_kv_heads, cfg->vocab);
     out->threads = sdn_ctx_threads(c);
 done:

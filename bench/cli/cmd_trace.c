@@ -24,7 +24,7 @@ static void usage(FILE *f) {
                "  --prefill-topk K     prefill predictions per context position (default 8; 0: none)\n"
                "  --out FILE           the trace (JSON Lines)\n"
                "  --threads N --ctx N  worker threads (default: the CPUs this process may use), KV cache size\n"
-               "  --chat-template NAME auto (default), none, chatml, llama3, llama2, vicuna, plain\n"
+               "  --chat-template NAME auto (default), none, chatml, llama3, llama2, vicuna, plain, gemma\n"
                "  --use-input          render each row's original input as the user turn (as Spec-Bench does)\n");
 }
 

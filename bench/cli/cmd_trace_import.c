@@ -69,7 +69,7 @@ int cmd_trace_import(int argc, char **argv) {
         return 2;
     }
     if (sdn_chat_kind_from_name(tmpl, &o.chat) != SDN_OK || o.chat == SDN_CHAT_AUTO) {
-        fprintf(stderr, "sdnpu: option --chat-template: '%s' is not one of chatml, llama3, llama2, vicuna, plain\n", tmpl);
+        fprintf(stderr, "sdnpu: option --chat-template: '%s' is not one of chatml, llama3, llama2, vicuna, plain, gemma\n", tmpl);
         return 2;
     }
     char q1[4200], q2[4200];

@@ -41,7 +41,7 @@ int sdn_run_opts_table(sdn_run_opts *o, cli_opt *t, int cap) {
         {.name = "--prompt-ids", .kind = CLI_STR, .dest = &o->prompt_ids, .arg = "\"ID ...\"", .help = "the prompt as token ids, used as they are"},
         {.name = "--context", .kind = CLI_LIST, .dest = &o->contexts, .arg = "FILE", .help = "a context document (repeatable; UTF-8 or UTF-16 with BOM)"},
         {.name = "--system", .kind = CLI_STR, .dest = &o->system, .arg = "TEXT", .help = "system prompt (needs a chat template; an error without one)"},
-        {.name = "--chat-template", .kind = CLI_STR, .dest = &o->chat_template, .arg = "NAME", .help = "auto (default), none, chatml, llama3, llama2, vicuna, plain"},
+        {.name = "--chat-template", .kind = CLI_STR, .dest = &o->chat_template, .arg = "NAME", .help = "auto (default), none, chatml, llama3, llama2, vicuna, plain, gemma"},
         {.name = "--print-prompt", .kind = CLI_FLAG, .dest = &o->print_prompt, .help = "print the prompt as the model sees it (chat template applied) and exit"},
         {.name = "--max-tokens", .kind = CLI_INT, .dest = &o->max_tokens, .lo = 0, .hi = big, .arg = "N", .help = "new tokens at most (default 256; demo 128)"},
         {.name = "--stop", .kind = CLI_LIST, .dest = &o->stops, .arg = "STR", .help = "end the answer before STR (repeatable)"},

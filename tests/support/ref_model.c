@@ -2,7 +2,14 @@
  * Definitions used: RMSNorm y = w * x / sqrt(mean(x^2) + eps); RoPE on pairs (2j, 2j+1)
  * for llama and (j, j + d/2) for qwen2 with angle pos * theta^(-2j/d) / factor_j;
  * attention softmax(q.k / sqrt(d)) v over all earlier positions, K/V head = q head /
- * (heads / kv_heads); FFN down(silu(gate x) * up x); logits = output(rmsnorm(x)). */
+ * (heads / kv_heads); FFN down(silu(gate x) * up x); logits = output(rmsnorm(x)).
+ * qwen3 adds an RMSNorm over each head of q and k before RoPE (NeoX pairs, no bias).
+ * gemma3 (Gemma 3 as google/gemma_pytorch defines it, with the norm weights stored as the
+ * scale "1 + w"): x = embedding * sqrt(dim); q/k head norms; attention of layer l over the
+ * last W positions only when l % P < P - 1 (W = attention.sliding_window, P =
+ * attention.sliding_window_pattern, default 6), those layers rotating with
+ * rope.freq_base_swa (default 10000); x += rmsnorm_post(attention); x += rmsnorm_post(
+ * down(gelu_tanh(gate x) * up x)); logits soft-capped when final_logit_softcapping is set. */
 #include "support/ref_model.h"
 
 #include <math.h>
@@ -15,11 +22,13 @@
 
 typedef struct rlayer {
     float *an, *fn, *wq, *wk, *wv, *wo, *wg, *wu, *wd, *bq, *bk, *bv;
+    float *qn, *kn, *pan, *pfn; /* q/k head norms, post-attention and post-FFN norms (or NULL) */
 } rlayer;
 
 struct ref_model {
     int L, dim, hid, H, KV, hd, V, neox, ctx;
-    double eps, theta;
+    double eps, theta, theta_swa, softcap;
+    int gemma, swa, swa_pat;
     float *emb, *out, *onorm, *rf;
     rlayer *ly;
     double *kc, *vc; /* [L][ctx][KV*hd] */
@@ -58,7 +67,8 @@ ref_model *ref_model_load(const char *path) {
     if (sdn_gguf_open(path, &g, &e)) { fprintf(stderr, "ref: %s\n", e.msg); return NULL; }
     const char *arch = sdn_gguf_str_or_null(g, "general.architecture");
     ref_model *r = calloc(1, sizeof *r);
-    r->neox = !strcmp(arch, "qwen2");
+    r->neox = !strcmp(arch, "qwen2") || !strcmp(arch, "qwen3") || !strcmp(arch, "gemma3");
+    r->gemma = !strcmp(arch, "gemma3");
     r->L = (int)u32(g, arch, "block_count", 0);
     r->dim = (int)u32(g, arch, "embedding_length", 0);
     r->hid = (int)u32(g, arch, "feed_forward_length", 0);
@@ -67,6 +77,10 @@ ref_model *ref_model_load(const char *path) {
     r->hd = (int)u32(g, arch, "attention.key_length", (uint32_t)(r->dim / r->H));
     r->eps = f32(g, arch, "attention.layer_norm_rms_epsilon", 1e-5f);
     r->theta = f32(g, arch, "rope.freq_base", 10000.0f);
+    r->swa = (int)u32(g, arch, "attention.sliding_window", 0);
+    r->swa_pat = (int)u32(g, arch, "attention.sliding_window_pattern", 6);
+    r->theta_swa = f32(g, arch, "rope.freq_base_swa", 10000.0f);
+    r->softcap = f32(g, arch, "final_logit_softcapping", 0.0f);
     const sdn_gguf_tensor *te = sdn_gguf_tensor_find(g, "token_embd.weight");
     r->V = (int)te->ne[1];
     r->ctx = 512;
@@ -93,6 +107,10 @@ ref_model *ref_model_load(const char *path) {
         y->bq = T("attn_q.bias", qd);
         y->bk = T("attn_k.bias", kvd);
         y->bv = T("attn_v.bias", kvd);
+        y->qn = T("attn_q_norm.weight", r->hd);
+        y->kn = T("attn_k_norm.weight", r->hd);
+        y->pan = T("post_attention_norm.weight", r->dim);
+        y->pfn = T("post_ffw_norm.weight", r->dim);
 #undef T
     }
     sdn_gguf_close(g);
@@ -105,7 +123,7 @@ void ref_model_free(ref_model *r) {
     if (!r) return;
     for (int l = 0; l < r->L; l++) {
         rlayer *y = &r->ly[l];
-        float *p[] = {y->an, y->fn, y->wq, y->wk, y->wv, y->wo, y->wg, y->wu, y->wd, y->bq, y->bk, y->bv};
+        float *p[] = {y->an, y->fn, y->wq, y->wk, y->wv, y->wo, y->wg, y->wu, y->wd, y->bq, y->bk, y->bv, y->qn, y->kn, y->pan, y->pfn};
         for (size_t i = 0; i < sizeof p / sizeof p[0]; i++) free(p[i]);
     }
     if (r->out != r->emb) free(r->out);
@@ -129,11 +147,11 @@ static void rms(double *y, const double *x, const float *w, int n, double eps) {
     double k = 1.0 / sqrt(ss / n + eps);
     for (int i = 0; i < n; i++) y[i] = w[i] * x[i] * k;
 }
-static void rope(const ref_model *r, double *v, int nh, int pos) {
+static void rope(const ref_model *r, double *v, int nh, int pos, double theta) {
     int half = r->hd / 2;
     for (int h = 0; h < nh; h++)
         for (int j = 0; j < half; j++) {
-            double f = pow(r->theta, -2.0 * j / r->hd);
+            double f = pow(theta, -2.0 * j / r->hd);
             if (r->rf) f /= r->rf[j];
             double a = pos * f, c = cos(a), s = sin(a);
             int i0 = r->neox ? j : 2 * j, i1 = r->neox ? j + half : 2 * j + 1;
@@ -148,9 +166,11 @@ void ref_model_step(ref_model *r, int32_t tok, float *logits) {
     double *x = calloc((size_t)D, 8), *xb = calloc((size_t)(D > qd ? D : qd), 8), *q = calloc((size_t)qd, 8), *att = calloc((size_t)qd, 8);
     double *k = calloc((size_t)kvd, 8), *v = calloc((size_t)kvd, 8), *o = calloc((size_t)D, 8);
     double *g = calloc((size_t)r->hid, 8), *u = calloc((size_t)r->hid, 8), *sc = calloc((size_t)p + 1, 8);
-    for (int i = 0; i < D; i++) x[i] = r->emb[(size_t)tok * D + i];
+    for (int i = 0; i < D; i++) x[i] = r->emb[(size_t)tok * D + i] * (r->gemma ? sqrt((double)D) : 1.0);
     for (int l = 0; l < r->L; l++) {
         rlayer *y = &r->ly[l];
+        int local = r->swa > 0 && l % r->swa_pat < r->swa_pat - 1;
+        int t0 = local && p - r->swa + 1 > 0 ? p - r->swa + 1 : 0; /* first visible position */
         rms(xb, x, y->an, D, r->eps);
         matvec(q, y->wq, xb, qd, D);
         matvec(k, y->wk, xb, kvd, D);
@@ -159,41 +179,48 @@ void ref_model_step(ref_model *r, int32_t tok, float *logits) {
             for (int i = 0; i < qd; i++) q[i] += y->bq[i];
             for (int i = 0; i < kvd; i++) { k[i] += y->bk[i]; v[i] += y->bv[i]; }
         }
-        rope(r, q, r->H, p);
-        rope(r, k, r->KV, p);
+        if (y->qn) {
+            for (int h = 0; h < r->H; h++) rms(q + h * r->hd, q + h * r->hd, y->qn, r->hd, r->eps);
+            for (int h = 0; h < r->KV; h++) rms(k + h * r->hd, k + h * r->hd, y->kn, r->hd, r->eps);
+        }
+        rope(r, q, r->H, p, local ? r->theta_swa : r->theta);
+        rope(r, k, r->KV, p, local ? r->theta_swa : r->theta);
         double *K = r->kc + (size_t)l * r->ctx * kvd, *Vc = r->vc + (size_t)l * r->ctx * kvd;
         memcpy(K + (size_t)p * kvd, k, (size_t)kvd * 8);
         memcpy(Vc + (size_t)p * kvd, v, (size_t)kvd * 8);
         for (int h = 0; h < r->H; h++) {
             int kh = h / (r->H / r->KV);
             double mx = -1e300, sum = 0;
-            for (int t = 0; t <= p; t++) {
+            for (int t = t0; t <= p; t++) {
                 double s = 0;
                 for (int d = 0; d < r->hd; d++) s += q[h * r->hd + d] * K[(size_t)t * kvd + kh * r->hd + d];
                 sc[t] = s / sqrt((double)r->hd);
                 if (sc[t] > mx) mx = sc[t];
             }
-            for (int t = 0; t <= p; t++) { sc[t] = exp(sc[t] - mx); sum += sc[t]; }
+            for (int t = t0; t <= p; t++) { sc[t] = exp(sc[t] - mx); sum += sc[t]; }
             for (int d = 0; d < r->hd; d++) {
                 double a = 0;
-                for (int t = 0; t <= p; t++) a += sc[t] * Vc[(size_t)t * kvd + kh * r->hd + d];
+                for (int t = t0; t <= p; t++) a += sc[t] * Vc[(size_t)t * kvd + kh * r->hd + d];
                 att[h * r->hd + d] = a / sum;
             }
         }
         matvec(o, y->wo, att, D, qd);
+        if (y->pan) rms(o, o, y->pan, D, r->eps);
         for (int i = 0; i < D; i++) x[i] += o[i];
         rms(xb, x, y->fn, D, r->eps);
         matvec(g, y->wg, xb, r->hid, D);
         matvec(u, y->wu, xb, r->hid, D);
-        for (int i = 0; i < r->hid; i++) g[i] = g[i] / (1 + exp(-g[i])) * u[i];
+        for (int i = 0; i < r->hid; i++)
+            g[i] = (r->gemma ? 0.5 * g[i] * (1 + tanh(sqrt(2 / M_PI) * (g[i] + 0.044715 * g[i] * g[i] * g[i]))) : g[i] / (1 + exp(-g[i]))) * u[i];
         matvec(o, y->wd, g, D, r->hid);
+        if (y->pfn) rms(o, o, y->pfn, D, r->eps);
         for (int i = 0; i < D; i++) x[i] += o[i];
     }
     rms(xb, x, r->onorm, D, r->eps);
     for (int t = 0; t < r->V; t++) {
         double s = 0;
         for (int i = 0; i < D; i++) s += (double)r->out[(size_t)t * D + i] * xb[i];
-        logits[t] = (float)s;
+        logits[t] = (float)(r->softcap > 0 ? r->softcap * tanh(s / r->softcap) : s);
     }
     r->pos++;
     free(x); free(xb); free(q); free(att); free(k); free(v); free(o); free(g); free(u); free(sc);

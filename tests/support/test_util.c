@@ -59,27 +59,30 @@ const char *tu_source_path(const char *rel) {
     return b;
 }
 
-const char *tu_smollm2(void) {
-    static char path[1300];
-    static int done, ok;
-    if (!done) {
-        done = 1;
-        const sdn_known_model *km = sdn_known_model_find("smollm2-135m-instruct");
+const char *tu_known_model(const char *name) {
+    static char path[1300], checked[64];
+    static int ok;
+    if (strcmp(checked, name) != 0) {
+        snprintf(checked, sizeof checked, "%s", name);
+        ok = 0;
+        const sdn_known_model *km = sdn_known_model_find(name);
         sdn_err e = {0};
         if (km && !sdn_known_model_check(km, &e)) {
             sdn_known_model_path(km, path, sizeof path);
             ok = 1;
         } else {
-            print_message("%s\n", e.msg);
+            print_message("%s\n", km ? e.msg : "not a known model");
         }
     }
     if (!ok) {
         const char *ci = getenv("CI");
-        if (ci && !strcmp(ci, "true")) fail_msg("SmolLM2-135M-Instruct is not in the model cache but CI=true: .ci/run must pull it");
+        if (ci && !strcmp(ci, "true")) fail_msg("%s is not in the model cache but CI=true: .ci/run must pull it (./sdnpu test does)", name);
         return NULL;
     }
     return path;
 }
+
+const char *tu_smollm2(void) { return tu_known_model("smollm2-135m-instruct"); }
 
 const char *tu_shared_path(const char *rel) {
     char *b = rot();

@@ -39,6 +39,19 @@ const char *tu_source_path(const char *rel);
  * verified size and SHA-256), or NULL when it is not in the cache; under CI=true its absence
  * fails the test. */
 const char *tu_smollm2(void);
+/* The same for any known model of engine/model_registry.c (`sdnpu pull NAME`): its cached
+ * path (a static buffer, valid until a call with another name), or NULL / a CI failure. */
+const char *tu_known_model(const char *name);
+
+/* Skip (or fail under CI) when the real Gemma 3 270M model is not in the cache. */
+#define TU_REQUIRE_GEMMA3(path)                                                                         \
+    do {                                                                                                \
+        if (!((path) = tu_known_model("gemma-3-270m"))) {                                               \
+            print_message("gemma-3-270m is not in the model cache: test skipped "                       \
+                          "(run ./sdnpu pull gemma-3-270m)\n");                                        \
+            skip();                                                                                     \
+        }                                                                                               \
+    } while (0)
 
 /* Skip (or fail under CI) when the real SmolLM2 model is not in the cache. */
 #define TU_REQUIRE_SMOLLM2(path)                                                                        \

@@ -1,0 +1,280 @@
+/* test_gemma3.c - the real Gemma 3 270M (Q4_K_M GGUF, base model, pulled into the model cache
+ * as `gemma-3-270m`) against llama.cpp, through the golden file recorded by
+ * scripts/reference/family_golden.py --family gemma3 (tests/golden/gemma3/llamacpp.jsonl; the
+ * header names the llama-cpp-python version and build flags). For 40 requests, the 10 shortest
+ * of each task file (summary, rag, ui, tweet), rendered with Gemma 3's chat template:
+ *
+ *   - prompt: sdnpu's rendering (--chat-template gemma) and tokenization equal llama.cpp's
+ *     (Jinja rendering of the template, llama.cpp's SentencePiece tokenizer), text and ids;
+ *     the chat cases (system prompt folded into the first user turn, multi-turn) too;
+ *   - teacher forcing: fed prompt + llama.cpp's greedy answer, sdnpu's top-1 agrees with
+ *     llama.cpp's on >= MIN_AGREE of the answer positions (prompt on the prefill path, answer
+ *     on the batch-invariant decode path, as generation runs); the largest logit difference over
+ *     llama.cpp's top-8 tokens is printed; every position where the two top-1 tokens differ
+ *     is a near-tie of llama.cpp's own logits. That also covers greedy decoding: sdnpu's greedy
+ *     answer follows llama.cpp's up to the first such position (where it takes the other side
+ *     of the near-tie), so greedy answers are not generated again here (it would double the
+ *     test's time);
+ *   - speculation: greedy speculative output equals plain greedy decoding for every drafting
+ *     method (test_every_method_identical, on the first request of each task: one rag prompt
+ *     is longer than the 512-position sliding window).
+ * SDN_TEST_FILTER=pattern runs only the matching tests. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "draft/methods.h"
+#include "engine/chat_template.h"
+#include "engine/forward.h"
+#include "engine/model.h"
+#include "engine/request.h"
+#include "runtime/decode.h"
+#include "engine/tokenizer.h"
+#include "support/smollm2_golden.h"
+#include "support/test_util.h"
+
+/* Teacher-forced top-1 agreement required: the issue's 99%. Measured 957 / 960 = 99.69% (AMD
+ * EPYC, AVX-512 path, 2 threads); the 3 disagreements are near-ties (llama.cpp margins 0.005,
+ * 0.03, 0.23). Unlike SmolLM2 (97.6%, bounded by llama.cpp's own batched-vs-one-token noise),
+ * Gemma's answers here are mostly confident continuations, so 99% holds with a margin of 6
+ * positions for OpenBLAS prefill differences between CPUs. */
+#define MIN_AGREE 0.99
+/* A disagreement must be a near-tie of llama.cpp's own logits (as for SmolLM2: both engines
+ * are up to about a logit away from exact arithmetic). */
+#define TIE_TOL 1.0f
+#define SPEC_REQUESTS 4 /* 1 per task: the speculative identity within the time budget (7 methods x 24 tokens
+                            over a 262k-token LM head; test_spec_greedy holds the identity on 750 random cases) */
+
+static sdn_model *g_model;
+static sg_golden *g_gold;
+
+static int teardown(void **state) {
+    (void)state;
+    if (g_model) sdn_model_free(g_model);
+    sg_free(g_gold);
+    return 0;
+}
+
+#define REQUIRE()                                                                                  \
+    do {                                                                                           \
+        const char *path_;                                                                         \
+        TU_REQUIRE_GEMMA3(path_);                                                                  \
+        if (!g_model) {                                                                            \
+            g_model = tu_load(path_, "");                                                          \
+            g_gold = sg_load(tu_source_path("tests/golden/gemma3/llamacpp.jsonl"));                \
+        }                                                                                          \
+    } while (0)
+
+static int eog(void *ud, int32_t t) { return sdn_tokenizer_is_eog((const sdn_tokenizer *)ud, t); }
+
+static void test_model_and_prompts(void **state) {
+    (void)state;
+    REQUIRE();
+    const sdn_model_config *c = sdn_model_cfg(g_model);
+    assert_int_equal(c->arch, SDN_ARCH_GEMMA3);
+    assert_int_equal(c->n_layers, 18);
+    assert_int_equal(c->head_dim, 256);
+    assert_int_equal(c->n_swa, 512);
+    for (int l = 0; l < c->n_layers; l++) assert_int_equal(sdn_layer_is_swa(c, l), l % 6 != 5);
+    int tasks[4] = {0};
+    for (int r = 0; r < g_gold->n; r++) {
+        const sg_request *q = &g_gold->req[r];
+        const char *docs[1] = {q->context};
+        sdn_request rq = {.documents = docs, .n_docs = q->context[0] ? 1 : 0, .prompt = q->prompt, .chat_template = "gemma"};
+        int32_t *ids;
+        int n;
+        char *text;
+        sdn_err e = {0};
+        if (sdn_request_tokens(g_model, &rq, &ids, &n, &text, &e)) fail_msg("%s: %s", q->id, e.msg);
+        if (strcmp(text, q->rendered)) fail_msg("%s: rendered prompt differs from the Gemma template's:\n%s\n---\n%s", q->id, text, q->rendered);
+        if (n != q->n_prompt) fail_msg("%s: %d prompt tokens, llama.cpp has %d", q->id, n, q->n_prompt);
+        for (int i = 0; i < n; i++)
+            if (ids[i] != q->prompt_ids[i]) fail_msg("%s: prompt token %d is %d, llama.cpp has %d", q->id, i, ids[i], q->prompt_ids[i]);
+        tasks[sg_task_index(q->task)]++;
+        free(ids);
+        free(text);
+    }
+    print_message("prompt ids identical to llama.cpp's for %d requests (summary %d, rag %d, ui %d, tweet %d)\n", g_gold->n, tasks[0], tasks[1],
+                  tasks[2], tasks[3]);
+    assert_true(g_gold->n >= 40);
+    for (int k = 0; k < 4; k++) assert_true(tasks[k] >= 10);
+    /* chat cases: system prompt folded into the first turn, multi-turn, trimmed content */
+    const sdn_tokenizer *tk = sdn_model_tokenizer(g_model);
+    sdn_chat_template ct;
+    sdn_chat_template_init(&ct, SDN_CHAT_GEMMA, NULL);
+    for (int k = 0; k < g_gold->n_chat; k++) {
+        const sg_chat *cc = &g_gold->chat[k];
+        char *text;
+        int32_t *ids;
+        int n;
+        sdn_err e = {0};
+        assert_int_equal(sdn_chat_template_render(&ct, cc->msgs, cc->n_msgs, 1, &text, &e), SDN_OK);
+        if (strcmp(text, cc->rendered)) fail_msg("chat case %d: rendered text differs:\n%s\n---\n%s", k, text, cc->rendered);
+        assert_int_equal(sdn_chat_tokenize(tk, text, &ids, &n, &e), SDN_OK);
+        assert_int_equal(n, cc->n_ids);
+        assert_memory_equal(ids, cc->ids, sizeof(int32_t) * (size_t)n);
+        free(ids);
+        free(text);
+    }
+    assert_true(g_gold->n_chat >= 3);
+    /* the turn markers are single control tokens, <end_of_turn> ends generation */
+    int32_t *ids;
+    int n;
+    sdn_err e = {0};
+    assert_int_equal(sdn_tokenize(tk, "<start_of_turn><end_of_turn>", 28, 0, 1, &ids, &n, &e), SDN_OK);
+    assert_int_equal(n, 2);
+    assert_true(sdn_tokenizer_is_eog(tk, ids[1]));
+    assert_false(sdn_tokenizer_is_eog(tk, ids[0]));
+    free(ids);
+    print_message("%d chat cases render and tokenize as llama.cpp's rendering of the Gemma template\n", g_gold->n_chat);
+}
+
+static void test_teacher_forced(void **state) {
+    (void)state;
+    REQUIRE();
+    sdn_ctx *c = tu_ctx(g_model, 2048, 2, 256);
+    int V = sdn_model_cfg(g_model)->vocab, agree = 0, total = 0, not_ties = 0;
+    float max_diff = 0, worst_margin = 0;
+    const char *worst = "";
+    for (int r = 0; r < g_gold->n; r++) {
+        const sg_request *q = &g_gold->req[r];
+        int np = q->n_prompt, na = q->n_answer, n_pos = q->n_top;
+        int32_t *seq = malloc(sizeof(int32_t) * (size_t)(np + na));
+        memcpy(seq, q->prompt_ids, sizeof(int32_t) * (size_t)np);
+        memcpy(seq + np, q->answer_ids, sizeof(int32_t) * (size_t)na);
+        float *logits = malloc(sizeof(float) * (size_t)V * (size_t)n_pos);
+        int32_t rows[32];
+        sdn_kv_truncate(c, 0);
+        sdn_err e = {0};
+        for (int s = 0; s < np - 1; s += 256) {
+            int m = np - 1 - s < 256 ? np - 1 - s : 256;
+            sdn_batch b = {.n = m, .tokens = seq + s, .n_logits = 0};
+            if (sdn_forward(c, &b, NULL, &e)) fail_msg("%s: %s", q->id, e.msg);
+        }
+        int got = 0;
+        for (int s = np - 1; s < np - 1 + n_pos; s += 32) {
+            int m = np - 1 + n_pos - s < 32 ? np - 1 + n_pos - s : 32;
+            for (int i = 0; i < m; i++) rows[i] = i;
+            sdn_batch b = {.n = m, .tokens = seq + s, .logit_rows = rows, .n_logits = m, .invariant = 1};
+            if (sdn_forward(c, &b, logits + (size_t)got * (size_t)V, &e)) fail_msg("%s: %s", q->id, e.msg);
+            got += m;
+        }
+        for (int p = 0; p < n_pos; p++) {
+            const float *l = logits + (size_t)p * (size_t)V;
+            int best = 0;
+            for (int v = 1; v < V; v++)
+                if (l[v] > l[best]) best = v;
+            total++;
+            agree += best == q->top_ids[p * q->topk];
+            if (best != q->top_ids[p * q->topk]) {
+                /* a near-tie of llama.cpp's own logits: its top-1 and sdnpu's top-1 */
+                float lt = q->top_logits[p * q->topk], lm = NAN;
+                for (int k = 0; k < q->topk; k++)
+                    if (q->top_ids[p * q->topk + k] == best) lm = q->top_logits[p * q->topk + k];
+                float margin = lt - lm;
+                print_message("%s: answer position %d: llama.cpp's top-1 %d (logit %.4f), sdnpu's %d (llama.cpp's logit %.4f, margin %.4f)\n",
+                              q->id, p, q->top_ids[p * q->topk], lt, best, lm, margin);
+                if (!(margin <= TIE_TOL)) not_ties++;
+                if (!(margin <= worst_margin)) worst_margin = margin;
+            }
+            for (int k = 0; k < q->topk; k++) {
+                float d = fabsf(l[q->top_ids[p * q->topk + k]] - q->top_logits[p * q->topk + k]);
+                if (d > max_diff) {
+                    max_diff = d;
+                    worst = q->id;
+                }
+            }
+        }
+        free(seq);
+        free(logits);
+    }
+    sdn_ctx_free(c);
+    double rate = total ? (double)agree / total : 0;
+    print_message("teacher-forced top-1 agreement with llama.cpp (prompt on the prefill path, answer on the decode path): %d / %d = %.2f%%; "
+                  "largest logit difference over llama.cpp's top-8: %.4f (%s)\n",
+                  agree, total, 100 * rate, max_diff, worst);
+    print_message("every disagreement is a near-tie of llama.cpp's logits (largest margin %.4f, tolerance %.2f)\n", worst_margin, TIE_TOL);
+    assert_true(total >= 40 * 16);
+    assert_true(rate >= MIN_AGREE);
+    assert_int_equal(not_ties, 0);
+}
+
+static int32_t *gen(sdn_ctx *c, const sdn_tokenizer *tk, const char *method, const int32_t *prompt, int n, int max_new, int *n_out,
+                    sdn_gen_stats *st) {
+    sdn_method_config mc;
+    sdn_method_defaults(&mc);
+    sdn_drafter d;
+    sdn_err e = {0};
+    if (sdn_method_create(method, &mc, &d, &e)) fail_msg("%s", e.msg);
+    sdn_gen_params gp = {.max_tokens = max_new,
+                         .drafter = d.ops ? &d : NULL,
+                         .caps = {.max_nodes = SDN_DEFAULT_DRAFT_TOKENS, .max_depth = SDN_DEFAULT_DRAFT_TOKENS, .max_branch = SDN_DEFAULT_BRANCH},
+                         .prefill_topk = sdn_method_uses_prefill_preds(method) ? 4 : 0,
+                         .reuse_kv = strcmp(method, "none") != 0};
+    int32_t *out;
+    gp.eog = eog, gp.eog_ud = (void *)tk;
+    if (sdn_generate_tokens(c, prompt, n, &gp, &out, n_out, st, &e)) fail_msg("%s: %s", method, e.msg);
+    sdn_drafter_destroy(&d);
+    return out;
+}
+
+/* Greedy speculative output identical to plain decoding for every drafting method, on the
+ * first request of each task (the sliding window of 512 is crossed by the rag prompt). */
+static void test_every_method_identical(void **state) {
+    (void)state;
+    REQUIRE();
+    const sdn_tokenizer *tk = sdn_model_tokenizer(g_model);
+    const char *methods[] = {"pld", "sam", "sam+tree", "sam+cal", "sam+reuse", "sdnpu"};
+    enum { NM = sizeof methods / sizeof methods[0] };
+    sdn_ctx *c = tu_ctx(g_model, 2048, 2, 256);
+    long steps[NM] = {0}, toks[NM] = {0}, plain = 0;
+    int per_task[4] = {0}, done = 0, crossed = 0;
+    for (int r = 0; r < g_gold->n; r++) {
+        const sg_request *q = &g_gold->req[r];
+        int t = sg_task_index(q->task);
+        if (per_task[t] >= SPEC_REQUESTS / 4) continue;
+        per_task[t]++;
+        done++;
+        int base_n;
+        int32_t *base = gen(c, tk, "none", q->prompt_ids, q->n_prompt, q->max_new, &base_n, NULL);
+        plain += base_n;
+        crossed += q->n_prompt + base_n > sdn_model_cfg(g_model)->n_swa;
+        for (int k = 0; k < NM; k++) {
+            int got_n;
+            sdn_gen_stats st;
+            int32_t *got = gen(c, tk, methods[k], q->prompt_ids, q->n_prompt, q->max_new, &got_n, &st);
+            if (got_n != base_n || memcmp(got, base, sizeof(int32_t) * (size_t)base_n) != 0) {
+                int i = 0;
+                while (i < got_n && i < base_n && got[i] == base[i]) i++;
+                fail_msg("%s, method %s: output differs from plain greedy decoding at token %d (%d vs %d tokens)", q->id, methods[k], i, got_n, base_n);
+            }
+            steps[k] += st.steps;
+            toks[k] += st.n_gen;
+            free(got);
+        }
+        free(base);
+    }
+    print_message("%d requests (%d longer than the sliding window), %ld plain tokens: every method identical to plain decoding\n", done, crossed,
+                  plain);
+    for (int k = 0; k < NM; k++)
+        print_message("  %-10s mean accepted %.2f tokens/step (default caps)\n", methods[k], steps[k] ? (double)toks[k] / steps[k] : 0.0);
+    sdn_ctx_free(c);
+    assert_int_equal(done, SPEC_REQUESTS);
+    assert_true(crossed > 0);
+}
+
+int main(void) {
+    if (getenv("SDN_TEST_FILTER")) cmocka_set_test_filter(getenv("SDN_TEST_FILTER"));
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_model_and_prompts),
+        cmocka_unit_test(test_teacher_forced),
+        cmocka_unit_test(test_every_method_identical),
+    };
+    return cmocka_run_group_tests(tests, NULL, teardown);
+}

@@ -1,0 +1,311 @@
+/* test_qwen3.c - the qwen3 architecture against llama.cpp on a Qwen3-shaped file: no real
+ * Qwen3 file is reachable here, so the test writes one with make-model (seeded random
+ * weights, Q8_0) and compares with llama.cpp's logits for the same file, recorded by
+ * scripts/reference/family_golden.py --family qwen3 (tests/golden/qwen3/; the header holds the
+ * file's size and SHA-256, checked first: a different file would make the comparison
+ * meaningless).
+ *
+ * In CI: the exact per-layer shapes of Qwen3-0.6B (dim 1024, 16 query / 8 KV heads of
+ * head dim 128, FFN 3072, q/k RMSNorm, no QKV bias, tied 151936-token embedding) with 2 of its
+ * 28 layers, 12 requests (3 per task file, the shortest) of 16 answer tokens. With
+ * SDN_QWEN3_FULL=1 the same checks also run on the full Qwen3-0.6B and Qwen3-1.7B shapes
+ * (golden files recorded by the same script; ~2.5 GB of files written to the temp folder, ten
+ * minutes: not part of the default run). There 28 random layers amplify rounding (8-bit
+ * activations in different orders): the second-ranked token agrees less often (0.6B: 87.5%),
+ * so instead sdnpu and llama.cpp are both compared with the naive double-precision reference
+ * on the shortest request, and sdnpu must be as close to exact as llama.cpp is.
+ *
+ * Checks: prompt ids equal llama.cpp's (the generated SentencePiece vocabulary, sdnpu's plain
+ * rendering); teacher-forced top-1 agreement; since a random-weight model's top-1 is nearly
+ * always the input token by a wide margin (tied embeddings), also the agreement on the
+ * second-ranked token, which depends on every layer; the largest logit difference on llama.cpp's
+ * top-8 relative to the logit scale; greedy speculative output identical to plain decoding
+ * for every drafting method (on the 3 tweet requests, the shortest prompts, to stay within the
+ * test's time budget; test_spec_greedy holds the identity on 750 random cases of the tiny
+ * shapes, tiny-qwen3 among them). */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include <cjson/cJSON.h>
+
+#include "common/sdn_util.h"
+#include "draft/methods.h"
+#include "engine/forward.h"
+#include "engine/make_model.h"
+#include "engine/model.h"
+#include "engine/model_registry.h"
+#include "engine/request.h"
+#include "runtime/decode.h"
+#include "engine/tokenizer.h"
+#include "support/ref_model.h"
+#include "support/smollm2_golden.h"
+#include "support/test_util.h"
+
+/* Required agreement: top-1 and the second-ranked token (measured: see the test output and
+ * README.md; 8-bit activation rounding in different orders moves near-ties only). */
+#define MIN_AGREE_TOP1 0.99
+#define MIN_AGREE_TOP2 0.90
+/* largest |logit difference| over llama.cpp's top-8, relative to llama.cpp's top-1 logit */
+#define MAX_REL_DIFF 0.02
+
+typedef struct variant {
+    const char *shape;
+    int layers; /* 0: all */
+    const char *golden;
+} variant;
+
+static const variant k_ci = {"qwen3-0.6b", 2, "tests/golden/qwen3/llamacpp-0.6b-l2.jsonl"};
+static const variant k_full[] = {{"qwen3-0.6b", 0, "tests/golden/qwen3/llamacpp-0.6b.jsonl"},
+                                 {"qwen3-1.7b", 0, "tests/golden/qwen3/llamacpp-1.7b.jsonl"}};
+
+/* The golden file's header values for the model file. */
+static void golden_file_facts(const char *golden, char *sha, size_t cap, long long *size) {
+    char *text = NULL;
+    size_t n;
+    sdn_err e = {0};
+    if (sdn_read_file(golden, &text, &n, &e)) fail_msg("%s", e.msg);
+    char *nl = strchr(text, '\n');
+    if (nl) *nl = 0;
+    cJSON *h = cJSON_Parse(text);
+    const cJSON *s = h ? cJSON_GetObjectItem(h, "model_sha256") : NULL, *z = h ? cJSON_GetObjectItem(h, "model_size") : NULL;
+    if (!cJSON_IsString(s) || !cJSON_IsNumber(z)) fail_msg("%s: header has no model_sha256 / model_size", golden);
+    snprintf(sha, cap, "%s", s->valuestring);
+    *size = (long long)z->valuedouble;
+    cJSON_Delete(h);
+    free(text);
+}
+
+static sdn_model *make(const variant *v, char *path, size_t cap) {
+    snprintf(path, cap, "%s", tu_tmp(v->layers ? "qwen3-golden-l.gguf" : v->shape));
+    sdn_make_model_opts o = {.shape = v->shape, .out_path = path, .type = "Q8_0", .seed = 1, .n_layers = v->layers, .quiet = 1};
+    sdn_err e = {0};
+    if (sdn_make_model(&o, &e)) fail_msg("make-model %s: %s", v->shape, e.msg);
+    char want[80], hex[65];
+    long long size;
+    uint64_t got;
+    golden_file_facts(tu_source_path(v->golden), want, sizeof want, &size);
+    if (sdn_sha256_file(path, hex, &got, &e)) fail_msg("%s", e.msg);
+    if (strcmp(hex, want) || (long long)got != size)
+        fail_msg("%s: make-model wrote %llu bytes, SHA-256 %s; the golden file %s was recorded on %lld bytes, %s (make-model changed: "
+                 "record the golden file again with scripts/reference/family_golden.py)",
+                 path, (unsigned long long)got, hex, v->golden, size, want);
+    return tu_load(path, "");
+}
+
+static int eog(void *ud, int32_t t) { return sdn_tokenizer_is_eog((const sdn_tokenizer *)ud, t); }
+
+static int32_t *gen(sdn_ctx *c, const sdn_tokenizer *tk, const char *method, const int32_t *prompt, int n, int max_new, int *n_out) {
+    sdn_method_config mc;
+    sdn_method_defaults(&mc);
+    sdn_drafter d;
+    sdn_err e = {0};
+    if (sdn_method_create(method, &mc, &d, &e)) fail_msg("%s", e.msg);
+    sdn_gen_params gp = {.max_tokens = max_new,
+                         .drafter = d.ops ? &d : NULL,
+                         .caps = {.max_nodes = SDN_DEFAULT_DRAFT_TOKENS, .max_depth = SDN_DEFAULT_DRAFT_TOKENS, .max_branch = SDN_DEFAULT_BRANCH},
+                         .prefill_topk = sdn_method_uses_prefill_preds(method) ? 4 : 0,
+                         .reuse_kv = strcmp(method, "none") != 0};
+    int32_t *out;
+    gp.eog = eog, gp.eog_ud = (void *)tk;
+    if (sdn_generate_tokens(c, prompt, n, &gp, &out, n_out, NULL, &e)) fail_msg("%s: %s", method, e.msg);
+    sdn_drafter_destroy(&d);
+    return out;
+}
+
+/* On the shortest request: sdnpu (prompt on the prefill path, answer on the decode path) and
+ * llama.cpp (the golden logits) each against the naive double-precision reference on the same
+ * weights, over llama.cpp's top-8 tokens of every answer position. */
+static void exact_three_way(sdn_model *m, const sg_golden *g) {
+    const sg_request *q = NULL;
+    for (int r = 0; r < g->n; r++)
+        if (!q || g->req[r].n_prompt < q->n_prompt) q = &g->req[r];
+    ref_model *ref = ref_model_load(sdn_model_path(m));
+    assert_non_null(ref);
+    int V = sdn_model_cfg(m)->vocab, np = q->n_prompt, npos = q->n_top;
+    float *ex = malloc(sizeof(float) * (size_t)V * (size_t)npos), *lg = malloc(sizeof(float) * (size_t)V);
+    float *sl = malloc(sizeof(float) * (size_t)V * (size_t)npos);
+    int32_t *seq = malloc(sizeof(int32_t) * (size_t)(np + q->n_answer));
+    memcpy(seq, q->prompt_ids, sizeof(int32_t) * (size_t)np);
+    memcpy(seq + np, q->answer_ids, sizeof(int32_t) * (size_t)q->n_answer);
+    ref_model_reset(ref);
+    for (int i = 0; i < np - 1 + npos; i++) {
+        ref_model_step(ref, seq[i], lg);
+        if (i >= np - 1) memcpy(ex + (size_t)(i - np + 1) * V, lg, sizeof(float) * (size_t)V);
+    }
+    sdn_ctx *c = tu_ctx(m, 1024, 2, 256);
+    sdn_err e = {0};
+    sdn_batch b = {.n = np - 1, .tokens = seq, .n_logits = 0};
+    assert_int_equal(sdn_forward(c, &b, NULL, &e), SDN_OK);
+    int32_t rows[64];
+    for (int i = 0; i < npos; i++) rows[i] = i;
+    sdn_batch a = {.n = npos, .tokens = seq + np - 1, .logit_rows = rows, .n_logits = npos, .invariant = 1};
+    assert_int_equal(sdn_forward(c, &a, sl, &e), SDN_OK);
+    double ws = 0, wl = 0;
+    int s2 = 0, l2 = 0;
+    for (int p = 0; p < npos; p++) {
+        const float *x = ex + (size_t)p * V, *y = sl + (size_t)p * V;
+        /* the exact second-ranked token */
+        int e1 = 0, e2 = -1, y1 = 0, y2 = -1;
+        for (int t = 1; t < V; t++) {
+            if (x[t] > x[e1]) { e2 = e1; e1 = t; } else if (e2 < 0 || x[t] > x[e2]) e2 = t;
+            if (y[t] > y[y1]) { y2 = y1; y1 = t; } else if (y2 < 0 || y[t] > y[y2]) y2 = t;
+        }
+        s2 += y2 == e2;
+        l2 += q->top_ids[p * q->topk + 1] == e2;
+        for (int k = 0; k < q->topk; k++) {
+            int t = q->top_ids[p * q->topk + k];
+            double ds = fabs((double)y[t] - x[t]), dl = fabs((double)q->top_logits[p * q->topk + k] - x[t]);
+            if (ds > ws) ws = ds;
+            if (dl > wl) wl = dl;
+        }
+    }
+    print_message("against exact arithmetic (%s, %d positions): sdnpu largest logit difference %.3f, second-ranked token %d agree; "
+                  "llama.cpp %.3f, %d agree\n",
+                  q->id, npos, ws, s2, wl, l2);
+    assert_true(ws <= 1.5 * wl + 0.5);
+    assert_true(s2 >= l2 - 1);
+    sdn_ctx_free(c);
+    ref_model_free(ref);
+    free(ex), free(lg), free(sl), free(seq);
+}
+
+static void check_variant(const variant *v, int spec) {
+    char path[1300];
+    sdn_model *m = make(v, path, sizeof path);
+    sg_golden *g = sg_load(tu_source_path(v->golden));
+    const sdn_model_config *cfg = sdn_model_cfg(m);
+    assert_int_equal(cfg->arch, SDN_ARCH_QWEN3);
+    assert_int_equal(cfg->head_dim, 128);
+    assert_true(cfg->has_qk_norm && !cfg->has_qkv_bias);
+    int V = cfg->vocab, agree1 = 0, agree2 = 0, total = 0;
+    double worst = 0;
+    sdn_ctx *c = tu_ctx(m, 2048, 2, 256);
+    for (int r = 0; r < g->n; r++) {
+        const sg_request *q = &g->req[r];
+        /* prompt ids: sdnpu's rendering (plain: the file has no chat template) and tokenizer */
+        const char *docs[1] = {q->context};
+        sdn_request rq = {.documents = docs, .n_docs = q->context[0] ? 1 : 0, .prompt = q->prompt};
+        int32_t *ids;
+        int n;
+        char *text;
+        sdn_err e = {0};
+        if (sdn_request_tokens(m, &rq, &ids, &n, &text, &e)) fail_msg("%s: %s", q->id, e.msg);
+        if (strcmp(text, q->rendered)) {
+            size_t at = 0;
+            while (text[at] && text[at] == q->rendered[at]) at++;
+            fail_msg("%s: rendered prompt differs from the golden file's at byte %zu: [%.40s] vs [%.40s]", q->id, at, text + at, q->rendered + at);
+        }
+        if (n != q->n_prompt || memcmp(ids, q->prompt_ids, sizeof(int32_t) * (size_t)n))
+            fail_msg("%s: prompt ids differ from llama.cpp's (%d vs %d tokens)", q->id, n, q->n_prompt);
+        free(ids);
+        free(text);
+        /* teacher forcing: prompt on the prefill path, answer positions on the decode path */
+        int np = q->n_prompt, n_pos = q->n_top;
+        int32_t *seq = malloc(sizeof(int32_t) * (size_t)(np + q->n_answer));
+        memcpy(seq, q->prompt_ids, sizeof(int32_t) * (size_t)np);
+        memcpy(seq + np, q->answer_ids, sizeof(int32_t) * (size_t)q->n_answer);
+        float *lg = malloc(sizeof(float) * (size_t)V * (size_t)n_pos);
+        int32_t rows[64];
+        for (int i = 0; i < 64; i++) rows[i] = i;
+        sdn_kv_truncate(c, 0);
+        for (int s = 0; s < np - 1; s += 256) {
+            sdn_batch b = {.n = np - 1 - s < 256 ? np - 1 - s : 256, .tokens = seq + s, .n_logits = 0};
+            if (sdn_forward(c, &b, NULL, &e)) fail_msg("%s: %s", q->id, e.msg);
+        }
+        assert_true(n_pos <= 64);
+        sdn_batch b = {.n = n_pos, .tokens = seq + np - 1, .logit_rows = rows, .n_logits = n_pos, .invariant = 1};
+        if (sdn_forward(c, &b, lg, &e)) fail_msg("%s: %s", q->id, e.msg);
+        for (int p = 0; p < n_pos; p++) {
+            const float *l = lg + (size_t)p * V;
+            int b1 = 0, b2 = -1;
+            for (int t = 1; t < V; t++) {
+                if (l[t] > l[b1]) {
+                    b2 = b1;
+                    b1 = t;
+                } else if (b2 < 0 || l[t] > l[b2]) b2 = t;
+            }
+            if (b2 < 0) b2 = b1 ? 0 : 1;
+            total++;
+            agree1 += b1 == q->top_ids[p * q->topk];
+            agree2 += b2 == q->top_ids[p * q->topk + 1];
+            double scale = fabs(q->top_logits[p * q->topk]);
+            for (int k = 0; k < q->topk; k++) {
+                double d = fabs(l[q->top_ids[p * q->topk + k]] - q->top_logits[p * q->topk + k]) / (scale > 1 ? scale : 1);
+                if (d > worst) worst = d;
+            }
+        }
+        free(seq);
+        free(lg);
+    }
+    print_message("%s (%s layers): %d requests, %d positions: top-1 agreement %.2f%%, second-ranked token %.2f%%, largest logit "
+                  "difference over llama.cpp's top-8 %.3g of its top-1 logit\n",
+                  v->shape, v->layers ? "2" : "all", g->n, total, 100.0 * agree1 / total, 100.0 * agree2 / total, worst);
+    assert_true(g->n >= 8);
+    assert_true((double)agree1 / total >= MIN_AGREE_TOP1);
+    if (v->layers) {
+        assert_true((double)agree2 / total >= MIN_AGREE_TOP2);
+        assert_true(worst <= MAX_REL_DIFF);
+    } else {
+        /* 28 random layers amplify rounding differences (no trained, contractive weights):
+         * the second-ranked token and the logits are checked against exact arithmetic instead:
+         * sdnpu must be as close to the naive double-precision reference as llama.cpp is */
+        exact_three_way(m, g);
+    }
+    if (spec) {
+        const sdn_tokenizer *tk = sdn_model_tokenizer(m);
+        const char *methods[] = {"pld", "sam", "sam+tree", "sam+cal", "sam+reuse", "sdnpu"};
+        /* the tweet requests (the shortest prompts): 7 methods over a 151936-token LM head each */
+        int done = 0;
+        for (int r = 0; r < g->n; r++) {
+            const sg_request *q = &g->req[r];
+            if (strcmp(q->task, "tweet")) continue;
+            done++;
+            int base_n;
+            int32_t *base = gen(c, tk, "none", q->prompt_ids, q->n_prompt, q->max_new, &base_n);
+            for (size_t k = 0; k < sizeof methods / sizeof methods[0]; k++) {
+                int got_n;
+                int32_t *got = gen(c, tk, methods[k], q->prompt_ids, q->n_prompt, q->max_new, &got_n);
+                if (got_n != base_n || memcmp(got, base, sizeof(int32_t) * (size_t)base_n))
+                    fail_msg("%s, method %s: output differs from plain greedy decoding", q->id, methods[k]);
+                free(got);
+            }
+            free(base);
+        }
+        print_message("every drafting method identical to plain decoding on %d requests\n", done);
+        assert_true(done >= 3);
+    }
+    sdn_ctx_free(c);
+    sg_free(g);
+    sdn_model_free(m);
+    remove(path);
+}
+
+static void test_qwen3_reduced(void **state) {
+    (void)state;
+    check_variant(&k_ci, 1);
+}
+
+static void test_qwen3_full_shapes(void **state) {
+    (void)state;
+    if (!getenv("SDN_QWEN3_FULL")) {
+        print_message("full Qwen3-0.6B / 1.7B shapes: set SDN_QWEN3_FULL=1 (writes ~2.5 GB, a few minutes)\n");
+        skip();
+    }
+    for (size_t i = 0; i < sizeof k_full / sizeof k_full[0]; i++) check_variant(&k_full[i], 0);
+}
+
+int main(void) {
+    if (getenv("SDN_TEST_FILTER")) cmocka_set_test_filter(getenv("SDN_TEST_FILTER"));
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_qwen3_reduced),
+        cmocka_unit_test(test_qwen3_full_shapes),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
