@@ -96,31 +96,34 @@ int main(int argc, char **argv) {
     memcpy(args, argv, (size_t)argc * sizeof *argv);
     cli_normalize(argv[1], &argc, args);
     argv = args;
-    if (kernel_option(&argc, argv)) return 2;
+    int rc = 2;
+    if (kernel_option(&argc, argv)) goto out;
     if (argc < 2) {
         usage(stderr);
-        return 2;
+        goto out;
     }
     int help = 0;
     for (int i = 2; i < argc; i++) {
         if (!strcmp(argv[i], "--version")) {
             version();
-            return 0;
+            rc = 0;
+            goto out;
         }
         if (!strcmp(argv[i], "--help")) help = 1;
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (!strcmp(argv[1], commands[i].name)) {
-            int rc = commands[i].fn(argc - 1, argv + 1);
+            rc = commands[i].fn(argc - 1, argv + 1);
             /* the table-driven commands (opts.c) print their example themselves */
             if (help && rc == 0 && !commands[i].table && cli_example(commands[i].name))
                 printf("\nexample:\n  %s\n", cli_example(commands[i].name));
-            free(args);
-            return rc;
+            goto out;
         }
     fprintf(stderr, "sdnpu: unknown command '%s'\n", argv[1]);
     usage(stderr);
-    return 2;
+out:
+    free(args);
+    return rc;
 }
 
 int cli_int(const char *opt, const char *val, long lo, long hi, long *out) {
