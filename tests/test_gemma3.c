@@ -71,7 +71,6 @@ static int teardown(void **state) {
         }                                                                                          \
     } while (0)
 
-static int eog(void *ud, int32_t t) { return sdn_tokenizer_is_eog((const sdn_tokenizer *)ud, t); }
 
 static void test_model_and_prompts(void **state) {
     (void)state;
@@ -205,31 +204,11 @@ static void test_teacher_forced(void **state) {
     assert_int_equal(not_ties, 0);
 }
 
-static int32_t *gen(sdn_ctx *c, const sdn_tokenizer *tk, const char *method, const int32_t *prompt, int n, int max_new, int *n_out,
-                    sdn_gen_stats *st) {
-    sdn_method_config mc;
-    sdn_method_defaults(&mc);
-    sdn_drafter d;
-    sdn_err e = {0};
-    if (sdn_method_create(method, &mc, &d, &e)) fail_msg("%s", e.msg);
-    sdn_gen_params gp = {.max_tokens = max_new,
-                         .drafter = d.ops ? &d : NULL,
-                         .caps = {.max_nodes = SDN_DEFAULT_DRAFT_TOKENS, .max_depth = SDN_DEFAULT_DRAFT_TOKENS, .max_branch = SDN_DEFAULT_BRANCH},
-                         .prefill_topk = sdn_method_uses_prefill_preds(method) ? 4 : 0,
-                         .reuse_kv = strcmp(method, "none") != 0};
-    int32_t *out;
-    gp.eog = eog, gp.eog_ud = (void *)tk;
-    if (sdn_generate_tokens(c, prompt, n, &gp, &out, n_out, st, &e)) fail_msg("%s: %s", method, e.msg);
-    sdn_drafter_destroy(&d);
-    return out;
-}
-
 /* Greedy speculative output identical to plain decoding for every drafting method, on the
  * first request of each task (the sliding window of 512 is crossed by the rag prompt). */
 static void test_every_method_identical(void **state) {
     (void)state;
     REQUIRE();
-    const sdn_tokenizer *tk = sdn_model_tokenizer(g_model);
     const char *methods[] = {"pld", "sam", "sam+tree", "sam+cal", "sam+reuse", "sdnpu"};
     enum { NM = sizeof methods / sizeof methods[0] };
     sdn_ctx *c = tu_ctx(g_model, 2048, 2, 256);
@@ -242,13 +221,13 @@ static void test_every_method_identical(void **state) {
         per_task[t]++;
         done++;
         int base_n;
-        int32_t *base = gen(c, tk, "none", q->prompt_ids, q->n_prompt, q->max_new, &base_n, NULL);
+        int32_t *base = tu_gen_method(c, "none", q->prompt_ids, q->n_prompt, q->max_new, &base_n, NULL);
         plain += base_n;
         crossed += q->n_prompt + base_n > sdn_model_cfg(g_model)->n_swa;
         for (int k = 0; k < NM; k++) {
             int got_n;
             sdn_gen_stats st;
-            int32_t *got = gen(c, tk, methods[k], q->prompt_ids, q->n_prompt, q->max_new, &got_n, &st);
+            int32_t *got = tu_gen_method(c, methods[k], q->prompt_ids, q->n_prompt, q->max_new, &got_n, &st);
             if (got_n != base_n || memcmp(got, base, sizeof(int32_t) * (size_t)base_n) != 0) {
                 int i = 0;
                 while (i < got_n && i < base_n && got[i] == base[i]) i++;

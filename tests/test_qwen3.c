@@ -99,25 +99,6 @@ static sdn_model *make(const variant *v, char *path, size_t cap) {
     return tu_load(path, "");
 }
 
-static int eog(void *ud, int32_t t) { return sdn_tokenizer_is_eog((const sdn_tokenizer *)ud, t); }
-
-static int32_t *gen(sdn_ctx *c, const sdn_tokenizer *tk, const char *method, const int32_t *prompt, int n, int max_new, int *n_out) {
-    sdn_method_config mc;
-    sdn_method_defaults(&mc);
-    sdn_drafter d;
-    sdn_err e = {0};
-    if (sdn_method_create(method, &mc, &d, &e)) fail_msg("%s", e.msg);
-    sdn_gen_params gp = {.max_tokens = max_new,
-                         .drafter = d.ops ? &d : NULL,
-                         .caps = {.max_nodes = SDN_DEFAULT_DRAFT_TOKENS, .max_depth = SDN_DEFAULT_DRAFT_TOKENS, .max_branch = SDN_DEFAULT_BRANCH},
-                         .prefill_topk = sdn_method_uses_prefill_preds(method) ? 4 : 0,
-                         .reuse_kv = strcmp(method, "none") != 0};
-    int32_t *out;
-    gp.eog = eog, gp.eog_ud = (void *)tk;
-    if (sdn_generate_tokens(c, prompt, n, &gp, &out, n_out, NULL, &e)) fail_msg("%s: %s", method, e.msg);
-    sdn_drafter_destroy(&d);
-    return out;
-}
 
 /* On the shortest request: sdnpu (prompt on the prefill path, answer on the decode path) and
  * llama.cpp (the golden logits) each against the naive double-precision reference on the same
@@ -259,7 +240,6 @@ static void check_variant(const variant *v, int spec) {
         exact_three_way(m, g);
     }
     if (spec) {
-        const sdn_tokenizer *tk = sdn_model_tokenizer(m);
         const char *methods[] = {"pld", "sam", "sam+tree", "sam+cal", "sam+reuse", "sdnpu"};
         /* the tweet requests (the shortest prompts): 7 methods over a 151936-token LM head each */
         int done = 0;
@@ -268,10 +248,10 @@ static void check_variant(const variant *v, int spec) {
             if (strcmp(q->task, "tweet")) continue;
             done++;
             int base_n;
-            int32_t *base = gen(c, tk, "none", q->prompt_ids, q->n_prompt, q->max_new, &base_n);
+            int32_t *base = tu_gen_method(c, "none", q->prompt_ids, q->n_prompt, q->max_new, &base_n, NULL);
             for (size_t k = 0; k < sizeof methods / sizeof methods[0]; k++) {
                 int got_n;
-                int32_t *got = gen(c, tk, methods[k], q->prompt_ids, q->n_prompt, q->max_new, &got_n);
+                int32_t *got = tu_gen_method(c, methods[k], q->prompt_ids, q->n_prompt, q->max_new, &got_n, NULL);
                 if (got_n != base_n || memcmp(got, base, sizeof(int32_t) * (size_t)base_n))
                     fail_msg("%s, method %s: output differs from plain greedy decoding", q->id, methods[k]);
                 free(got);

@@ -23,28 +23,6 @@
 
 #define MAX_NEW 64
 
-static int eog(void *ud, int32_t t) { return sdn_tokenizer_is_eog((const sdn_tokenizer *)ud, t); }
-
-static int32_t *gen(sdn_ctx *c, const sdn_tokenizer *tk, const char *method, const int32_t *prompt, int n, int *n_out, sdn_gen_stats *st) {
-    sdn_method_config mc;
-    sdn_method_defaults(&mc);
-    sdn_drafter d;
-    sdn_err e = {0};
-    if (sdn_method_create(method, &mc, &d, &e)) fail_msg("%s", e.msg);
-    sdn_gen_params gp = {.max_tokens = MAX_NEW,
-                         .drafter = d.ops ? &d : NULL,
-                         .caps = {.max_nodes = SDN_DEFAULT_DRAFT_TOKENS, .max_depth = SDN_DEFAULT_DRAFT_TOKENS, .max_branch = SDN_DEFAULT_BRANCH},
-                         .prefill_topk = sdn_method_uses_prefill_preds(method) ? 4 : 0,
-                         /* methods without prefill predictions reuse the plain run's prompt KV
-                          * entries (the same bits a fresh prefill computes); plain decoding and
-                          * the methods with predictions prefill from scratch */
-                         .reuse_kv = strcmp(method, "none") != 0};
-    int32_t *out;
-    gp.eog = eog, gp.eog_ud = (void *)tk;
-    if (sdn_generate_tokens(c, prompt, n, &gp, &out, n_out, st, &e)) fail_msg("%s: %s", method, e.msg);
-    sdn_drafter_destroy(&d);
-    return out;
-}
 
 static void test_every_method_identical(void **state) {
     (void)state;
@@ -52,7 +30,6 @@ static void test_every_method_identical(void **state) {
     TU_REQUIRE_SMOLLM2(path);
     sdn_model *m = tu_load(path, "");
     sg_golden *g = sg_load(tu_source_path("tests/golden/smollm2/llamacpp.jsonl"));
-    const sdn_tokenizer *tk = sdn_model_tokenizer(m);
     const char *methods[] = {"pld", "sam", "sam+tree", "sam+cal", "sam+reuse", "sdnpu"};
     enum { NM = sizeof methods / sizeof methods[0] };
     sdn_ctx *c = tu_ctx(m, 4096, 2, 256);
@@ -63,12 +40,12 @@ static void test_every_method_identical(void **state) {
         const sg_request *q = &g->req[r];
         n_req++;
         int base_n;
-        int32_t *base = gen(c, tk, "none", q->prompt_ids, q->n_prompt, &base_n, NULL);
+        int32_t *base = tu_gen_method(c, "none", q->prompt_ids, q->n_prompt, MAX_NEW, &base_n, NULL);
         gen_tokens += base_n;
         for (int k = 0; k < NM; k++) {
             int got_n;
             sdn_gen_stats st;
-            int32_t *got = gen(c, tk, methods[k], q->prompt_ids, q->n_prompt, &got_n, &st);
+            int32_t *got = tu_gen_method(c, methods[k], q->prompt_ids, q->n_prompt, MAX_NEW, &got_n, &st);
             if (got_n != base_n || memcmp(got, base, sizeof(int32_t) * (size_t)base_n) != 0) {
                 int i = 0;
                 while (i < got_n && i < base_n && got[i] == base[i]) i++;

@@ -16,6 +16,9 @@
 #include "engine/make_model.h"
 #include "engine/model.h"
 #include "engine/model_registry.h"
+#include "engine/tokenizer.h"
+#include "draft/methods.h"
+#include "runtime/decode.h"
 
 static char *rot(void) {
     static char bufs[8][1024];
@@ -150,4 +153,25 @@ sdn_ctx *tu_ctx(sdn_model *m, int n_ctx, int threads, int max_batch) {
     sdn_ctx_params p = {.n_ctx = n_ctx, .n_threads = threads, .max_batch = max_batch};
     if (sdn_ctx_new(m, &p, &c, &e)) fail_msg("%s", e.msg);
     return c;
+}
+
+static int tu_eog(void *ud, int32_t t) { return sdn_tokenizer_is_eog((const sdn_tokenizer *)ud, t); }
+
+int32_t *tu_gen_method(sdn_ctx *c, const char *method, const int32_t *prompt, int n, int max_new, int *n_out, sdn_gen_stats *st) {
+    sdn_method_config mc;
+    sdn_method_defaults(&mc);
+    sdn_drafter d;
+    sdn_err e = {0};
+    if (sdn_method_create(method, &mc, &d, &e)) fail_msg("%s", e.msg);
+    sdn_gen_params gp = {.max_tokens = max_new,
+                         .drafter = d.ops ? &d : NULL,
+                         .caps = {.max_nodes = SDN_DEFAULT_DRAFT_TOKENS, .max_depth = SDN_DEFAULT_DRAFT_TOKENS, .max_branch = SDN_DEFAULT_BRANCH},
+                         .prefill_topk = sdn_method_uses_prefill_preds(method) ? 4 : 0,
+                         .reuse_kv = strcmp(method, "none") != 0,
+                         .eog = tu_eog,
+                         .eog_ud = (void *)sdn_model_tokenizer(sdn_ctx_model(c))};
+    int32_t *out;
+    if (sdn_generate_tokens(c, prompt, n, &gp, &out, n_out, st, &e)) fail_msg("%s: %s", method, e.msg);
+    sdn_drafter_destroy(&d);
+    return out;
 }

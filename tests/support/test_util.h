@@ -72,4 +72,14 @@ const char *tu_known_model(const char *name);
         }                                                                                \
     } while (0)
 
+struct sdn_ctx;
+struct sdn_gen_stats;
+/* Greedy generation with drafting method `method` (by name, default parameters) under the
+ * engine's default caps (4 draft tokens, branch 4), stopping at the model's end-of-generation
+ * tokens: the lossless checks of the real-model tests. Methods other than "none" reuse the
+ * context's KV entries for the prompt's common prefix (those without prefill predictions; the
+ * others prefill from scratch). Fails the test on an error; returns the malloc'd tokens. */
+int32_t *tu_gen_method(struct sdn_ctx *c, const char *method, const int32_t *prompt, int n, int max_new, int *n_out,
+                       struct sdn_gen_stats *st);
+
 #endif
