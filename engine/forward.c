@@ -511,6 +511,80 @@ static inline void axpy(float *o, float p, const float *v, int n) {
     for (; d < n; d++) o[d] = fmaf(p, v[d], o[d]);
 }
 
+/* Attention scores and values for one (row, head) over a slot list, AVX2+FMA, hd a multiple
+ * of 8. They compute exactly what dot_f32_avx2 and axpy_avx2 compute slot by slot (the same
+ * FMA chain per score over the head's 8-float chunks in order, the same horizontal reduction
+ * ((a0+a4)+(a2+a6))+((a1+a5)+(a3+a7)); per output element the same FMA chain over the slots in
+ * order), so the bits do not change; what changes is that 8 slots' independent chains are in
+ * flight at once (one dot product's chain is 4-cycle FMA latency bound) and the output stays
+ * in registers instead of a load and store per slot. */
+#ifdef FWD_SIMD
+/* lane k of the result = the reduction of acc[k] (the 8x8 transpose, then the adds of
+ * dot_f32_avx2 in vector form) */
+__attribute__((target("avx2,fma"))) static inline __m256 hsum8x8(const __m256 *acc) {
+    __m256 t0 = _mm256_unpacklo_ps(acc[0], acc[1]), t1 = _mm256_unpackhi_ps(acc[0], acc[1]);
+    __m256 t2 = _mm256_unpacklo_ps(acc[2], acc[3]), t3 = _mm256_unpackhi_ps(acc[2], acc[3]);
+    __m256 t4 = _mm256_unpacklo_ps(acc[4], acc[5]), t5 = _mm256_unpackhi_ps(acc[4], acc[5]);
+    __m256 t6 = _mm256_unpacklo_ps(acc[6], acc[7]), t7 = _mm256_unpackhi_ps(acc[6], acc[7]);
+    __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+    __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+    __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+    __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+    /* T[j] lane k = acc[k][j] */
+    __m256 T0 = _mm256_permute2f128_ps(u0, u4, 0x20), T1 = _mm256_permute2f128_ps(u1, u5, 0x20);
+    __m256 T2 = _mm256_permute2f128_ps(u2, u6, 0x20), T3 = _mm256_permute2f128_ps(u3, u7, 0x20);
+    __m256 T4 = _mm256_permute2f128_ps(u0, u4, 0x31), T5 = _mm256_permute2f128_ps(u1, u5, 0x31);
+    __m256 T6 = _mm256_permute2f128_ps(u2, u6, 0x31), T7 = _mm256_permute2f128_ps(u3, u7, 0x31);
+    __m256 s0 = _mm256_add_ps(T0, T4), s1 = _mm256_add_ps(T1, T5), s2 = _mm256_add_ps(T2, T6), s3 = _mm256_add_ps(T3, T7);
+    return _mm256_add_ps(_mm256_add_ps(s0, s2), _mm256_add_ps(s1, s3));
+}
+
+/* sc[s] = dot(q, K[sl[s]] + off) * scale for s < ns; returns how many were done (a multiple
+ * of 8; the caller does the rest with dot_f32). */
+FWD_TARGET static int att_scores_avx2(const float *q, const float *K, size_t kvd, size_t off, const int32_t *sl, int ns, int hd,
+                                      float scale, float *sc) {
+    int s = 0;
+    const __m256 vs = _mm256_set1_ps(scale);
+    for (; s + 8 <= ns; s += 8) {
+        const float *k[8];
+        for (int j = 0; j < 8; j++) k[j] = K + (size_t)sl[s + j] * kvd + off;
+        __m256 acc[8];
+        for (int j = 0; j < 8; j++) acc[j] = _mm256_setzero_ps();
+        for (int i = 0; i < hd; i += 8) {
+            const __m256 qv = _mm256_loadu_ps(q + i);
+            for (int j = 0; j < 8; j++) acc[j] = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k[j] + i), acc[j]);
+        }
+        _mm256_storeu_ps(sc + s, _mm256_mul_ps(hsum8x8(acc), vs));
+    }
+    return s;
+}
+
+/* o[0..hd) += sum over s < ns, in slot order, of p[s] * V[sl[s]] + off (64 floats of o at a
+ * time in registers). */
+FWD_TARGET static void att_values_avx2(float *o, const float *p, const float *V, size_t kvd, size_t off, const int32_t *sl, int ns,
+                                       int hd) {
+    for (int d0 = 0; d0 < hd; d0 += 64) {
+        const int nc = (hd - d0 < 64 ? hd - d0 : 64) / 8;
+        __m256 acc[8];
+        for (int c = 0; c < nc; c++) acc[c] = _mm256_loadu_ps(o + d0 + 8 * c);
+        if (nc == 8) {
+            for (int s = 0; s < ns; s++) {
+                const float *v = V + (size_t)sl[s] * kvd + off + d0;
+                const __m256 vp = _mm256_set1_ps(p[s]);
+                for (int c = 0; c < 8; c++) acc[c] = _mm256_fmadd_ps(vp, _mm256_loadu_ps(v + 8 * c), acc[c]);
+            }
+        } else {
+            for (int s = 0; s < ns; s++) {
+                const float *v = V + (size_t)sl[s] * kvd + off + d0;
+                const __m256 vp = _mm256_set1_ps(p[s]);
+                for (int c = 0; c < nc; c++) acc[c] = _mm256_fmadd_ps(vp, _mm256_loadu_ps(v + 8 * c), acc[c]);
+            }
+        }
+        for (int c = 0; c < nc; c++) _mm256_storeu_ps(o + d0 + 8 * c, acc[c]);
+    }
+}
+#endif
+
 typedef struct att_job {
     sdn_ctx *c;
     const sdn_batch *b;
@@ -550,16 +624,24 @@ static void att_rows_worker(void *arg, int ith, int nth) {
             }
         }
         const float *q = c->q + (size_t)i * c->qd + (size_t)h * hd;
+        const size_t off = (size_t)kh * hd;
+        int s0 = 0;
+#ifdef FWD_SIMD
+        const int fast = g_simd > 0 && (hd & 7) == 0;
+        if (fast) s0 = att_scores_avx2(q, K, c->kvd, off, sl, ns, hd, scale, sc);
+#endif
+        for (int s = s0; s < ns; s++) sc[s] = dot_f32(q, K + (size_t)sl[s] * c->kvd + off, hd) * scale;
         float mx = -INFINITY;
-        for (int s = 0; s < ns; s++) {
-            float v = dot_f32(q, K + (size_t)sl[s] * c->kvd + (size_t)kh * hd, hd) * scale;
-            sc[s] = v;
-            if (v > mx) mx = v;
-        }
+        for (int s = 0; s < ns; s++)
+            if (sc[s] > mx) mx = sc[s];
         float sum = exp_shift_store(sc, ns, mx);
         float *o = c->att + (size_t)i * c->qd + (size_t)h * hd;
         memset(o, 0, (size_t)hd * sizeof(float));
-        for (int s = 0; s < ns; s++) axpy(o, sc[s], V + (size_t)sl[s] * c->kvd + (size_t)kh * hd, hd);
+#ifdef FWD_SIMD
+        if (fast) att_values_avx2(o, sc, V, c->kvd, off, sl, ns, hd);
+        else
+#endif
+            for (int s = 0; s < ns; s++) axpy(o, sc[s], V + (size_t)sl[s] * c->kvd + off, hd);
         float inv = 1.0f / sum;
         for (int d = 0; d < hd; d++) o[d] *= inv;
     }
