@@ -188,8 +188,16 @@ SDN_INLINE vf vf_from_f16(vi v, int hi) {
  * when given NULL; writes out[tx][CW]) and optionally group (all n rows of a group at once from
  * the unpacked blocks, writing out[row][CW] rows of up to 16 at a time via its own loop; NULL
  * when unused). */
-#define COL_RT 4        /* activation rows per tile */
-#define COL_FUSE_ROWS 4 /* batches up to this size unpack in registers, larger ones via scratch */
+#if CW == 16
+/* AVX-512 has 32 vector registers: 8 rows' accumulators (16 with Q4_1's min term) and a
+ * block's 8 weight vectors fit, so a verify step of up to 8 rows (the default draft budgets)
+ * unpacks each weight block once, in registers, and needs no scratch pass */
+#define COL_RT 8        /* activation rows per tile */
+#define COL_FUSE_ROWS 8 /* batches up to this size unpack in registers, larger ones via scratch */
+#else
+#define COL_RT 4
+#define COL_FUSE_ROWS 4
+#endif
 
 typedef void (*col_build_fn)(const uint8_t *const *rows, int64_t b, size_t pf, void *blk);
 typedef void (*col_tile_fn)(const uint8_t *const *rows, const void *blks, int64_t nb, size_t pf, const char *act,
@@ -252,7 +260,19 @@ static inline void col_drive(const void *W, size_t row_bytes, int64_t nb, size_t
     }
 }
 
-/* tile functions for tile sizes 1..4 of an inline tile body BODY(T, TX, ...), a build wrapper,
+#if COL_RT == 8
+#define COL_TILE_MORE(pfx, BODY, BLK, T)                                                                              \
+    COL_TILE_FN(pfx##_5, BODY, BLK, T, 5)                                                                             \
+    COL_TILE_FN(pfx##_6, BODY, BLK, T, 6)                                                                             \
+    COL_TILE_FN(pfx##_7, BODY, BLK, T, 7)                                                                             \
+    COL_TILE_FN(pfx##_8, BODY, BLK, T, 8)
+#define COL_TILE_MORE_LIST(pfx) , pfx##_5, pfx##_6, pfx##_7, pfx##_8
+#else
+#define COL_TILE_MORE(pfx, BODY, BLK, T)
+#define COL_TILE_MORE_LIST(pfx)
+#endif
+
+/* tile functions for tile sizes 1..COL_RT of an inline tile body BODY(T, TX, ...), a build wrapper,
  * and the table pfx##_tiles */
 #define COL_TILE_FN(name, BODY, BLK, T, TX)                                                                           \
     static void name(const uint8_t *const *rows, const void *blks, int64_t nb, size_t pf, const char *act,           \
@@ -264,9 +284,10 @@ static inline void col_drive(const void *W, size_t row_bytes, int64_t nb, size_t
     COL_TILE_FN(pfx##_2, BODY, BLK, T, 2)                                                                             \
     COL_TILE_FN(pfx##_3, BODY, BLK, T, 3)                                                                             \
     COL_TILE_FN(pfx##_4, BODY, BLK, T, 4)                                                                             \
+    COL_TILE_MORE(pfx, BODY, BLK, T)                                                                                  \
     static void pfx##_build(const uint8_t *const *rows, int64_t b, size_t pf, void *blk) {                            \
         BUILD(T, rows, b, pf, (BLK *)blk);                                                                            \
     }                                                                                                                 \
-    static const col_tile_fn pfx##_tiles[COL_RT] = {pfx##_1, pfx##_2, pfx##_3, pfx##_4};
+    static const col_tile_fn pfx##_tiles[COL_RT] = {pfx##_1, pfx##_2, pfx##_3, pfx##_4 COL_TILE_MORE_LIST(pfx)};
 
 #endif
