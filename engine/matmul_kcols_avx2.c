@@ -11,7 +11,7 @@
  *         acc = acc + (float)isum * (d * dx)
  * exactly the float sequence of the portable kernel (matmul_portable.c, port_k), so every
  * path gives the portable bits (docs/kernels.md, batch invariance across paths). Batches of
- * up to 4 rows unpack per super-block as they go; larger ones unpack the group once into a
+ * up to COL_FUSE_ROWS rows (8 with AVX-512, 4 with AVX2) unpack per super-block as they go; larger ones unpack the group once into a
  * per-thread scratch buffer. */
 #include "engine/matmul_internal.h"
 
