@@ -59,6 +59,10 @@ void cli_param_help(FILE *f) {
     fprintf(f, "                        keys (range, default):\n");
     for (int i = 0; sdn_method_param_info(i, &key, &is_float, &lo, &hi, &def); i++)
         fprintf(f, "                          %-18s %s in [%g, %g], default %g\n", key, is_float ? "number " : "integer", lo, hi, def);
+    fprintf(f, "                        reuse.rule: 0 = a reused segment ages out after reuse.max_age steps, 1 = the paper's\n"
+               "                          rule (kept one step at least, dropped after a step drafting more than\n"
+               "                          reuse.threshold tokens); sdnpu.weigh: 1 = with calibration the context continuation\n"
+               "                          is weighed by the model's prefill predictions, 0 = not (the paper's drafter)\n");
 }
 
 void cli_help(const cli_cmd *c, FILE *f) {
