@@ -260,6 +260,11 @@ int sdn_bench_run(sdn_model *m, const sdn_dataset *ds, const sdn_bench_opts *o, 
                 gp.prefill_topk = uses_preds ? K : 0;
                 if (uses_preds) gp.reuse_preds = &preds;
             }
+            if (o->progress) { /* the bar stays at the requests done; the note names the run */
+                char note[160];
+                snprintf(note, sizeof note, "%s: run %d/%d %s%s%s", row->id, j + 1, nm, method, k ? "@" : "", k ? cells[t * nm + k].budget : "");
+                o->progress(o->ud, i, ds->n, note);
+            }
             eog_state es = {tok, -1};
             free(outs[k]);
             outs[k] = NULL;

@@ -51,7 +51,8 @@ typedef struct sdn_bench_opts {
     long history_budget;        /* tokens of history per request (default 4096) */
     const sdn_method_config *mcfg; /* method parameters (NULL: defaults) */
     const sdn_gs_options *graphs;  /* fixed-shape graphs switched during prefill (NULL: none) */
-    /* called after every request (done of total; note: the request id) */
+    /* called before every run (done = requests finished; note: request id, run, method@budget)
+       and after every request (done of total; note: the request id) */
     void (*progress)(void *ud, long done, long total, const char *note);
     void *ud;
     FILE *log;                  /* skipped rows and output mismatches (NULL: stderr) */
