@@ -54,13 +54,14 @@ static void usage(FILE *f) {
             "  --cost PROFILE       verify-cost profile to plot (default: measured on the model when plotting)\n"
             "  --cost-out FILE      measure the verify-cost profile on the model and write it\n"
             "  --fresh-prefill      every run prefills its prompt (default: the request's first run prefills,\n"
-            "                       the others reuse its KV entries and prefill predictions)\n"
+            "                       the others reuse its KV entries and prefill predictions)\n",
+            sdn_method_list());
+    cli_param_help(f);
+    fprintf(f,
             "Times: ms/token = decode time (drafter set-up such as calibration trees included) per output token;\n"
             "speedup = plain decoding's ms/token on the same requests in the same run / the method's. 'prefill ms'\n"
             "is the request's one prefill (with the prefill predictions when a listed method uses them), shown on\n"
-            "the plain-decoding row: the other runs reuse its KV entries and prefill nothing ('-').\n",
-            sdn_method_list());
-    cli_param_help(f);
+            "the plain-decoding row: the other runs reuse its KV entries and prefill nothing ('-').\n");
 }
 
 static int mkdir_p(const char *dir) {
@@ -450,7 +451,7 @@ int cmd_bench(int argc, char **argv) {
             double mean;
             int mode = budget_mode(bh, &mean);
             marks[nmark] = mode;
-            snprintf(mlab[nmark++], sizeof mlab[0], "default rule: most often %d", mode);
+            snprintf(mlab[nmark++], sizeof mlab[0], "default rule's step budget: most often %d (mean %.1f)", mode, mean);
             if (mean > 0 && (int)(mean + 0.5) != mode) {
                 marks[nmark] = mean;
                 snprintf(mlab[nmark++], sizeof mlab[0], "mean %.1f", mean);
