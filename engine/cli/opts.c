@@ -33,7 +33,7 @@ static const struct {
     {"bench-kernels", "sdnpu bench-kernels --types Q8_0"},
     {"profile", "sdnpu profile --model smollm2-135m-instruct"},
     {"bench-graphs", "sdnpu bench-graphs --part ttft --reps 3 --threads 1"},
-    {"bench", "sdnpu bench --model smollm2-135m-instruct --dataset summary --limit 2 --max-tokens 32 --out /tmp/bench.csv"},
+    {"bench", "sdnpu bench --model smollm2-135m-instruct --dataset summary --limit 2 --max-tokens 32 --budgets default,8 --out /tmp/bench"},
     {"trace", "sdnpu trace --model M.gguf --dataset stories.jsonl --out /tmp/stories.trace.jsonl"},
     {"trace-import", "sdnpu trace-import --outputs answers.jsonl --tokenizer tokenizer.bin --out /tmp/t.trace.jsonl"},
     {"study", "sdnpu study --traces /tmp/stories.trace.jsonl --csv /tmp/study.csv"},
