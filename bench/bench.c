@@ -1,8 +1,9 @@
 /* bench.c - the benchmark loop and trace recording over a dataset (see bench.h).
  *
- * Per request the runs (plain decoding and every method) share one inference context; their
- * order rotates from request to request so that no method always runs first (cold caches)
- * or last. The peak resident memory of each run is measured by resetting the kernel's
+ * Per request the runs (plain decoding and every method at every budget) share one inference
+ * context and the prompt's KV entries (the first run prefills, the others reuse them; see
+ * bench.h); their order rotates from request to request so that no method always runs first
+ * (cold caches) or last. The peak resident memory of each run is measured by resetting the kernel's
  * high-water mark (/proc/self/clear_refs, "5") before it; when that is not permitted the
  * process peak is reported. */
 #include "bench/bench.h"
@@ -16,6 +17,7 @@
 #include "engine/forward.h"
 #include "engine/request.h"
 #include "runtime/decode.h"
+#include "runtime/verify_cost.h"
 #include "engine/tokenizer.h"
 
 #define MIN_ROOM 16 /* positions a prompt must leave for generation */
@@ -80,7 +82,7 @@ void sdn_bench_result_free(sdn_bench_result *r) {
     memset(r, 0, sizeof *r);
 }
 
-static void add_stats(sdn_result_cell *cell, const sdn_gen_stats *s) {
+static void add_stats(sdn_result_cell *cell, const sdn_gen_stats *s, int count_prefill) {
     sdn_study_counts c = {0};
     c.requests = 1;
     c.out_tokens = s->n_gen;
@@ -88,19 +90,60 @@ static void add_stats(sdn_result_cell *cell, const sdn_gen_stats *s) {
     c.drafted = s->drafted;
     c.accepted = s->accepted;
     for (int i = 0; i < SDN_ACCEPT_HIST; i++) c.accept_hist[i] = s->accept_hist[i];
+    for (int i = 0; i < SDN_ACCEPT_HIST && i < SDN_STUDY_DRAFT_HIST; i++) {
+        c.draft_hist[i] = s->draft_hist[i];
+        cell->budget_hist[i] += s->budget_hist[i];
+    }
     c.t_draft = s->t_draft;
     sdn_study_counts_add(&cell->c, &c);
     cell->prompt_tokens += s->n_prompt;
-    cell->t_prefill += s->t_prefill;
-    cell->t_decode += s->t_decode;
+    if (count_prefill) cell->t_prefill += s->t_prefill;
+    cell->t_decode += s->t_decode + s->t_begin; /* the drafter's begin (calibration build) counts */
     cell->t_verify += s->t_verify;
     if (s->peak_rss > cell->peak_rss) cell->peak_rss = s->peak_rss;
 }
 
+int sdn_bench_parse_budgets(const char *list, int *out, int cap, int *n, sdn_err *err) {
+    *n = 0;
+    if (!list || !*list) return sdn_fail(err, SDN_EINVAL, "option --budgets: empty list");
+    const char *p = list;
+    for (;;) {
+        const char *e = strchr(p, ',');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        while (len && *p == ' ') p++, len--;
+        while (len && p[len - 1] == ' ') len--;
+        int v = -1;
+        if (len == 7 && !strncmp(p, "default", 7)) v = SDN_BENCH_DEFAULT_BUDGET;
+        else if (len > 0 && len < 4) {
+            v = 0;
+            for (size_t i = 0; i < len; i++) {
+                if (p[i] < '0' || p[i] > '9') { v = -1; break; }
+                v = v * 10 + (p[i] - '0');
+            }
+            if (v < 1 || v > SDN_INVARIANT_MAX_ROWS - 1) v = -1;
+        }
+        if (v < 0)
+            return sdn_fail(err, SDN_EINVAL, "option --budgets: '%.*s' is not 'default' or an integer in [1, %d]", (int)len, p,
+                            SDN_INVARIANT_MAX_ROWS - 1);
+        for (int i = 0; i < *n; i++)
+            if (out[i] == v) return sdn_fail(err, SDN_EINVAL, "option --budgets: '%.*s' is listed twice", (int)len, p);
+        if (*n == cap) return sdn_fail(err, SDN_EINVAL, "option --budgets: at most %d budgets", cap);
+        out[(*n)++] = v;
+        if (!e) break;
+        p = e + 1;
+    }
+    return SDN_OK;
+}
+
+/* One run of a request: plain decoding (method NULL) or a method at a budget. */
+typedef struct bench_run {
+    const char *method;
+    int budget; /* SDN_BENCH_DEFAULT_BUDGET or N */
+} bench_run;
+
 int sdn_bench_run(sdn_model *m, const sdn_dataset *ds, const sdn_bench_opts *o, sdn_bench_result *out, sdn_err *err) {
     memset(out, 0, sizeof *out);
     FILE *log = o->log ? o->log : stderr;
-    int nm = o->n_methods + 1; /* none first */
     for (int i = 0; i < o->n_methods; i++) {
         if (!strcmp(o->methods[i], "none")) return sdn_fail(err, SDN_EINVAL, "option --methods: 'none' (plain decoding) always runs as the baseline; do not list it");
         sdn_drafter probe = {0};
@@ -110,19 +153,42 @@ int sdn_bench_run(sdn_model *m, const sdn_dataset *ds, const sdn_bench_opts *o, 
         sdn_drafter_destroy(&probe);
         if (rc) return sdn_fail(err, rc, "option --methods");
     }
+    /* the budgets: listed, or the one of caps */
+    int one_budget = o->caps.max_nodes > 0 ? o->caps.max_nodes : SDN_BENCH_DEFAULT_BUDGET;
+    const int *budgets = o->n_budgets > 0 ? o->budgets : &one_budget;
+    int nb = o->n_budgets > 0 ? o->n_budgets : 1, any_default = 0;
+    for (int b = 0; b < nb; b++) {
+        if (budgets[b] < 0 || budgets[b] > SDN_INVARIANT_MAX_ROWS - 1)
+            return sdn_fail(err, SDN_EINVAL, "option --budgets: %d is not 'default' or in [1, %d]", budgets[b], SDN_INVARIANT_MAX_ROWS - 1);
+        if (budgets[b] == SDN_BENCH_DEFAULT_BUDGET) any_default = 1;
+    }
     const char *tasks[64];
     int n_tasks = sdn_dataset_tasks(ds, tasks, 64);
     if (n_tasks > 64) return sdn_fail(err, SDN_EINVAL, "dataset: more than 64 tasks");
     if (n_tasks == 0) return sdn_fail(err, SDN_EINVAL, "dataset: no requests");
+    int nm = 1 + o->n_methods * nb; /* runs per request: none first, then method-major */
+    bench_run *runs = calloc((size_t)nm, sizeof *runs);
     sdn_result_cell *cells = calloc((size_t)n_tasks * nm, sizeof *cells);
     int32_t **outs = calloc((size_t)nm, sizeof *outs);
     int *n_outs = calloc((size_t)nm, sizeof *n_outs);
     sdn_gen_stats *stats = calloc((size_t)nm, sizeof *stats);
-    if (!cells || !outs || !n_outs || !stats) { free(cells); free(outs); free(n_outs); free(stats); return sdn_fail(err, SDN_ENOMEM, "out of memory"); }
+    if (!runs || !cells || !outs || !n_outs || !stats) {
+        free(runs); free(cells); free(outs); free(n_outs); free(stats);
+        return sdn_fail(err, SDN_ENOMEM, "out of memory");
+    }
+    int K = 0; /* prefill predictions of the request's first run: when any method uses them */
+    for (int i = 0; i < o->n_methods; i++)
+        for (int b = 0; b < nb; b++) {
+            runs[1 + i * nb + b] = (bench_run){o->methods[i], budgets[b]};
+            if (sdn_method_uses_prefill_preds(o->methods[i])) K = o->preds_k > 0 ? o->preds_k : 8;
+        }
     for (int t = 0; t < n_tasks; t++)
         for (int k = 0; k < nm; k++) {
-            snprintf(cells[t * nm + k].task, sizeof cells->task, "%s", tasks[t]);
-            snprintf(cells[t * nm + k].method, sizeof cells->method, "%s", k ? o->methods[k - 1] : "none");
+            sdn_result_cell *cell = &cells[t * nm + k];
+            snprintf(cell->task, sizeof cell->task, "%s", tasks[t]);
+            snprintf(cell->method, sizeof cell->method, "%s", k ? runs[k].method : "none");
+            if (k && runs[k].budget == SDN_BENCH_DEFAULT_BUDGET) snprintf(cell->budget, sizeof cell->budget, "default");
+            else if (k) snprintf(cell->budget, sizeof cell->budget, "%d", runs[k].budget);
         }
     char fp[17];
     snprintf(fp, sizeof fp, "%016llx", (unsigned long long)sdn_model_fingerprint(m));
@@ -130,12 +196,16 @@ int sdn_bench_run(sdn_model *m, const sdn_dataset *ds, const sdn_bench_opts *o, 
     sdn_ctx *c = NULL;
     sdn_gs *gs = NULL;
     sdn_gen_params gtmpl;
+    sdn_preds preds = {0};
     int rc = ctx_for(m, o, &c, &gs, &gtmpl, err);
     if (rc) goto done;
+    /* the default budget: the graph runtime's fixed size, else the verify-cost curve */
+    if (any_default && !gs) {
+        if ((rc = sdn_verify_curve(m, o->threads > 0 ? o->threads : 2, out->verify_ms, log, err))) goto done;
+        out->have_curve = 1;
+    }
+    const int reuse = !o->fresh_prefill && !gs; /* a prefill hook needs the whole prompt */
     const sdn_tokenizer *tok = sdn_model_tokenizer(m);
-    sdn_draft_caps caps = gtmpl.caps;
-    if (caps.max_nodes <= 0) caps.max_nodes = SDN_DEFAULT_DRAFT_TOKENS; /* the engine's speed default */
-    sdn_study_caps(&caps, &caps);
     long budget = o->history_budget > 0 ? o->history_budget : 4096;
     for (int i = 0; i < ds->n; i++) {
         const sdn_task_row *row = &ds->rows[i];
@@ -158,19 +228,43 @@ int sdn_bench_run(sdn_model *m, const sdn_dataset *ds, const sdn_bench_opts *o, 
             free(prompt);
             goto done;
         }
+        sdn_preds_free(&preds);
+        int first_prefill = -1; /* the run that prefilled the request's prompt */
         for (int j = 0; j < nm && !rc; j++) {
             int k = (j + i) % nm; /* rotate the order */
+            const char *method = k ? runs[k].method : "none";
             sdn_method_config mc;
             if (o->mcfg) mc = *o->mcfg;
             else sdn_method_defaults(&mc);
             mc.hist_bytes = hist;
             mc.hist_bytes_len = hist_len;
             sdn_drafter d = {0};
-            if ((rc = sdn_method_create(k ? o->methods[k - 1] : "none", &mc, &d, err))) break;
-            int K = k && sdn_method_uses_prefill_preds(o->methods[k - 1]) ? (o->preds_k > 0 ? o->preds_k : 8) : 0;
-            sdn_gen_params gp = {.max_tokens = o->max_tokens > 0 ? o->max_tokens : 128, .drafter = d.ops ? &d : NULL, .caps = caps,
-                                 .prefill_topk = K, .prefill = gtmpl.prefill, .prefill_ud = gtmpl.prefill_ud,
-                                 .decode_rows = gtmpl.decode_rows};
+            if ((rc = sdn_method_create(method, &mc, &d, err))) break;
+            int uses_preds = k && sdn_method_uses_prefill_preds(method);
+            sdn_gen_params gp = {.max_tokens = o->max_tokens > 0 ? o->max_tokens : 128, .drafter = d.ops ? &d : NULL,
+                                 .prefill = gtmpl.prefill, .prefill_ud = gtmpl.prefill_ud, .decode_rows = gtmpl.decode_rows};
+            if (k && runs[k].budget != SDN_BENCH_DEFAULT_BUDGET) { /* fixed caps */
+                int n = runs[k].budget;
+                int depth = o->n_budgets > 0 || o->caps.max_depth <= 0 || o->caps.max_depth > n ? n : o->caps.max_depth;
+                gp.caps = (sdn_draft_caps){.max_nodes = n, .max_depth = depth, .max_branch = o->caps.max_branch};
+            } else if (k) { /* the engine's default: as `sdnpu run` (runtime/api.c) */
+                gp.caps = (sdn_draft_caps){.max_nodes = 0, .max_depth = o->caps.max_depth, .max_branch = o->caps.max_branch};
+                if (gs) gp.caps.max_nodes = gtmpl.caps.max_nodes;
+                else gp.verify_ms = out->verify_ms;
+            }
+            if (j == 0 || !reuse) { /* the request's prefill */
+                gp.prefill_topk = reuse || uses_preds ? K : 0;
+                if (reuse && K) gp.preds_out = &preds;
+            } else { /* after the first run's KV entries (and predictions) */
+                gp.reuse_kv = 1;
+                gp.prefill_topk = uses_preds ? K : 0;
+                if (uses_preds) gp.reuse_preds = &preds;
+            }
+            if (o->progress) { /* the bar stays at the requests done; the note names the run */
+                char note[160];
+                snprintf(note, sizeof note, "%s: run %d/%d %s%s%s", row->id, j + 1, nm, method, k ? "@" : "", k ? cells[t * nm + k].budget : "");
+                o->progress(o->ud, i, ds->n, note);
+            }
             eog_state es = {tok, -1};
             free(outs[k]);
             outs[k] = NULL;
@@ -179,20 +273,31 @@ int sdn_bench_run(sdn_model *m, const sdn_dataset *ds, const sdn_bench_opts *o, 
             gp.eog = eog_fn, gp.eog_ud = &es;
             rc = sdn_generate_tokens(c, prompt, n_prompt, &gp, &outs[k], &n_outs[k], &stats[k], err);
             sdn_drafter_destroy(&d);
-            if (rc) sdn_fail(err, rc, "%s with method %s", row->id, k ? o->methods[k - 1] : "none");
+            if (rc) sdn_fail(err, rc, "%s with method %s", row->id, method);
+            else if (stats[k].n_reused < n_prompt - 1 || j == 0) {
+                out->prefills++;
+                if (j == 0) first_prefill = k;
+                else if (reuse) /* should not happen: the run could not reuse the first run's entries */
+                    fprintf(log, "bench: %s with %s: %d of %d prompt positions reused, the rest prefilled again\n", row->id, method,
+                            stats[k].n_reused, n_prompt - 1);
+            }
         }
         free(hist);
         if (rc) { free(prompt); goto done; }
         for (int k = 0; k < nm; k++) {
             sdn_result_cell *cell = &cells[t * nm + k];
-            add_stats(cell, &stats[k]);
+            /* the prefill: with KV reuse the request's one prefill goes to the plain cell, a run's
+               own prefill (no reuse, or one that could not reuse) to its cell */
+            int own_prefill = !reuse || (k != first_prefill && stats[k].n_reused < n_prompt - 1);
+            add_stats(cell, &stats[k], own_prefill);
+            if (reuse && k == 0) cell->t_prefill += stats[first_prefill].t_prefill;
             cell->plain_t_decode += stats[0].t_decode;
             cell->plain_out_tokens += stats[0].n_gen;
             if (k && (n_outs[k] != n_outs[0] || (n_outs[0] && memcmp(outs[k], outs[0], (size_t)n_outs[0] * sizeof(int32_t))))) {
                 int at = 0;
                 while (at < n_outs[k] && at < n_outs[0] && outs[k][at] == outs[0][at]) at++;
-                fprintf(log, "bench: MISMATCH: %s with %s: greedy output differs from plain decoding at token %d (%d vs %d tokens) - this is a bug\n",
-                        row->id, o->methods[k - 1], at, n_outs[k], n_outs[0]);
+                fprintf(log, "bench: MISMATCH: %s with %s (budget %s): greedy output differs from plain decoding at token %d (%d vs %d tokens) - this is a bug\n",
+                        row->id, runs[k].method, cell->budget, at, n_outs[k], n_outs[0]);
                 cell->mismatches++;
                 out->mismatches++;
             }
@@ -209,12 +314,14 @@ int sdn_bench_run(sdn_model *m, const sdn_dataset *ds, const sdn_bench_opts *o, 
         if (o->progress) o->progress(o->ud, i + 1, ds->n, row->id);
     }
 done:
+    sdn_preds_free(&preds);
     sdn_ctx_free(c);
     sdn_gs_free(gs);
     for (int k = 0; k < nm; k++) free(outs[k]);
     free(outs);
     free(n_outs);
     free(stats);
+    free(runs);
     if (rc) {
         free(cells);
         return rc;

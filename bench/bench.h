@@ -28,7 +28,19 @@ typedef struct sdn_bench_opts {
                                    always run, first in the table; "none" may not be listed) */
     int n_methods;
     int max_tokens;             /* new tokens per request (default 128) */
-    sdn_draft_caps caps;        /* zero fields: the engine's defaults */
+    sdn_draft_caps caps;        /* max_branch (and max_depth of the default budget): 0 = the
+                                   engine's; max_nodes / max_depth: the one budget when
+                                   n_budgets = 0 (below) */
+    const int *budgets;         /* draft budgets every method runs at (plain decoding runs once):
+                                   SDN_BENCH_DEFAULT_BUDGET (0) = the engine's default, as
+                                   `sdnpu run` without --draft-max: this machine's verify-cost
+                                   curve (sdn_verify_curve) with caps.max_nodes = 0, so
+                                   sdn_draft_budget sizes every step (with graphs: the graph
+                                   runtime's fixed size); N > 0 = fixed caps of N draft tokens,
+                                   depth N, branch caps.max_branch */
+    int n_budgets;              /* 0: one budget, caps.max_nodes (with caps.max_depth) when > 0,
+                                   else the default */
+    int fresh_prefill;          /* 1: every run prefills the whole prompt (no KV reuse) */
     const char *chat_template;  /* NULL = auto (request.h) */
     int use_input;              /* render the row's "input" (when present) as the user turn */
     int threads, n_ctx;         /* 0: 2 threads; the model's context (at most 4096) */
@@ -39,24 +51,46 @@ typedef struct sdn_bench_opts {
     long history_budget;        /* tokens of history per request (default 4096) */
     const sdn_method_config *mcfg; /* method parameters (NULL: defaults) */
     const sdn_gs_options *graphs;  /* fixed-shape graphs switched during prefill (NULL: none) */
-    /* called after every request (done of total; note: the request id) */
+    /* called before every run (done = requests finished; note: request id, run, method@budget)
+       and after every request (done of total; note: the request id) */
     void (*progress)(void *ud, long done, long total, const char *note);
     void *ud;
     FILE *log;                  /* skipped rows and output mismatches (NULL: stderr) */
 } sdn_bench_opts;
 
+#define SDN_BENCH_DEFAULT_BUDGET 0
+
 typedef struct sdn_bench_result {
-    sdn_result_cell *cells;     /* per task (first-appearance order) x (none, methods...) */
+    sdn_result_cell *cells;     /* per task (first-appearance order) x (none, then each method at
+                                   each budget: method-major, budgets in the listed order) */
     int n_cells;
+    long prefills;              /* runs that prefilled their prompt (KV reuse: one per request) */
+    int have_curve;             /* the default budget ran: verify_ms holds the curve it used */
+    double verify_ms[SDN_INVARIANT_MAX_ROWS]; /* ms of a verification step with d draft tokens */
     int n_requests, skipped;    /* requests run / rows skipped (too long for the context) */
     long mismatches;            /* (request, method) pairs whose output differed from plain */
     char model_fp[17];
 } sdn_bench_result;
 
 /* Run the benchmark. Every method's greedy output must equal plain decoding's; a mismatch
- * is reported on opts->log and counted (never silently ignored). */
+ * is reported on opts->log and counted (never silently ignored).
+ *
+ * KV reuse: the runs of one request share the prompt's KV entries. The request's first run
+ * (whichever the rotation puts first) prefills the prompt - with the top-k prefill
+ * predictions when any listed method uses them (k = preds_k, default 8) - and every later run
+ * keeps those entries (sdn_gen_params.reuse_kv, and reuse_preds for methods that use the
+ * predictions), so it prefills nothing and decodes after exactly the same KV entries. That
+ * one prefill is counted in the task's plain-decoding cell (t_prefill of "none"); method
+ * cells have t_prefill 0 (not measured), unless a run had to prefill itself (--graphs: a
+ * prefill hook cannot reuse entries, so every run prefills and each cell has its own). A
+ * method cell's t_decode includes its drafter's begin (sdn_gen_stats.t_begin: calibration
+ * trees, automaton over the prompt), which is done after the prefill for each run. */
 int sdn_bench_run(sdn_model *m, const sdn_dataset *ds, const sdn_bench_opts *o, sdn_bench_result *out, sdn_err *err);
 void sdn_bench_result_free(sdn_bench_result *r);
+
+/* Parse a --budgets list: comma-separated "default" (SDN_BENCH_DEFAULT_BUDGET) and integers
+ * in [1, 63], at most `cap`, no repeats. *n receives the count. SDN_EINVAL names the bad item. */
+int sdn_bench_parse_budgets(const char *list, int *out, int cap, int *n, sdn_err *err);
 
 /* Record a trace: plain greedy generation of every row (with opts->preds_k prefill
  * predictions per context position when > 0), one trace row per request written to

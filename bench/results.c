@@ -99,7 +99,7 @@ static char *joined(const char *const *v, int n, const char *one) {
 int sdn_results_csv(const char *path, const sdn_run_meta *m, const sdn_result_cell *cells, int n, sdn_err *err) {
     FILE *f = fopen(path, "w");
     if (!f) return sdn_fail(err, SDN_EIO, "%s: cannot write", path);
-    fputs("kind,model,model_fp,threads,task,method,requests,prompt_tokens,output_tokens,steps,mean_accepted,draft_per_step,"
+    fputs("kind,model,model_fp,threads,task,method,budget,requests,prompt_tokens,output_tokens,steps,mean_accepted,draft_per_step,"
           "accepted_draft_tokens,ms_per_token,plain_ms_per_token,speedup,prefill_ms,decode_ms,draft_ms,verify_ms,peak_rss_mib,mismatches,"
           "live,accept_hist,inputs,params,command\n",
           f);
@@ -123,6 +123,8 @@ int sdn_results_csv(const char *path, const sdn_run_meta *m, const sdn_result_ce
         csv_field(f, c->task);
         fputc(',', f);
         csv_field(f, c->method);
+        fputc(',', f);
+        csv_field(f, c->budget);
         fprintf(f, ",%ld,%ld,%ld,%ld,%.4f,%.3f,%ld", c->c.requests, c->prompt_tokens, c->c.out_tokens, c->c.steps,
                 sdn_study_mean_accepted(&c->c), sdn_study_mean_draft(&c->c), c->c.accepted);
         csv_measured(f, "%.4f", sdn_cell_ms_per_token(c));
@@ -182,6 +184,8 @@ int sdn_results_json(const char *path, const sdn_run_meta *m, const sdn_result_c
         cJSON *o = cJSON_CreateObject();
         cJSON_AddStringToObject(o, "task", c->task);
         cJSON_AddStringToObject(o, "method", c->method);
+        if (c->budget[0]) cJSON_AddStringToObject(o, "budget", c->budget);
+        else cJSON_AddNullToObject(o, "budget");
         cJSON_AddNumberToObject(o, "requests", (double)c->c.requests);
         cJSON_AddNumberToObject(o, "prompt_tokens", (double)c->prompt_tokens);
         cJSON_AddNumberToObject(o, "output_tokens", (double)c->c.out_tokens);
@@ -207,6 +211,12 @@ int sdn_results_json(const char *path, const sdn_run_meta *m, const sdn_result_c
         for (int k = 0; k < SDN_STUDY_DRAFT_HIST; k++) if (c->c.draft_hist[k]) last = k;
         cJSON *dh = cJSON_AddArrayToObject(o, "draft_size_hist");
         for (int k = 0; k <= last; k++) cJSON_AddItemToArray(dh, cJSON_CreateNumber((double)c->c.draft_hist[k]));
+        last = -1;
+        for (int k = 0; k < SDN_STUDY_DRAFT_HIST; k++) if (c->budget_hist[k]) last = k;
+        if (last >= 0) { /* bench: steps by the draft budget allowed */
+            cJSON *bh = cJSON_AddArrayToObject(o, "budget_hist");
+            for (int k = 0; k <= last; k++) cJSON_AddItemToArray(bh, cJSON_CreateNumber((double)c->budget_hist[k]));
+        }
         cJSON_AddItemToArray(arr, o);
     }
     char *txt = cJSON_Print(j);
@@ -222,16 +232,24 @@ int sdn_results_json(const char *path, const sdn_run_meta *m, const sdn_result_c
     return SDN_OK;
 }
 
+/* Schema 1 -> 2: the results table gets the budget column (NULL in the rows of older runs). */
+static int results_migrate(sqlite3 *db, const char *path, long long from, sdn_err *err) {
+    if (from != 1) return sdn_fail(err, SDN_EUNSUP, "%s: results database schema version %lld cannot be migrated", path, from);
+    return sdn_db_exec(db, path, "ALTER TABLE results ADD COLUMN budget TEXT", err);
+}
+
 static const sdn_db_kind k_results = {
     .what = "results database",
     .app_id = 0x53444e52,
-    .version = 1,
+    .version = 2,
+    .migrate = results_migrate,
     .schema = "CREATE TABLE runs(run_id INTEGER PRIMARY KEY, started TEXT, kind TEXT, machine TEXT, model TEXT, model_fp TEXT,"
               " threads INTEGER, max_tokens INTEGER, dataset TEXT, caps TEXT, command TEXT);"
               "CREATE TABLE results(run_id INTEGER NOT NULL REFERENCES runs(run_id), task TEXT, method TEXT, requests INTEGER,"
               " prompt_tokens INTEGER, output_tokens INTEGER, steps INTEGER, mean_accepted REAL, draft_per_step REAL,"
               " accepted_draft_tokens INTEGER, ms_per_token REAL, plain_ms_per_token REAL, speedup REAL, prefill_ms REAL,"
-              " decode_ms REAL, draft_ms REAL, verify_ms REAL, peak_rss_bytes INTEGER, mismatches INTEGER, accept_hist TEXT);"
+              " decode_ms REAL, draft_ms REAL, verify_ms REAL, peak_rss_bytes INTEGER, mismatches INTEGER, accept_hist TEXT,"
+              " budget TEXT);"
               "CREATE INDEX results_by_run ON results(run_id);",
     .tables = {"runs", "results", NULL},
 };
@@ -267,7 +285,10 @@ int sdn_results_db_add(const char *path, const sdn_run_meta *m, const sdn_result
     sqlite3_finalize(st);
     st = NULL;
     long long rid = sqlite3_last_insert_rowid(db);
-    if (sqlite3_prepare_v2(db, "INSERT INTO results VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", -1, &st, NULL) != SQLITE_OK) {
+    if (sqlite3_prepare_v2(db, "INSERT INTO results(run_id, task, method, requests, prompt_tokens, output_tokens, steps, mean_accepted,"
+                               " draft_per_step, accepted_draft_tokens, ms_per_token, plain_ms_per_token, speedup, prefill_ms, decode_ms,"
+                               " draft_ms, verify_ms, peak_rss_bytes, mismatches, accept_hist, budget)"
+                               " VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", -1, &st, NULL) != SQLITE_OK) {
         rc = sdn_db_fail(db, path, "recording results", err);
         goto rollback;
     }
@@ -297,6 +318,8 @@ int sdn_results_db_add(const char *path, const sdn_run_meta *m, const sdn_result
         else sqlite3_bind_null(st, 18);
         sqlite3_bind_int(st, 19, c->mismatches);
         sqlite3_bind_text(st, 20, hist, -1, SQLITE_TRANSIENT);
+        if (c->budget[0]) sqlite3_bind_text(st, 21, c->budget, -1, SQLITE_STATIC);
+        else sqlite3_bind_null(st, 21);
         if (sqlite3_step(st) != SQLITE_DONE) { rc = sdn_db_fail(db, path, "recording results", err); goto rollback; }
     }
     sqlite3_finalize(st);
@@ -412,6 +435,12 @@ int sdn_svg_bars(const char *path, const char *title, const char *y_label, const
 
 int sdn_svg_lines(const char *path, const char *title, const char *x_label, const char *y_label, const char *const *series, int n_series,
                   const double *const *x, const double *const *y, const int *n, sdn_err *err) {
+    return sdn_svg_lines_marked(path, title, x_label, y_label, series, n_series, x, y, n, NULL, NULL, 0, err);
+}
+
+int sdn_svg_lines_marked(const char *path, const char *title, const char *x_label, const char *y_label, const char *const *series,
+                         int n_series, const double *const *x, const double *const *y, const int *n, const double *marks,
+                         const char *const *mark_labels, int n_marks, sdn_err *err) {
     double xhi = 0, yhi = 0;
     int any = 0;
     for (int s = 0; s < n_series; s++)
@@ -436,6 +465,14 @@ int sdn_svg_lines(const char *path, const char *title, const char *x_label, cons
     fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">", (x0 + x1) / 2, y1 + 40);
     xml_text(f, x_label);
     fputs("</text>\n", f);
+    for (int i = 0; i < n_marks; i++) { /* dashed vertical lines with their labels */
+        if (!(marks[i] >= 0 && marks[i] <= xtop)) continue;
+        double px = x0 + (x1 - x0) * marks[i] / xtop;
+        fprintf(f, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"#555\" stroke-dasharray=\"5,4\"/>\n", px, y0, px, y1);
+        fprintf(f, "<text x=\"%.1f\" y=\"%d\" font-size=\"11\" fill=\"#333\">", px + 4, y0 + 14 + 14 * i);
+        xml_text(f, mark_labels && mark_labels[i] ? mark_labels[i] : "");
+        fputs("</text>\n", f);
+    }
     for (int s = 0; s < n_series; s++) {
         const char *col = k_palette[s % N_PALETTE];
         fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\" points=\"", col);

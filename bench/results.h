@@ -2,7 +2,7 @@
  * times and memory of its requests, written as CSV, JSON, rows of an SQLite results
  * database, and SVG charts a person would rather look at than read.
  *
- * Results database: SQLite, application_id 0x53444e52 ("SDNR"), user_version 1, WAL:
+ * Results database: SQLite, application_id 0x53444e52 ("SDNR"), user_version 2, WAL:
  *   runs(run_id INTEGER PRIMARY KEY, started TEXT (UTC ISO 8601), kind TEXT ("bench" or
  *        "study"), machine TEXT, model TEXT, model_fp TEXT, threads INTEGER,
  *        max_tokens INTEGER, dataset TEXT, caps TEXT, command TEXT)
@@ -11,7 +11,11 @@
  *        draft_per_step REAL, accepted_draft_tokens INTEGER, ms_per_token REAL,
  *        plain_ms_per_token REAL, speedup REAL, prefill_ms REAL, decode_ms REAL,
  *        draft_ms REAL, verify_ms REAL, peak_rss_bytes INTEGER, mismatches INTEGER,
- *        accept_hist TEXT ("accepted:steps;..." for non-zero buckets))
+ *        accept_hist TEXT ("accepted:steps;..." for non-zero buckets),
+        budget TEXT (bench: "default" or the fixed draft budget N; NULL for plain decoding,
+        study cells and rows of runs recorded before schema 2))
+ * A schema-1 file (no budget column) is upgraded in place when a run is added: the column is
+ * added, its old rows keep NULL.
  * A run and all its rows are written in one transaction. With several inputs or models, the
  * runs columns dataset, model and model_fp hold them all, separated by "; "; command holds the
  * whole command line (every --param in it). Figures that were not measured (times, ms/token
@@ -57,5 +61,10 @@ int sdn_svg_bars(const char *path, const char *title, const char *y_label, const
 /* Line chart: series s has n[s] points (x[s][i], y[s][i]). */
 int sdn_svg_lines(const char *path, const char *title, const char *x_label, const char *y_label, const char *const *series, int n_series,
                   const double *const *x, const double *const *y, const int *n, sdn_err *err);
+
+/* The same with vertical dashed marker lines at x = marks[i], each labelled mark_labels[i]. */
+int sdn_svg_lines_marked(const char *path, const char *title, const char *x_label, const char *y_label, const char *const *series,
+                         int n_series, const double *const *x, const double *const *y, const int *n, const double *marks,
+                         const char *const *mark_labels, int n_marks, sdn_err *err);
 
 #endif

@@ -75,9 +75,14 @@ int sdn_study_live(sdn_ctx *c, const sdn_trace_row *r, const char *method, const
  * memory (results.h writes them as tables, CSV, JSON, SQLite rows and charts). */
 typedef struct sdn_result_cell {
     char task[64], method[64];
+    char budget[16];              /* bench: the draft budget the method ran at ("default": the
+                                     engine's verify-cost rule; "N": fixed caps); "" otherwise */
     sdn_study_counts c;           /* requests, tokens, steps, histograms, draft time */
+    long budget_hist[SDN_STUDY_DRAFT_HIST]; /* bench: steps by the draft budget allowed */
     long prompt_tokens;
-    double t_prefill, t_decode, t_verify; /* seconds, summed over requests (0: not measured) */
+    double t_prefill, t_decode, t_verify; /* seconds, summed over requests (0: not measured); bench:
+                                     t_decode includes the drafter's begin (calibration build),
+                                     t_prefill see bench.h (KV reuse) */
     double plain_t_decode;        /* plain decoding over the same requests (bench) */
     long plain_out_tokens;
     size_t peak_rss;              /* largest peak RSS of a request (bytes, 0: unknown) */

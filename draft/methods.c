@@ -70,6 +70,8 @@ static const param params[] = {
     P("cal.min_prob", 1, 0, 1, sdnpu.cal.min_prob),  P("cal.max_depth", 0, 1, 63, sdnpu.cal.max_depth),
     P("cal.max_branch", 0, 1, 16, sdnpu.cal.max_branch), P("cal.max_nodes", 0, 1, 64, sdnpu.cal.max_nodes),
     P("reuse.max_age", 0, 0, 1000, sdnpu.reuse.max_age), P("reuse.accept_prob", 1, 0.001, 0.99, sdnpu.reuse.accept_prob),
+    P("reuse.rule", 0, 0, 1, sdnpu.reuse.rule),      P("reuse.threshold", 0, 0, 1000, sdnpu.reuse.threshold),
+    P("sdnpu.weigh", 0, 0, 1, sdnpu.weigh),
 };
 #undef P
 

@@ -6,6 +6,8 @@
 void sdn_reuse_defaults(sdn_reuse_config *cfg) {
     cfg->max_age = 3;
     cfg->accept_prob = 0.5f;
+    cfg->rule = SDN_REUSE_AGE;
+    cfg->threshold = 16;
 }
 
 void sdn_reuse_init(sdn_reuse *r, const sdn_reuse_config *cfg) {
@@ -56,10 +58,15 @@ static void drop(sdn_reuse *r, int i) {
 }
 
 void sdn_reuse_feedback(sdn_reuse *r, const sdn_draft_feedback *fb) {
+    const int paper = r->cfg.rule == SDN_REUSE_PAPER;
+    /* the paper's rule: every segment held now lived through this step (it was stored by an
+       earlier step's feedback); a long draft ends all of them */
+    const int long_step = paper && fb->tree && fb->tree->n > r->cfg.threshold;
     /* advance or drop the segments that were proposed */
     for (int i = r->n_seg - 1; i >= 0; i--) {
         sdn_reuse_seg *s = &r->seg[i];
         s->age++;
+        if (long_step) { drop(r, i); continue; }
         if (s->offered) {
             /* how many of the committed tokens follow the segment from where it was offered */
             int best = 0, best_at = 0;
@@ -70,12 +77,14 @@ void sdn_reuse_feedback(sdn_reuse *r, const sdn_draft_feedback *fb) {
                 while (k < fb->n_accepted && at + k < s->n && fb->accepted[k] == s->tok[at + k]) k++;
                 if (k > best) { best = k; best_at = at; }
             }
-            if (best == 0) { drop(r, i); continue; } /* stopped matching */
-            s->pos = best_at + best;
-            s->age = 0;
+            if (best == 0 && !paper) { drop(r, i); continue; } /* stopped matching */
+            if (best > 0) {
+                s->pos = best_at + best;
+                s->age = 0;
+            }
         }
         s->offered = s->offered_alt = 0;
-        if (s->pos >= s->n || s->age > r->cfg.max_age) drop(r, i);
+        if (s->pos >= s->n || (!paper && s->age > r->cfg.max_age)) drop(r, i);
     }
     int32_t tok[SDN_REUSE_MAX_LEN];
     int n = sdn_reuse_extract(fb, tok, SDN_REUSE_MAX_LEN);

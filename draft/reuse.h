@@ -16,9 +16,16 @@
  *   - otherwise two alternatives: the whole segment (tokens missing from the draft: the
  *     model inserted t before r_g) and the segment without its first token (a synonym: t
  *     replaced r_g).
- * A segment whose proposal is accepted is advanced; it is dropped when a proposal from it is
- * rejected at its first token (it stopped matching), when it is used up, or after max_age
- * steps. Proposals carry a fixed per-token confidence (accept_prob) for the tree builder. */
+ * A segment whose proposal is accepted is advanced. Lifetime (rule):
+ *   SDN_REUSE_AGE (0, the default): dropped when a proposal from it is rejected at its first
+ *     token (it stopped matching), when it is used up, or after max_age steps without an
+ *     accepted token;
+ *   SDN_REUSE_PAPER (1, sd.npu section 3.4): kept for at least one iteration, then dropped
+ *     after a verification step whose draft (all tree nodes of the step: retrieval,
+ *     calibration and reuse together) had more than `threshold` tokens; a rejected proposal
+ *     does not drop it and it does not age out (used-up segments still go, and the oldest
+ *     makes room when SDN_REUSE_MAX_SEGS are held).
+ * Proposals carry a fixed per-token confidence (accept_prob) for the tree builder. */
 #ifndef SDN_REUSE_H
 #define SDN_REUSE_H
 
@@ -29,9 +36,14 @@
 #define SDN_REUSE_MAX_SEGS 4
 #define SDN_REUSE_MAX_LEN 64
 
+enum { SDN_REUSE_AGE = 0, SDN_REUSE_PAPER = 1 };
+
 typedef struct sdn_reuse_config {
-    int max_age;       /* steps a segment lives without being accepted (default 3) */
+    int max_age;       /* steps a segment lives without being accepted (default 3; rule AGE) */
     float accept_prob; /* per-token confidence given to reused tokens (default 0.5) */
+    int rule;          /* SDN_REUSE_AGE (default) or SDN_REUSE_PAPER */
+    int threshold;     /* rule PAPER: a step drafting more tokens than this drops the
+                          segments that lived through it (default 16) */
 } sdn_reuse_config;
 
 typedef struct sdn_reuse_seg {

@@ -32,6 +32,7 @@ void sdn_sdnpu_defaults(sdn_sdnpu_config *cfg) {
     cfg->min_match = 1;
     cfg->alts = 2;
     cfg->follow = 0.7f;
+    cfg->weigh = 1;
     sdn_calib_defaults(&cfg->cal);
     sdn_reuse_defaults(&cfg->reuse);
 }
@@ -81,7 +82,7 @@ static sdn_sam_match dyn_match(const sd *d) {
 }
 
 /* The continuation of match c (with its first-token alternatives) into the trie. With
- * calibration, a token read from context position p+1+i is weighed by the model's own
+ * calibration and cfg.weigh, a token read from context position p+1+i is weighed by the model's own
  * prediction for it at p+i instead of the fixed estimates. */
 static void add_retrieval(sd *d, sdn_sam *s, sdn_sam_match c, int with_alts) {
     if (c.len == 0 || c.len < (uint32_t)d->cfg.min_match) return;
@@ -89,7 +90,7 @@ static void add_retrieval(sd *d, sdn_sam *s, sdn_sam_match c, int with_alts) {
     int32_t tok[MAX_PRED];
     float pr[MAX_PRED];
     int n = sdn_sam_continuation(s, &c, 0, tok, d->cfg.n_predict < MAX_PRED ? d->cfg.n_predict : MAX_PRED);
-    uint32_t end = s == d->dyn && d->cal ? sdn_sam_first_end(s, &c) : SDN_SAM_NONE;
+    uint32_t end = s == d->dyn && d->cal && d->cfg.weigh ? sdn_sam_first_end(s, &c) : SDN_SAM_NONE;
     for (int i = 0; i < n; i++) {
         float cp = end != SDN_SAM_NONE ? sdn_calib_prob(d->cal, (int)end + i, tok[i]) : -1.0f;
         if (cp >= 0) pr[i] = i == 0 ? q * cp : cp;

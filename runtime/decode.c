@@ -196,7 +196,8 @@ static int prefill(decode *d, double t0, sdn_err *err) {
         double td = sdn_now();
         sdn_prefill_preds view = {d->preds.n_pos, d->preds.k, d->preds.tok, d->preds.prob};
         if ((rc = sdn_drafter_begin(p->drafter, d->prompt, d->n_prompt, K ? &view : NULL, err))) return rc;
-        d->s.t_draft += sdn_now() - td;
+        d->s.t_begin = sdn_now() - td;
+        d->s.t_draft += d->s.t_begin;
     }
     return SDN_OK;
 }
@@ -214,6 +215,7 @@ static int step_draft(decode *d, sdn_err *err) {
         sc.max_nodes = n;
         if (sc.max_depth > n) sc.max_depth = n;
     }
+    if (d->p->drafter) d->s.budget_hist[sc.max_nodes < SDN_ACCEPT_HIST ? sc.max_nodes : SDN_ACCEPT_HIST - 1]++;
     if (sc.max_nodes > room) sc.max_nodes = room;
     if (sc.max_nodes > kv_room) sc.max_nodes = kv_room;
     if (d->p->drafter && sc.max_nodes > 0) return sdn_drafter_propose(d->p->drafter, &d->tree, &sc, err);
@@ -258,6 +260,7 @@ static int step_verify(decode *d, sdn_err *err) {
     d->s.accepted += d->acc.n_acc;
     if (d->acc.n_acc < d->tree.n) d->budget_miss++;
     d->s.accept_hist[d->acc.n_acc < SDN_ACCEPT_HIST ? d->acc.n_acc : SDN_ACCEPT_HIST - 1]++;
+    d->s.draft_hist[d->tree.n < SDN_ACCEPT_HIST ? d->tree.n : SDN_ACCEPT_HIST - 1]++;
     return SDN_OK;
 }
 

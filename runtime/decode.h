@@ -112,9 +112,16 @@ typedef struct sdn_gen_stats {
     long drafted;                /* draft tokens proposed in total */
     long accepted;               /* draft tokens accepted in total */
     int accept_hist[SDN_ACCEPT_HIST]; /* steps by number of accepted draft tokens */
+    int draft_hist[SDN_ACCEPT_HIST];  /* steps by draft tokens verified (tree nodes) */
+    int budget_hist[SDN_ACCEPT_HIST]; /* steps with a drafter by the draft budget allowed: the
+                                         fixed cap or sdn_draft_budget's choice (before the
+                                         limits of the remaining tokens and KV room) */
     double t_prefill, t_decode;  /* seconds: prefill; all decode steps */
     double t_preds;              /* part of t_prefill spent on top-k predictions (LM head + top-k) */
-    double t_draft, t_verify;    /* parts of t_decode: drafting + feedback; forward + acceptance */
+    double t_draft, t_verify;    /* drafting + feedback (including t_begin); forward + acceptance
+                                    (parts of t_decode, except t_begin) */
+    double t_begin;              /* the drafter's begin after prefill (calibration trees, automaton
+                                    over the prompt): in t_draft, in neither t_prefill nor t_decode */
     double t_first_token;        /* prefill + first step */
     size_t peak_rss;             /* bytes, process high-water mark */
 } sdn_gen_stats;

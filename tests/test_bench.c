@@ -4,7 +4,9 @@
  * simulated history) gives the same acceptance the benchmark measured live with the real
  * history store for every replayable method, the history
  * store filled by the benchmark (one answer per request, loaded back by the next run), and
- * rows too long for the context skipped and counted. Also the first-sentence rule. */
+ * rows too long for the context skipped and counted; every method at several budgets with
+ * KV reuse across a request's runs giving the same drafting as fresh prefills, and --budgets
+ * parsing. Also the first-sentence rule. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -105,11 +107,15 @@ static void test_bench_story(void **state) {
     assert_int_equal(br.mismatches, 0);
     assert_int_equal(br.n_cells, 1 + n_methods);
     assert_string_equal(br.cells[0].method, "none");
+    /* one prefill per request (KV reuse); it is counted on the plain row only */
+    assert_int_equal(br.prefills, 5);
     for (int i = 0; i < br.n_cells; i++) {
         assert_int_equal(br.cells[i].c.requests, 5);
         assert_int_equal(br.cells[i].c.out_tokens, br.cells[0].c.out_tokens);
-        assert_true(br.cells[i].t_decode > 0 && br.cells[i].t_prefill > 0);
+        assert_true(br.cells[i].t_decode > 0);
+        assert_true(i == 0 ? br.cells[i].t_prefill > 0 : br.cells[i].t_prefill == 0);
         assert_true(br.cells[i].plain_t_decode > 0);
+        assert_string_equal(br.cells[i].budget, i == 0 ? "" : "16"); /* caps.max_nodes alone: that one budget */
     }
     long answers;
     assert_int_equal(sdn_history_count(h, "story", NULL, &answers, &err), SDN_OK);
@@ -182,10 +188,91 @@ static void test_bench_story(void **state) {
     sdn_model_free(m);
 }
 
+static void test_parse_budgets(void **state) {
+    (void)state;
+    int b[8], n;
+    sdn_err e = {0};
+    assert_int_equal(sdn_bench_parse_budgets("default", b, 8, &n, &e), SDN_OK);
+    assert_int_equal(n, 1);
+    assert_int_equal(b[0], SDN_BENCH_DEFAULT_BUDGET);
+    assert_int_equal(sdn_bench_parse_budgets("default,4, 16 ,63", b, 8, &n, &e), SDN_OK);
+    assert_int_equal(n, 4);
+    assert_int_equal(b[1], 4);
+    assert_int_equal(b[2], 16);
+    assert_int_equal(b[3], 63);
+    const char *bad[] = {"", "0", "64", "4,,8", "4,x", "defaults", "-1", "4,4", "1,2,3,4,5,6,7,8,9", "8,"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        memset(&e, 0, sizeof e);
+        if (sdn_bench_parse_budgets(bad[i], b, 8, &n, &e) != SDN_EINVAL) fail_msg("'%s' accepted", bad[i]);
+        assert_non_null(strstr(e.msg, "--budgets"));
+    }
+}
+
+/* Every method at every budget (the engine's default and two fixed ones): one cell each
+ * with its budget, outputs equal to plain decoding's; with KV reuse one prefill per request,
+ * and the same drafting (steps, draft and accepted tokens of every cell) as when every run
+ * prefills its prompt itself. */
+static void test_bench_budgets_reuse(void **state) {
+    (void)state;
+    TU_REQUIRE_SHARED();
+    sdn_err err = {0};
+    sdn_model *m = tu_load_stories();
+    const char *task = tu_tmp("stories-b.jsonl");
+    FILE *f = fopen(task, "w");
+    sdn_story_opts so = {.n = 3, .seed = 5, .temp = 0.8f, .story_tokens = 160, .min_tokens = 60, .threads = 1};
+    if (sdn_story_task_write(m, "stories260K.bin", &so, f, &err)) fail_msg("%s", err.msg);
+    fclose(f);
+    sdn_dataset ds = {0};
+    if (sdn_dataset_load(&ds, task, &err)) fail_msg("%s", err.msg);
+    const char *methods[] = {"pld", "sam+cal", "sdnpu"};
+    const int budgets[] = {SDN_BENCH_DEFAULT_BUDGET, 2, 8};
+    FILE *log = fopen(tu_tmp("bench-b.log"), "w");
+    sdn_bench_opts o = {.methods = methods, .n_methods = 3, .budgets = budgets, .n_budgets = 3, .max_tokens = 48, .threads = 1,
+                        .n_ctx = 512, .log = log};
+    sdn_bench_result r[2];
+    for (int fresh = 0; fresh < 2; fresh++) {
+        o.fresh_prefill = fresh;
+        if (sdn_bench_run(m, &ds, &o, &r[fresh], &err)) fail_msg("%s", err.msg);
+        assert_int_equal(r[fresh].n_requests, 3);
+        assert_int_equal(r[fresh].mismatches, 0);
+        assert_int_equal(r[fresh].n_cells, 1 + 3 * 3);
+        assert_int_equal(r[fresh].prefills, fresh ? 3 * (1 + 3 * 3) : 3);
+        assert_true(r[fresh].have_curve);
+    }
+    static const char *labels[] = {"default", "2", "8"};
+    for (int i = 0; i < r[0].n_cells; i++) {
+        const sdn_result_cell *a = &r[0].cells[i], *b = &r[1].cells[i];
+        assert_string_equal(a->method, i ? methods[(i - 1) / 3] : "none");
+        assert_string_equal(a->budget, i ? labels[(i - 1) % 3] : "");
+        assert_string_equal(a->budget, b->budget);
+        assert_int_equal(a->c.out_tokens, r[0].cells[0].c.out_tokens);
+        if (a->c.steps != b->c.steps || a->c.drafted != b->c.drafted || a->c.accepted != b->c.accepted)
+            fail_msg("%s@%s: %ld steps / %ld drafted / %ld accepted with KV reuse, %ld / %ld / %ld without", a->method, a->budget, a->c.steps,
+                     a->c.drafted, a->c.accepted, b->c.steps, b->c.drafted, b->c.accepted);
+        /* fixed budgets are never exceeded; the default's budgets come from the curve */
+        long over = 0, any = 0;
+        for (int k = 0; k < SDN_STUDY_DRAFT_HIST; k++) {
+            any += a->budget_hist[k];
+            if (i && strcmp(a->budget, "default") && k > atoi(a->budget)) over += a->c.draft_hist[k] + a->budget_hist[k];
+        }
+        assert_int_equal(over, 0);
+        assert_true(i == 0 ? any == 0 : any == a->c.steps);
+        assert_true(i == 0 ? a->t_prefill > 0 : a->t_prefill == 0); /* the request's one prefill on the plain row */
+        assert_true(b->t_prefill > 0);                                  /* every run prefilled */
+    }
+    sdn_bench_result_free(&r[0]);
+    sdn_bench_result_free(&r[1]);
+    fclose(log);
+    sdn_dataset_free(&ds);
+    sdn_model_free(m);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_first_sentence),
+        cmocka_unit_test(test_parse_budgets),
         cmocka_unit_test(test_bench_story),
+        cmocka_unit_test(test_bench_budgets_reuse),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

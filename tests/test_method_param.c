@@ -45,6 +45,9 @@ static const key_spec keys[] = {
     K("cal.max_nodes", sdnpu.cal.max_nodes, 0, 1, 64),
     K("reuse.max_age", sdnpu.reuse.max_age, 0, 0, 1000),
     K("reuse.accept_prob", sdnpu.reuse.accept_prob, 1, 0.001, 0.99),
+    K("reuse.rule", sdnpu.reuse.rule, 0, 0, 1),
+    K("reuse.threshold", sdnpu.reuse.threshold, 0, 0, 1000),
+    K("sdnpu.weigh", sdnpu.weigh, 0, 0, 1),
 };
 #undef K
 #define NKEYS (int)(sizeof keys / sizeof keys[0])

@@ -113,6 +113,7 @@ static void make_cells(sdn_result_cell *c) {
     c[0].t_decode = 0.5, c[0].plain_t_decode = 0.5, c[0].plain_out_tokens = 100, c[0].prompt_tokens = 40;
     snprintf(c[1].task, sizeof c[1].task, "story");
     snprintf(c[1].method, sizeof c[1].method, "pld, \"x\"");
+    snprintf(c[1].budget, sizeof c[1].budget, "4");
     c[1].c.requests = 2, c[1].c.out_tokens = 100, c[1].c.steps = 40, c[1].c.drafted = 200, c[1].c.accepted = 60;
     c[1].c.accept_hist[0] = 20, c[1].c.accept_hist[3] = 20;
     c[1].t_decode = 0.25, c[1].plain_t_decode = 0.5, c[1].plain_out_tokens = 100, c[1].mismatches = 1, c[1].peak_rss = 3 << 20;
@@ -136,7 +137,9 @@ static void test_outputs(void **state) {
     int lines = 0;
     for (size_t i = 0; i < n; i++) lines += text[i] == '\n';
     assert_int_equal(lines, 3);
-    assert_non_null(strstr(text, ",\"pld, \"\"x\"\"\",2,0,100,40,2.5000,5.000,60,2.5000,5.0000,2.0000,"));
+    assert_non_null(strstr(text, ",method,budget,requests,"));
+    assert_non_null(strstr(text, ",none,,2,40,100,"));
+    assert_non_null(strstr(text, ",\"pld, \"\"x\"\"\",4,2,0,100,40,2.5000,5.000,60,2.5000,5.0000,2.0000,"));
     assert_non_null(strstr(text, "0:20;3:20"));
     free(text);
     /* JSON */
@@ -154,6 +157,8 @@ static void test_outputs(void **state) {
     assert_true(cJSON_GetObjectItem(r1, "speedup")->valuedouble == 2.0);
     assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(r1, "accept_hist")), 4);
     assert_int_equal(cJSON_GetObjectItem(r1, "mismatches")->valueint, 1);
+    assert_string_equal(cJSON_GetObjectItem(r1, "budget")->valuestring, "4");
+    assert_true(cJSON_IsNull(cJSON_GetObjectItem(cJSON_GetArrayItem(res, 0), "budget")));
     cJSON_Delete(j);
     /* results database: two runs appended */
     const char *db = tu_tmp("results.db");
@@ -171,6 +176,10 @@ static void test_outputs(void **state) {
     assert_int_equal(sqlite3_column_int(st, 1), 1);
     assert_true(sqlite3_column_double(st, 2) == 2.0);
     sqlite3_finalize(st);
+    assert_int_equal(sqlite3_prepare_v2(h, "SELECT count(*) FROM results WHERE budget = '4'", -1, &st, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+    assert_int_equal(sqlite3_column_int(st, 0), 1);
+    sqlite3_finalize(st);
     assert_int_equal(sqlite3_prepare_v2(h, "PRAGMA application_id", -1, &st, NULL), SQLITE_OK);
     assert_int_equal(sqlite3_step(st), SQLITE_ROW);
     assert_int_equal(sqlite3_column_int(st, 0), 0x53444e52);
@@ -184,6 +193,54 @@ static void test_outputs(void **state) {
     sqlite3_close(h);
     assert_int_equal(sdn_results_db_add(junk, &meta, cells, 2, NULL, &err), SDN_EDB);
     assert_non_null(strstr(err.msg, "notresults.db"));
+}
+
+/* A results database of schema 1 (before the budget column) is upgraded when a run is
+ * added: its old rows stay readable with a NULL budget, the new rows carry theirs. */
+static void test_db_upgrade(void **state) {
+    (void)state;
+    const char *db = tu_tmp("results-v1.db");
+    unlink(db);
+    sqlite3 *h;
+    assert_int_equal(sqlite3_open(db, &h), SQLITE_OK);
+    const char *v1 =
+        "PRAGMA application_id=1396985426; PRAGMA user_version=1;"
+        "CREATE TABLE runs(run_id INTEGER PRIMARY KEY, started TEXT, kind TEXT, machine TEXT, model TEXT, model_fp TEXT,"
+        " threads INTEGER, max_tokens INTEGER, dataset TEXT, caps TEXT, command TEXT);"
+        "CREATE TABLE results(run_id INTEGER NOT NULL REFERENCES runs(run_id), task TEXT, method TEXT, requests INTEGER,"
+        " prompt_tokens INTEGER, output_tokens INTEGER, steps INTEGER, mean_accepted REAL, draft_per_step REAL,"
+        " accepted_draft_tokens INTEGER, ms_per_token REAL, plain_ms_per_token REAL, speedup REAL, prefill_ms REAL,"
+        " decode_ms REAL, draft_ms REAL, verify_ms REAL, peak_rss_bytes INTEGER, mismatches INTEGER, accept_hist TEXT);"
+        "CREATE INDEX results_by_run ON results(run_id);"
+        "INSERT INTO runs(run_id, kind) VALUES(1, 'bench');"
+        "INSERT INTO results(run_id, task, method, requests) VALUES(1, 'summary', 'pld', 3);";
+    assert_int_equal(sqlite3_exec(h, v1, NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(h);
+    sdn_result_cell cells[2];
+    make_cells(cells);
+    sdn_run_meta meta = {.kind = "bench", .model = "m.gguf", .model_fp = "0011223344556677", .dataset = "d", .threads = 2, .max_tokens = 64};
+    sdn_err err = {0};
+    long long id;
+    if (sdn_results_db_add(db, &meta, cells, 2, &id, &err)) fail_msg("%s", err.msg);
+    assert_int_equal(sqlite3_open(db, &h), SQLITE_OK);
+    sqlite3_stmt *st;
+    assert_int_equal(sqlite3_prepare_v2(h, "SELECT run_id, method, requests, budget FROM results ORDER BY run_id, rowid", -1, &st, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_step(st), SQLITE_ROW); /* the old row */
+    assert_int_equal(sqlite3_column_int(st, 0), 1);
+    assert_string_equal((const char *)sqlite3_column_text(st, 1), "pld");
+    assert_int_equal(sqlite3_column_int(st, 2), 3);
+    assert_int_equal(sqlite3_column_type(st, 3), SQLITE_NULL);
+    assert_int_equal(sqlite3_step(st), SQLITE_ROW); /* plain decoding: no budget */
+    assert_int_equal(sqlite3_column_type(st, 3), SQLITE_NULL);
+    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+    assert_string_equal((const char *)sqlite3_column_text(st, 3), "4");
+    assert_int_equal(sqlite3_step(st), SQLITE_DONE);
+    sqlite3_finalize(st);
+    assert_int_equal(sqlite3_prepare_v2(h, "PRAGMA user_version", -1, &st, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+    assert_int_equal(sqlite3_column_int(st, 0), 2);
+    sqlite3_finalize(st);
+    sqlite3_close(h);
 }
 
 /* Provenance: every input, model and --param and the command line are recorded; figures
@@ -323,7 +380,7 @@ static void test_progress(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_cost_profile), cmocka_unit_test(test_cost_malformed), cmocka_unit_test(test_outputs),
+        cmocka_unit_test(test_cost_profile), cmocka_unit_test(test_cost_malformed), cmocka_unit_test(test_outputs), cmocka_unit_test(test_db_upgrade),
         cmocka_unit_test(test_svg),          cmocka_unit_test(test_progress), cmocka_unit_test(test_provenance_and_nulls),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -4,6 +4,8 @@
  *    the draft is "arrived at" (chain caps) instead of the context's "'s security";
  *  - reuse: missing tokens, a synonym replacing a span, a redundant draft token, and a
  *    fully wrong draft keep exactly the expected tokens and are proposed as expected;
+ *  - the paper's reuse lifetime (reuse.rule = 1) against the default age rule, and
+ *    sdnpu.weigh = 0 (the context continuation not weighed by the model's predictions);
  *  - the budget-filling builder: best-first selection by path probability, caps, merging;
  *  - the calibrated trees against a brute-force construction from the definition. */
 #include <math.h>
@@ -81,12 +83,17 @@ static void test_calibration_clinton(void **state) {
     assert_true(sdn_calib_prob(cal, 2, W("van")) <= 0.1f + 1e-6f); /* upper bound for unlisted tokens */
     sdn_calib_free(cal);
 
-    /* sam+cal after the output "<s> ... . Hillary Clinton": the chain draft is "arrived at" */
-    for (int cal_on = 0; cal_on < 2; cal_on++) {
+    /* sam+cal after the output "<s> ... . Hillary Clinton": the chain draft is "arrived at";
+     * variant 2 is sam+cal with sdnpu.weigh = 0 (the paper's drafter: the context's
+     * continuation keeps its fixed estimates q(2) = 0.5 and 0.7, above the calibrated
+     * "arrived" at 0.6 * q(2) = 0.3, so the context's phrasing wins again) */
+    for (int variant = 0; variant < 3; variant++) {
+        int cal_on = variant == 1;
         sdn_method_config mc;
         sdn_method_defaults(&mc);
+        if (variant == 2) assert_int_equal(sdn_method_set_param(&mc, "sdnpu.weigh=0", &e), SDN_OK);
         sdn_drafter d;
-        assert_int_equal(sdn_method_create(cal_on ? "sam+cal" : "sam+tree", &mc, &d, &e), SDN_OK);
+        assert_int_equal(sdn_method_create(variant ? "sam+cal" : "sam+tree", &mc, &d, &e), SDN_OK);
         assert_int_equal(sdn_drafter_begin(&d, ctx, n, &preds, &e), SDN_OK);
         int32_t out[2] = {W("Hillary"), W("Clinton")};
         sdn_draft_feedback fb = {.accepted = out, .n_accepted = 2};
@@ -99,7 +106,7 @@ static void test_calibration_clinton(void **state) {
         if (cal_on) {
             assert_int_equal(t.token[0], W("arrived"));
             assert_int_equal(t.token[1], W("at"));
-        } else { /* without calibration the context's own phrasing */
+        } else { /* without calibration (or without weighing) the context's own phrasing */
             assert_int_equal(t.token[0], W("'s"));
             assert_int_equal(t.token[1], W("security"));
         }
@@ -210,6 +217,71 @@ static void test_reuse_cases(void **state) {
     sdn_tree_free(&v.t);
 }
 
+/* A chain tree of n tokens (A B C ...), no model predictions: feedback that verified a draft
+ * of n tokens, accepted none and committed `tok` (extracts nothing). */
+static sdn_draft_feedback step_of(sdn_tree *t, int n, int32_t *tok) {
+    int32_t d[16];
+    for (int i = 0; i < n; i++) d[i] = W("A") + (i % 8);
+    sdn_tree_clear(t);
+    sdn_tree_add_chain(t, -1, d, n, 1.0f, 16);
+    return (sdn_draft_feedback){tok, 1, t, NULL, -1};
+}
+
+/* The paper's reuse lifetime (reuse.rule = 1, section 3.4): a segment is kept while the
+ * steps draft at most reuse.threshold tokens - through a rejected proposal and past max_age
+ * steps, both of which end it under the default rule - and dropped after the first step
+ * that drafts more. */
+static void test_reuse_paper_rule(void **state) {
+    (void)state;
+    for (int paper = 0; paper < 2; paper++) {
+        sdn_method_config mc;
+        sdn_method_defaults(&mc);
+        sdn_err e = {0};
+        assert_int_equal(sdn_method_set_param(&mc, paper ? "reuse.rule=1" : "reuse.rule=0", &e), SDN_OK);
+        assert_int_equal(sdn_method_set_param(&mc, "reuse.threshold=4", &e), SDN_OK);
+        sdn_reuse r;
+        sdn_reuse_chain ch[8];
+        sdn_reuse_init(&r, &mc.sdnpu.reuse);
+        /* a draft of 5 tokens (> 4) stores "D E F G": the step that stored it does not count */
+        vcase v;
+        make_case(&v, "A B D E F", 2, "C", "B C E F G");
+        sdn_reuse_feedback(&r, &v.fb);
+        assert_int_equal(r.n_seg, 1);
+        /* proposed after "C" and rejected at its first token in a 2-token step */
+        assert_true(sdn_reuse_propose(&r, W("C"), ch, 8) > 0);
+        sdn_tree t;
+        sdn_tree_init(&t, 16, NULL);
+        int32_t wrong[1] = {W("H")};
+        sdn_draft_feedback fb = step_of(&t, 2, wrong);
+        sdn_reuse_feedback(&r, &fb);
+        assert_int_equal(r.n_seg, paper ? 1 : 0); /* the age rule drops a segment that stopped matching */
+        if (paper) {
+            /* short steps (4 tokens = the threshold, not more) well past max_age (3): kept */
+            for (int i = 0; i < 6; i++) {
+                fb = step_of(&t, 4, wrong);
+                sdn_reuse_feedback(&r, &fb);
+                assert_int_equal(r.n_seg, 1);
+            }
+            assert_true(has_chain(ch, sdn_reuse_propose(&r, W("C"), ch, 8), "D E F G"));
+            /* a step of 5 draft tokens drops it */
+            fb = step_of(&t, 5, wrong);
+            sdn_reuse_feedback(&r, &fb);
+            assert_int_equal(r.n_seg, 0);
+        } else {
+            /* the age rule: a segment never proposed is dropped after max_age + 1 steps */
+            sdn_reuse_init(&r, &mc.sdnpu.reuse);
+            sdn_reuse_feedback(&r, &v.fb);
+            for (int i = 0; i < 4; i++) {
+                fb = step_of(&t, 1, wrong);
+                sdn_reuse_feedback(&r, &fb);
+            }
+            assert_int_equal(r.n_seg, 0);
+        }
+        sdn_tree_free(&t);
+        sdn_tree_free(&v.t);
+    }
+}
+
 /* Builder vs brute force: random tries; the emitted set must be the top-N nodes by path
  * probability among those whose ancestors are all selected and that respect the caps. */
 static void test_tree_builder(void **state) {
@@ -288,6 +360,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_calibration_clinton),
         cmocka_unit_test(test_reuse_cases),
+        cmocka_unit_test(test_reuse_paper_rule),
         cmocka_unit_test(test_tree_builder),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

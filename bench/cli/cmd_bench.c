@@ -33,7 +33,12 @@ static void usage(FILE *f) {
             "  --methods LIST       drafting methods compared with plain decoding (default all: %s)\n"
             "  --tasks LIST         only these tasks      --limit N   at most N requests per task\n"
             "  --max-tokens N       new tokens per request (default 128)\n"
-            "  --draft-max N --draft-depth D --draft-branch B   draft caps (default 4, 4, 4: the engine's)\n"
+            "  --budgets LIST       draft budgets every method runs at (plain decoding runs once per request):\n"
+            "                       'default' = the engine's default, as `sdnpu run` without --draft-max (this\n"
+            "                       machine's verify-cost curve sizes every step), N = at most N draft tokens,\n"
+            "                       depth N (default: default). After the table: each task and method's best budget\n"
+            "  --draft-max N        one fixed budget N (= --budgets N; not with --budgets)\n"
+            "  --draft-depth D --draft-branch B   depth of --draft-max's budget; branching of every budget (default 4)\n"
             "  --threads N --ctx N  worker threads (default: the CPUs this process may use), KV cache size\n"
             "  --chat-template NAME --use-input   request rendering (see `sdnpu trace --help`)\n"
             "  --history FILE       history store: earlier answers of the group feed SAM; answers are stored\n"
@@ -43,11 +48,20 @@ static void usage(FILE *f) {
             "                       (--graph-blocks N --g1 S1 --g2 S2 --profile-db FILE, as for run)\n"
             "  --out DIR            write bench.csv and bench.json (and the charts) into DIR\n"
             "  --results-db FILE    append the run to an SQLite results database\n"
-            "  --plot               SVG charts: ms/token per task and method, verify cost vs draft size\n"
+            "  --plot               SVG charts into --out DIR (or .): ms/token per task and method, accepted\n"
+            "                       tokens per step (histogram per method, pooled over tasks), verify cost vs draft\n"
+            "                       size with the default budget's choice marked\n"
             "  --cost PROFILE       verify-cost profile to plot (default: measured on the model when plotting)\n"
-            "  --cost-out FILE      measure the verify-cost profile on the model and write it\n",
+            "  --cost-out FILE      measure the verify-cost profile on the model and write it\n"
+            "  --fresh-prefill      every run prefills its prompt (default: the request's first run prefills,\n"
+            "                       the others reuse its KV entries and prefill predictions)\n",
             sdn_method_list());
     cli_param_help(f);
+    fprintf(f,
+            "Times: ms/token = decode time (drafter set-up such as calibration trees included) per output token;\n"
+            "speedup = plain decoding's ms/token on the same requests in the same run / the method's. 'prefill ms'\n"
+            "is the request's one prefill (with the prefill predictions when a listed method uses them), shown on\n"
+            "the plain-decoding row: the other runs reuse its KV entries and prefill nothing ('-').\n");
 }
 
 static int mkdir_p(const char *dir) {
@@ -62,27 +76,85 @@ static int mkdir_p(const char *dir) {
     return mkdir(buf, 0755) && errno != EEXIST ? -1 : 0;
 }
 
+/* The step budget the default rule chose most often, and the mean (0 when it never drafted). */
+static int budget_mode(const long *h, double *mean) {
+    long best = 0, n = 0;
+    double sum = 0;
+    int mode = 0;
+    for (int i = 0; i < SDN_STUDY_DRAFT_HIST; i++) {
+        if (h[i] > best) best = h[i], mode = i;
+        n += h[i];
+        sum += (double)i * h[i];
+    }
+    if (mean) *mean = n ? sum / n : 0;
+    return mode;
+}
+
 static void print_table(const sdn_bench_result *r) {
-    printf("\n%-10s %-10s %5s %8s %8s %9s %9s %8s %10s %10s %9s %s\n", "task", "method", "reqs", "prompt", "out tok", "acc/step", "ms/token",
-           "speedup", "prefill ms", "decode ms", "peak MiB", "output");
+    printf("\n%-10s %-10s %7s %5s %8s %8s %9s %10s %9s %8s %7s %10s %10s %9s %s\n", "task", "method", "budget", "reqs", "prompt", "out tok",
+           "acc/step", "draft/step", "ms/token", "speedup", "draft%", "prefill ms", "decode ms", "peak MiB", "output");
     for (int i = 0; i < r->n_cells; i++) {
         const sdn_result_cell *c = &r->cells[i];
         if (i && strcmp(r->cells[i - 1].task, c->task)) printf("\n");
-        char same[48];
+        char same[48], pre[32];
         if (!strcmp(c->method, "none")) snprintf(same, sizeof same, "(baseline)");
         else if (c->mismatches) snprintf(same, sizeof same, "DIFFERS on %d!", c->mismatches);
         else snprintf(same, sizeof same, "= plain");
-        printf("%-10s %-10s %5ld %8ld %8ld %9.3f %9.3f %7.2fx %10.1f %10.1f %9.1f %s\n", c->task, c->method, c->c.requests, c->prompt_tokens,
-               c->c.out_tokens, sdn_study_mean_accepted(&c->c), sdn_cell_ms_per_token(c), sdn_cell_speedup(c), 1000 * c->t_prefill,
-               1000 * c->t_decode, (double)c->peak_rss / (1 << 20), same);
+        if (c->t_prefill > 0) snprintf(pre, sizeof pre, "%.1f", 1000 * c->t_prefill);
+        else snprintf(pre, sizeof pre, "-");
+        double share = c->t_decode > 0 ? 100 * c->c.t_draft / c->t_decode : 0;
+        printf("%-10s %-10s %7s %5ld %8ld %8ld %9.3f %10.2f %9.3f %7.2fx %6.1f%% %10s %10.1f %9.1f %s\n", c->task, c->method,
+               c->budget[0] ? c->budget : "-", c->c.requests, c->prompt_tokens, c->c.out_tokens, sdn_study_mean_accepted(&c->c),
+               sdn_study_mean_draft(&c->c), sdn_cell_ms_per_token(c), sdn_cell_speedup(c), share, pre, 1000 * c->t_decode,
+               (double)c->peak_rss / (1 << 20), same);
     }
+}
+
+/* Per task and method: the budget with the lowest ms/token, and what the default rule chose. */
+static void print_best(const sdn_bench_result *r, int n_budgets) {
+    int any_default = 0;
+    for (int i = 0; i < r->n_cells; i++) any_default |= !strcmp(r->cells[i].budget, "default");
+    if (n_budgets < 2 && !any_default) return;
+    printf("\n%-10s %-10s %-11s %9s %8s %s\n", "task", "method", "best budget", "ms/token", "speedup",
+           any_default ? "default rule's step budget: most often (mean)" : "");
+    for (int i = 0; i < r->n_cells; i++) {
+        const sdn_result_cell *c = &r->cells[i];
+        if (!strcmp(c->method, "none")) continue;
+        int first = 1;
+        for (int j = 0; j < i; j++)
+            if (!strcmp(r->cells[j].task, c->task) && !strcmp(r->cells[j].method, c->method)) first = 0;
+        if (!first) continue;
+        const sdn_result_cell *best = NULL, *def = NULL;
+        for (int j = i; j < r->n_cells; j++) {
+            const sdn_result_cell *x = &r->cells[j];
+            if (strcmp(x->task, c->task) || strcmp(x->method, c->method)) continue;
+            if (!strcmp(x->budget, "default")) def = x;
+            double ms = sdn_cell_ms_per_token(x);
+            if (ms > 0 && (!best || ms < sdn_cell_ms_per_token(best))) best = x;
+        }
+        if (!best) continue;
+        char chose[64] = "";
+        if (def) {
+            double mean;
+            int mode = budget_mode(def->budget_hist, &mean);
+            snprintf(chose, sizeof chose, "%d (%.1f)", mode, mean);
+        }
+        printf("%-10s %-10s %-11s %9.3f %7.2fx %s\n", c->task, c->method, best->budget, sdn_cell_ms_per_token(best), sdn_cell_speedup(best),
+               chose);
+    }
+}
+
+/* "method" with one budget, "method@budget" with several. */
+static void cell_label(const sdn_result_cell *c, int n_budgets, char *buf, size_t cap) {
+    if (n_budgets > 1 && c->budget[0]) snprintf(buf, cap, "%s@%s", c->method, c->budget);
+    else snprintf(buf, cap, "%s", c->method);
 }
 
 int cmd_bench(int argc, char **argv) {
     const char *model = NULL, *tokenizer = NULL, *methods_arg = NULL, *tasks = NULL, *out_dir = NULL, *rdb = NULL, *cost = NULL;
     const char *cost_out = NULL, *hist_path = NULL, *v;
     const char *datasets[32];
-    int n_ds = 0, plot = 0, n_params = 0;
+    int n_ds = 0, plot = 0, n_params = 0, budgets[64], n_budgets = 0;
     const char *params[64];
     char *cmdline = NULL;
     long x, limit = 0;
@@ -134,6 +206,12 @@ int cmd_bench(int argc, char **argv) {
         }
         else if (!strcmp(a, "--max-tokens")) { if (!VAL() || cli_int(a, v, 1, 1 << 20, &x)) return 2; o.max_tokens = (int)x; }
         else if (!strcmp(a, "--draft-max")) { if (!VAL() || cli_int(a, v, 1, 63, &x)) return 2; o.caps.max_nodes = (int)x; }
+        else if (!strcmp(a, "--budgets")) {
+            if (!VAL()) return 2;
+            sdn_err be = {0};
+            if (sdn_bench_parse_budgets(v, budgets, 64, &n_budgets, &be)) { fprintf(stderr, "sdnpu bench: %s\n", be.msg); return 2; }
+        }
+        else if (!strcmp(a, "--fresh-prefill")) o.fresh_prefill = 1;
         else if (!strcmp(a, "--draft-depth")) { if (!VAL() || cli_int(a, v, 1, 63, &x)) return 2; o.caps.max_depth = (int)x; }
         else if (!strcmp(a, "--draft-branch")) { if (!VAL() || cli_int(a, v, 1, 63, &x)) return 2; o.caps.max_branch = (int)x; }
         else if (!strcmp(a, "--threads")) { if (!VAL() || cli_int(a, v, 1, 256, &x)) return 2; o.threads = (int)x; }
@@ -142,6 +220,14 @@ int cmd_bench(int argc, char **argv) {
 #undef VAL
     }
     if (!model) { fprintf(stderr, "sdnpu bench: --model is required\n"); usage(stderr); return 2; }
+    if (n_budgets && o.caps.max_nodes) { fprintf(stderr, "sdnpu bench: --draft-max N is the fixed budget N: give it in --budgets instead\n"); return 2; }
+    if (!n_budgets) { /* --draft-max N alone: that budget (with --draft-depth); else the engine's default */
+        budgets[0] = o.caps.max_nodes > 0 ? o.caps.max_nodes : SDN_BENCH_DEFAULT_BUDGET;
+        if (!o.caps.max_nodes) n_budgets = 1; /* else n_budgets = 0: sdn_bench_run takes caps (depth) */
+    }
+    o.budgets = budgets;
+    o.n_budgets = n_budgets;
+    int nb_shown = n_budgets ? n_budgets : 1;
     char shared_ds[4200];
     if (n_ds == 0) {
         if (!dscli_shared()) { fprintf(stderr, "sdnpu bench: no --dataset given and ../shared/datasets not found\n"); return 2; }
@@ -192,11 +278,18 @@ int cmd_bench(int argc, char **argv) {
     o.methods = (const char *const *)methods;
     o.n_methods = n_methods;
     o.history = hist;
-    sdn_draft_caps caps = o.caps;
-    if (caps.max_nodes <= 0) caps.max_nodes = SDN_DEFAULT_DRAFT_TOKENS; /* as sdn_bench_run does */
-    sdn_study_caps(&caps, &caps);
-    printf("bench: %s, %d threads, %d requests, at most %d new tokens, draft caps %d/%d/%d, methods: none (baseline)", model, o.threads, ds.n,
-           o.max_tokens, caps.max_nodes, caps.max_depth, caps.max_branch);
+    char capsbuf[64];
+    size_t cn = (size_t)snprintf(capsbuf, sizeof capsbuf, "budgets=");
+    for (int b = 0; b < nb_shown && cn < sizeof capsbuf; b++) {
+        int bv = n_budgets ? budgets[b] : o.caps.max_nodes;
+        if (bv == SDN_BENCH_DEFAULT_BUDGET) cn += (size_t)snprintf(capsbuf + cn, sizeof capsbuf - cn, "%sdefault", b ? "," : "");
+        else cn += (size_t)snprintf(capsbuf + cn, sizeof capsbuf - cn, "%s%d", b ? "," : "", bv);
+    }
+    if (cn < sizeof capsbuf && !n_budgets && o.caps.max_depth)
+        cn += (size_t)snprintf(capsbuf + cn, sizeof capsbuf - cn, " depth=%d", o.caps.max_depth);
+    if (cn < sizeof capsbuf) snprintf(capsbuf + cn, sizeof capsbuf - cn, " branch=%d", o.caps.max_branch > 0 ? o.caps.max_branch : SDN_DEFAULT_BRANCH);
+    printf("bench: %s, %d threads, %d requests, at most %d new tokens, draft %s, %s, methods: none (baseline)", model, o.threads, ds.n,
+           o.max_tokens, capsbuf, o.fresh_prefill || o.graphs ? "every run prefills" : "one prefill per request (KV reused)");
     for (int k = 0; k < n_methods; k++) printf(", %s", methods[k]);
     printf("%s\n", hist ? " (+ history store)" : "");
     fflush(stdout);
@@ -215,11 +308,13 @@ int cmd_bench(int argc, char **argv) {
         printf("note: a small-context base model such as TinyStories cannot take (or summarize) news articles and Wikipedia passages; "
                "use a task in its domain (sdnpu make-story-task)\n");
     print_table(&res);
+    if (!o.fresh_prefill && !o.graphs)
+        printf("(prefill ms: each request's one prefill, on the plain row; the other runs reuse its KV entries. %ld runs prefilled for %d requests)\n",
+               res.prefills, res.n_requests);
+    print_best(&res, nb_shown);
     if (res.mismatches)
         printf("\nERROR: %ld (request, method) outputs differ from plain greedy decoding - a bug in the engine or a drafter\n", res.mismatches);
     /* files */
-    char capsbuf[64];
-    snprintf(capsbuf, sizeof capsbuf, "nodes=%d depth=%d branch=%d", caps.max_nodes, caps.max_depth, caps.max_branch);
     cmdline = cli_command_line(argc, argv);
     sdn_run_meta meta = {.kind = "bench", .model = model, .model_fp = res.model_fp, .dataset = datasets[0],
                          .command = cmdline ? cmdline : "sdnpu bench", .threads = o.threads, .max_tokens = o.max_tokens,
@@ -240,7 +335,7 @@ int cmd_bench(int argc, char **argv) {
         if (sdn_results_db_add(rdb, &meta, res.cells, res.n_cells, &run_id, &err)) goto fail;
         printf("results database %s: run %lld\n", rdb, run_id);
     }
-    if ((plot && !have_prof) || cost_out) {
+    if ((plot && !have_prof && !res.have_curve) || cost_out) {
         sdn_ctx *c = NULL;
         int sizes[] = {1, 2, 4, 8, 16, 24, 32, 48, 63};
         sdn_ctx_params cp = {.n_ctx = 256 + 64, .n_threads = o.threads};
@@ -260,22 +355,28 @@ int cmd_bench(int argc, char **argv) {
         if (!have_prof) prof = mp, have_prof = 1;
     }
     if (plot) {
-        /* ms/token per task (groups) and method (series) */
-        const char *groups[64], *series[32];
+        /* ms/token per task (groups) and method at budget (series) */
+        enum { MAXS = 64 };
+        const char *groups[64], *series[MAXS];
+        char labels[MAXS][96];
         int ng = 0, ns = 0;
         for (int i = 0; i < res.n_cells; i++) {
+            char lab[96];
+            cell_label(&res.cells[i], nb_shown, lab, sizeof lab);
             int g = 0, s = 0;
             while (g < ng && strcmp(groups[g], res.cells[i].task)) g++;
             if (g == ng && ng < 64) groups[ng++] = res.cells[i].task;
-            while (s < ns && strcmp(series[s], res.cells[i].method)) s++;
-            if (s == ns && ns < 32) series[ns++] = res.cells[i].method;
+            while (s < ns && strcmp(series[s], lab)) s++;
+            if (s == ns && ns < MAXS) { snprintf(labels[ns], sizeof labels[ns], "%s", lab); series[ns] = labels[ns]; ns++; }
         }
         double *vals = bench_xmalloc((size_t)(ng * ns + 1) * sizeof *vals);
         for (int i = 0; i < ng * ns; i++) vals[i] = -1;
         for (int i = 0; i < res.n_cells; i++) {
+            char lab[96];
+            cell_label(&res.cells[i], nb_shown, lab, sizeof lab);
             int g = 0, s = 0;
             while (g < ng && strcmp(groups[g], res.cells[i].task)) g++;
-            while (s < ns && strcmp(series[s], res.cells[i].method)) s++;
+            while (s < ns && strcmp(series[s], lab)) s++;
             if (g < ng && s < ns) vals[g * ns + s] = sdn_cell_ms_per_token(&res.cells[i]);
         }
         char title[512];
@@ -286,16 +387,82 @@ int cmd_bench(int argc, char **argv) {
         free(vals);
         if (rc) goto fail;
         printf("wrote %s\n", path);
-        double xs[SDN_COST_MAX_SIZES + 1], ys[SDN_COST_MAX_SIZES + 1];
-        xs[0] = 0, ys[0] = prof.plain_step_ms;
-        for (int i = 0; i < prof.n; i++) xs[i + 1] = prof.tree_sizes[i], ys[i + 1] = prof.step_ms[i];
-        const double *px[1] = {xs}, *py[1] = {ys};
-        int pn[1] = {prof.n + 1};
-        const char *name[1] = {cost ? cost : "measured on this machine"};
-        snprintf(title, sizeof title, "verification step cost vs draft tokens (%s, %d threads)", prof.shape[0] ? prof.shape : "?", prof.threads);
+
+        /* accepted draft tokens per step: share of steps, per method at budget, pooled over tasks */
+        enum { HB = 12 }; /* 0 .. 10, then "> 10" */
+        const char *hgroups[HB] = {"0", "1", "2", "3", "4", "5", "6", "7", "8", "9", "10", ">10"};
+        const char *hseries[MAXS];
+        int nhs = 0;
+        double *hv = bench_xmalloc((size_t)(HB * MAXS) * sizeof *hv);
+        long *hcount = bench_xmalloc((size_t)(HB * MAXS) * sizeof *hcount);
+        memset(hcount, 0, (size_t)(HB * MAXS) * sizeof *hcount);
+        for (int s = 0; s < ns; s++) {
+            if (!strcmp(series[s], "none")) continue;
+            int hs = nhs++;
+            hseries[hs] = series[s];
+            for (int i = 0; i < res.n_cells; i++) {
+                char lab[96];
+                cell_label(&res.cells[i], nb_shown, lab, sizeof lab);
+                if (strcmp(lab, series[s])) continue;
+                for (int k = 0; k < SDN_ACCEPT_HIST; k++) hcount[(k < HB - 1 ? k : HB - 1) * MAXS + hs] += res.cells[i].c.accept_hist[k];
+            }
+        }
+        for (int hs = 0; hs < nhs; hs++) {
+            long tot = 0;
+            for (int g = 0; g < HB; g++) tot += hcount[g * MAXS + hs];
+            for (int g = 0; g < HB; g++) hv[g * nhs + hs] = tot ? 100.0 * hcount[g * MAXS + hs] / tot : -1;
+        }
+        free(hcount);
+        if (nhs > 0) {
+            snprintf(title, sizeof title, "accepted draft tokens per step, %% of steps (all tasks; %s, %d threads)", mb ? mb + 1 : model, o.threads);
+            snprintf(path, sizeof path, "%s/accept_hist.svg", dir);
+            rc = sdn_svg_bars(path, title, "% of steps", hgroups, HB, hseries, nhs, hv, &err);
+        }
+        free(hv);
+        if (rc) goto fail;
+        if (nhs > 0) printf("wrote %s\n", path);
+
+        /* the verify-cost curve(s), the default rule's step budgets marked */
+        double cx[SDN_INVARIANT_MAX_ROWS], cy[SDN_INVARIANT_MAX_ROWS], xs[SDN_COST_MAX_SIZES + 1], ys[SDN_COST_MAX_SIZES + 1];
+        const double *px[2], *py[2];
+        int pn[2], nl = 0;
+        const char *name[2];
+        if (res.have_curve) {
+            for (int d = 0; d < SDN_INVARIANT_MAX_ROWS; d++) cx[d] = d, cy[d] = res.verify_ms[d];
+            px[nl] = cx, py[nl] = cy, pn[nl] = SDN_INVARIANT_MAX_ROWS, name[nl++] = "curve the default budget used";
+        }
+        if (have_prof) {
+            xs[0] = 0, ys[0] = prof.plain_step_ms;
+            for (int i = 0; i < prof.n; i++) xs[i + 1] = prof.tree_sizes[i], ys[i + 1] = prof.step_ms[i];
+            px[nl] = xs, py[nl] = ys, pn[nl] = prof.n + 1, name[nl++] = cost ? cost : "measured on this machine";
+        }
+        long bh[SDN_STUDY_DRAFT_HIST] = {0};
+        int any_def = 0;
+        for (int i = 0; i < res.n_cells; i++)
+            if (!strcmp(res.cells[i].budget, "default")) {
+                any_def = 1;
+                for (int k = 0; k < SDN_STUDY_DRAFT_HIST; k++) bh[k] += res.cells[i].budget_hist[k];
+            }
+        double marks[2];
+        char mlab[2][96];
+        const char *mlabels[2] = {mlab[0], mlab[1]};
+        int nmark = 0;
+        if (any_def) {
+            double mean;
+            int mode = budget_mode(bh, &mean);
+            marks[nmark] = mode;
+            snprintf(mlab[nmark++], sizeof mlab[0], "default rule's step budget: most often %d (mean %.1f)", mode, mean);
+            if (mean > 0 && (int)(mean + 0.5) != mode) {
+                marks[nmark] = mean;
+                snprintf(mlab[nmark++], sizeof mlab[0], "mean %.1f", mean);
+            }
+        }
+        snprintf(title, sizeof title, "verification step cost vs draft tokens (%d threads)", o.threads);
         snprintf(path, sizeof path, "%s/verify_cost.svg", dir);
-        if (sdn_svg_lines(path, title, "draft tokens in the tree (batch = tokens + 1 rows)", "ms per step", name, 1, px, py, pn, &err)) goto fail;
-        printf("wrote %s\n", path);
+        if (nl && sdn_svg_lines_marked(path, title, "draft tokens in the tree (batch = tokens + 1 rows)", "ms per step", name, nl, px, py, pn,
+                                       marks, mlabels, nmark, &err))
+            goto fail;
+        if (nl) printf("wrote %s\n", path);
     }
     code = res.mismatches ? 3 : 0;
     goto out;

@@ -33,7 +33,7 @@ static const struct {
     {"bench-kernels", "sdnpu bench-kernels --types Q8_0"},
     {"profile", "sdnpu profile --model smollm2-135m-instruct"},
     {"bench-graphs", "sdnpu bench-graphs --part ttft --reps 3 --threads 1"},
-    {"bench", "sdnpu bench --model smollm2-135m-instruct --dataset summary --limit 2 --max-tokens 32 --out /tmp/bench.csv"},
+    {"bench", "sdnpu bench --model smollm2-135m-instruct --dataset summary --limit 2 --max-tokens 32 --budgets default,8 --out /tmp/bench"},
     {"trace", "sdnpu trace --model M.gguf --dataset stories.jsonl --out /tmp/stories.trace.jsonl"},
     {"trace-import", "sdnpu trace-import --outputs answers.jsonl --tokenizer tokenizer.bin --out /tmp/t.trace.jsonl"},
     {"study", "sdnpu study --traces /tmp/stories.trace.jsonl --csv /tmp/study.csv"},
@@ -59,6 +59,10 @@ void cli_param_help(FILE *f) {
     fprintf(f, "                        keys (range, default):\n");
     for (int i = 0; sdn_method_param_info(i, &key, &is_float, &lo, &hi, &def); i++)
         fprintf(f, "                          %-18s %s in [%g, %g], default %g\n", key, is_float ? "number " : "integer", lo, hi, def);
+    fprintf(f, "                        reuse.rule: 0 = a reused segment ages out after reuse.max_age steps, 1 = the paper's\n"
+               "                          rule (kept one step at least, dropped after a step drafting more than\n"
+               "                          reuse.threshold tokens); sdnpu.weigh: 1 = with calibration the context continuation\n"
+               "                          is weighed by the model's prefill predictions, 0 = not (the paper's drafter)\n");
 }
 
 void cli_help(const cli_cmd *c, FILE *f) {
