@@ -29,7 +29,7 @@ static void usage(FILE *f) {
             "  --replay-history     also draft from earlier outputs of the same group (trace order, in-memory store)\n"
             "  --history-budget N   history tokens per request (default 4096)\n"
             "  --param KEY=VALUE    a drafting-method parameter (repeatable; keys: sdnpu run --help)\n"
-            "  --cost PROFILE       verify-cost profile: project ms/token and speedup per method\n"
+            "  --cost PROFILE       verify-cost profile: project ms/token and speedup per method (repeatable)\n"
             "  --model M [--tokenizer T] [--threads N] [--ctx N]   measure methods a trace cannot replay live\n"
             "  --live               measure every method live on --model (checks the replay)\n"
             "  --csv FILE --json FILE --results-db FILE   write the cells\n"
@@ -105,7 +105,8 @@ static void print_published(void) {
 }
 
 int cmd_study(int argc, char **argv) {
-    const char *traces[32], *methods_arg = NULL, *tasks = NULL, *cost = NULL, *model = NULL, *tokenizer = NULL;
+    const char *traces[32], *methods_arg = NULL, *tasks = NULL, *costs[8], *model = NULL, *tokenizer = NULL;
+    int n_costs = 0;
     const char *csv = NULL, *json = NULL, *rdb = NULL, *v;
     int n_tr = 0, no_pub = 0, n_params = 0;
     const char *params[64];
@@ -126,7 +127,11 @@ int cmd_study(int argc, char **argv) {
         }
         else if (!strcmp(a, "--methods")) { if (!VAL()) return 2; methods_arg = v; }
         else if (!strcmp(a, "--tasks")) { if (!VAL()) return 2; tasks = v; }
-        else if (!strcmp(a, "--cost")) { if (!VAL()) return 2; cost = v; }
+        else if (!strcmp(a, "--cost")) {
+            if (!VAL()) return 2;
+            if (n_costs == 8) { fprintf(stderr, "sdnpu study: option --cost: at most 8 profiles\n"); return 2; }
+            costs[n_costs++] = v;
+        }
         else if (!strcmp(a, "--model")) { if (!VAL()) return 2; model = v; }
         else if (!strcmp(a, "--tokenizer")) { if (!VAL()) return 2; tokenizer = v; }
         else if (!strcmp(a, "--csv")) { if (!VAL()) return 2; if (cli_check_output(a, v)) return 1; csv = v; }
@@ -163,7 +168,7 @@ int cmd_study(int argc, char **argv) {
     char **methods = methods_arg ? dscli_split(methods_arg, &n_methods) : dscli_all_methods(&n_methods);
     sdn_err err = {0};
     sdn_trace tr = {0};
-    sdn_cost_profile prof;
+    sdn_cost_profile prof[8];
     sdn_model *m = NULL;
     sdn_ctx *ctx = NULL;
     sdn_result_cell *cells = NULL;
@@ -173,7 +178,8 @@ int cmd_study(int argc, char **argv) {
         if (sdn_trace_load(&tr, traces[i], &err)) goto fail;
     sdn_trace_filter(&tr, tasks, (int)limit);
     if (!tr.n) { fprintf(stderr, "sdnpu study: no trace rows (check --tasks)\n"); goto out; }
-    if (cost && sdn_cost_load(cost, &prof, &err)) goto fail;
+    for (int i = 0; i < n_costs; i++)
+        if (sdn_cost_load(costs[i], &prof[i], &err)) goto fail;
     if (model) {
         sdn_model_load_opts lo = {.tokenizer_path = tokenizer};
         if (sdn_model_load(model, &lo, &m, &err)) goto fail;
@@ -214,7 +220,7 @@ int cmd_study(int argc, char **argv) {
     sdn_progress_end(pb);
     if (rc) goto fail;
     print_tables(cells, n_cells);
-    if (cost) print_projection(&prof, cost, cells, n_cells);
+    for (int i = 0; i < n_costs; i++) print_projection(&prof[i], costs[i], cells, n_cells);
     if (vicuna && !no_pub) print_published();
     char capsbuf[64];
     snprintf(capsbuf, sizeof capsbuf, "nodes=%d depth=%d branch=%d", caps.max_nodes, caps.max_depth, caps.max_branch);
