@@ -8,8 +8,7 @@
 #   THREADS    worker threads (default 2)
 #   BUDGETS    draft budgets of the main run (default "default,1,2,4": the engine's rule and
 #              fixed caps; each method's best is reported after the table)
-#   PROJ_MAX   draft caps of the projection (default "2 4 8")
-#   PARTS      which parts to run (default "main ablation projection")
+#   PARTS      which parts to run (default "projection main ablation")
 #
 # Needs ../shared/datasets. The peer row (llama.cpp's prompt lookup) is
 # scripts/reference/peer_pld.py (a Python venv with llama-cpp-python; docs/peer.md).
@@ -22,8 +21,7 @@ OUT="${1:-$root/build/bench-tasks}"
 LIMIT="${LIMIT:-20}"
 THREADS="${THREADS:-2}"
 BUDGETS="${BUDGETS:-default,1,2,4}"
-PROJ_MAX="${PROJ_MAX:-2 4 8}"
-PARTS="${PARTS:-main ablation projection}"
+PARTS="${PARTS:-projection main ablation}"
 M=smollm2-135m-instruct
 [ -x "$S" ] || { echo "bench-tasks: $S not built (run ./sdnpu build or cmake first)" >&2; exit 1; }
 [ -d "$D" ] || { echo "bench-tasks: datasets not found at $D (set SDN_DATASETS)" >&2; exit 1; }
@@ -33,11 +31,22 @@ sets=(--dataset "$D/summary/summary_specbench.jsonl" --dataset "$D/rag/rag_specb
 common=(--model "$M" "${sets[@]}" --limit "$LIMIT" --threads "$THREADS" --max-tokens 128 --results-db "$OUT/results.sqlite")
 has() { [[ " $PARTS " == *" $1 "* ]]; }
 
+projs=()
+if has projection; then
+  # verify-cost curves of larger shapes on this machine (random weights: speed only); the main
+  # run projects its live steps onto them (bench --project)
+  for shape in qwen2.5-0.5b qwen2.5-1.5b llama-3.2-1b; do
+    "$S" bench-verify --shapes "$shape" --types Q8_0 --threads "$THREADS" --cost-out "$OUT/cost-$shape.json" \
+      | tee "$OUT/cost-$shape.txt"
+    projs+=(--project "$OUT/cost-$shape.json")
+  done
+fi
+
 if has main; then
   # every method at every budget; history on (earlier answers of the same task feed retrieval)
   rm -f "$OUT/history-main.sqlite"
   "$S" bench "${common[@]}" --budgets "$BUDGETS" --history "$OUT/history-main.sqlite" --out "$OUT/main" --plot \
-    | tee "$OUT/main.txt"
+    "${projs[@]}" | tee "$OUT/main.txt"
 fi
 
 if has ablation; then
@@ -48,27 +57,5 @@ if has ablation; then
   "$S" bench "${common[@]}" --methods sam+cal,sdnpu --param sdnpu.weigh=0 --history "$OUT/history-weigh.sqlite" \
     --out "$OUT/weigh-off" | tee "$OUT/weigh-off.txt"
   "$S" bench "${common[@]}" --methods sam+tree,sdnpu --out "$OUT/no-history" | tee "$OUT/no-history.txt"
-fi
-
-if has projection; then
-  # verify-cost curves of larger shapes on this machine (random weights: speed only), then the
-  # SmolLM2 traces replayed (pld, sam, sam+tree) or run live (calibration, reuse) at each cap
-  costs=()
-  for shape in qwen2.5-0.5b qwen2.5-1.5b llama-3.2-1b; do
-    "$S" bench-verify --shapes "$shape" --types Q8_0 --threads "$THREADS" --cost-out "$OUT/cost-$shape.json" \
-      | sed -n '1,/ratio/p' | tee "$OUT/cost-$shape.txt"
-    costs+=(--cost "$OUT/cost-$shape.json")
-  done
-  traces=()
-  for t in summary/summary_specbench rag/rag_specbench ui/ui_droidtask tweet/tweet_convai2_substitute; do
-    n="$(basename "$t")"
-    [ -s "$OUT/$n.trace.jsonl" ] || "$S" trace --model "$M" --dataset "$D/$t.jsonl" --limit "$LIMIT" --threads "$THREADS" \
-      --max-tokens 128 --out "$OUT/$n.trace.jsonl"
-    traces+=(--traces "$OUT/$n.trace.jsonl")
-  done
-  for cap in $PROJ_MAX; do
-    "$S" study "${traces[@]}" --replay-history --model "$M" --threads "$THREADS" --draft-max "$cap" "${costs[@]}" \
-      --no-published --json "$OUT/projection-$cap.json" | tee "$OUT/projection-$cap.txt"
-  done
 fi
 echo "bench-tasks: results in $OUT"

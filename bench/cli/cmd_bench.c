@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 
 #include "bench/bench.h"
+#include "bench/projection.h"
 #include "runtime/verify_cost.h"
 #include "datasets/dataset.h"
 #include "datasets/history.h"
@@ -53,6 +54,9 @@ static void usage(FILE *f) {
             "                       size with the default budget's choice marked\n"
             "  --cost PROFILE       verify-cost profile to plot (default: measured on the model when plotting)\n"
             "  --cost-out FILE      measure the verify-cost profile on the model and write it\n"
+            "  --project PROFILE    also project every cell onto another model's verify-cost profile (repeatable;\n"
+            "                       `sdnpu bench-verify --shapes S --types T --cost-out PROFILE`): the live steps'\n"
+            "                       draft sizes and draft time at that model's step cost, a projection\n"
             "  --fresh-prefill      every run prefills its prompt (default: the request's first run prefills,\n"
             "                       the others reuse its KV entries and prefill predictions)\n",
             sdn_method_list());
@@ -88,6 +92,21 @@ static int budget_mode(const long *h, double *mean) {
     }
     if (mean) *mean = n ? sum / n : 0;
     return mode;
+}
+
+/* Each cell's live steps (draft-size histogram, draft time) at another model's step cost. */
+static void print_projection(const sdn_bench_result *r, const sdn_cost_profile *p, const char *path) {
+    printf("\nPROJECTION (not measured) onto %s (shape %s, %d threads): plain decoding %.3f ms/token there; this run's steps\n",
+           path, p->shape[0] ? p->shape : "?", p->threads, p->plain_step_ms);
+    printf("%-10s %-10s %-8s %12s %10s %8s\n", "task", "method", "budget", "verify ms/st", "ms/token", "speedup");
+    for (int i = 0; i < r->n_cells; i++) {
+        const sdn_result_cell *c = &r->cells[i];
+        sdn_projection pr;
+        sdn_err e = {0};
+        if (!c->c.steps || sdn_cost_project(p, &c->c, 1, &pr, &e)) continue;
+        printf("%-10s %-10s %-8s %12.3f %10.3f %7.2fx\n", c->task, c->method, c->budget[0] ? c->budget : "-", pr.verify_ms_per_step,
+               pr.ms_per_token, pr.speedup);
+    }
 }
 
 static void print_table(const sdn_bench_result *r) {
@@ -152,7 +171,8 @@ static void cell_label(const sdn_result_cell *c, int n_budgets, char *buf, size_
 
 int cmd_bench(int argc, char **argv) {
     const char *model = NULL, *tokenizer = NULL, *methods_arg = NULL, *tasks = NULL, *out_dir = NULL, *rdb = NULL, *cost = NULL;
-    const char *cost_out = NULL, *hist_path = NULL, *v;
+    const char *cost_out = NULL, *hist_path = NULL, *v, *projs[8];
+    int n_projs = 0;
     const char *datasets[32];
     int n_ds = 0, plot = 0, n_params = 0, budgets[64], n_budgets = 0;
     const char *params[64];
@@ -179,6 +199,11 @@ int cmd_bench(int argc, char **argv) {
         else if (!strcmp(a, "--out")) { if (!VAL()) return 2; if (cli_check_output_dir(a, v)) return 1; out_dir = v; }
         else if (!strcmp(a, "--results-db")) { if (!VAL()) return 2; if (cli_check_output(a, v)) return 1; rdb = v; }
         else if (!strcmp(a, "--cost")) { if (!VAL()) return 2; cost = v; }
+        else if (!strcmp(a, "--project")) {
+            if (!VAL()) return 2;
+            if (n_projs == 8) { fprintf(stderr, "sdnpu bench: option --project: at most 8 profiles\n"); return 2; }
+            projs[n_projs++] = v;
+        }
         else if (!strcmp(a, "--cost-out")) { if (!VAL()) return 2; if (cli_check_output(a, v)) return 1; cost_out = v; }
         else if (!strcmp(a, "--history")) { if (!VAL()) return 2; hist_path = v; }
         else if (!strcmp(a, "--chat-template")) { if (!VAL()) return 2; o.chat_template = v; }
@@ -262,12 +287,14 @@ int cmd_bench(int argc, char **argv) {
     sdn_model *m = NULL;
     sdn_history *hist = NULL;
     sdn_bench_result res = {0};
-    sdn_cost_profile prof;
+    sdn_cost_profile prof, projp[8];
     int have_prof = 0, code = 1;
     for (int i = 0; i < n_ds; i++)
         if (sdn_dataset_load(&ds, datasets[i], &err)) goto fail;
     sdn_dataset_filter(&ds, tasks, (int)limit);
     if (ds.n == 0) { fprintf(stderr, "sdnpu bench: no requests (check --tasks)\n"); goto out; }
+    for (int i = 0; i < n_projs; i++) /* before the run: a bad profile fails at once */
+        if (sdn_cost_load(projs[i], &projp[i], &err)) goto fail;
     if (cost) {
         if (sdn_cost_load(cost, &prof, &err)) goto fail;
         have_prof = 1;
@@ -312,6 +339,7 @@ int cmd_bench(int argc, char **argv) {
         printf("(prefill ms: each request's one prefill, on the plain row; the other runs reuse its KV entries. %ld runs prefilled for %d requests)\n",
                res.prefills, res.n_requests);
     print_best(&res, nb_shown);
+    for (int i = 0; i < n_projs; i++) print_projection(&res, &projp[i], projs[i]);
     if (res.mismatches)
         printf("\nERROR: %ld (request, method) outputs differ from plain greedy decoding - a bug in the engine or a drafter\n", res.mismatches);
     /* files */
