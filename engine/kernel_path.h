@@ -29,6 +29,11 @@ typedef enum sdn_kpath {
  * AMX could not be measured where this was written; see docs/kernels.md). */
 #define SDN_AMX_MIN_ROWS 16
 
+/* Revision of the kernels' speed: part of the key of cached measurements (the verify-cost
+ * curve of runtime/verify_cost.c), so a change that makes steps faster or slower is measured
+ * again instead of sizing drafts from an old curve. Bump it with such a change. */
+#define SDN_KERNEL_REV 2
+
 /* "portable", "avx2", "avx512", "amx". */
 const char *sdn_kpath_name(sdn_kpath p);
 /* Parse a path name; SDN_EINVAL with a message listing the names if unknown. */

@@ -184,7 +184,7 @@ int sdn_verify_curve(sdn_model *m, int threads, double *ms, FILE *log, sdn_err *
     sdn_machine_id(machine, sizeof machine);
     snprintf(path, sizeof path, "%s/verify-cost-%016llx-%s-t%d.json", sdn_cache_dir(), (unsigned long long)sdn_model_fingerprint(m), kp,
              threads);
-    snprintf(key, sizeof key, "%s, kernel path %s", machine, kp);
+    snprintf(key, sizeof key, "%s, kernel path %s, kernels r%d", machine, kp, SDN_KERNEL_REV);
     sdn_cost_profile prof;
     sdn_err e2 = {0};
     int cached = access(path, R_OK) == 0 && sdn_cost_load(path, &prof, &e2) == SDN_OK && !strcmp(prof.shape, key) &&
