@@ -173,6 +173,38 @@ def llama_run(llm, prompt, max_tokens, stops, draft):
             "drafted": draft.drafted if draft is not None else 0}
 
 
+COST_ROWS = (1, 2, 3, 4, 5, 8, 11)
+
+
+def llama_verify_cost(llm, vocab, reps=5):
+    """llama.cpp's time to evaluate a batch of n tokens (all logits, as a prompt-lookup step)
+    after a 256-token context of random tokens: median ms per n, as `sdnpu bench-verify --model`."""
+    rnd = np.random.default_rng(3)
+    toks = [int(t) for t in rnd.integers(0, vocab, 256 + 16)]
+    llm.reset()
+    llm.eval(toks[:256])
+    out = {}
+    for n in COST_ROWS:
+        ts = []
+        for rep in range(reps + 1):
+            llm.n_tokens = 256  # eval() drops the KV entries from n_tokens on
+            t0 = time.perf_counter()
+            llm.eval(toks[256:256 + n])
+            if rep:
+                ts.append(time.perf_counter() - t0)
+        out[n] = round(1000 * float(np.median(ts)), 3)
+    llm.reset()
+    return out
+
+
+def sdnpu_verify_cost(a, model):
+    with tempfile.NamedTemporaryFile(suffix=".json") as f:
+        subprocess.run([a.sdnpu, "bench-verify", "--model", model, "--rows", ",".join(map(str, COST_ROWS)), "--threads", str(a.threads),
+                        "--json", f.name], check=True, stdout=subprocess.DEVNULL)
+        j = json.load(open(f.name))
+    return {int(r): round(float(m), 3) for r, m in zip(j["rows"], j["ms"])}
+
+
 def run_sdnpu_trace(a, model, task, path, out):
     cmd = [a.sdnpu, "trace", "--model", model, "--dataset", path, "--tasks", task, "--limit", str(a.limit), "--max-tokens",
            str(a.max_tokens), "--threads", str(a.threads), "--prefill-topk", "0", "--out", out]
@@ -264,6 +296,12 @@ def main():
                           special=True)
     for llm, d in [(plain, None)] + [(plds[c], drafts[c]) for c in configs]:  # untimed: thread start, first touches
         llama_run(llm, warm, 8, stops, d)
+
+    # the cost of a verification step of n tokens in each engine (explains which draft sizes pay)
+    wait_quiet(a.quiet, a.max_wait)
+    cost = {"llama.cpp": llama_verify_cost(plds[configs[0]], plain.n_vocab()), "sdnpu": sdnpu_verify_cost(a, model)}
+    log("verify cost, ms per step of n tokens after 256 (n: llama.cpp / sdnpu): " +
+        ", ".join("%d: %.2f / %.2f" % (n, cost["llama.cpp"][n], cost["sdnpu"].get(n, 0)) for n in COST_ROWS))
 
     sdnpu_version = subprocess.run([a.sdnpu, "--version"], capture_output=True, text=True).stdout.strip()
     info = subprocess.run([a.sdnpu, "info", "--model", model], capture_output=True, text=True).stdout
@@ -423,6 +461,8 @@ def main():
     print("other processes' share of the CPUs during the sdnpu / llama.cpp parts: %s" % ", ".join(
         "%s %.0f%% / %.0f%%" % (r["task"], 100 * r["others_cpu"]["sdnpu"]["others_share"], 100 * r["others_cpu"]["llama.cpp"]["others_share"])
         for r in results))
+    print("verify cost, ms per step of n tokens after a 256-token context (n: llama.cpp / sdnpu): " +
+          ", ".join("%d: %.2f / %.2f" % (n, cost["llama.cpp"][n], cost["sdnpu"].get(n, 0)) for n in COST_ROWS))
     print("llama.cpp plain answers equal to sdnpu's plain answers: %s" % ", ".join(
         "%s %d/%d" % (r["task"], r["llama_plain_equals_sdnpu_plain"], r["requests"]) for r in results))
     print("total wall time %.0f s; load average %s at start, %s at end" % (wall, "/".join("%.2f" % x for x in load_start),
@@ -447,6 +487,8 @@ def main():
                          "t_decode (after a prefill of all prompt tokens but the last) and, for llama.cpp, the time of "
                          "Llama.generate() after Llama.eval() of all prompt tokens but the last, up to the last answer token; "
                          "stop at EOG/BOS or max_tokens"),
+            "verify_cost_ms": {"context": 256, "rows": list(COST_ROWS), "llama.cpp": cost["llama.cpp"], "sdnpu": cost["sdnpu"],
+                               "note": "median of 5; llama.cpp: Llama.eval of n tokens with logits_all; sdnpu: bench-verify --model"},
             "table_markdown": table,
             "tasks": results,
             "requests": per_request,
