@@ -339,6 +339,7 @@ def main():
             for i, r in enumerate(rows):
                 prompt = [int(t) for t in r["context_tokens"]]
                 rec = {"task": task, "id": r["id"], "prompt_tokens": len(prompt), "sdnpu_plain_tokens": len(r["output_tokens"])}
+                rmeter = OthersMeter()
                 for j in range(len(order)):
                     k = order[(i + j) % len(order)]  # rotate: no configuration always runs first
                     llm = plain if k == "plain" else plds[k]
@@ -346,6 +347,7 @@ def main():
                     runs[k].append(res)
                     rec["plain" if k == "plain" else pld_name(k)] = {x: (round(v, 5) if isinstance(v, float) else v)
                                                                      for x, v in res.items() if x != "out"}
+                rec["others_share"] = round(rmeter.share(), 3)
                 base = runs["plain"][-1]["out"]
                 rec["llama_plain_equals_sdnpu_plain"] = base == [int(t) for t in r["output_tokens"]]
                 for c in configs:
