@@ -448,7 +448,7 @@ def main():
     bi = build_info(a.cmake_args)
     print("model %s (sdnpu fingerprint %s); %d threads; first %d requests per task; at most %d new tokens; greedy" %
           (os.path.basename(model), fingerprint, a.threads, a.limit, a.max_tokens))
-    print("sdnpu %s (commit %s, kernel path %s); %s" % (sdnpu_version, commit, kernel, bi["reference"]))
+    print("%s (commit %s, kernel path %s); %s" % (sdnpu_version, commit, kernel, bi["reference"]))
     print("llama.cpp system info: %s" % bi["system_info"])
     print("llama.cpp build options: %s" % ", ".join("%s=%s" % kv for kv in sorted(bi["ggml_options"].items())))
     print("pld nN pP = LlamaPromptLookupDecoding(max_ngram_size=N, num_pred_tokens=P); tok/s = answer tokens / decode time")
