@@ -31,14 +31,14 @@ import argparse
 import hashlib
 import json
 import os
-import platform
-import subprocess
 import sys
 import time
 
 import jinja2
 import numpy as np
 import llama_cpp
+
+from llamacpp_info import compiler, cpu_model
 
 TASKS = ["summary/summary_specbench.jsonl", "rag/rag_specbench.jsonl", "ui/ui_droidtask.jsonl", "tweet/tweet_convai2_substitute.jsonl"]
 
@@ -77,16 +77,6 @@ def sha256(path):
         for b in iter(lambda: f.read(1 << 20), b""):
             h.update(b)
     return h.hexdigest()
-
-
-def cpu_model():
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.machine()
 
 
 def user_message(row):
@@ -155,7 +145,7 @@ def main():
         "reference": "llama.cpp via llama-cpp-python %s" % llama_cpp.__version__,
         "system_info": llama_cpp.llama_print_system_info().decode(),
         "cmake_args": a.cmake_args,
-        "compiler": subprocess.run(["cc", "--version"], capture_output=True, text=True).stdout.splitlines()[0],
+        "compiler": compiler(),
         "cpu": cpu_model(),
         "threads": a.threads,
         "kv_cache": "F32",

@@ -26,8 +26,6 @@ and the run takes 10x longer). Usage (the reference is built from the package in
 import argparse
 import json
 import os
-import platform
-import subprocess
 import sys
 import time
 
@@ -35,22 +33,14 @@ import jinja2
 import numpy as np
 import llama_cpp
 
+from llamacpp_info import compiler, cpu_model
+
 TASKS = [  # (file under datasets/, rows taken in file order)
     ("summary/summary_specbench.jsonl", 12),
     ("rag/rag_specbench.jsonl", 12),
     ("ui/ui_droidtask.jsonl", 12),
     ("tweet/tweet_convai2_substitute.jsonl", 12),
 ]
-
-
-def cpu_model():
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.machine()
 
 
 def user_message(row):
@@ -122,7 +112,7 @@ def main():
         "reference": "llama.cpp via llama-cpp-python %s" % llama_cpp.__version__,
         "system_info": llama_cpp.llama_print_system_info().decode(),
         "cmake_args": a.cmake_args,
-        "compiler": subprocess.run(["cc", "--version"], capture_output=True, text=True).stdout.splitlines()[0],
+        "compiler": compiler(),
         "cpu": cpu_model(),
         "threads": a.threads,
         "kv_cache": "F32",
