@@ -8,8 +8,10 @@
  * (GPT-2 byte mapping, merges, control tokens; pre gpt2 / qwen2 / llama-bpe) for
  * gguf_tokenizer; tiny llama2.c checkpoints (v0 with
  * shared and separate classifier, v1 export) for llama2c; serialized automata for sam;
- * history stores with answers and a cached automaton for history; a trace file for trace;
+ * history stores with answers and a cached automaton (4 KiB pages, and compacted to 512-byte
+ * pages, rollback journal and WAL) for history; a trace file for trace;
  * task rows for dataset; field-encoded requests for chat_template. */
+#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -114,6 +116,20 @@ static void sam_seed(int k) {
     sdn_sam_free(s);
 }
 
+/* The file at p as the seed history/name. */
+static void put_file(const char *name, const char *p) {
+    FILE *f = fopen(p, "rb");
+    if (!f) exit(1);
+    fseek(f, 0, SEEK_END);
+    long sz = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *d = malloc((size_t)sz);
+    if (fread(d, 1, (size_t)sz, f) != (size_t)sz) exit(1);
+    fclose(f);
+    put("history", name, d, (size_t)sz, NULL, 0);
+    free(d);
+}
+
 static void history_seed(int k) {
     char p[1200], side[1300];
     snprintf(p, sizeof p, "%s/history-tmp-%d.db", root, k);
@@ -132,17 +148,23 @@ static void history_seed(int k) {
     size_t n;
     if (k) sdn_history_automaton(h, "g", "A", 500, &b, &n, NULL, NULL, NULL, NULL), free(b);
     sdn_history_close(h);
-    FILE *f = fopen(p, "rb");
-    fseek(f, 0, SEEK_END);
-    long sz = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *d = malloc((size_t)sz);
-    if (fread(d, 1, (size_t)sz, f) != (size_t)sz) exit(1);
-    fclose(f);
     char name[32];
     snprintf(name, sizeof name, "store-%d.db", k);
-    put("history", name, d, (size_t)sz, NULL, 0);
-    free(d);
+    put_file(name, p);
+    /* The same store compacted to 512-byte pages (the smallest SQLite allows): 7 pages of
+     * 4 KiB, mostly free space, become a few KiB where most mutated bytes land in a header,
+     * a cell or a record. Rollback journal for store 0, WAL for store 1 (both kinds of file
+     * the store opens). */
+    sqlite3 *db = NULL;
+    if (sqlite3_open(p, &db) != SQLITE_OK ||
+        sqlite3_exec(db, "PRAGMA journal_mode=DELETE; PRAGMA page_size=512; VACUUM;", NULL, NULL, NULL) != SQLITE_OK ||
+        (k && sqlite3_exec(db, "PRAGMA journal_mode=WAL", NULL, NULL, NULL) != SQLITE_OK)) {
+        fprintf(stderr, "seedgen: compacting %s: %s\n", p, sqlite3_errmsg(db));
+        exit(1);
+    }
+    sqlite3_close(db);
+    snprintf(name, sizeof name, "store-%d-p512.db", k);
+    put_file(name, p);
     unlink(p);
     snprintf(side, sizeof side, "%s-wal", p), unlink(side);
     snprintf(side, sizeof side, "%s-shm", p), unlink(side);

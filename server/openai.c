@@ -15,17 +15,6 @@
 #include <string.h>
 #include <time.h>
 
-int srv_fail(srv_error *e, int status, const char *type, const char *param, const char *fmt, ...) {
-    e->status = status;
-    e->type = type;
-    snprintf(e->param, sizeof e->param, "%s", param ? param : "");
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(e->message, sizeof e->message, fmt, ap);
-    va_end(ap);
-    return -1;
-}
-
 #define BAD(e, param, ...) srv_fail(e, 400, "invalid_request_error", param, __VA_ARGS__)
 
 /* ---- UTF-8 ---- */
@@ -57,6 +46,37 @@ int srv_utf8_valid(const char *s, size_t n) {
         i += k;
     }
     return 1;
+}
+
+/* Drop the bytes of s that are not part of a well-formed UTF-8 character, in place. A field
+ * cut by snprintf (a 128-byte param, a 1024-byte message quoting a 4096-byte model name, a
+ * library message cut at its own limit) can end inside a character; the answer must stay
+ * UTF-8 (a JSON client may refuse it otherwise). */
+static void utf8_scrub(char *s) {
+    size_t n = strlen(s), w = 0;
+    for (size_t i = 0; i < n;) {
+        size_t k = utf8_char((const unsigned char *)s + i, n - i);
+        if (!k) {
+            i++;
+            continue;
+        }
+        memmove(s + w, s + i, k);
+        w += k, i += k;
+    }
+    s[w] = 0;
+}
+
+int srv_fail(srv_error *e, int status, const char *type, const char *param, const char *fmt, ...) {
+    e->status = status;
+    e->type = type;
+    snprintf(e->param, sizeof e->param, "%s", param ? param : "");
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->message, sizeof e->message, fmt, ap);
+    va_end(ap);
+    utf8_scrub(e->param);
+    utf8_scrub(e->message);
+    return -1;
 }
 
 /* A copy of s[0..n) with each malformed byte replaced by U+FFFD (answers are JSON strings). */

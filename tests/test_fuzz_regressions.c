@@ -3,7 +3,7 @@
  * ordinary test build: the targets are compiled in here (renamed), so `./sdnpu test`
  * checks each input is refused or handled with a message and no crash (and, in an
  * SDN_SANITIZE build, no sanitizer report), without clang or libFuzzer. The defect each
- * input stood for also has a direct test (test_gguf, test_history). */
+ * input stood for also has a direct test (test_gguf, test_history, test_server_request). */
 #include <dirent.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -41,6 +41,9 @@
 #define LLVMFuzzerTestOneInput fz_chat_template
 #include "fuzz/fuzz_chat_template.c"
 #undef LLVMFuzzerTestOneInput
+#define LLVMFuzzerTestOneInput fz_server_request
+#include "fuzz/fuzz_server_request.c"
+#undef LLVMFuzzerTestOneInput
 
 static const struct {
     const char *name;
@@ -48,6 +51,7 @@ static const struct {
 } targets[] = {
     {"gguf_model", fz_gguf_model}, {"gguf_tokenizer", fz_gguf_tokenizer}, {"llama2c", fz_llama2c}, {"dataset", fz_dataset},
     {"trace", fz_trace},           {"sam", fz_sam},                       {"history", fz_history}, {"chat_template", fz_chat_template},
+    {"server_request", fz_server_request},
 };
 
 static void test_replay(void **state) {
