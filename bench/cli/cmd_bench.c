@@ -48,6 +48,7 @@ static void usage(FILE *f) {
             "  --graphs MODE        fixed-shape graphs switched during prefill: single, sync, async, progressive\n"
             "                       (--graph-blocks N --g1 S1 --g2 S2 --profile-db FILE, as for run)\n"
             "  --out DIR            write bench.csv and bench.json (and the charts) into DIR\n"
+            "  --json FILE --csv FILE   write the result cells to these files (as bench.json / bench.csv)\n"
             "  --results-db FILE    append the run to an SQLite results database\n"
             "  --plot               SVG charts into --out DIR (or .): ms/token per task and method, accepted\n"
             "                       tokens per step (histogram per method, pooled over tasks), verify cost vs draft\n"
@@ -171,7 +172,7 @@ static void cell_label(const sdn_result_cell *c, int n_budgets, char *buf, size_
 
 int cmd_bench(int argc, char **argv) {
     const char *model = NULL, *tokenizer = NULL, *methods_arg = NULL, *tasks = NULL, *out_dir = NULL, *rdb = NULL, *cost = NULL;
-    const char *cost_out = NULL, *hist_path = NULL, *v, *projs[8];
+    const char *cost_out = NULL, *hist_path = NULL, *v, *projs[8], *json_out = NULL, *csv_out = NULL;
     int n_projs = 0;
     const char *datasets[32];
     int n_ds = 0, plot = 0, n_params = 0, budgets[64], n_budgets = 0;
@@ -199,6 +200,8 @@ int cmd_bench(int argc, char **argv) {
         else if (!strcmp(a, "--out")) { if (!VAL()) return 2; if (cli_check_output_dir(a, v)) return 1; out_dir = v; }
         else if (!strcmp(a, "--results-db")) { if (!VAL()) return 2; if (cli_check_output(a, v)) return 1; rdb = v; }
         else if (!strcmp(a, "--cost")) { if (!VAL()) return 2; cost = v; }
+        else if (!strcmp(a, "--json")) { if (!VAL()) return 2; if (cli_check_output(a, v)) return 1; json_out = v; }
+        else if (!strcmp(a, "--csv")) { if (!VAL()) return 2; if (cli_check_output(a, v)) return 1; csv_out = v; }
         else if (!strcmp(a, "--project")) {
             if (!VAL()) return 2;
             if (n_projs == 8) { fprintf(stderr, "sdnpu bench: option --project: at most 8 profiles\n"); return 2; }
@@ -357,6 +360,14 @@ int cmd_bench(int argc, char **argv) {
         snprintf(path, sizeof path, "%s/bench.json", dir);
         if (sdn_results_json(path, &meta, res.cells, res.n_cells, &err)) goto fail;
         printf("\nwrote %s/bench.csv and %s/bench.json\n", dir, dir);
+    }
+    if (json_out) {
+        if (sdn_results_json(json_out, &meta, res.cells, res.n_cells, &err)) goto fail;
+        printf("wrote %s\n", json_out);
+    }
+    if (csv_out) {
+        if (sdn_results_csv(csv_out, &meta, res.cells, res.n_cells, &err)) goto fail;
+        printf("wrote %s\n", csv_out);
     }
     if (rdb) {
         long long run_id;
