@@ -51,11 +51,13 @@ fi
 
 if has ablation; then
   # the paper's rules beside today's (engine default budget), and history off
-  rm -f "$OUT/history-paper.sqlite" "$OUT/history-weigh.sqlite"
+  rm -f "$OUT/history-today.sqlite" "$OUT/history-paper.sqlite" "$OUT/history-weigh.sqlite"
+  "$S" bench "${common[@]}" --methods sam+tree,sam+cal,sam+reuse,sdnpu --history "$OUT/history-today.sqlite" \
+    --out "$OUT/today" | tee "$OUT/today.txt"
   "$S" bench "${common[@]}" --methods sam+reuse,sdnpu --param reuse.rule=1 --history "$OUT/history-paper.sqlite" \
     --out "$OUT/reuse-paper" | tee "$OUT/reuse-paper.txt"
   "$S" bench "${common[@]}" --methods sam+cal,sdnpu --param sdnpu.weigh=0 --history "$OUT/history-weigh.sqlite" \
     --out "$OUT/weigh-off" | tee "$OUT/weigh-off.txt"
-  "$S" bench "${common[@]}" --methods sam+tree,sdnpu --out "$OUT/no-history" | tee "$OUT/no-history.txt"
+  "$S" bench "${common[@]}" --methods sdnpu --out "$OUT/no-history" | tee "$OUT/no-history.txt"
 fi
 echo "bench-tasks: results in $OUT"
