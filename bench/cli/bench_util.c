@@ -1,6 +1,7 @@
 /* bench_util.c - see bench_util.h. */
 #include "bench/cli/bench_util.h"
 #include "engine/model_registry.h"
+#include "bench/projection.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -144,4 +145,22 @@ char *bench_xstrdup(const char *s) {
     char *p = strdup(s);
     if (!p) out_of_memory(strlen(s) + 1);
     return p;
+}
+
+void bench_print_projection(const sdn_cost_profile *p, const char *path, const sdn_result_cell *cells, int n) {
+    int budgets = 0;
+    for (int i = 0; i < n; i++) budgets |= cells[i].budget[0] != 0;
+    printf("\nPROJECTION (not measured) onto %s (model %s, shape %s, %d threads): plain decoding %.3f ms/token there\n", path,
+           p->model[0] ? p->model : "?", p->shape[0] ? p->shape : "?", p->threads, p->plain_step_ms);
+    printf("%-10s %-10s %s%12s %12s %10s %8s\n", "task", "method", budgets ? "budget   " : "", "verify ms/st", "draft ms/st", "ms/token",
+           "speedup");
+    for (int i = 0; i < n; i++) {
+        const sdn_result_cell *c = &cells[i];
+        sdn_projection pr;
+        sdn_err e = {0};
+        if (!c->c.steps || sdn_cost_project(p, &c->c, 1, &pr, &e)) continue;
+        printf("%-10s %-10s ", c->task, c->method);
+        if (budgets) printf("%-8s ", c->budget[0] ? c->budget : "-");
+        printf("%12.3f %12.4f %10.3f %7.2fx\n", pr.verify_ms_per_step, pr.draft_ms_per_step, pr.ms_per_token, pr.speedup);
+    }
 }

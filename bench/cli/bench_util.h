@@ -1,9 +1,13 @@
 /* bench_util.h - helpers shared by the benchmark commands: medians, a streaming-read
- * memory bandwidth probe, and the cache directory for generated benchmark models. */
+ * memory bandwidth probe, the cache directory for generated benchmark models, and the
+ * projection table of study and bench. */
 #ifndef SDN_BENCH_UTIL_H
 #define SDN_BENCH_UTIL_H
 
 #include <stddef.h>
+
+#include "bench/study.h"
+#include "runtime/verify_cost.h"
 
 /* Median of n values (the array is sorted in place). */
 double bench_median(double *v, int n);
@@ -22,5 +26,9 @@ const char *bench_model(const char *shape, const char *type, const char *vocab_f
 void *bench_xmalloc(size_t n);
 void *bench_xcalloc(size_t n, size_t size);
 char *bench_xstrdup(const char *s);
+/* Print each cell's counts projected onto profile p (read from path): verify and draft ms
+ * per step, ms/token and speedup there, labelled as a projection; a budget column when a
+ * cell has one (bench). Cells without steps are left out. */
+void bench_print_projection(const sdn_cost_profile *p, const char *path, const sdn_result_cell *cells, int n);
 
 #endif

@@ -10,7 +10,6 @@
 #include <sys/stat.h>
 
 #include "bench/bench.h"
-#include "bench/projection.h"
 #include "runtime/verify_cost.h"
 #include "datasets/dataset.h"
 #include "datasets/history.h"
@@ -93,21 +92,6 @@ static int budget_mode(const long *h, double *mean) {
     }
     if (mean) *mean = n ? sum / n : 0;
     return mode;
-}
-
-/* Each cell's live steps (draft-size histogram, draft time) at another model's step cost. */
-static void print_projection(const sdn_bench_result *r, const sdn_cost_profile *p, const char *path) {
-    printf("\nPROJECTION (not measured) onto %s (shape %s, %d threads): plain decoding %.3f ms/token there; this run's steps\n",
-           path, p->shape[0] ? p->shape : "?", p->threads, p->plain_step_ms);
-    printf("%-10s %-10s %-8s %12s %10s %8s\n", "task", "method", "budget", "verify ms/st", "ms/token", "speedup");
-    for (int i = 0; i < r->n_cells; i++) {
-        const sdn_result_cell *c = &r->cells[i];
-        sdn_projection pr;
-        sdn_err e = {0};
-        if (!c->c.steps || sdn_cost_project(p, &c->c, 1, &pr, &e)) continue;
-        printf("%-10s %-10s %-8s %12.3f %10.3f %7.2fx\n", c->task, c->method, c->budget[0] ? c->budget : "-", pr.verify_ms_per_step,
-               pr.ms_per_token, pr.speedup);
-    }
 }
 
 static void print_table(const sdn_bench_result *r) {
@@ -342,7 +326,7 @@ int cmd_bench(int argc, char **argv) {
         printf("(prefill ms: each request's one prefill, on the plain row; the other runs reuse its KV entries. %ld runs prefilled for %d requests)\n",
                res.prefills, res.n_requests);
     print_best(&res, nb_shown);
-    for (int i = 0; i < n_projs; i++) print_projection(&res, &projp[i], projs[i]);
+    for (int i = 0; i < n_projs; i++) bench_print_projection(&projp[i], projs[i], res.cells, res.n_cells);
     if (res.mismatches)
         printf("\nERROR: %ld (request, method) outputs differ from plain greedy decoding - a bug in the engine or a drafter\n", res.mismatches);
     /* files */

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bench/projection.h"
+#include "bench/cli/bench_util.h"
 #include "datasets/progress.h"
 #include "bench/results.h"
 #include "bench/study.h"
@@ -77,20 +77,6 @@ static void print_tables(const sdn_result_cell *cells, int n) {
         printf("%-10s %-10s", c->task, c->method);
         for (int k = 0; k < 6; k++) printf(" %6.1f", 100.0 * b[k] / c->c.steps);
         printf(" %6.2f\n", sdn_study_mean_draft(&c->c));
-    }
-}
-
-static void print_projection(const sdn_cost_profile *p, const char *path, const sdn_result_cell *cells, int n) {
-    printf("\nprojected speed on %s (model %s, shape %s, %d threads): plain decoding %.3f ms/token\n", path, p->model[0] ? p->model : "?",
-           p->shape[0] ? p->shape : "?", p->threads, p->plain_step_ms);
-    printf("%-10s %-10s %12s %12s %10s %8s\n", "task", "method", "verify ms/st", "draft ms/st", "ms/token", "speedup");
-    sdn_err err = {0};
-    for (int i = 0; i < n; i++) {
-        const sdn_result_cell *c = &cells[i];
-        sdn_projection pr;
-        if (!c->c.steps || sdn_cost_project(p, &c->c, 1, &pr, &err)) continue;
-        printf("%-10s %-10s %12.3f %12.4f %10.3f %7.2fx\n", c->task, c->method, pr.verify_ms_per_step, pr.draft_ms_per_step, pr.ms_per_token,
-               pr.speedup);
     }
 }
 
@@ -220,7 +206,7 @@ int cmd_study(int argc, char **argv) {
     sdn_progress_end(pb);
     if (rc) goto fail;
     print_tables(cells, n_cells);
-    for (int i = 0; i < n_costs; i++) print_projection(&prof[i], costs[i], cells, n_cells);
+    for (int i = 0; i < n_costs; i++) bench_print_projection(&prof[i], costs[i], cells, n_cells);
     if (vicuna && !no_pub) print_published();
     char capsbuf[64];
     snprintf(capsbuf, sizeof capsbuf, "nodes=%d depth=%d branch=%d", caps.max_nodes, caps.max_depth, caps.max_branch);
