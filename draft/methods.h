@@ -50,7 +50,7 @@ int sdn_method_uses_prefill_preds(const char *method);
  * (reuse.rule: 0 = segments age out after reuse.max_age steps, 1 = the paper's rule, dropped
  * after a step drafting more than reuse.threshold tokens (reuse.h); sdnpu.weigh: 1 = the
  * context continuation is weighed by the model's predictions when calibration is on,
- * 0 = not, as in the paper; the sdnpu.*, cal.* and reuse.* keys apply to sam+tree, sam+cal, sam+reuse and sdnpu).
+ * 0 = not, as in the paper (the default); the sdnpu.*, cal.* and reuse.* keys apply to sam+tree, sam+cal, sam+reuse and sdnpu).
  * Unknown keys and out-of-range values fail with SDN_EINVAL naming them. */
 int sdn_method_set_param(sdn_method_config *cfg, const char *kv, sdn_err *err);
 /* Describe parameter i (0, 1, ... in the order above): its key, whether it is a number or an

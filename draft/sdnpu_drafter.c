@@ -32,7 +32,7 @@ void sdn_sdnpu_defaults(sdn_sdnpu_config *cfg) {
     cfg->min_match = 1;
     cfg->alts = 2;
     cfg->follow = 0.7f;
-    cfg->weigh = 1;
+    cfg->weigh = 0; /* the paper's drafter (3.3); 1 = weigh the context continuation (measured worse, docs/drafting.md) */
     sdn_calib_defaults(&cfg->cal);
     sdn_reuse_defaults(&cfg->reuse);
 }

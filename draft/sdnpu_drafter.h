@@ -9,7 +9,7 @@
  *     the continuation of its earliest occurrence; the first token gets q(L) = L / (L + 2)
  *     for a match of length L, the following ones `follow`; up to `alts` further first
  *     tokens from the automaton's next-token counts get q(L) * count / total; with
- *     calibration on and `weigh` (default), a continuation token read from the context
+ *     calibration on and `weigh` (off by default), a continuation token read from the context
  *     gets the model's prediction for it there instead (q(L) times it for the first);
  *   - the history automaton (earlier answers of the task group): the same;
  *   - calibration (calibration.h): the tree at the context position where the match ends;
@@ -36,7 +36,8 @@ typedef struct sdn_sdnpu_config {
     float follow;     /* estimate of continuation tokens after the first (default 0.7) */
     int weigh;        /* with calibration on: each token of the context continuation is weighed
                          by the model's own prediction for it at that context position instead
-                         of q(L) / follow (default 1; 0: the paper's drafter, which does not) */
+                         of q(L) / follow (1); default 0: the paper's drafter (section
+                         3.3), which does not, measured better live (docs/drafting.md) */
     sdn_calib_config cal;
     sdn_reuse_config reuse;
 } sdn_sdnpu_config;

@@ -1,11 +1,12 @@
 /* test_sdnpu_drafting.c - hand-built cases of sdnpu's drafting techniques:
  *  - calibration: context "... Clinton 's security detail has arrived at Des Moines ..."
  *    with the model predicting "arrived" after "Clinton": after the output "... Clinton"
- *    the draft is "arrived at" (chain caps) instead of the context's "'s security";
+ *    the draft is "arrived at" (chain caps) instead of the context's "'s security" when the
+ *    context continuation is weighed (sdnpu.weigh = 1), the context's phrasing by default;
  *  - reuse: missing tokens, a synonym replacing a span, a redundant draft token, and a
  *    fully wrong draft keep exactly the expected tokens and are proposed as expected;
  *  - the paper's reuse lifetime (reuse.rule = 1) against the default age rule, and
- *    sdnpu.weigh = 0 (the context continuation not weighed by the model's predictions);
+ *    sdnpu.weigh = 1 (the context continuation weighed by the model's predictions; default 0);
  *  - the budget-filling builder: best-first selection by path probability, caps, merging;
  *  - the calibrated trees against a brute-force construction from the definition. */
 #include <math.h>
@@ -83,15 +84,16 @@ static void test_calibration_clinton(void **state) {
     assert_true(sdn_calib_prob(cal, 2, W("van")) <= 0.1f + 1e-6f); /* upper bound for unlisted tokens */
     sdn_calib_free(cal);
 
-    /* sam+cal after the output "<s> ... . Hillary Clinton": the chain draft is "arrived at";
-     * variant 2 is sam+cal with sdnpu.weigh = 0 (the paper's drafter: the context's
-     * continuation keeps its fixed estimates q(2) = 0.5 and 0.7, above the calibrated
-     * "arrived" at 0.6 * q(2) = 0.3, so the context's phrasing wins again) */
+    /* sam+cal after the output "<s> ... . Hillary Clinton". Variant 1 is sam+cal as it is by
+     * default, the paper's drafter (sdnpu.weigh = 0): the context's continuation keeps its
+     * fixed estimates q(2) = 0.5 and 0.7, above the calibrated "arrived" at 0.6 * q(2) = 0.3,
+     * so the context's phrasing wins. Variant 2 is sam+cal with sdnpu.weigh = 1 (the context
+     * continuation weighed by the model's predictions): the chain draft is "arrived at". */
     for (int variant = 0; variant < 3; variant++) {
-        int cal_on = variant == 1;
+        int cal_on = variant == 2;
         sdn_method_config mc;
         sdn_method_defaults(&mc);
-        if (variant == 2) assert_int_equal(sdn_method_set_param(&mc, "sdnpu.weigh=0", &e), SDN_OK);
+        if (variant == 2) assert_int_equal(sdn_method_set_param(&mc, "sdnpu.weigh=1", &e), SDN_OK);
         sdn_drafter d;
         assert_int_equal(sdn_method_create(variant ? "sam+cal" : "sam+tree", &mc, &d, &e), SDN_OK);
         assert_int_equal(sdn_drafter_begin(&d, ctx, n, &preds, &e), SDN_OK);
@@ -106,7 +108,7 @@ static void test_calibration_clinton(void **state) {
         if (cal_on) {
             assert_int_equal(t.token[0], W("arrived"));
             assert_int_equal(t.token[1], W("at"));
-        } else { /* without calibration (or without weighing) the context's own phrasing */
+        } else { /* without calibration, or without weighing: the context's own phrasing */
             assert_int_equal(t.token[0], W("'s"));
             assert_int_equal(t.token[1], W("security"));
         }
