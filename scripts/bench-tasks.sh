@@ -52,12 +52,14 @@ fi
 if has ablation; then
   # the paper's rules beside today's (engine default budget), and history off
   rm -f "$OUT/history-today.sqlite" "$OUT/history-paper.sqlite" "$OUT/history-weigh.sqlite"
+  # defaults: the paper's calibration (sdnpu.weigh=0) and sdnpu's reuse lifetime (reuse.rule=0);
+  # the other variant of each is run beside them
   "$S" bench "${common[@]}" --methods sam+tree,sam+cal,sam+reuse,sdnpu --history "$OUT/history-today.sqlite" \
     --out "$OUT/today" | tee "$OUT/today.txt"
   "$S" bench "${common[@]}" --methods sam+reuse,sdnpu --param reuse.rule=1 --history "$OUT/history-paper.sqlite" \
     --out "$OUT/reuse-paper" | tee "$OUT/reuse-paper.txt"
-  "$S" bench "${common[@]}" --methods sam+cal,sdnpu --param sdnpu.weigh=0 --history "$OUT/history-weigh.sqlite" \
-    --out "$OUT/weigh-off" | tee "$OUT/weigh-off.txt"
+  "$S" bench "${common[@]}" --methods sam+cal,sdnpu --param sdnpu.weigh=1 --history "$OUT/history-weigh.sqlite" \
+    --out "$OUT/weigh-on" | tee "$OUT/weigh-on.txt"
   "$S" bench "${common[@]}" --methods sdnpu --out "$OUT/no-history" | tee "$OUT/no-history.txt"
 fi
 echo "bench-tasks: results in $OUT"
