@@ -11,11 +11,12 @@
  *   logits = rmsnorm(x[rows]) Wout (cap * tanh(logits / cap) when the model soft-caps)
  *
  * Matmuls go through mm_group(): batch-invariant kernels (matmul.h) split over the thread
- * pool by output rows, or OpenBLAS SGEMM over F32 weight tiles for large prefill batches.
+ * pool by output rows, or OpenBLAS SGEMM over F32 weight tiles for large prefill batches
+ * (split by output columns over the same pool, one single-threaded SGEMM per thread).
  * Attention is computed per (row, head) over an explicit list of KV slots (the committed
  * prefix plus the batch rows the mask allows, in slot order), which makes a row's result
  * identical to the result of plain decoding at the same position; large causal prefill
- * batches use SGEMM-based attention instead.
+ * batches use SGEMM-based attention instead (split by query rows over the pool).
  *
  * Sliding-window (local) layers: a KV entry is visible to a query at position p only when
  * p - pos(entry) < n_swa. A committed entry in slot s holds position s (prefill appends in
@@ -51,9 +52,10 @@ static int g_simd = -1; /* 1: AVX2+FMA helpers (set from the kernel path by sdn_
 /* OpenBLAS-specific thread control (declared in its cblas.h as well). */
 extern void openblas_set_num_threads(int num_threads);
 
-/* OpenBLAS's thread count is process-wide state (forward.h). Set it only when it changes:
- * a forward pass used to call openblas_set_num_threads every time, which reconfigures
- * OpenBLAS's pool while another thread's context may be inside a GEMM. */
+/* OpenBLAS's thread count is process-wide state (forward.h). sdnpu runs its GEMMs on its own
+ * pools, one single-threaded OpenBLAS call per pool thread (sgemm_worker), so it sets the count
+ * to 1, once: OpenBLAS never starts a GEMM on its own threads, which would spin beside the
+ * pool's after every call. Set only when it changes (a call reconfigures OpenBLAS). */
 static atomic_int g_blas_threads; /* 0: never set by sdnpu */
 static void blas_threads(int n) {
     if (atomic_load_explicit(&g_blas_threads, memory_order_relaxed) == n) return;
@@ -265,19 +267,39 @@ static void mm_worker(void *arg, int ith, int nth) {
     }
 }
 
-typedef struct deq_job {
-    const sdn_weight *w;
-    float *dst;
+/* One SGEMM Y[:, r0:r1) = X W[r0:r1)^T on the context's pool: each thread takes a slice of
+ * the output columns (weight rows), dequantizes that slice into the tile when the weight is
+ * quantized (`dst`), and calls single-threaded OpenBLAS on it. OpenBLAS's own threads are
+ * never used (see blas_threads): they spin for about 0.1 s after every GEMM, and with
+ * them busy the decode steps that follow a prefill ran up to 4x slower on 2 cores. */
+typedef struct sgemm_job {
+    const sdn_weight *w; /* quantized weight to dequantize, or NULL (src is F32) */
+    const float *src;    /* F32 weight rows when w is NULL */
+    float *dst;          /* dequantization tile (rows r0.. of w) */
     long r0, r1;
-} deq_job;
+    const float *x;
+    int n;
+    long in;
+    float *y;
+    long ldy;
+} sgemm_job;
 
-static void deq_worker(void *arg, int ith, int nth) {
-    deq_job *d = arg;
+static void sgemm_worker(void *arg, int ith, int nth) {
+    sgemm_job *j = arg;
     long b, e;
-    sdn_pool_range(d->r1 - d->r0, ith, nth, 1, &b, &e);
-    for (long r = b; r < e; r++)
-        sdn_dequantize_row(d->w->type, (const char *)qdata(d->w) + (size_t)(d->r0 + r) * d->w->row_bytes, d->dst + r * d->w->in,
-                           d->w->in);
+    sdn_pool_range(j->r1 - j->r0, ith, nth, 16, &b, &e);
+    if (b >= e) return;
+    const float *W;
+    if (j->w) {
+        for (long r = b; r < e; r++)
+            sdn_dequantize_row(j->w->type, (const char *)qdata(j->w) + (size_t)(j->r0 + r) * j->w->row_bytes, j->dst + r * j->in,
+                               j->in);
+        W = j->dst + b * j->in;
+    } else {
+        W = j->src + (j->r0 + b) * j->in;
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, j->n, (int)(e - b), (int)j->in, 1.0f, j->x, (int)j->in, W, (int)j->in, 0.0f,
+                j->y + j->r0 + b, (int)j->ldy);
 }
 
 static int ensure_act(sdn_ctx *c, int slot, size_t bytes) {
@@ -316,9 +338,9 @@ static int mm_group(sdn_ctx *c, const sdn_weight *const *ws, float *const *ys, i
         for (int i = 0; i < nw; i++) {
             const sdn_weight *w = ws[i];
             if (w->type == SDN_TYPE_F32 || w->f32) {
-                const float *W = w->f32 ? w->f32 : (const float *)qdata(w);
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, (int)w->out, (int)in, 1.0f, X, (int)in, W, (int)in, 0.0f,
-                            ys[i], (int)w->out);
+                sgemm_job j = {.src = w->f32 ? w->f32 : (const float *)qdata(w), .r0 = 0, .r1 = w->out, .x = X, .n = n, .in = in,
+                               .y = ys[i], .ldy = w->out};
+                sdn_pool_run(c->pool, sgemm_worker, &j);
                 continue;
             }
             if (!c->wtile) {
@@ -329,10 +351,9 @@ static int mm_group(sdn_ctx *c, const sdn_weight *const *ws, float *const *ys, i
             if (rows < 1) return sdn_fail(err, SDN_EUNSUP, "matrix row of %lld elements exceeds the SGEMM tile", (long long)in);
             for (long r0 = 0; r0 < w->out; r0 += rows) {
                 long r1 = r0 + rows < w->out ? r0 + rows : w->out;
-                deq_job d = {w, c->wtile, r0, r1};
-                sdn_pool_run(c->pool, deq_worker, &d);
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, (int)(r1 - r0), (int)in, 1.0f, X, (int)in, c->wtile,
-                            (int)in, 0.0f, ys[i] + r0, (int)w->out);
+                /* the tile holds rows r0..r1 of W; the job's y + r0 + b addresses output column r0 + b */
+                sgemm_job j = {.w = w, .dst = c->wtile, .r0 = r0, .r1 = r1, .x = X, .n = n, .in = in, .y = ys[i], .ldy = w->out};
+                sdn_pool_run(c->pool, sgemm_worker, &j);
             }
         }
     }
@@ -647,29 +668,45 @@ static void att_rows_worker(void *arg, int ith, int nth) {
     }
 }
 
-typedef struct sm_job {
+/* Prefill attention on the pool: thread ith takes a contiguous slice [b, e) of the batch's
+ * rows and, head by head, computes S = scale * Q K^T over the slots those rows can see
+ * (the first n_kv0 + e), the causal softmax of its rows (row i sees slots [0, n_kv0 + i],
+ * the last `window` of them in a sliding-window layer), and O = S V, each GEMM a
+ * single-threaded OpenBLAS call (see sgemm_worker for why not OpenBLAS's threads). */
+typedef struct attg_job {
     sdn_ctx *c;
-    int n, n_kv0;
-    int window; /* > 0: row i sees only slots > n_kv0 + i - window */
-} sm_job;
+    int layer, n, n_kv0, window;
+} attg_job;
 
-/* Causal softmax of the GEMM attention score rows: row i sees slots [0, n_kv0 + i] (the
- * last `window` of them in a sliding-window layer). */
-static void softmax_rows_worker(void *arg, int ith, int nth) {
-    sm_job *j = arg;
-    int L = j->n_kv0 + j->n;
+static void att_gemm_worker(void *arg, int ith, int nth) {
+    attg_job *j = arg;
+    sdn_ctx *c = j->c;
+    const sdn_model_config *cfg = &c->m->cfg;
     long b, e;
     sdn_pool_range(j->n, ith, nth, 1, &b, &e);
-    for (long i = b; i < e; i++) {
-        float *s = j->c->scores + (size_t)i * L;
-        int lim = j->n_kv0 + (int)i + 1, lo = j->window > 0 && lim > j->window ? lim - j->window : 0;
-        float mx = -INFINITY, sum = 0.0f;
-        for (int k = 0; k < lo; k++) s[k] = 0.0f;
-        for (int k = lo; k < lim; k++) if (s[k] > mx) mx = s[k];
-        for (int k = lo; k < lim; k++) { s[k] = expf(s[k] - mx); sum += s[k]; }
-        float inv = 1.0f / sum;
-        for (int k = lo; k < lim; k++) s[k] *= inv;
-        for (int k = lim; k < L; k++) s[k] = 0.0f;
+    if (b >= e) return;
+    const int hd = cfg->head_dim, grp = cfg->n_heads / cfg->n_kv_heads, L = j->n_kv0 + j->n, Le = j->n_kv0 + (int)e;
+    const int rows = (int)(e - b);
+    const float *K = c->k_cache + (size_t)j->layer * c->n_ctx * c->kvd;
+    const float *V = c->v_cache + (size_t)j->layer * c->n_ctx * c->kvd;
+    float *S = c->scores + (size_t)b * L;
+    for (int h = 0; h < cfg->n_heads; h++) {
+        int kh = h / grp;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, Le, hd, cfg->attn_scale, c->q + (size_t)b * c->qd + (size_t)h * hd,
+                    c->qd, K + (size_t)kh * hd, c->kvd, 0.0f, S, L);
+        for (long i = b; i < e; i++) {
+            float *s = c->scores + (size_t)i * L;
+            int lim = j->n_kv0 + (int)i + 1, lo = j->window > 0 && lim > j->window ? lim - j->window : 0;
+            float mx = -INFINITY, sum = 0.0f;
+            for (int k = 0; k < lo; k++) s[k] = 0.0f;
+            for (int k = lo; k < lim; k++) if (s[k] > mx) mx = s[k];
+            for (int k = lo; k < lim; k++) { s[k] = expf(s[k] - mx); sum += s[k]; }
+            float inv = 1.0f / sum;
+            for (int k = lo; k < lim; k++) s[k] *= inv;
+            for (int k = lim; k < Le; k++) s[k] = 0.0f;
+        }
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, hd, Le, 1.0f, S, L, V + (size_t)kh * hd, c->kvd, 0.0f,
+                    c->att + (size_t)b * c->qd + (size_t)h * hd, c->qd);
     }
 }
 
@@ -683,20 +720,8 @@ static void attention(sdn_ctx *c, const sdn_batch *b, int layer, int kv_base, in
         sdn_pool_run(c->pool, att_rows_worker, &j);
         return;
     }
-    /* Prefill: per head, S = scale * Q K^T over all slots, causal softmax, O = S V. */
-    int hd = cfg->head_dim, grp = cfg->n_heads / cfg->n_kv_heads, L = kv_base + n;
-    const float *K = c->k_cache + (size_t)layer * c->n_ctx * c->kvd;
-    const float *V = c->v_cache + (size_t)layer * c->n_ctx * c->kvd;
-    float scale = cfg->attn_scale;
-    for (int h = 0; h < cfg->n_heads; h++) {
-        int kh = h / grp;
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, L, hd, scale, c->q + (size_t)h * hd, c->qd, K + (size_t)kh * hd,
-                    c->kvd, 0.0f, c->scores, L);
-        sm_job sj = {c, n, kv_base, window};
-        sdn_pool_run(c->pool, softmax_rows_worker, &sj);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, hd, L, 1.0f, c->scores, L, V + (size_t)kh * hd, c->kvd, 0.0f,
-                    c->att + (size_t)h * hd, c->qd);
-    }
+    attg_job j = {c, layer, n, kv_base, window};
+    sdn_pool_run(c->pool, att_gemm_worker, &j);
 }
 
 /* ------------------------------------------------------------------ forward ---- */
@@ -834,7 +859,7 @@ int sdn_fwd_layers(sdn_ctx *c, const sdn_batch *b, int kv_base, int l0, int l1, 
     if (n < 1 || n > c->max_batch || kv_base < 0 || kv_base + n > c->n_ctx)
         return sdn_fail(err, SDN_EINVAL, "batch of %d at KV slot %d does not fit (max batch %d, context %d)", n, kv_base, c->max_batch, c->n_ctx);
     double t_start = sdn_now(), t_mm0 = c->st.matmul_s, t_att = 0;
-    blas_threads(c->n_threads);
+    blas_threads(1);
     rope_tables(c, b, kv_base);
     for (int l = l0; l < l1; l++) {
         const sdn_layer *y = &m->layers[l];

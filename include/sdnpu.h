@@ -31,8 +31,9 @@
  * Threads: an sdnpu_model is immutable once loaded and may be shared by any number of
  * contexts in any threads. An sdnpu_context is not thread-safe: use each context from one
  * thread at a time (one context per concurrent request). A context's worker threads are its
- * own. Process-wide state: OpenBLAS's thread count (set when a context runs its first
- * prefill) and the SIMD kernel path chosen at the first load (SDN_KERNEL overrides). */
+ * own and run all of its work, its prefill GEMMs included (single-threaded OpenBLAS calls).
+ * Process-wide state: OpenBLAS's thread count (set to 1 at the first forward pass) and the
+ * SIMD kernel path chosen at the first load (SDN_KERNEL overrides). */
 #ifndef SDNPU_H
 #define SDNPU_H
 

@@ -289,7 +289,9 @@ static void test_topk(void **state) {
                 used[best] = 1;
                 assert_int_equal(tk[(size_t)r * K + j], cand[best]);
                 double want = exp(l[cand[best]] - mx) / z;
-                assert_true(fabs(pr[(size_t)r * K + j] - want) <= 1e-5 * want + 1e-9);
+                /* the 37 gathered rows are one GEMM whose columns the pool splits differently from
+                 * the full head's, so OpenBLAS may round their logits differently (1e-5-ish) */
+                assert_true(fabs(pr[(size_t)r * K + j] - want) <= 1e-4 * want + 1e-9);
             }
         }
         sdn_ctx_free(c);
