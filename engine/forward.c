@@ -51,15 +51,15 @@ static int g_simd = -1; /* 1: AVX2+FMA helpers (set from the kernel path by sdn_
 
 /* OpenBLAS-specific thread control (declared in its cblas.h as well). */
 extern void openblas_set_num_threads(int num_threads);
+extern int openblas_get_num_threads(void);
 
 /* OpenBLAS's thread count is process-wide state (forward.h). sdnpu runs its GEMMs on its own
- * pools, one single-threaded OpenBLAS call per pool thread (sgemm_worker), so it sets the count
- * to 1, once: OpenBLAS never starts a GEMM on its own threads, which would spin beside the
- * pool's after every call. Set only when it changes (a call reconfigures OpenBLAS). */
-static atomic_int g_blas_threads; /* 0: never set by sdnpu */
-static void blas_threads(int n) {
-    if (atomic_load_explicit(&g_blas_threads, memory_order_relaxed) == n) return;
-    if (atomic_exchange(&g_blas_threads, n) != n) openblas_set_num_threads(n);
+ * pools, one single-threaded OpenBLAS call per pool thread (sgemm_worker), so each forward
+ * pass makes sure the count is 1: OpenBLAS then never starts a GEMM on its own threads,
+ * which would spin beside the pool's after every call. It is set only when it is not 1
+ * (a set reconfigures OpenBLAS), so a program that changed it gets it changed back. */
+static void blas_single_thread(void) {
+    if (openblas_get_num_threads() != 1) openblas_set_num_threads(1);
 }
 
 #define SGEMM_TILE_FLOATS (8u << 20) /* dequantized weight tile for SGEMM: 32 MiB */
@@ -859,7 +859,7 @@ int sdn_fwd_layers(sdn_ctx *c, const sdn_batch *b, int kv_base, int l0, int l1, 
     if (n < 1 || n > c->max_batch || kv_base < 0 || kv_base + n > c->n_ctx)
         return sdn_fail(err, SDN_EINVAL, "batch of %d at KV slot %d does not fit (max batch %d, context %d)", n, kv_base, c->max_batch, c->n_ctx);
     double t_start = sdn_now(), t_mm0 = c->st.matmul_s, t_att = 0;
-    blas_threads(1);
+    blas_single_thread();
     rope_tables(c, b, kv_base);
     for (int l = l0; l < l1; l++) {
         const sdn_layer *y = &m->layers[l];

@@ -27,11 +27,12 @@ typedef struct sdn_ctx sdn_ctx;
 /* Threads: each context has its own pool of n_threads - 1 workers, for the batch-invariant
  * kernels and for the prefill GEMMs alike: a prefill GEMM is split by output columns over the
  * pool, each thread calling single-threaded OpenBLAS SGEMM on its slice. sdnpu sets OpenBLAS's
- * process-wide thread count to 1 (openblas_set_num_threads, once, at the first forward pass):
- * OpenBLAS's own threads, which spin for about 0.1 s after each GEMM, are never started, and
- * contexts with different thread counts can run at the same time. A program that embeds
- * sdnpu and calls OpenBLAS itself gets single-threaded GEMMs after that (it may set its own
- * count again; sdnpu does not reset it). A context is used by one thread at a time. */
+ * process-wide thread count to 1 (openblas_set_num_threads, in a forward pass that finds it
+ * otherwise): OpenBLAS's own threads, which spin for about 0.1 s after each GEMM, are never
+ * started, and contexts with different thread counts can run at the same time. A program
+ * that embeds sdnpu and calls OpenBLAS itself gets single-threaded GEMMs after a forward
+ * pass (if it sets its own count, sdnpu's next pass sets 1 again). A context is used by one
+ * thread at a time. */
 typedef struct sdn_ctx_params {
     int n_ctx;     /* KV cache capacity in tokens (0: min(model ctx_len, 4096)) */
     int n_threads; /* worker threads incl. the caller (0: 1) */

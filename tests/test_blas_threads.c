@@ -5,6 +5,7 @@
  * counts the calls and their arguments:
  *   - forward passes of contexts with 2 and 1 threads, alternating, call it exactly once,
  *     with 1 (OpenBLAS's own threads are never started, so they never spin beside the pool);
+ *     when the program sets another count in between, the next forward pass sets 1 again;
  *   - a prefill's hidden state and logits are bit-identical with 1 and 2 threads (each output
  *     column's GEMM is the same single-threaded call however the columns are split), for an
  *     F32 model and a quantized one (weights dequantized tile by tile). */
@@ -23,12 +24,19 @@
 
 static int g_calls, g_last = -1, g_repeat;
 
+/* OpenBLAS's count as this stand-in holds it: 2 (the machine's cores) until set */
+static int g_count = 2;
+
 void openblas_set_num_threads(int n);
 void openblas_set_num_threads(int n) {
     g_repeat += n == g_last;
     g_last = n;
+    g_count = n;
     g_calls++;
 }
+
+int openblas_get_num_threads(void);
+int openblas_get_num_threads(void) { return g_count; }
 
 /* A prefill-sized batch (more than SDN_INVARIANT_MAX_ROWS rows: the SGEMM path). */
 static void prefill(sdn_ctx *c, int n) {
@@ -40,7 +48,7 @@ static void prefill(sdn_ctx *c, int n) {
     if (sdn_forward(c, &b, NULL, &e)) fail_msg("%s", e.msg);
 }
 
-static void test_set_once_to_one(void **state) {
+static void test_set_to_one(void **state) {
     (void)state;
     sdn_model *m = tu_load(tu_model("tiny-llama", "F32", 3), NULL);
     sdn_ctx *a = tu_ctx(m, 256, 2, 128), *b = tu_ctx(m, 256, 1, 128);
@@ -55,6 +63,10 @@ static void test_set_once_to_one(void **state) {
     assert_int_equal(g_calls, 1);
     assert_int_equal(g_last, 1);
     assert_int_equal(g_repeat, 0);
+    openblas_set_num_threads(4); /* the embedding program's own setting */
+    prefill(a, 100);
+    assert_int_equal(g_calls, 3);
+    assert_int_equal(g_last, 1);
     sdn_ctx_free(a);
     sdn_ctx_free(b);
     sdn_model_free(m);
@@ -92,6 +104,6 @@ static void test_threads_agree(void **state) {
 }
 
 int main(void) {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_set_once_to_one), cmocka_unit_test(test_threads_agree)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_set_to_one), cmocka_unit_test(test_threads_agree)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
