@@ -13,9 +13,10 @@
  * Matmuls go through mm_group(): batch-invariant kernels (matmul.h) split over the thread
  * pool by output rows, or OpenBLAS SGEMM over F32 weight tiles for large prefill batches
  * (split by output columns over the same pool, one single-threaded SGEMM per thread).
- * Attention is computed per (row, head) over an explicit list of KV slots (the committed
- * prefix plus the batch rows the mask allows, in slot order), which makes a row's result
- * identical to the result of plain decoding at the same position; large causal prefill
+ * Attention is computed per (row, head) over the KV slots it sees (the committed prefix
+ * plus the batch rows the mask allows, in slot order), which makes a row's result
+ * identical to the result of plain decoding at the same position; the queries that share a
+ * KV head read each tile of the cache together; large causal prefill
  * batches use SGEMM-based attention instead (split by query rows over the pool).
  *
  * Sliding-window (local) layers: a KV entry is visible to a query at position p only when
@@ -39,6 +40,10 @@
 #define FWD_TARGET __attribute__((target("avx2,fma"), noinline))
 static int g_simd = -1; /* 1: AVX2+FMA helpers (set from the kernel path by sdn_ctx_new) */
 #endif
+
+/* Row attention (att_rows_worker): queries computed together per KV tile, and the tile. */
+#define ATT_QB 32
+#define ATT_TILE 64
 
 #include "common/sdn_mem.h"
 #include "common/sdn_util.h"
@@ -79,8 +84,7 @@ struct sdn_ctx {
     void *act[2];             /* prepared activations for up to two weight types */
     size_t act_cap[2];
     float *wtile;             /* SGEMM weight tile */
-    float *scores;            /* row attention: [n_threads][n_ctx]; GEMM attention: [max_batch][n_ctx] */
-    int32_t *slots;           /* [n_threads][n_ctx] attended slot list */
+    float *scores;            /* row attention: [n_threads][ATT_QB][n_ctx]; GEMM attention: [max_batch][n_ctx] */
     int32_t *kv_tok, *kv_pos; /* [n_ctx] token and position of each committed KV entry (-1: unknown) */
     sdn_fwd_stats st;
 };
@@ -112,13 +116,12 @@ int sdn_ctx_new(const sdn_model *m, const sdn_ctx_params *p, sdn_ctx **out, sdn_
     {
         /* refuse up front what cannot fit: KV cache + the mapped weights + scratch buffers
          * against the process's memory limit (cgroup, physical memory, RLIMIT_AS) */
-        size_t sc_rows0 = B > (size_t)c->n_threads ? B : (size_t)c->n_threads;
+        size_t sc_rows0 = B > (size_t)c->n_threads * ATT_QB ? B : (size_t)c->n_threads * ATT_QB;
         uint64_t kv_b = 2 * (uint64_t)kv * sizeof(float);
         uint64_t w_b = m->gguf ? sdn_gguf_file_size(m->gguf) : m->map_size;
         uint64_t buf_b = ((uint64_t)B * (3 * (uint64_t)cfg->dim + wide + 2 * (uint64_t)c->qd + 2 * (uint64_t)c->kvd + 2 * (uint64_t)cfg->hidden +
                                          (uint64_t)cfg->rope_dims) +
-                          (uint64_t)sc_rows0 * c->n_ctx) * sizeof(float) +
-                         (uint64_t)c->n_threads * c->n_ctx * sizeof(int32_t);
+                          (uint64_t)sc_rows0 * c->n_ctx) * sizeof(float);
         char detail[200];
         snprintf(detail, sizeof detail, "KV cache %llu MiB, weights %llu MiB, buffers %llu MiB", (unsigned long long)(kv_b >> 20),
                  (unsigned long long)(w_b >> 20), (unsigned long long)(buf_b >> 20));
@@ -148,14 +151,13 @@ int sdn_ctx_new(const sdn_model *m, const sdn_ctx_params *p, sdn_ctx **out, sdn_
         c->rope_cs_swa = malloc(B * (size_t)cfg->rope_dims * sizeof(float));
         c->inv_freq_swa = malloc((size_t)cfg->rope_dims / 2 * sizeof(double));
     }
-    size_t sc_rows = B > (size_t)c->n_threads ? B : (size_t)c->n_threads;
+    size_t sc_rows = B > (size_t)c->n_threads * ATT_QB ? B : (size_t)c->n_threads * ATT_QB;
     c->scores = malloc(sc_rows * (size_t)c->n_ctx * sizeof(float));
-    c->slots = malloc((size_t)c->n_threads * c->n_ctx * sizeof(int32_t));
     c->kv_tok = malloc((size_t)c->n_ctx * sizeof(int32_t));
     c->kv_pos = malloc((size_t)c->n_ctx * sizeof(int32_t));
     c->pool = sdn_pool_new(c->n_threads);
     if (!c->k_cache || !c->v_cache || !c->x || !c->xb || !c->xb2 || !c->q || !c->k || !c->v || !c->att || !c->hb ||
-        !c->hb2 || !c->rope_cs || !c->inv_freq || (two_bases && (!c->rope_cs_swa || !c->inv_freq_swa)) || !c->scores || !c->slots || !c->kv_tok || !c->kv_pos || !c->pool) {
+        !c->hb2 || !c->rope_cs || !c->inv_freq || (two_bases && (!c->rope_cs_swa || !c->inv_freq_swa)) || !c->scores || !c->kv_tok || !c->kv_pos || !c->pool) {
         size_t need = 2 * kv * sizeof(float);
         sdn_ctx_free(c);
         return sdn_fail(err, SDN_ENOMEM, "out of memory allocating the context (KV cache alone needs %zu MiB for %d positions)",
@@ -182,7 +184,7 @@ void sdn_ctx_free(sdn_ctx *c) {
     if (!c) return;
     sdn_pool_free(c->pool);
     free(c->k_cache); free(c->v_cache); free(c->x); free(c->xb); free(c->xb2); free(c->q); free(c->k); free(c->v);
-    free(c->att); free(c->hb); free(c->hb2); free(c->rope_cs); free(c->inv_freq); free(c->rope_cs_swa); free(c->inv_freq_swa); free(c->scores); free(c->slots); free(c->kv_tok); free(c->kv_pos);
+    free(c->att); free(c->hb); free(c->hb2); free(c->rope_cs); free(c->inv_freq); free(c->rope_cs_swa); free(c->inv_freq_swa); free(c->scores); free(c->kv_tok); free(c->kv_pos);
     free(c->act[0]); free(c->act[1]); free(c->wtile);
     free(c);
 }
@@ -560,15 +562,15 @@ __attribute__((target("avx2,fma"))) static inline __m256 hsum8x8(const __m256 *a
     return _mm256_add_ps(_mm256_add_ps(s0, s2), _mm256_add_ps(s1, s3));
 }
 
-/* sc[s] = dot(q, K[sl[s]] + off) * scale for s < ns; returns how many were done (a multiple
- * of 8; the caller does the rest with dot_f32). */
-FWD_TARGET static int att_scores_avx2(const float *q, const float *K, size_t kvd, size_t off, const int32_t *sl, int ns, int hd,
+/* sc[s] = dot(q, K[first + s] + off) * scale for s < ns (consecutive slots); returns how many
+ * were done (a multiple of 8; the caller does the rest with dot_f32). */
+FWD_TARGET static int att_scores_avx2(const float *q, const float *K, size_t kvd, size_t off, int first, int ns, int hd,
                                       float scale, float *sc) {
     int s = 0;
     const __m256 vs = _mm256_set1_ps(scale);
     for (; s + 8 <= ns; s += 8) {
         const float *k[8];
-        for (int j = 0; j < 8; j++) k[j] = K + (size_t)sl[s + j] * kvd + off;
+        for (int j = 0; j < 8; j++) k[j] = K + (size_t)(first + s + j) * kvd + off;
         __m256 acc[8];
         for (int j = 0; j < 8; j++) acc[j] = _mm256_setzero_ps();
         for (int i = 0; i < hd; i += 8) {
@@ -580,23 +582,22 @@ FWD_TARGET static int att_scores_avx2(const float *q, const float *K, size_t kvd
     return s;
 }
 
-/* o[0..hd) += sum over s < ns, in slot order, of p[s] * V[sl[s]] + off (64 floats of o at a
- * time in registers). */
-FWD_TARGET static void att_values_avx2(float *o, const float *p, const float *V, size_t kvd, size_t off, const int32_t *sl, int ns,
-                                       int hd) {
+/* o[0..hd) += sum over s < ns, in slot order, of p[s] * V[first + s] + off (64 floats of o at
+ * a time in registers). */
+FWD_TARGET static void att_values_avx2(float *o, const float *p, const float *V, size_t kvd, size_t off, int first, int ns, int hd) {
     for (int d0 = 0; d0 < hd; d0 += 64) {
         const int nc = (hd - d0 < 64 ? hd - d0 : 64) / 8;
         __m256 acc[8];
         for (int c = 0; c < nc; c++) acc[c] = _mm256_loadu_ps(o + d0 + 8 * c);
         if (nc == 8) {
             for (int s = 0; s < ns; s++) {
-                const float *v = V + (size_t)sl[s] * kvd + off + d0;
+                const float *v = V + (size_t)(first + s) * kvd + off + d0;
                 const __m256 vp = _mm256_set1_ps(p[s]);
                 for (int c = 0; c < 8; c++) acc[c] = _mm256_fmadd_ps(vp, _mm256_loadu_ps(v + 8 * c), acc[c]);
             }
         } else {
             for (int s = 0; s < ns; s++) {
-                const float *v = V + (size_t)sl[s] * kvd + off + d0;
+                const float *v = V + (size_t)(first + s) * kvd + off + d0;
                 const __m256 vp = _mm256_set1_ps(p[s]);
                 for (int c = 0; c < nc; c++) acc[c] = _mm256_fmadd_ps(vp, _mm256_loadu_ps(v + 8 * c), acc[c]);
             }
@@ -606,6 +607,26 @@ FWD_TARGET static void att_values_avx2(float *o, const float *p, const float *V,
 }
 #endif
 
+/* Scores and values of one query over consecutive slots [first, first + ns), per slot exactly
+ * what the AVX2 helpers or dot_f32 / axpy compute (see above). */
+static void att_scores_run(const float *q, const float *K, size_t kvd, size_t off, int first, int ns, int hd, float scale, float *sc) {
+    int s = 0;
+#ifdef FWD_SIMD
+    if (g_simd > 0 && (hd & 7) == 0) s = att_scores_avx2(q, K, kvd, off, first, ns, hd, scale, sc);
+#endif
+    for (; s < ns; s++) sc[s] = dot_f32(q, K + (size_t)(first + s) * kvd + off, hd) * scale;
+}
+
+static void att_values_run(float *o, const float *p, const float *V, size_t kvd, size_t off, int first, int ns, int hd) {
+#ifdef FWD_SIMD
+    if (g_simd > 0 && (hd & 7) == 0) {
+        att_values_avx2(o, p, V, kvd, off, first, ns, hd);
+        return;
+    }
+#endif
+    for (int s = 0; s < ns; s++) axpy(o, p[s], V + (size_t)(first + s) * kvd + off, hd);
+}
+
 typedef struct att_job {
     sdn_ctx *c;
     const sdn_batch *b;
@@ -613,58 +634,102 @@ typedef struct att_job {
     int window; /* > 0: sliding window of this layer */
 } att_job;
 
-/* Attention for (row, head) tasks over an explicit slot list: committed slots [0, n_kv0)
- * then the batch rows the mask allows, in slot order. */
+/* Row attention: up to ATT_QB queries (row, head) that share a KV head are computed together,
+ * so each tile of ATT_TILE committed K (then V) entries is read from memory once for all of
+ * them and reused from the L1 cache. The tiles change only the order in which the queries'
+ * independent sums are visited: per query, every score is the same dot product, the softmax
+ * runs over the same contiguous score array (committed slots, then the batch rows the mask
+ * allows, in slot order) and every output element is the same FMA chain over the slots in
+ * order, so a row's result stays bit-identical to computing it alone (batch invariance). */
+
+/* Is batch row r visible to batch row i (mask or causal order, and the sliding window)? */
+static inline int att_visible(const att_job *j, int i, int r, long lo) {
+    int vis = j->b->mask ? j->b->mask[(size_t)i * j->n + r] != 0 : r <= i;
+    if (vis && j->window > 0 && (j->b->pos ? j->b->pos[r] : (long)j->kv_base + r) < lo) vis = 0;
+    return vis;
+}
+
+/* Tasks are (KV head, row, head of its group), in that order, so a thread's contiguous range
+ * of them falls into few groups of queries that share a KV head. */
 static void att_rows_worker(void *arg, int ith, int nth) {
     att_job *j = arg;
     sdn_ctx *c = j->c;
     const sdn_model_config *cfg = &c->m->cfg;
-    int n = j->n, hd = cfg->head_dim, H = cfg->n_heads, grp = cfg->n_heads / cfg->n_kv_heads;
-    int n_kv0 = j->kv_base; /* entries before this batch */
+    const int n = j->n, hd = cfg->head_dim, grp = cfg->n_heads / cfg->n_kv_heads;
+    const int n_kv0 = j->kv_base; /* committed entries before this batch */
     const float *K = c->k_cache + (size_t)j->layer * c->n_ctx * c->kvd;
     const float *V = c->v_cache + (size_t)j->layer * c->n_ctx * c->kvd;
-    float *sc = c->scores + (size_t)ith * c->n_ctx;
-    int32_t *sl = c->slots + (size_t)ith * c->n_ctx;
-    float scale = cfg->attn_scale;
-    const int32_t *pos = j->b->pos;
+    float *scores = c->scores + (size_t)ith * ATT_QB * c->n_ctx;
+    const float scale = cfg->attn_scale;
     long tb, te;
-    sdn_pool_range((long)n * H, ith, nth, 1, &tb, &te);
-    int cur_row = -1, ns = 0;
-    for (long t = tb; t < te; t++) {
-        int i = (int)(t / H), h = (int)(t % H), kh = h / grp;
-        if (i != cur_row) {
-            cur_row = i;
-            ns = 0;
+    sdn_pool_range((long)n * cfg->n_heads, ith, nth, 1, &tb, &te);
+    int qi[ATT_QB], qh[ATT_QB], qlo[ATT_QB];
+    float qsum[ATT_QB];
+    while (tb < te) {
+        /* the group: consecutive tasks of one KV head */
+        const int kh = (int)(tb / ((long)n * grp));
+        const long kend = (long)(kh + 1) * n * grp;
+        int nq = 0;
+        for (; tb < te && tb < kend && nq < ATT_QB; tb++, nq++) {
+            const long r = tb % ((long)n * grp);
+            const int i = (int)(r / grp);
+            qi[nq] = i;
+            qh[nq] = kh * grp + (int)(r % grp);
             /* committed slot s holds position s; a window keeps positions > p - window */
-            long p = pos ? pos[i] : (long)n_kv0 + i, lo = j->window > 0 ? p - j->window + 1 : 0;
-            for (long s = lo > 0 ? lo : 0; s < n_kv0; s++) sl[ns++] = (int32_t)s;
-            for (int r = 0; r < n; r++) {
-                int vis = j->b->mask ? j->b->mask[(size_t)i * n + r] != 0 : r <= i;
-                if (vis && j->window > 0 && (pos ? pos[r] : (long)n_kv0 + r) < lo) vis = 0;
-                if (vis) sl[ns++] = n_kv0 + r;
+            const long p = j->b->pos ? j->b->pos[i] : (long)n_kv0 + i, lo = j->window > 0 ? p - j->window + 1 : 0;
+            qlo[nq] = lo > 0 ? (lo < n_kv0 ? (int)lo : n_kv0) : 0;
+        }
+        const size_t off = (size_t)kh * hd;
+        int lo_min = n_kv0;
+        for (int q = 0; q < nq; q++)
+            if (qlo[q] < lo_min) lo_min = qlo[q];
+        /* scores over the committed slots, tile by tile */
+        for (int t0 = lo_min; t0 < n_kv0; t0 += ATT_TILE) {
+            const int t1 = t0 + ATT_TILE < n_kv0 ? t0 + ATT_TILE : n_kv0;
+            for (int q = 0; q < nq; q++) {
+                const int a = t0 > qlo[q] ? t0 : qlo[q];
+                if (a < t1)
+                    att_scores_run(c->q + (size_t)qi[q] * c->qd + (size_t)qh[q] * hd, K, c->kvd, off, a, t1 - a, hd, scale,
+                                   scores + (size_t)q * c->n_ctx + (a - qlo[q]));
             }
         }
-        const float *q = c->q + (size_t)i * c->qd + (size_t)h * hd;
-        const size_t off = (size_t)kh * hd;
-        int s0 = 0;
-#ifdef FWD_SIMD
-        const int fast = g_simd > 0 && (hd & 7) == 0;
-        if (fast) s0 = att_scores_avx2(q, K, c->kvd, off, sl, ns, hd, scale, sc);
-#endif
-        for (int s = s0; s < ns; s++) sc[s] = dot_f32(q, K + (size_t)sl[s] * c->kvd + off, hd) * scale;
-        float mx = -INFINITY;
-        for (int s = 0; s < ns; s++)
-            if (sc[s] > mx) mx = sc[s];
-        float sum = exp_shift_store(sc, ns, mx);
-        float *o = c->att + (size_t)i * c->qd + (size_t)h * hd;
-        memset(o, 0, (size_t)hd * sizeof(float));
-#ifdef FWD_SIMD
-        if (fast) att_values_avx2(o, sc, V, c->kvd, off, sl, ns, hd);
-        else
-#endif
-            for (int s = 0; s < ns; s++) axpy(o, sc[s], V + (size_t)sl[s] * c->kvd + off, hd);
-        float inv = 1.0f / sum;
-        for (int d = 0; d < hd; d++) o[d] *= inv;
+        /* then the batch rows each query sees, and its softmax */
+        for (int q = 0; q < nq; q++) {
+            const int i = qi[q];
+            const float *qv = c->q + (size_t)i * c->qd + (size_t)qh[q] * hd;
+            const long lo = j->window > 0 ? (j->b->pos ? j->b->pos[i] : (long)n_kv0 + i) - j->window + 1 : 0;
+            float *sc = scores + (size_t)q * c->n_ctx;
+            int ns = n_kv0 - qlo[q];
+            for (int r = 0; r < n; r++)
+                if (att_visible(j, i, r, lo)) sc[ns++] = dot_f32(qv, K + (size_t)(n_kv0 + r) * c->kvd + off, hd) * scale;
+            float mx = -INFINITY;
+            for (int s = 0; s < ns; s++)
+                if (sc[s] > mx) mx = sc[s];
+            qsum[q] = exp_shift_store(sc, ns, mx);
+            memset(c->att + (size_t)i * c->qd + (size_t)qh[q] * hd, 0, (size_t)hd * sizeof(float));
+        }
+        /* values over the committed slots, tile by tile */
+        for (int t0 = lo_min; t0 < n_kv0; t0 += ATT_TILE) {
+            const int t1 = t0 + ATT_TILE < n_kv0 ? t0 + ATT_TILE : n_kv0;
+            for (int q = 0; q < nq; q++) {
+                const int a = t0 > qlo[q] ? t0 : qlo[q];
+                if (a < t1)
+                    att_values_run(c->att + (size_t)qi[q] * c->qd + (size_t)qh[q] * hd, scores + (size_t)q * c->n_ctx + (a - qlo[q]), V,
+                                   c->kvd, off, a, t1 - a, hd);
+            }
+        }
+        /* then the batch rows, and the normalization */
+        for (int q = 0; q < nq; q++) {
+            const int i = qi[q];
+            const long lo = j->window > 0 ? (j->b->pos ? j->b->pos[i] : (long)n_kv0 + i) - j->window + 1 : 0;
+            const float *sc = scores + (size_t)q * c->n_ctx;
+            float *o = c->att + (size_t)i * c->qd + (size_t)qh[q] * hd;
+            int s = n_kv0 - qlo[q];
+            for (int r = 0; r < n; r++)
+                if (att_visible(j, i, r, lo)) axpy(o, sc[s++], V + (size_t)(n_kv0 + r) * c->kvd + off, hd);
+            const float inv = 1.0f / qsum[q];
+            for (int d = 0; d < hd; d++) o[d] *= inv;
+        }
     }
 }
 

@@ -132,7 +132,7 @@ int sdn_cost_measure(sdn_ctx *c, const int *sizes, int n_sizes, int n_past, int 
     int32_t *tok = malloc((size_t)(n_past > rows ? n_past : rows) * sizeof *tok);
     int32_t *pos = malloc((size_t)rows * sizeof *pos), *lr = malloc((size_t)rows * sizeof *lr);
     float *logits = malloc((size_t)rows * vocab * sizeof *logits);
-    double *t = malloc((size_t)reps * sizeof *t);
+    double *t = malloc((size_t)(n_sizes + 1) * reps * sizeof *t);
     int rc = SDN_OK;
     if (!tok || !pos || !lr || !logits || !t) { rc = sdn_fail(err, SDN_ENOMEM, "out of memory"); goto done; }
     sdn_rng rng;
@@ -145,19 +145,22 @@ int sdn_cost_measure(sdn_ctx *c, const int *sizes, int n_sizes, int n_past, int 
         if ((rc = sdn_forward(c, &b, NULL, err))) goto done;
     }
     for (int i = 0; i < rows; i++) pos[i] = n_past + i, lr[i] = i;
-    for (int s = -1; s < n_sizes; s++) {
-        int n = (s < 0 ? 0 : sizes[s]) + 1;
-        /* one warm-up, then the timed repetitions */
-        for (int r = -1; r < reps; r++) {
+    /* rounds over all sizes (the plain step first), one warm-up round, so a slow spell of a
+     * shared machine spreads over the sizes instead of bending the curve */
+    for (int r = -1; r < reps; r++)
+        for (int s = -1; s < n_sizes; s++) {
+            int n = (s < 0 ? 0 : sizes[s]) + 1;
             sdn_batch b = {.n = n, .tokens = tok, .pos = pos, .mask = NULL, .logit_rows = lr, .n_logits = n, .invariant = 1};
             double t0 = sdn_now();
             if ((rc = sdn_forward(c, &b, logits, err))) goto done;
             double dt = sdn_now() - t0;
             sdn_kv_truncate(c, n_past);
-            if (r >= 0) t[r] = dt * 1000.0;
+            if (r >= 0) t[(size_t)(s + 1) * reps + r] = dt * 1000.0;
         }
-        qsort(t, (size_t)reps, sizeof *t, cmp_d);
-        double med = reps % 2 ? t[reps / 2] : 0.5 * (t[reps / 2 - 1] + t[reps / 2]);
+    for (int s = -1; s < n_sizes; s++) {
+        double *ts = t + (size_t)(s + 1) * reps;
+        qsort(ts, (size_t)reps, sizeof *ts, cmp_d);
+        double med = reps % 2 ? ts[reps / 2] : 0.5 * (ts[reps / 2 - 1] + ts[reps / 2]);
         if (s < 0) out->plain_step_ms = med;
         else {
             out->tree_sizes[out->n] = sizes[s];
@@ -182,8 +185,8 @@ int sdn_verify_curve(sdn_model *m, int threads, double *ms, FILE *log, sdn_err *
     char path[1200], key[256], machine[160];
     const char *kp = sdn_kpath_name(sdn_kpath_get());
     sdn_machine_id(machine, sizeof machine);
-    snprintf(path, sizeof path, "%s/verify-cost-%016llx-%s-t%d.json", sdn_cache_dir(), (unsigned long long)sdn_model_fingerprint(m), kp,
-             threads);
+    snprintf(path, sizeof path, "%s/verify-cost-%016llx-%s-t%d-r%d.json", sdn_cache_dir(), (unsigned long long)sdn_model_fingerprint(m), kp,
+             threads, SDN_KERNEL_REV);
     snprintf(key, sizeof key, "%s, kernel path %s, kernels r%d", machine, kp, SDN_KERNEL_REV);
     sdn_cost_profile prof;
     sdn_err e2 = {0};
@@ -194,7 +197,7 @@ int sdn_verify_curve(sdn_model *m, int threads, double *ms, FILE *log, sdn_err *
         sdn_ctx *c = NULL;
         sdn_ctx_params cp = {.n_ctx = 64 + SDN_INVARIANT_MAX_ROWS + 8, .n_threads = threads, .max_batch = SDN_INVARIANT_MAX_ROWS};
         int rc = sdn_ctx_new(m, &cp, &c, err);
-        if (!rc) rc = sdn_cost_measure(c, sizes, nsz, 64, 2, &prof, err);
+        if (!rc) rc = sdn_cost_measure(c, sizes, nsz, 64, 5, &prof, err);
         sdn_ctx_free(c);
         if (rc) return sdn_fail(err, rc, "verify cost curve");
         snprintf(prof.model, sizeof prof.model, "%016llx", (unsigned long long)sdn_model_fingerprint(m));

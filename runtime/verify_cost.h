@@ -54,13 +54,15 @@ double sdn_cost_step_ms(const sdn_cost_profile *p, double d);
 /* Measure a profile on a context: for each size d in sizes (and the 1-row plain step),
  * the median over `reps` of one forward of a (d + 1)-row chain batch with the
  * batch-invariant kernels after `n_past` committed positions, logits for all rows, as a
- * verification step runs it. The KV cache is reset. */
+ * verification step runs it. The sizes are timed in rounds (each round times every size
+ * once, after one warm-up round), so slow spells of a shared machine spread over all
+ * sizes. The KV cache is reset. */
 int sdn_cost_measure(sdn_ctx *c, const int *sizes, int n_sizes, int n_past, int reps, sdn_cost_profile *out, sdn_err *err);
 
 /* The verify cost curve of m on this machine: ms[d] (d = 0 .. SDN_INVARIANT_MAX_ROWS - 1) is
  * a verification step with d draft tokens, interpolated. From the cache file
- * $SDNPU_CACHE/verify-cost-<model fingerprint>-<kernel path>-t<threads>.json when it was
- * measured on this machine, else measured now (sdn_cost_measure after a 64-token context, a
+ * $SDNPU_CACHE/verify-cost-<model fingerprint>-<kernel path>-t<threads>-r<SDN_KERNEL_REV>.json when it was
+ * measured on this machine, else measured now (sdn_cost_measure after a 64-token context, 5 rounds, a
  * few seconds) and cached. log (optional) says which. The default draft budget follows it. */
 int sdn_verify_curve(sdn_model *m, int threads, double *ms, FILE *log, sdn_err *err);
 

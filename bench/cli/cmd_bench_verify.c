@@ -31,24 +31,27 @@
 static const int rows_list[] = {1, 2, 4, 8, 16, 32, 64};
 #define NROWS (int)(sizeof rows_list / sizeof rows_list[0])
 
-/* Median ms of a verify step of rows[k] rows (k < nrows, each 1..64) after a 256-token context. */
-static int cost_curve_rows(const char *path, int threads, int reps, const int *rows_n, int nrows, double *ms,
+/* Median ms of a verify step of rows[k] rows (k < nrows, each 1..64) after a ctx_len-token context. */
+static int cost_curve_rows(const char *path, int threads, int reps, const int *rows_n, int nrows, int ctx_len, double *ms,
                            sdn_err *err) {
     sdn_model *m;
     sdn_model_load_opts lo = {.no_tokenizer = 1};
     int rc = sdn_model_load(path, &lo, &m, err);
     if (rc) return rc;
-    int V = sdn_model_cfg(m)->vocab, ctx_len = 256;
+    int V = sdn_model_cfg(m)->vocab;
     sdn_ctx *c;
     sdn_ctx_params cp = {.n_ctx = ctx_len + 80, .n_threads = threads, .max_batch = 256};
     if ((rc = sdn_ctx_new(m, &cp, &c, err))) { sdn_model_free(m); return rc; }
-    int32_t toks[256 + 64];
+    int32_t *toks = bench_xmalloc(sizeof(int32_t) * (size_t)(ctx_len + 64));
     sdn_rng r;
     sdn_rng_seed(&r, 3);
-    for (int i = 0; i < 256 + 64; i++) toks[i] = (int32_t)sdn_rng_below(&r, (uint64_t)V);
-    sdn_batch pre = {.n = ctx_len, .tokens = toks, .n_logits = 0};
-    if ((rc = sdn_forward(c, &pre, NULL, err))) goto out;
+    for (int i = 0; i < ctx_len + 64; i++) toks[i] = (int32_t)sdn_rng_below(&r, (uint64_t)V);
     float *lg = bench_xmalloc((size_t)64 * V * sizeof(float));
+    for (int i = 0; i < ctx_len && !rc; i += 256) {
+        sdn_batch pre = {.n = ctx_len - i < 256 ? ctx_len - i : 256, .tokens = toks + i, .n_logits = 0};
+        rc = sdn_forward(c, &pre, NULL, err);
+    }
+    if (rc) goto out;
     int32_t rows[64];
     for (int i = 0; i < 64; i++) rows[i] = i;
     for (int k = 0; k < nrows; k++) {
@@ -67,20 +70,21 @@ static int cost_curve_rows(const char *path, int threads, int reps, const int *r
         if (rc) break;
         ms[k] = 1000 * bench_median(t, reps);
     }
-    free(lg);
 out:
+    free(lg);
+    free(toks);
     sdn_ctx_free(c);
     sdn_model_free(m);
     return rc;
 }
 
 static int cost_curve(const char *path, int threads, int reps, double *ms, sdn_err *err) {
-    return cost_curve_rows(path, threads, reps, rows_list, NROWS, ms, err);
+    return cost_curve_rows(path, threads, reps, rows_list, NROWS, 256, ms, err);
 }
 
-/* --model F [--rows LIST] [--json OUT]: the curve of one model file, printed and written as
- * {"kernel", "threads", "model", "rows", "ms"}. */
-static int model_curve(const char *model, const char *rows_opt, int threads, int reps, const char *json) {
+/* --model F [--rows LIST] [--context N] [--json OUT]: the curve of one model file after an
+ * N-token context, printed and written as {"kernel", "threads", "model", "context", "rows", "ms"}. */
+static int model_curve(const char *model, const char *rows_opt, int threads, int reps, int ctx_len, const char *json) {
     int rows_n[64], nrows = 0;
     char buf[256];
     snprintf(buf, sizeof buf, "%s", rows_opt);
@@ -92,8 +96,8 @@ static int model_curve(const char *model, const char *rows_opt, int threads, int
     if (!nrows) { fprintf(stderr, "sdnpu bench-verify: --rows is empty\n"); return 2; }
     double ms[64];
     sdn_err err = {0};
-    if (cost_curve_rows(model, threads, reps, rows_n, nrows, ms, &err)) { fprintf(stderr, "sdnpu: %s\n", err.msg); return 1; }
-    printf("verify step of %s after a 256-token context, kernel path %s, %d threads, median of %d\n", model,
+    if (cost_curve_rows(model, threads, reps, rows_n, nrows, ctx_len, ms, &err)) { fprintf(stderr, "sdnpu: %s\n", err.msg); return 1; }
+    printf("verify step of %s after a %d-token context, kernel path %s, %d threads, median of %d\n", model, ctx_len,
            sdn_kpath_describe(), threads, reps);
     printf("  %6s %10s %8s\n", "rows", "ms", "T(k)/T(1)");
     for (int k = 0; k < nrows; k++) printf("  %6d %10.3f %8.2fx\n", rows_n[k], ms[k], ms[k] / ms[0]);
@@ -102,6 +106,7 @@ static int model_curve(const char *model, const char *rows_opt, int threads, int
         cJSON_AddStringToObject(j, "kernel", sdn_kpath_name(sdn_kpath_get()));
         cJSON_AddNumberToObject(j, "threads", threads);
         cJSON_AddStringToObject(j, "model", model);
+        cJSON_AddNumberToObject(j, "context", ctx_len);
         for (int k = 0; k < nrows; k++) {
             cJSON_AddItemToArray(rs, cJSON_CreateNumber(rows_n[k]));
             cJSON_AddItemToArray(ts, cJSON_CreateNumber(ms[k]));
@@ -323,16 +328,17 @@ static int stories_e2e(const char *dir, int threads, int max_tokens, sdn_err *er
 int cmd_bench_verify(int argc, char **argv) {
     const char *cost_out = NULL, *stories = NULL, *shapes = "qwen2.5-0.5b,llama-3.2-1b", *types = "F16,Q8_0";
     const char *model = NULL, *rows_opt = "1,2,4,8,16,32,64", *json = NULL;
-    long threads = cli_default_threads(), reps = 5, max_tokens = 200;
+    long threads = cli_default_threads(), reps = 5, max_tokens = 200, context = 256;
     int skip_curve = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         if (!strcmp(a, "--help")) {
             printf("usage: sdnpu bench-verify [--shapes S1,S2] [--types T1,T2] [--threads N] [--reps N] [--cost-out FILE]\n"
                    "                          [--stories DIR] [--max-tokens N] [--no-curve]\n"
-                   "       sdnpu bench-verify --model FILE [--rows 1,2,4,8,16,32,64] [--json OUT] [--threads N] [--reps N]\n"
-                   "  (--model: only the verify-cost curve of that file; --json writes\n"
-                   "   {\"kernel\", \"threads\", \"model\", \"rows\", \"ms\"}; --kernel NAME forces a kernel path)\n");
+                   "       sdnpu bench-verify --model FILE [--rows 1,2,4,8,16,32,64] [--context N] [--json OUT] [--threads N] [--reps N]\n"
+                   "  (--model: only the verify-cost curve of that file, after an N-token context (default 256,\n"
+                   "   at most 16384); --json writes {\"kernel\", \"threads\", \"model\", \"context\", \"rows\", \"ms\"};\n"
+                   "   --kernel NAME forces a kernel path)\n");
             return 0;
         } else if (!strcmp(a, "--cost-out")) { if (!(cost_out = cli_value(argc, argv, &i, a))) return 2; if (cli_check_output(a, cost_out)) return 1; }
         else if (!strcmp(a, "--stories")) { if (!(stories = cli_value(argc, argv, &i, a))) return 2; }
@@ -340,6 +346,7 @@ int cmd_bench_verify(int argc, char **argv) {
         else if (!strcmp(a, "--types")) { if (!(types = cli_value(argc, argv, &i, a))) return 2; }
         else if (!strcmp(a, "--no-curve")) skip_curve = 1;
         else if (!strcmp(a, "--model")) { if (!(model = cli_value(argc, argv, &i, a))) return 2; }
+        else if (!strcmp(a, "--context")) { if (!(v = cli_value(argc, argv, &i, a)) || cli_int(a, v, 1, 16384, &context)) return 2; }
         else if (!strcmp(a, "--rows")) { if (!(rows_opt = cli_value(argc, argv, &i, a))) return 2; }
         else if (!strcmp(a, "--json")) { if (!(json = cli_value(argc, argv, &i, a))) return 2; if (cli_check_output(a, json)) return 1; }
         else if (!strcmp(a, "--threads")) { if (!(v = cli_value(argc, argv, &i, a)) || cli_int(a, v, 1, 256, &threads)) return 2; }
@@ -347,7 +354,7 @@ int cmd_bench_verify(int argc, char **argv) {
         else if (!strcmp(a, "--max-tokens")) { if (!(v = cli_value(argc, argv, &i, a)) || cli_int(a, v, 1, 4000, &max_tokens)) return 2; }
         else { fprintf(stderr, "sdnpu bench-verify: unknown option %s\n", a); return 2; }
     }
-    if (model) return model_curve(model, rows_opt, (int)threads, (int)reps, json);
+    if (model) return model_curve(model, rows_opt, (int)threads, (int)reps, (int)context, json);
     sdn_err err = {0};
     if (!skip_curve) {
         printf("verify step cost vs. batch rows (root + draft chain) after a 256-token context, %ld threads, median of %ld,\n"
