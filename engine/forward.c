@@ -634,14 +634,6 @@ typedef struct att_job {
     int window; /* > 0: sliding window of this layer */
 } att_job;
 
-/* Row attention: up to ATT_QB queries (row, head) that share a KV head are computed together,
- * so each tile of ATT_TILE committed K (then V) entries is read from memory once for all of
- * them and reused from the L1 cache. The tiles change only the order in which the queries'
- * independent sums are visited: per query, every score is the same dot product, the softmax
- * runs over the same contiguous score array (committed slots, then the batch rows the mask
- * allows, in slot order) and every output element is the same FMA chain over the slots in
- * order, so a row's result stays bit-identical to computing it alone (batch invariance). */
-
 /* Is batch row r visible to batch row i (mask or causal order, and the sliding window)? */
 static inline int att_visible(const att_job *j, int i, int r, long lo) {
     int vis = j->b->mask ? j->b->mask[(size_t)i * j->n + r] != 0 : r <= i;
@@ -649,7 +641,14 @@ static inline int att_visible(const att_job *j, int i, int r, long lo) {
     return vis;
 }
 
-/* Tasks are (KV head, row, head of its group), in that order, so a thread's contiguous range
+/* Row attention: up to ATT_QB queries (row, head) that share a KV head are computed together,
+ * so each tile of ATT_TILE committed K (then V) entries is read from memory once for all of
+ * them and reused from the L1 cache. The tiles change only the order in which the queries'
+ * independent sums are visited: per query, every score is the same dot product, the softmax
+ * runs over the same contiguous score array (committed slots, then the batch rows the mask
+ * allows, in slot order) and every output element is the same FMA chain over the slots in
+ * order, so a row's result stays bit-identical to computing it alone (batch invariance).
+ * Tasks are (KV head, row, head of its group), in that order, so a thread's contiguous range
  * of them falls into few groups of queries that share a KV head. */
 static void att_rows_worker(void *arg, int ith, int nth) {
     att_job *j = arg;
@@ -664,6 +663,7 @@ static void att_rows_worker(void *arg, int ith, int nth) {
     long tb, te;
     sdn_pool_range((long)n * cfg->n_heads, ith, nth, 1, &tb, &te);
     int qi[ATT_QB], qh[ATT_QB], qlo[ATT_QB];
+    long qwin[ATT_QB]; /* the window's lowest visible position (0: no window) */
     float qsum[ATT_QB];
     while (tb < te) {
         /* the group: consecutive tasks of one KV head */
@@ -677,6 +677,7 @@ static void att_rows_worker(void *arg, int ith, int nth) {
             qh[nq] = kh * grp + (int)(r % grp);
             /* committed slot s holds position s; a window keeps positions > p - window */
             const long p = j->b->pos ? j->b->pos[i] : (long)n_kv0 + i, lo = j->window > 0 ? p - j->window + 1 : 0;
+            qwin[nq] = lo;
             qlo[nq] = lo > 0 ? (lo < n_kv0 ? (int)lo : n_kv0) : 0;
         }
         const size_t off = (size_t)kh * hd;
@@ -697,11 +698,10 @@ static void att_rows_worker(void *arg, int ith, int nth) {
         for (int q = 0; q < nq; q++) {
             const int i = qi[q];
             const float *qv = c->q + (size_t)i * c->qd + (size_t)qh[q] * hd;
-            const long lo = j->window > 0 ? (j->b->pos ? j->b->pos[i] : (long)n_kv0 + i) - j->window + 1 : 0;
             float *sc = scores + (size_t)q * c->n_ctx;
             int ns = n_kv0 - qlo[q];
             for (int r = 0; r < n; r++)
-                if (att_visible(j, i, r, lo)) sc[ns++] = dot_f32(qv, K + (size_t)(n_kv0 + r) * c->kvd + off, hd) * scale;
+                if (att_visible(j, i, r, qwin[q])) sc[ns++] = dot_f32(qv, K + (size_t)(n_kv0 + r) * c->kvd + off, hd) * scale;
             float mx = -INFINITY;
             for (int s = 0; s < ns; s++)
                 if (sc[s] > mx) mx = sc[s];
@@ -721,12 +721,11 @@ static void att_rows_worker(void *arg, int ith, int nth) {
         /* then the batch rows, and the normalization */
         for (int q = 0; q < nq; q++) {
             const int i = qi[q];
-            const long lo = j->window > 0 ? (j->b->pos ? j->b->pos[i] : (long)n_kv0 + i) - j->window + 1 : 0;
             const float *sc = scores + (size_t)q * c->n_ctx;
             float *o = c->att + (size_t)i * c->qd + (size_t)qh[q] * hd;
             int s = n_kv0 - qlo[q];
             for (int r = 0; r < n; r++)
-                if (att_visible(j, i, r, lo)) axpy(o, sc[s++], V + (size_t)(n_kv0 + r) * c->kvd + off, hd);
+                if (att_visible(j, i, r, qwin[q])) axpy(o, sc[s++], V + (size_t)(n_kv0 + r) * c->kvd + off, hd);
             const float inv = 1.0f / qsum[q];
             for (int d = 0; d < hd; d++) o[d] *= inv;
         }
