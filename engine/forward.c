@@ -313,50 +313,64 @@ static int ensure_act(sdn_ctx *c, int slot, size_t bytes) {
     return 0;
 }
 
+/* Does a prefill (not batch-invariant) matmul by w run on the batch kernels rather than
+ * SGEMM? The prefill-matmul setting of kernel_path.h: auto takes the kernels for the types
+ * where they are faster (sdn_matmul_prefill_fast), except when w's F32 layout is resident
+ * (the graph scheduler's G1, built for SGEMM). */
+static int prefill_on_kernels(const sdn_weight *w) {
+    switch (sdn_prefill_mm_get()) {
+    case SDN_PREFILL_MM_KERNELS: return 1;
+    case SDN_PREFILL_MM_SGEMM: return 0;
+    default: return !w->f32 && sdn_matmul_prefill_fast(w->type);
+    }
+}
+
 /* Y_i = X W_i^T for up to three weights sharing the input X (n rows of `in`), with the
- * batch-invariant kernels (inv) or SGEMM. */
+ * batch kernels of matmul.h (every weight when inv, else those prefill_on_kernels picks)
+ * and SGEMM for the rest. */
 static int mm_group(sdn_ctx *c, const sdn_weight *const *ws, float *const *ys, int nw, const float *X, int n, int inv, sdn_err *err) {
     double t0 = sdn_now();
     int64_t in = ws[0]->in;
-    if (inv) {
-        mm_job j = {.c = c, .nw = nw, .n = n, .x = X, .in = in};
-        for (int i = 0; i < nw; i++) {
-            j.w[i] = ws[i];
-            j.y[i] = ys[i];
-            int t;
-            for (t = 0; t < j.prep_types && j.ptype[t] != ws[i]->type; t++) {}
-            if (t == j.prep_types) {
-                if (t == 2) return sdn_fail(err, SDN_EUNSUP, "more than two weight types in one matmul group");
-                j.ptype[t] = ws[i]->type;
-                j.prep_types++;
-                if (ensure_act(c, t, sdn_act_bytes(ws[i]->type, in, n))) return sdn_fail(err, SDN_ENOMEM, "out of memory (activations)");
-            }
-            j.act[i] = c->act[t];
+    mm_job j = {.c = c, .n = n, .x = X, .in = in};
+    for (int i = 0; i < nw; i++) {
+        if (!inv && !prefill_on_kernels(ws[i])) continue;
+        j.w[j.nw] = ws[i];
+        j.y[j.nw] = ys[i];
+        int t;
+        for (t = 0; t < j.prep_types && j.ptype[t] != ws[i]->type; t++) {}
+        if (t == j.prep_types) {
+            if (t == 2) return sdn_fail(err, SDN_EUNSUP, "more than two weight types in one matmul group");
+            j.ptype[t] = ws[i]->type;
+            j.prep_types++;
+            if (ensure_act(c, t, sdn_act_bytes(ws[i]->type, in, n))) return sdn_fail(err, SDN_ENOMEM, "out of memory (activations)");
         }
+        j.act[j.nw++] = c->act[t];
+    }
+    if (j.nw > 0) {
         if (n >= 8 && c->n_threads > 1) sdn_pool_run(c->pool, prep_worker, &j);
         else prep_worker(&j, 0, 1);
         sdn_pool_run(c->pool, mm_worker, &j);
-    } else {
-        for (int i = 0; i < nw; i++) {
-            const sdn_weight *w = ws[i];
-            if (w->type == SDN_TYPE_F32 || w->f32) {
-                sgemm_job j = {.src = w->f32 ? w->f32 : (const float *)qdata(w), .r0 = 0, .r1 = w->out, .x = X, .n = n, .in = in,
-                               .y = ys[i], .ldy = w->out};
-                sdn_pool_run(c->pool, sgemm_worker, &j);
-                continue;
-            }
-            if (!c->wtile) {
-                c->wtile = malloc(SGEMM_TILE_FLOATS * sizeof(float));
-                if (!c->wtile) return sdn_fail(err, SDN_ENOMEM, "out of memory (weight tile)");
-            }
-            long rows = (long)(SGEMM_TILE_FLOATS / (size_t)in);
-            if (rows < 1) return sdn_fail(err, SDN_EUNSUP, "matrix row of %lld elements exceeds the SGEMM tile", (long long)in);
-            for (long r0 = 0; r0 < w->out; r0 += rows) {
-                long r1 = r0 + rows < w->out ? r0 + rows : w->out;
-                /* the tile holds rows r0..r1 of W; the job's y + r0 + b addresses output column r0 + b */
-                sgemm_job j = {.w = w, .dst = c->wtile, .r0 = r0, .r1 = r1, .x = X, .n = n, .in = in, .y = ys[i], .ldy = w->out};
-                sdn_pool_run(c->pool, sgemm_worker, &j);
-            }
+    }
+    for (int i = 0; i < nw && j.nw < nw; i++) {
+        const sdn_weight *w = ws[i];
+        if (inv || prefill_on_kernels(w)) continue;
+        if (w->type == SDN_TYPE_F32 || w->f32) {
+            sgemm_job g = {.src = w->f32 ? w->f32 : (const float *)qdata(w), .r0 = 0, .r1 = w->out, .x = X, .n = n, .in = in,
+                           .y = ys[i], .ldy = w->out};
+            sdn_pool_run(c->pool, sgemm_worker, &g);
+            continue;
+        }
+        if (!c->wtile) {
+            c->wtile = malloc(SGEMM_TILE_FLOATS * sizeof(float));
+            if (!c->wtile) return sdn_fail(err, SDN_ENOMEM, "out of memory (weight tile)");
+        }
+        long rows = (long)(SGEMM_TILE_FLOATS / (size_t)in);
+        if (rows < 1) return sdn_fail(err, SDN_EUNSUP, "matrix row of %lld elements exceeds the SGEMM tile", (long long)in);
+        for (long r0 = 0; r0 < w->out; r0 += rows) {
+            long r1 = r0 + rows < w->out ? r0 + rows : w->out;
+            /* the tile holds rows r0..r1 of W; the job's y + r0 + b addresses output column r0 + b */
+            sgemm_job g = {.w = w, .dst = c->wtile, .r0 = r0, .r1 = r1, .x = X, .n = n, .in = in, .y = ys[i], .ldy = w->out};
+            sdn_pool_run(c->pool, sgemm_worker, &g);
         }
     }
     c->st.matmul_s += sdn_now() - t0;

@@ -204,3 +204,44 @@ void sdn_amx_tile_config(uint8_t cfg[64], int m) {
     cfg[48 + 1] = (uint8_t)m; /* tmm1: A, m activation rows of 32 bytes (one block) */
     cfg[48 + 2] = rows8;      /* tmm2: B, 8 rows of 16 columns x 4 bytes */
 }
+
+/* ---- the prefill-matmul setting ---- */
+
+static volatile int g_prefill_mm = -1;
+static const char *const prefill_mm_names[] = {"auto", "sgemm", "kernels"};
+
+const char *sdn_prefill_mm_name(sdn_prefill_mm m) { return (unsigned)m < 3 ? prefill_mm_names[m] : "?"; }
+
+int sdn_prefill_mm_parse(const char *s, sdn_prefill_mm *out, sdn_err *err) {
+    for (int i = 0; i < 3; i++)
+        if (s && !strcmp(s, prefill_mm_names[i])) {
+            *out = (sdn_prefill_mm)i;
+            return SDN_OK;
+        }
+    return sdn_fail(err, SDN_EINVAL, "unknown prefill matmul setting '%s' (auto, sgemm or kernels)", s ? s : "");
+}
+
+int sdn_prefill_mm_init(sdn_err *err) {
+    if (g_prefill_mm >= 0) return SDN_OK;
+    const char *env = getenv("SDN_PREFILL_MATMUL");
+    sdn_prefill_mm m = SDN_PREFILL_MM_AUTO;
+    if (env && env[0]) {
+        int rc = sdn_prefill_mm_parse(env, &m, err);
+        if (rc) return sdn_fail(err, rc, "SDN_PREFILL_MATMUL");
+    }
+    g_prefill_mm = (int)m;
+    return SDN_OK;
+}
+
+sdn_prefill_mm sdn_prefill_mm_get(void) {
+    const int m = g_prefill_mm;
+    if (m >= 0) return (sdn_prefill_mm)m;
+    sdn_err err = {0};
+    if (sdn_prefill_mm_init(&err)) {
+        fprintf(stderr, "sdnpu: %s\n", err.msg);
+        exit(2);
+    }
+    return (sdn_prefill_mm)g_prefill_mm;
+}
+
+void sdn_prefill_mm_set(sdn_prefill_mm m) { g_prefill_mm = (unsigned)m < 3 ? (int)m : SDN_PREFILL_MM_AUTO; }

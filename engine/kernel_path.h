@@ -49,6 +49,33 @@ sdn_kpath sdn_kpath_get(void);
 int sdn_kpath_set(sdn_kpath p, sdn_err *err);
 /* Human-readable description of the path in use, e.g. "avx512 (avx512f+bw+vl+vnni)". */
 const char *sdn_kpath_describe(void);
+/* How prefill batches (the non-invariant path of engine/forward.h: more than
+ * SDN_INVARIANT_MAX_ROWS rows) multiply by the weights:
+ *   auto     the batch kernels of matmul.h for the weight types whose SIMD kernels beat
+ *            OpenBLAS SGEMM on dequantized F32 at prefill sizes (sdn_matmul_prefill_fast:
+ *            Q8_0, Q4_0, Q4_1, Q4_K, Q6_K on a SIMD path; measured in docs/kernels.md), SGEMM
+ *            for the other types, on the portable path, and for weights whose F32 layout is
+ *            resident (the graph scheduler's G1)
+ *   sgemm    always SGEMM on F32 weights (dequantized per call when no F32 layout is resident)
+ *   kernels  always the batch kernels, on the quantized weights
+ * Set by the environment variable SDN_PREFILL_MATMUL or sdn_prefill_mm_set (CLI: the global
+ * option --prefill-matmul). */
+typedef enum sdn_prefill_mm { SDN_PREFILL_MM_AUTO = 0, SDN_PREFILL_MM_SGEMM = 1, SDN_PREFILL_MM_KERNELS = 2 } sdn_prefill_mm;
+/* "auto", "sgemm", "kernels". */
+const char *sdn_prefill_mm_name(sdn_prefill_mm m);
+/* Parse a setting name; SDN_EINVAL with a message listing the names if unknown. */
+int sdn_prefill_mm_parse(const char *s, sdn_prefill_mm *out, sdn_err *err);
+/* Resolve the setting once: SDN_PREFILL_MATMUL if set (an unknown name is an error, naming
+ * the variable), else auto. */
+int sdn_prefill_mm_init(sdn_err *err);
+/* The setting in use (calls sdn_prefill_mm_init on first use; an invalid SDN_PREFILL_MATMUL
+ * aborts the process with its message, so callers that want an error status call
+ * sdn_prefill_mm_init first). */
+sdn_prefill_mm sdn_prefill_mm_get(void);
+/* Force setting m for the rest of the process (tests, benchmarks, --prefill-matmul). Not to be
+ * called while a forward pass runs. */
+void sdn_prefill_mm_set(sdn_prefill_mm m);
+
 /* Features this CPU reports, e.g. "avx2 fma f16c avx512f avx512bw avx512vl avx512vnni". */
 const char *sdn_cpu_features(void);
 

@@ -87,3 +87,15 @@ void sdn_matmul_rows(uint32_t wtype, const void *W, size_t row_bytes, int64_t in
 }
 
 const char *sdn_matmul_isa(void) { return sdn_kpath_describe(); }
+
+int sdn_matmul_prefill_fast(uint32_t wtype) {
+    if (!variant()) return 0;
+    switch (wtype) {
+    case SDN_TYPE_Q8_0:
+    case SDN_TYPE_Q4_0:
+    case SDN_TYPE_Q4_1:
+    case SDN_TYPE_Q4_K:
+    case SDN_TYPE_Q6_K: return 1;
+    default: return 0;
+    }
+}

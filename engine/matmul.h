@@ -27,6 +27,12 @@ void sdn_act_prepare(uint32_t wtype, const float *X, int64_t ldx, int n, int64_t
 /* Y[r*ldy + o] for r < n, o0 <= o < o1 (see the contract above). */
 void sdn_matmul_rows(uint32_t wtype, const void *W, size_t row_bytes, int64_t in, const void *act, int n, float *Y,
                      int64_t ldy, int64_t o0, int64_t o1);
+/* 1 when these kernels, on the path in use, beat OpenBLAS SGEMM on dequantized F32 weights
+ * for prefill-sized batches of weight type wtype (hundreds of rows): the column-parallel
+ * integer types (Q8_0, Q4_0, Q4_1, Q4_K, Q6_K) on a SIMD path. The measurements behind the
+ * rule are in docs/kernels.md; forward.c applies it under the prefill-matmul setting
+ * (kernel_path.h). */
+int sdn_matmul_prefill_fast(uint32_t wtype);
 /* Description of the kernel path in use, e.g. "avx512 (avx512f+bw+vl+vnni)" (kernel_path.h). */
 const char *sdn_matmul_isa(void);
 

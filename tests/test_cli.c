@@ -527,6 +527,32 @@ static void test_ignored_options_refused(void **state) {
     cmd_free(&r);
 }
 
+/* The global options --kernel and --prefill-matmul (and SDN_PREFILL_MATMUL): a bad or missing
+ * value is a usage error naming the option (or the variable); a good one runs. */
+static void test_global_options(void **state) {
+    (void)state;
+    cmd_result r = RUN("info", "--prefill-matmul", "fast", "--model", model_path());
+    expect_usage(&r, "--prefill-matmul");
+    cmd_free(&r);
+    r = RUN("info", "--model", model_path(), "--prefill-matmul");
+    expect_usage(&r, "--prefill-matmul");
+    cmd_free(&r);
+    r = RUN("info", "--kernel=none", "--model", model_path());
+    expect_usage(&r, "--kernel");
+    cmd_free(&r);
+    setenv("SDN_PREFILL_MATMUL", "fast", 1);
+    r = RUN("info", "--model", model_path());
+    unsetenv("SDN_PREFILL_MATMUL");
+    expect_usage(&r, "SDN_PREFILL_MATMUL");
+    cmd_free(&r);
+    static const char *ok[] = {"auto", "sgemm", "kernels"};
+    for (int k = 0; k < 3; k++) {
+        r = RUN("run", "--model", model_path(), "--prompt", "hi", "--max-tokens", "2", "--prefill-matmul", ok[k]);
+        if (r.rc != 0) fail_msg("--prefill-matmul %s: rc %d: %s", ok[k], r.rc, r.err);
+        cmd_free(&r);
+    }
+}
+
 static const char *k_commands[] = {"demo", "run", "chat", "pull", "info", "make-model", "bench-model", "tokenize", "bench-verify",
                                    "bench-sam", "bench-kernels", "profile", "bench-graphs", "bench", "trace", "trace-import",
                                    "study", "make-story-task"};
@@ -693,6 +719,7 @@ int main(void) {
         cmocka_unit_test(test_pull),                cmocka_unit_test(test_usage_errors),
         cmocka_unit_test(test_context_encodings),   cmocka_unit_test(test_ignored_options_refused),
         cmocka_unit_test(test_option_vocabulary),   cmocka_unit_test(test_outputs_checked_first),
+        cmocka_unit_test(test_global_options),
         cmocka_unit_test(test_prompt_sources),      cmocka_unit_test(test_chat_real_model),
     };
     return cmocka_run_group_tests(tests, setup, NULL);

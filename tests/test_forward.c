@@ -21,6 +21,8 @@
 
 #include "common/sdn_util.h"
 #include "engine/forward.h"
+#include "engine/kernel_path.h"
+#include "engine/layout.h"
 #include "engine/model.h"
 #include "support/kpath_test.h"
 #include "support/ref_model.h"
@@ -153,6 +155,95 @@ static void test_batch_invariance_path(void **state) {
         check_batches(m, toks, N, Bs, (int)(sizeof Bs / sizeof Bs[0]), what);
         sdn_model_free(m);
     }
+}
+
+/* The prefill-matmul setting (engine/kernel_path.h) on every kernel path: a 90-token prefill
+ * (more than SDN_INVARIANT_MAX_ROWS rows: the prefill path) under sgemm, auto and kernels is
+ * within the tolerance of the reference; auto gives exactly the bits of kernels for the types
+ * sdn_matmul_prefill_fast names on a SIMD path and exactly those of sgemm otherwise; kernels
+ * and sgemm differ on the quantized types (the setting takes effect). With the layers' F32
+ * layout resident auto runs the layers on SGEMM: the decode step after such a prefill (it
+ * reads the prefill's KV entries) has the bits it has after a prefill under sgemm. */
+static void test_prefill_matmul(void **state) {
+    kpath_use(state);
+    enum { NP = 90 };
+    static const char *ptypes[] = {"Q8_0", "Q4_1", "Q4_K_M", "Q5_0", "F16"};
+    const int simd = sdn_kpath_get() != SDN_KPATH_PORTABLE;
+    for (size_t t = 0; t < sizeof ptypes / sizeof ptypes[0]; t++) {
+        const char *path = tu_model("tiny-llama", ptypes[t], 13);
+        sdn_model *m = tu_load(path, NULL);
+        ref_model *r = ref_model_load(path);
+        assert_non_null(r);
+        const int V = sdn_model_cfg(m)->vocab, L = sdn_model_cfg(m)->n_layers;
+        int32_t toks[NP + 1];
+        random_tokens(toks, NP + 1, V, 31);
+        float *ref = malloc((size_t)(NP + 1) * V * sizeof(float)), *lg[5];
+        for (int p = 0; p <= NP; p++) ref_model_step(r, toks[p], ref + (size_t)p * V);
+        /* sgemm, auto, kernels; then auto and sgemm with the F32 layout resident */
+        static const sdn_prefill_mm modes[5] = {SDN_PREFILL_MM_SGEMM, SDN_PREFILL_MM_AUTO, SDN_PREFILL_MM_KERNELS,
+                                                SDN_PREFILL_MM_AUTO, SDN_PREFILL_MM_SGEMM};
+        sdn_err e = {0};
+        const double tol = is_float(ptypes[t]) ? 2e-4 : 4e-2;
+        for (int k = 0; k < 5; k++) {
+            lg[k] = malloc((size_t)NP * V * sizeof(float));
+            if (k == 3) assert_int_equal(sdn_layout_load(m, 0, L, SDN_LAYOUT_F32, NULL, &e), SDN_OK);
+            sdn_prefill_mm_set(modes[k]);
+            sdn_ctx *c = tu_ctx(m, 256, 2, 128);
+            sdn_batch b = {.n = NP, .tokens = toks, .n_logits = k < 3 ? -1 : 0};
+            assert_int_equal(sdn_forward(c, &b, lg[k], &e), SDN_OK);
+            int p0 = 0, np = NP;
+            if (k >= 3) { /* the decode step after the prefill */
+                int32_t row = 0;
+                sdn_batch d = {.n = 1, .tokens = &toks[NP], .logit_rows = &row, .n_logits = 1, .invariant = 1};
+                assert_int_equal(sdn_forward(c, &d, lg[k], &e), SDN_OK);
+                p0 = NP;
+                np = 1;
+            }
+            sdn_ctx_free(c);
+            if (k == 4) sdn_layout_unload(m, 0, L, SDN_LAYOUT_F32);
+            double worst = 0;
+            for (int p = 0; p < np; p++) {
+                const float *g = lg[k] + (size_t)p * V, *x = ref + (size_t)(p0 + p) * V;
+                double mx = 0, diff = 0;
+                for (int i = 0; i < V; i++) {
+                    mx = fmax(mx, fabs(x[i]));
+                    diff = fmax(diff, fabs(g[i] - x[i]));
+                }
+                worst = fmax(worst, diff / mx);
+            }
+            print_message("%-7s prefill matmul %-7s%s on path %s: max relative logit error %.2e (tolerance %.0e)\n", ptypes[t],
+                          sdn_prefill_mm_name(modes[k]), k >= 3 ? " (F32 layout; the decode step after)" : "",
+                          sdn_kpath_name(sdn_kpath_get()), worst, tol);
+            if (!(worst <= tol)) fail_msg("%s prefill setting %d: error %.3e above %.0e", ptypes[t], k, worst, tol);
+        }
+        sdn_prefill_mm_set(SDN_PREFILL_MM_AUTO);
+        const size_t bytes = (size_t)NP * V * sizeof(float);
+        const int fast = simd && !is_float(ptypes[t]) && strcmp(ptypes[t], "Q5_0") != 0;
+        if (memcmp(lg[1], lg[fast ? 2 : 0], bytes) != 0)
+            fail_msg("%s: auto should give the bits of %s on path %s", ptypes[t], fast ? "kernels" : "sgemm", sdn_kpath_name(sdn_kpath_get()));
+        if (!is_float(ptypes[t]) && memcmp(lg[0], lg[2], bytes) == 0) fail_msg("%s: kernels and sgemm gave the same bits", ptypes[t]);
+        if (memcmp(lg[3], lg[4], (size_t)V * sizeof(float)) != 0)
+            fail_msg("%s: with the F32 layout resident, auto should run the layers on SGEMM", ptypes[t]);
+        for (int k = 0; k < 5; k++) free(lg[k]);
+        free(ref);
+        ref_model_free(r);
+        sdn_model_free(m);
+    }
+}
+
+/* Setting names: each parses to itself; an unknown one is refused with the valid names. */
+static void test_prefill_matmul_names(void **state) {
+    (void)state;
+    for (int k = 0; k < 3; k++) {
+        sdn_prefill_mm m;
+        assert_int_equal(sdn_prefill_mm_parse(sdn_prefill_mm_name((sdn_prefill_mm)k), &m, NULL), SDN_OK);
+        assert_int_equal((int)m, k);
+    }
+    sdn_err e = {0};
+    sdn_prefill_mm m;
+    assert_int_equal(sdn_prefill_mm_parse("fast", &m, &e), SDN_EINVAL);
+    assert_non_null(strstr(e.msg, "'fast'"));
+    assert_non_null(strstr(e.msg, "auto, sgemm or kernels"));
 }
 
 /* Tree verification: a random token tree is run in one batch with the tree mask; then a
@@ -332,6 +423,8 @@ int main(void) {
         cmocka_unit_test(test_vs_reference),
         cmocka_unit_test(test_batch_invariance),
         KPATH_TESTS(test_batch_invariance_path),
+        KPATH_TESTS(test_prefill_matmul),
+        cmocka_unit_test(test_prefill_matmul_names),
         cmocka_unit_test(test_tree_mask_and_kv_keep),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

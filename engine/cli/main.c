@@ -43,25 +43,34 @@ static void usage(FILE *f) {
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         fprintf(f, "  %-12s %s\n", commands[i].name, commands[i].help);
     fprintf(f, "\nevery command also takes --kernel portable|avx2|avx512|amx (or the environment variable\n"
-               "SDN_KERNEL) to force a kernel path; the default is the best path this CPU supports\n"
+               "SDN_KERNEL) to force a kernel path; the default is the best path this CPU supports;\n"
+               "and --prefill-matmul auto|sgemm|kernels (or SDN_PREFILL_MATMUL): how prefill batches\n"
+               "multiply, default auto (the quantized batch kernels where they beat SGEMM)\n"
                "options are written --opt VALUE or --opt=VALUE; exit codes: 0 success, 1 runtime failure, 2 usage error\n"
                "\nexample:\n  %s\n", cli_example("run"));
 }
 
-/* Take the global option --kernel NAME (or --kernel=NAME) out of argv and select the kernel
- * path: that one, else SDN_KERNEL, else the best. Returns 0, or 2 after printing the error. */
+/* Take the global options out of argv: --kernel NAME (or --kernel=NAME) selects the kernel
+ * path (that one, else SDN_KERNEL, else the best), --prefill-matmul auto|sgemm|kernels the
+ * prefill matmuls (else SDN_PREFILL_MATMUL, else auto). Returns 0, or 2 after printing the
+ * error. */
 static int kernel_option(int *argc, char **argv) {
-    const char *name = NULL;
+    const char *name = NULL, *pmm = NULL;
     int j = 1;
     for (int i = 1; i < *argc; i++) {
-        if (!strcmp(argv[i], "--kernel")) {
+        if (!strcmp(argv[i], "--kernel") || !strcmp(argv[i], "--prefill-matmul")) {
+            const int k = argv[i][2] == 'k';
             if (i + 1 >= *argc) {
-                fprintf(stderr, "sdnpu: option --kernel needs a value (portable, avx2, avx512 or amx)\n");
+                fprintf(stderr, "sdnpu: option %s needs a value (%s)\n", argv[i],
+                        k ? "portable, avx2, avx512 or amx" : "auto, sgemm or kernels");
                 return 2;
             }
-            name = argv[++i];
+            if (k) name = argv[++i];
+            else pmm = argv[++i];
         } else if (!strncmp(argv[i], "--kernel=", 9)) {
             name = argv[i] + 9;
+        } else if (!strncmp(argv[i], "--prefill-matmul=", 17)) {
+            pmm = argv[i] + 17;
         } else {
             argv[j++] = argv[i];
         }
@@ -76,6 +85,13 @@ static int kernel_option(int *argc, char **argv) {
         fprintf(stderr, "sdnpu: %s%s\n", name ? "--kernel: " : "", err.msg);
         return 2;
     }
+    sdn_prefill_mm m;
+    rc = pmm ? sdn_prefill_mm_parse(pmm, &m, &err) : sdn_prefill_mm_init(&err);
+    if (rc) {
+        fprintf(stderr, "sdnpu: %s%s\n", pmm ? "--prefill-matmul: " : "", err.msg);
+        return 2;
+    }
+    if (pmm) sdn_prefill_mm_set(m);
     return 0;
 }
 
