@@ -11,8 +11,9 @@
  *   logits = rmsnorm(x[rows]) Wout (cap * tanh(logits / cap) when the model soft-caps)
  *
  * Matmuls go through mm_group(): batch-invariant kernels (matmul.h) split over the thread
- * pool by output rows, or OpenBLAS SGEMM over F32 weight tiles for large prefill batches
- * (split by output columns over the same pool, one single-threaded SGEMM per thread).
+ * pool by output rows, or, for large prefill batches whose weight type the prefill-matmul
+ * setting sends there (kernel_path.h), OpenBLAS SGEMM over F32 weight tiles (split by output
+ * columns over the same pool, one single-threaded SGEMM per thread).
  * Attention is computed per (row, head) over the KV slots it sees (the committed prefix
  * plus the batch rows the mask allows, in slot order), which makes a row's result
  * identical to the result of plain decoding at the same position; the queries that share a

@@ -9,8 +9,10 @@
  * Two kernel paths: with batch->invariant set (decode and verification), every matmul and
  * attention row uses the batch-invariant kernels of matmul.h, so a row's output bits do not
  * depend on n, on the other rows or on the thread count. Otherwise (prefill) batches of more
- * than SDN_INVARIANT_MAX_ROWS rows use OpenBLAS SGEMM on F32 weights (dequantized in tiles,
- * or the model's resident F32 copy when loaded) and GEMM-based causal attention. */
+ * than SDN_INVARIANT_MAX_ROWS rows use GEMM-based causal attention, and each matmul runs as
+ * the prefill-matmul setting says (engine/kernel_path.h; default auto): the same batch kernels
+ * on the quantized weights for the types where they beat SGEMM, else OpenBLAS SGEMM on F32
+ * weights (dequantized in tiles, or the model's resident F32 copy when loaded). */
 #ifndef SDN_FORWARD_H
 #define SDN_FORWARD_H
 
@@ -96,9 +98,10 @@ void sdn_ctx_reset_stats(sdn_ctx *c);
  * sdn_forward(b) == embed into the context's hidden buffer, layers [0, n_layers) at KV base
  * sdn_kv_len() with SDN_PATH_AUTO, head, commit b->n entries. */
 typedef enum sdn_path {
-    SDN_PATH_AUTO = 0,    /* batch-invariant kernels when b->invariant or n <= 64, else SGEMM */
-    SDN_PATH_PREFILL = 1, /* the prefill graph G1: SGEMM on the F32 layout (dequantized per call
-                             when not loaded) and GEMM attention for causal batches */
+    SDN_PATH_AUTO = 0,    /* batch-invariant kernels when b->invariant or n <= 64, else the prefill path */
+    SDN_PATH_PREFILL = 1, /* the prefill graph G1: SGEMM on the F32 layout and GEMM attention for
+                             causal batches; a matmul whose F32 layout is not loaded follows the
+                             prefill-matmul setting (batch kernels or SGEMM dequantized per call) */
     SDN_PATH_DECODE = 2,  /* the decode graph G2: batch-invariant kernels on the quantized layout
                              (n <= max batch; a row's bits never depend on the batch) */
 } sdn_path;

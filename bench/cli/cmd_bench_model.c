@@ -33,6 +33,7 @@ extern void openblas_set_num_threads(int num_threads);
 typedef struct bopts {
     int prompt, gen, reps;
     int threads[8], n_threads;
+    int table_only; /* --table-only: the per-thread table, none of the measurements after it */
     cJSON *json; /* --json: one entry per model and thread count */
 } bopts;
 
@@ -141,6 +142,11 @@ static int bench_one(const char *path, const bopts *o) {
         }
         sdn_ctx_free(c);
     }
+    if (o->table_only) {
+        free(toks);
+        sdn_model_free(m);
+        return 0;
+    }
     /* the prefill matmul setting against SGEMM on dequantized weights (the only choice before
      * the batch kernels took prefill), interleaved round by round */
     if (sdn_prefill_mm_get() != SDN_PREFILL_MM_SGEMM) {
@@ -194,7 +200,7 @@ static int bench_one(const char *path, const bopts *o) {
                 }
             double a = bench_median(t_mode[0], o->reps), bc = bench_median(t_mode[1], o->reps), bf = bench_median(t_mode[2], o->reps);
             printf("  prefill predictions (top-4 per position, %d threads): prefill %.0f ms; over the context's %d distinct tokens (the "
-                   "default) %.0f ms (+%.1f%%); over all %d tokens %.0f ms (+%.0f%%)\n",
+                   "default) %.0f ms (%+.1f%%); over all %d tokens %.0f ms (%+.0f%%)\n",
                    th, 1000 * a, ncv, 1000 * bc, 100 * (bc - a) / a, V, 1000 * bf, 100 * (bf - a) / a);
             free(cv);
             free(tk);
@@ -276,9 +282,13 @@ int cmd_bench_model(int argc, char **argv) {
         if (!strcmp(a, "--help")) {
             printf("usage: sdnpu bench-model [--model M ...] [--shape S --types T1,T2] [--vocab-from GGUF]\n"
                    "                         [--threads 1,2] [--prompt-tokens N] [--max-tokens N] [--reps N] [--json OUT]\n"
-                   "  default: make-model qwen2.5-0.5b in Q8_0 and F16 (cached), 256-token prefill, 32 decode steps\n");
+                   "                         [--table-only]\n"
+                   "  default: make-model qwen2.5-0.5b in Q8_0 and F16 (cached), 256-token prefill, 32 decode steps\n"
+                   "  --table-only: only the per-thread prefill/decode table (no setting comparison, prefill\n"
+                   "  predictions, F32 layout or tokenizer lines)\n");
             return 0;
         } else if (!strcmp(a, "--model")) { if (!(v = cli_value(argc, argv, &i, a))) return 2; if (nm < 8) models[nm++] = v; }
+        else if (!strcmp(a, "--table-only")) o.table_only = 1;
         else if (!strcmp(a, "--json")) { if (!(json = cli_value(argc, argv, &i, a))) return 2; if (cli_check_output(a, json)) return 1; }
         else if (!strcmp(a, "--shape")) { if (!(shape = cli_value(argc, argv, &i, a))) return 2; }
         else if (!strcmp(a, "--types")) { if (!(types = cli_value(argc, argv, &i, a))) return 2; }

@@ -3,8 +3,8 @@
 file, same machine, same run, interleaved.
 
 For each repetition and thread count (1 and 2 by default) it runs `sdnpu bench-model --model M
---threads T --prompt P --gen G --reps 1 --json` (sdnpu's own prefill of P tokens and G
-single-token decode steps, after a warm-up pass) and then the same measurement with llama.cpp
+--threads T --prompt-tokens P --max-tokens G --reps 1 --table-only --json` (sdnpu's own
+prefill of P tokens and G single-token decode steps, after a warm-up pass) and then the same measurement with llama.cpp
 through llama-cpp-python (warm: a model loaded once per thread count; eval of P tokens in one
 batch, then G single-token evals). The order of the two alternates per repetition. Prints the
 median tok/s of each and the ratio sdnpu / llama.cpp.
@@ -24,12 +24,13 @@ import time
 import llama_cpp
 
 
-def sdnpu_once(exe, model, threads, prompt, gen):
+def sdnpu_once(exe, model, threads, prompt, gen, prefill_matmul):
     with tempfile.NamedTemporaryFile(suffix=".json") as f:
-        subprocess.run([exe, "bench-model", "--model", model, "--threads", str(threads), "--prompt", str(prompt), "--gen", str(gen),
-                        "--reps", "1", "--json", f.name], check=True, stdout=subprocess.DEVNULL)
+        extra = ["--prefill-matmul", prefill_matmul] if prefill_matmul else []
+        subprocess.run([exe, "bench-model", "--model", model, "--threads", str(threads), "--prompt-tokens", str(prompt), "--max-tokens",
+                        str(gen), "--reps", "1", "--table-only", "--json", f.name] + extra, check=True, stdout=subprocess.DEVNULL)
         r = json.load(open(f.name))[0]
-    return r["prefill_tokens_per_s"], r["decode_tokens_per_s"], r["kernel"]
+    return r["prefill_tokens_per_s"], r["decode_tokens_per_s"], "%s, prefill matmul %s" % (r["kernel"], r.get("prefill_matmul", "?"))
 
 
 def llama_once(llm, tokens, prompt, gen):
@@ -52,6 +53,7 @@ def main():
     ap.add_argument("--prompt", type=int, default=256)
     ap.add_argument("--gen", type=int, default=64)
     ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--prefill-matmul", default=None, help="sdnpu's --prefill-matmul (default: its own default, auto)")
     a = ap.parse_args()
     rnd = random.Random(7)
     llms, res, kernel = {}, {}, "?"
@@ -69,7 +71,7 @@ def main():
             order = ["sdnpu", "llama"] if rep % 2 == 0 else ["llama", "sdnpu"]
             for who in order:
                 if who == "sdnpu":
-                    pp, tg, kernel = sdnpu_once(a.sdnpu, a.model, th, a.prompt, a.gen)
+                    pp, tg, kernel = sdnpu_once(a.sdnpu, a.model, th, a.prompt, a.gen, a.prefill_matmul)
                     res[th]["s_pp"].append(pp)
                     res[th]["s_tg"].append(tg)
                 else:
