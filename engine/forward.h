@@ -41,6 +41,7 @@ typedef struct sdn_ctx_params {
     int max_batch; /* largest batch sdn_forward accepts (0: 256) */
 } sdn_ctx_params;
 
+/* Fails (naming the variable) when SDN_KERNEL or SDN_PREFILL_MATMUL holds an invalid value. */
 int sdn_ctx_new(const sdn_model *m, const sdn_ctx_params *p, sdn_ctx **out, sdn_err *err);
 void sdn_ctx_free(sdn_ctx *c);
 const sdn_model *sdn_ctx_model(const sdn_ctx *c);
