@@ -545,6 +545,10 @@ static void test_global_options(void **state) {
     unsetenv("SDN_PREFILL_MATMUL");
     expect_usage(&r, "SDN_PREFILL_MATMUL");
     cmd_free(&r);
+    r = RUN("info", "--model", model_path(), "--prefill-matmul=sgemm");
+    expect_ok(&r);
+    assert_non_null(strstr(r.out, "prefill matmul: sgemm"));
+    cmd_free(&r);
     static const char *ok[] = {"auto", "sgemm", "kernels"};
     for (int k = 0; k < 3; k++) {
         r = RUN("run", "--model", model_path(), "--prompt", "hi", "--max-tokens", "2", "--prefill-matmul", ok[k]);

@@ -98,6 +98,7 @@ int cmd_info(int argc, char **argv) {
         if (n > 1) printf("%s== %s ==\n", i ? "\n" : "", all[i]);
         failed |= describe(all[i], tok, n_ctx);
     }
-    printf("kernel path: %s; CPU features: %s\n", sdn_kpath_describe(), sdn_cpu_features());
+    printf("kernel path: %s; CPU features: %s\nprefill matmul: %s (--prefill-matmul)\n", sdn_kpath_describe(), sdn_cpu_features(),
+           sdn_prefill_mm_name(sdn_prefill_mm_get()));
     return failed ? 1 : 0;
 }
