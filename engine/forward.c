@@ -443,6 +443,30 @@ static inline float gelu_tanh(float x) {
     return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
 }
 
+/* The FFN's gated activation hb = act(hb) * hb2 over n x hidden elements, split over the
+ * pool in contiguous ranges (elementwise: the same bits whatever the split). */
+typedef struct glu_job {
+    float *hb;
+    const float *hb2;
+    size_t n;
+    int gelu;
+} glu_job;
+
+static void glu_worker(void *arg, int ith, int nth) {
+    const glu_job *j = arg;
+    long b, e;
+    sdn_pool_range((long)j->n, ith, nth, 16, &b, &e);
+    float *hb = j->hb;
+    const float *hb2 = j->hb2;
+    if (j->gelu)
+        for (long i = b; i < e; i++) hb[i] = gelu_tanh(hb[i]) * hb2[i];
+    else
+        for (long i = b; i < e; i++) {
+            const float g = hb[i];
+            hb[i] = g / (1.0f + expf(-g)) * hb2[i];
+        }
+}
+
 /* Rotate n_h heads of one row in place. llama ("normal") rotates pairs (2j, 2j+1); NeoX
  * style (qwen2) rotates pairs (j, j + rope_dims/2). */
 static void rope_row(const sdn_model_config *cfg, float *v, int n_h, const float *cs) {
@@ -979,13 +1003,8 @@ int sdn_fwd_layers(sdn_ctx *c, const sdn_batch *b, int kv_base, int l0, int l1, 
         const sdn_weight *gu[2] = {&y->w_gate, &y->w_up};
         float *gu_out[2] = {c->hb, c->hb2};
         if ((rc = mm_group(c, gu, gu_out, 2, c->xb, n, inv, err))) return rc;
-        if (cfg->ffn_gelu)
-            for (size_t i = 0; i < (size_t)n * hid; i++) c->hb[i] = gelu_tanh(c->hb[i]) * c->hb2[i];
-        else
-            for (size_t i = 0; i < (size_t)n * hid; i++) {
-                float g = c->hb[i];
-                c->hb[i] = g / (1.0f + expf(-g)) * c->hb2[i];
-            }
+        glu_job gj = {.hb = c->hb, .hb2 = c->hb2, .n = (size_t)n * hid, .gelu = cfg->ffn_gelu};
+        sdn_pool_run(c->pool, glu_worker, &gj);
         if ((rc = mm(c, &y->w_down, c->hb, n, c->xb2, inv, err))) return rc;
         if (y->post_ffn_norm)
             for (int i = 0; i < n; i++) rmsnorm(c->xb2 + (size_t)i * dim, c->xb2 + (size_t)i * dim, y->post_ffn_norm, dim, cfg->rms_eps);
