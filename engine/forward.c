@@ -50,6 +50,7 @@ static int g_simd = -1; /* 1: AVX2+FMA helpers (set from the kernel path by sdn_
 #include "common/sdn_util.h"
 #include "engine/gguf.h"
 #include "engine/kernel_path.h"
+#include "engine/layout.h"
 #include "engine/matmul.h"
 #include "engine/model_internal.h"
 #include "engine/quant.h"
@@ -133,6 +134,16 @@ int sdn_ctx_new(const sdn_model *m, const sdn_ctx_params *p, sdn_ctx **out, sdn_
         char what[1200];
         snprintf(what, sizeof what, "%s: a context of %d positions (option --ctx)", m->path, c->n_ctx);
         int rc = sdn_mem_check(kv_b + w_b + buf_b, what, detail, err);
+        if (rc) {
+            free(c);
+            return rc;
+        }
+    }
+    if (!(p && p->file_layout)) {
+        /* the packed decode layout replaces the mapping's pages the kernels read (same size),
+         * so the check above holds for it; loading it changes the model's layout pointers
+         * only, which is what layout.h allows beside running forward passes */
+        int rc = sdn_layout_decode_resident((sdn_model *)m, NULL, err);
         if (rc) {
             free(c);
             return rc;
@@ -238,8 +249,9 @@ int sdn_kv_keep(sdn_ctx *c, int first, const int32_t *keep, int n_keep, sdn_err 
 
 /* ------------------------------------------------------------------ matmuls ---- */
 
-/* The file-layout data a weight's decode kernels read: the owned G2 copy when loaded. */
-static inline const void *qdata(const sdn_weight *w) { return w->q ? w->q : w->data; }
+/* The weight's rows in the file's layout: the G2 copy when loaded and not packed, else the
+ * mapping. */
+static inline const void *qdata(const sdn_weight *w) { return w->q && !sdn_weight_packed(w) ? w->q : w->data; }
 
 typedef struct mm_job {
     sdn_ctx *c;
@@ -270,7 +282,11 @@ static void mm_worker(void *arg, int ith, int nth) {
         const sdn_weight *w = j->w[i];
         long b, e;
         sdn_pool_range(w->out, ith, nth, 16, &b, &e);
-        if (e > b) sdn_matmul_rows(w->type, qdata(w), w->row_bytes, w->in, j->act[i], j->n, j->y[i], w->out, b, e);
+        if (e <= b) continue;
+        if (w->q && sdn_weight_packed(w)) /* G2 holds it packed */
+            sdn_matmul_rows_packed(w->type, w->q, w->in, j->act[i], j->n, j->y[i], w->out, b, e);
+        else
+            sdn_matmul_rows(w->type, qdata(w), w->row_bytes, w->in, j->act[i], j->n, j->y[i], w->out, b, e);
     }
 }
 
@@ -856,7 +872,7 @@ static int topk_logits(sdn_ctx *c, const sdn_batch *b, int nl, int inv, sdn_err 
         n_cand = b->n_topk_vocab;
         gathered = malloc((size_t)n_cand * out.row_bytes);
         if (!gathered) return sdn_fail(err, SDN_ENOMEM, "out of memory (top-k vocabulary)");
-        const void *src = out.q ? out.q : out.data;
+        const void *src = qdata(&out);
         for (int i = 0; i < n_cand; i++)
             memcpy((char *)gathered + (size_t)i * out.row_bytes, (const char *)src + (size_t)b->topk_vocab[i] * out.row_bytes, out.row_bytes);
         out.data = gathered;
@@ -881,6 +897,8 @@ static int topk_logits(sdn_ctx *c, const sdn_batch *b, int nl, int inv, sdn_err 
         int nv = n_cand - v0 < TOPK_TILE ? n_cand - v0 : TOPK_TILE;
         sdn_weight w = out;
         w.data = (const char *)out.data + (size_t)v0 * out.row_bytes;
+        /* packed: groups of SDN_PACK_COLS rows take the bytes of as many file rows, and v0
+         * is a multiple of SDN_PACK_COLS, so the offset is the same */
         w.q = out.q ? (char *)out.q + (size_t)v0 * out.row_bytes : NULL;
         w.f32 = out.f32 ? out.f32 + (size_t)v0 * out.in : NULL;
         w.out = nv;

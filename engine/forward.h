@@ -39,9 +39,14 @@ typedef struct sdn_ctx_params {
     int n_ctx;     /* KV cache capacity in tokens (0: min(model ctx_len, 4096)) */
     int n_threads; /* worker threads incl. the caller (0: 1) */
     int max_batch; /* largest batch sdn_forward accepts (0: 256) */
+    int file_layout; /* 0 (default): make the model's decode layout resident (layout.h,
+                        sdn_layout_decode_resident: Q8_0/Q4_0/Q4_1 matrices packed for the
+                        kernels) if it is not; 1: leave the layouts to the caller (the graph
+                        scheduler manages G2 itself); matrices without G2 read the mapping */
 } sdn_ctx_params;
 
-/* Fails (naming the variable) when SDN_KERNEL or SDN_PREFILL_MATMUL holds an invalid value. */
+/* Fails (naming the variable) when SDN_KERNEL or SDN_PREFILL_MATMUL holds an invalid value,
+ * or when the decode layout does not fit in memory. */
 int sdn_ctx_new(const sdn_model *m, const sdn_ctx_params *p, sdn_ctx **out, sdn_err *err);
 void sdn_ctx_free(sdn_ctx *c);
 const sdn_model *sdn_ctx_model(const sdn_ctx *c);

@@ -404,6 +404,13 @@ const char *sdn_gguf_path(const sdn_gguf *g) { return g->path; }
 uint32_t sdn_gguf_version(const sdn_gguf *g) { return g->version; }
 size_t sdn_gguf_file_size(const sdn_gguf *g) { return g->size; }
 const void *sdn_gguf_image(const sdn_gguf *g) { return g->base; }
+void sdn_gguf_drop_pages(const sdn_gguf *g, const void *p, size_t n) {
+    const uintptr_t b = (uintptr_t)g->base, s = (uintptr_t)p;
+    if (!g->mapped || s < b || n > g->size || s - b > g->size - n) return;
+    const uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
+    const uintptr_t a = (s + pg - 1) / pg * pg, e = (s + n) / pg * pg;
+    if (e > a) madvise((void *)a, e - a, MADV_DONTNEED);
+}
 size_t sdn_gguf_header_size(const sdn_gguf *g) { return g->header_size; }
 int sdn_gguf_n_kv(const sdn_gguf *g) { return g->n_kv; }
 const char *sdn_gguf_kv_key(const sdn_gguf *g, int i) { return g->kvs[i].key; }

@@ -58,6 +58,11 @@ uint32_t sdn_gguf_version(const sdn_gguf *g);
 size_t sdn_gguf_file_size(const sdn_gguf *g);
 /* The whole mapped image (for fingerprints). */
 const void *sdn_gguf_image(const sdn_gguf *g);
+/* Let the system drop the pages of [p, p + n) from this process's view of a file-mapped image
+ * (madvise MADV_DONTNEED on the whole pages inside the range; the file's bytes are read
+ * back on the next access, nothing is lost). No effect for an image in memory
+ * (sdn_gguf_open_memory) or a range outside the image. */
+void sdn_gguf_drop_pages(const sdn_gguf *g, const void *p, size_t n);
 /* Bytes of the header (magic .. tensor infos) = offset of the padding before the data. */
 size_t sdn_gguf_header_size(const sdn_gguf *g);
 

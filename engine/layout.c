@@ -1,5 +1,6 @@
-/* layout.c - loading and unloading the G1 (F32) and G2 (owned quantized) weight layouts of
- * layers (see layout.h). */
+/* layout.c - loading and unloading the G1 (F32) and G2 (owned quantized, packed where the
+ * type has a packed form) weight layouts of layers, and the packed output matrix (see
+ * layout.h). */
 #include "engine/layout.h"
 
 #include <pthread.h>
@@ -8,6 +9,8 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "engine/gguf.h"
+#include "engine/matmul.h"
 #include "engine/model_internal.h"
 #include "engine/quant.h"
 
@@ -18,7 +21,25 @@ static void mats(sdn_layer *y, sdn_weight **ws) {
 }
 
 static size_t wsize(const sdn_weight *w, sdn_layout which) {
-    return which == SDN_LAYOUT_F32 ? (size_t)w->out * (size_t)w->in * sizeof(float) : (size_t)w->out * w->row_bytes;
+    if (which == SDN_LAYOUT_F32) return (size_t)w->out * (size_t)w->in * sizeof(float);
+    const size_t pb = sdn_matmul_packed_bytes(w->type, w->in, w->out);
+    return pb ? pb : (size_t)w->out * w->row_bytes;
+}
+
+/* G2 of one matrix into dst: packed (matmul.h) where the type has a packed form, else the
+ * file's rows copied. */
+int sdn_weight_packed(const sdn_weight *w) { return sdn_matmul_packed_bytes(w->type, w->in, w->out) > 0; }
+
+static void fill_quant(const sdn_weight *w, void *dst) {
+    if (sdn_weight_packed(w)) sdn_matmul_pack(w->type, w->data, w->row_bytes, w->in, w->out, dst);
+    else memcpy(dst, w->data, (size_t)w->out * w->row_bytes);
+}
+
+/* After the decode layout took a matrix: its pages of the file mapping are no longer read
+ * by the kernels, so they need not stay resident beside the copy (the embedding lookup and
+ * the other layouts fault back in what they read). */
+static void drop_mapped(const sdn_model *m, const sdn_weight *w) {
+    if (m->gguf) sdn_gguf_drop_pages(m->gguf, w->data, (size_t)w->out * w->row_bytes);
 }
 
 /* Layout memory: 2 MiB-aligned mmap'd chunks advised for transparent huge pages, so
@@ -181,6 +202,10 @@ size_t sdn_layout_reserve_bytes(sdn_model *m) {
 }
 
 void sdn_layout_release(sdn_model *m) {
+    if (m->output.q) {
+        layout_free(m, m->output.q, sdn_layout_output_size(m));
+        m->output.q = NULL;
+    }
     if (!m->layers) return;
     sdn_layout_unload(m, 0, m->cfg.n_layers, SDN_LAYOUT_F32);
     sdn_layout_unload(m, 0, m->cfg.n_layers, SDN_LAYOUT_QUANT);
@@ -228,7 +253,7 @@ int sdn_layout_load(sdn_model *m, int l0, int l1, sdn_layout which, size_t *byte
                 for (int64_t r = 0; r < w->out; r++)
                     sdn_dequantize_row(w->type, (const char *)w->data + (size_t)r * w->row_bytes, d + r * w->in, w->in);
             } else
-                memcpy(base + off[i], w->data, wsize(w, which));
+                fill_quant(w, base + off[i]);
             total += wsize(w, which);
         }
         /* publish the pointers after the data (other layers may be computing meanwhile) */
@@ -293,4 +318,51 @@ int sdn_layout_is_loaded(const sdn_model *m, int l, sdn_layout which) {
     for (int i = 0; i < NMAT; i++)
         if (which == SDN_LAYOUT_F32 ? !ws[i]->f32 : !ws[i]->q) return 0;
     return 1;
+}
+
+size_t sdn_layout_output_size(const sdn_model *m) {
+    const sdn_weight *w = &m->output;
+    return w->data ? sdn_matmul_packed_bytes(w->type, w->in, w->out) : 0;
+}
+
+/* Does layer l have a matrix with a packed form? */
+static int layer_packable(sdn_model *m, int l) {
+    sdn_weight *ws[NMAT];
+    mats(&m->layers[l], ws);
+    for (int i = 0; i < NMAT; i++)
+        if (sdn_weight_packed(ws[i])) return 1;
+    return 0;
+}
+
+static pthread_mutex_t decode_mu = PTHREAD_MUTEX_INITIALIZER;
+
+int sdn_layout_decode_resident(sdn_model *m, size_t *bytes, sdn_err *err) {
+    size_t total = 0;
+    int rc = SDN_OK;
+    pthread_mutex_lock(&decode_mu);
+    for (int l = 0; l < m->cfg.n_layers && !rc; l++) {
+        if (!layer_packable(m, l) || sdn_layout_is_loaded(m, l, SDN_LAYOUT_QUANT)) continue;
+        size_t b = 0;
+        rc = sdn_layout_load(m, l, l + 1, SDN_LAYOUT_QUANT, &b, err);
+        total += b;
+        if (!rc) {
+            sdn_weight *ws[NMAT];
+            mats(&m->layers[l], ws);
+            for (int i = 0; i < NMAT; i++) drop_mapped(m, ws[i]);
+        }
+    }
+    const size_t ob = sdn_layout_output_size(m);
+    if (!rc && ob && !m->output.q) {
+        char *p = layout_alloc(m, ob);
+        if (!p) rc = sdn_fail(err, SDN_ENOMEM, "out of memory packing the output matrix (%zu MiB)", ob >> 20);
+        else {
+            fill_quant(&m->output, p);
+            __atomic_store_n(&m->output.q, (void *)p, __ATOMIC_RELEASE);
+            total += ob;
+            drop_mapped(m, &m->output);
+        }
+    }
+    pthread_mutex_unlock(&decode_mu);
+    if (bytes) *bytes = total;
+    return rc;
 }

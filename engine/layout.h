@@ -2,7 +2,9 @@
  *   G1 (SDN_LAYOUT_F32): every matrix dequantized to F32, what the prefill graph's SGEMMs
  *      read; 4 bytes per weight.
  *   G2 (SDN_LAYOUT_QUANT): an owned, aligned copy of the file's quantized rows, what the
- *      decode graph's batch-invariant kernels read.
+ *      decode graph's batch-invariant kernels read: Q8_0 / Q4_0 / Q4_1 matrices packed into
+ *      the column kernels' layout (matmul.h, "Packed weights"; the same bytes rearranged,
+ *      the same results), other types copied as they are.
  * Loading materializes the layout (real time: dequantization or copying out of the file
  * mapping; real memory), unloading frees it. Loads of different layers may run on another
  * thread while the forward pass computes other layers; a layer must not be unloaded while
@@ -31,6 +33,15 @@ size_t sdn_layout_alloc_size(const sdn_model *m, int l0, int l1, sdn_layout whic
 size_t sdn_layout_size(const sdn_model *m, int l0, int l1, sdn_layout which);
 /* 1 when every matrix of layer l has layout `which` loaded. */
 int sdn_layout_is_loaded(const sdn_model *m, int l, sdn_layout which);
+
+/* The decode layout of the whole model, what an inference context reads by default
+ * (forward.h, sdn_ctx_params.file_layout): G2 of every layer that has a matrix with a packed
+ * form (layers without one are read from the file mapping, as fast), and the output matrix
+ * packed (m->output.q) when its type has a packed form. Idempotent and thread-safe among its
+ * callers; *bytes (optional) gets the bytes it allocated now. Freed with the model. */
+int sdn_layout_decode_resident(sdn_model *m, size_t *bytes, sdn_err *err);
+/* Bytes of the packed output matrix (0 when its type has no packed form). */
+size_t sdn_layout_output_size(const sdn_model *m);
 
 /* The reserve: layout memory freed by unloads is kept, up to `bytes` (rounded down to 2 MiB),
  * and reused by later loads (best fit, in 2 MiB units) before fresh memory is mapped, so a

@@ -30,17 +30,19 @@ typedef void (*mm_fn)(uint32_t, const void *, size_t, int64_t, const void *, int
 
 typedef int (*cols_fn)(uint32_t, const void *, size_t, int64_t, const void *, int, float *, int64_t, int64_t, int64_t,
                        int);
+typedef int (*colspk_fn)(uint32_t, const void *, int64_t, const void *, int, float *, int64_t, int64_t, int64_t, int);
 typedef int (*kcols_fn)(uint32_t, const void *, size_t, int64_t, const void *, int, float *, int64_t, int64_t, int64_t);
 
 typedef struct kvariant {
     prep_fn prep;
     mm_fn fl, q32, k;
     cols_fn cols;
+    colspk_fn colspk;
     kcols_fn kcols;
 } kvariant;
 
 #define KV(v) {sdn_act_prepare_##v, sdn_matmul_float_##v, sdn_matmul_q32_##v, sdn_matmul_k_##v, sdn_matmul_cols_##v,        \
-              sdn_matmul_kcols_##v}
+              sdn_matmul_cols_packed_##v, sdn_matmul_kcols_##v}
 static const kvariant kv_avx2 = KV(avx2), kv_avx2vnni = KV(avx2vnni), kv_avx512 = KV(avx512);
 
 /* The SIMD variant of the path in use (NULL: portable). */
@@ -84,6 +86,19 @@ void sdn_matmul_rows(uint32_t wtype, const void *W, size_t row_bytes, int64_t in
         break;
     default: break;
     }
+}
+
+void sdn_matmul_rows_packed(uint32_t wtype, const void *P, int64_t in, const void *act, int n, float *Y, int64_t ldy,
+                            int64_t o0, int64_t o1) {
+    const kvariant *v = variant();
+    if (!sdn_act_row_stride(wtype, in) || n <= 0 || o1 <= o0) return;
+    /* the SIMD kernels start at a column group; columns before the first boundary (callers
+     * that split ranges at multiples of SDN_PACK_COLS have none) take the portable kernel */
+    int64_t oa = v ? (o0 + SDN_PACK_COLS - 1) / SDN_PACK_COLS * SDN_PACK_COLS : o1;
+    if (oa > o1) oa = o1;
+    if (oa > o0) sdn_matmul_rows_packed_portable(wtype, P, in, act, n, Y, ldy, o0, oa);
+    if (oa < o1 && !v->colspk(wtype, P, in, act, n, Y, ldy, oa, o1, n >= SDN_AMX_MIN_ROWS && sdn_kpath_get() == SDN_KPATH_AMX))
+        sdn_matmul_rows_packed_portable(wtype, P, in, act, n, Y, ldy, oa, o1);
 }
 
 const char *sdn_matmul_isa(void) { return sdn_kpath_describe(); }

@@ -27,6 +27,27 @@ void sdn_act_prepare(uint32_t wtype, const float *X, int64_t ldx, int n, int64_t
 /* Y[r*ldy + o] for r < n, o0 <= o < o1 (see the contract above). */
 void sdn_matmul_rows(uint32_t wtype, const void *W, size_t row_bytes, int64_t in, const void *act, int n, float *Y,
                      int64_t ldy, int64_t o0, int64_t o1);
+/* ---- Packed weights ----
+ * Q8_0, Q4_0 and Q4_1 matrices can be rearranged once, at load time, into the layout the
+ * column kernels read (engine/matmul_pack.c: groups of SDN_PACK_COLS output columns, each
+ * block's level bytes transposed into vector operands, the scales beside them). The bytes
+ * are the file's, rearranged, so the results are the same bits as on the file's layout; the
+ * kernels skip the per-call gather and transposition, which at one activation row cost more
+ * than the dot products (docs/kernels.md, "Packed weights"). One layout serves every path. */
+#define SDN_PACK_COLS 16
+/* 1 if wtype has a packed layout. */
+int sdn_matmul_packable(uint32_t wtype);
+/* Bytes of the packed form of an out x in matrix (out rounded up to SDN_PACK_COLS), 0 if
+ * wtype has no packed layout or `in` is not a multiple of 32. */
+size_t sdn_matmul_packed_bytes(uint32_t wtype, int64_t in, int64_t out);
+/* Pack the file-layout matrix W (out rows of row_bytes) into P (sdn_matmul_packed_bytes). */
+void sdn_matmul_pack(uint32_t wtype, const void *W, size_t row_bytes, int64_t in, int64_t out, void *P);
+/* Row o of packed matrix P back in the file's layout (row_bytes bytes into dst). */
+void sdn_matmul_packed_row(uint32_t wtype, const void *P, int64_t in, int64_t o, void *dst);
+/* sdn_matmul_rows on a packed matrix P: same contract, same bits. */
+void sdn_matmul_rows_packed(uint32_t wtype, const void *P, int64_t in, const void *act, int n, float *Y, int64_t ldy,
+                            int64_t o0, int64_t o1);
+
 /* 1 when these kernels, on the path in use, beat OpenBLAS SGEMM on dequantized F32 weights
  * for prefill-sized batches of weight type wtype (hundreds of rows): the column-parallel
  * integer types (Q8_0, Q4_0, Q4_1, Q4_K, Q6_K) on a SIMD path. The measurements behind the

@@ -78,10 +78,58 @@ SDN_INLINE void build(uint32_t wtype, const uint8_t *const *r, int64_t b, size_t
     }
 }
 
+/* Block b of a group of packed weights (matmul_pack.c) into *wb: G = the group, h = which
+ * half of its 16 columns an 8-lane build takes (0 with 16 lanes); pf > 0: also prefetch the
+ * same block pf bytes on (the next group; the hardware prefetchers alone leave one-row
+ * calls short of memory bandwidth, matmul_avx2.h). */
+SDN_INLINE void build_pk(uint32_t wtype, const uint8_t *G, int64_t nb, int64_t b, int h, size_t pf, wblk *wb) {
+    const int nv = wtype == SDN_TYPE_Q8_0 ? 8 : 4;
+    const uint8_t *lv = G + (size_t)b * nv * 64 + (size_t)(32 * h);
+    const uint8_t *sc = G + (size_t)nb * nv * 64 + (size_t)b * 32 + (size_t)(16 * h);
+    if (pf) {
+        for (int t = 0; t < nv; t++) sdn_prefetch(lv + pf + 64 * t);
+        if (!(b & 1)) sdn_prefetch(sc + pf);
+        if (wtype == SDN_TYPE_Q4_1 && !(b & 1)) sdn_prefetch(sc + pf + (size_t)nb * 32);
+    }
+#if CW == 16
+#define PK_LOADU(p) _mm512_loadu_si512((const void *)(p))
+#define PK_F16(p) _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p)))
+#else
+#define PK_LOADU(p) _mm256_loadu_si256((const __m256i *)(p))
+#define PK_F16(p) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p)))
+#endif
+    VF_STORE(wb->d, PK_F16(sc));
+    if (wtype == SDN_TYPE_Q4_1) VF_STORE(wb->m, PK_F16(sc + (size_t)nb * 32));
+    if (wtype == SDN_TYPE_Q8_0) {
+        for (int t = 0; t < 8; t++) {
+            const vi w = PK_LOADU(lv + 64 * t);
+            if (VNNI_DP) {
+                wb->v[t] = VI_XOR(w, VI_SET1((int)0x80808080)); /* w + 128, unsigned */
+            } else {
+#if CW == 8 && !VNNI_DP
+                wb->v[t] = _mm256_sign_epi8(w, w); /* |w| */
+                wb->sg[t] = w;
+#endif
+            }
+        }
+    } else {
+        const vi m4 = VI_SET1(0x0F0F0F0F);
+        for (int t = 0; t < 4; t++) {
+            const vi p = PK_LOADU(lv + 64 * t);
+            wb->v[t] = VI_AND(p, m4);
+            wb->v[4 + t] = VI_AND(VI_SRL16(p, 4), m4);
+        }
+    }
+#undef PK_LOADU
+#undef PK_F16
+}
+
 /* Rows [r, r + TX) of the batch against one group: acc[j] over all blocks (from wb[b], or
- * built per block into a local when wb is NULL), then y. */
-SDN_INLINE void tile(uint32_t wtype, const int TX, const uint8_t *const *rows, const wblk *wbs, int64_t nb,
-                     size_t pf, const char *act, size_t stride, int64_t in, int r, float *out /* [TX][CW] */) {
+ * built per block into a local when wb is NULL: from packed group G when PK, else from the
+ * file rows), then y. */
+SDN_INLINE void tile_any(uint32_t wtype, const int TX, const int PK, const uint8_t *const *rows, const wblk *wbs, const uint8_t *G,
+                         int h, int64_t nb, size_t pf, const char *act, size_t stride, int64_t in, int r,
+                         float *out /* [TX][CW] */) {
     const int affine = wtype == SDN_TYPE_Q4_1;
     const int off = wtype == SDN_TYPE_Q8_0 ? (VNNI_DP ? 128 : 0) : wtype == SDN_TYPE_Q4_0 ? 8 : 0;
     const int8_t *xq[RT];
@@ -101,7 +149,10 @@ SDN_INLINE void tile(uint32_t wtype, const int TX, const uint8_t *const *rows, c
     wblk local;
     for (int64_t b = 0; b < nb; b++) {
         const wblk *wb = wbs ? wbs + b : &local;
-        if (!wbs) build(wtype, rows, b, pf, &local);
+        if (!wbs) {
+            if (PK) build_pk(wtype, G, nb, b, h, pf, &local);
+            else build(wtype, rows, b, pf, &local);
+        }
         const vf dw = VF_LOAD(wb->d);
         vf mw;
         if (affine) mw = VF_LOAD(wb->m);
@@ -127,6 +178,8 @@ SDN_INLINE void tile(uint32_t wtype, const int TX, const uint8_t *const *rows, c
     for (int j = 0; j < TX; j++) VF_STOREU(out + j * CW, affine ? VF_ADD(acc[j], accm[j]) : acc[j]);
 }
 
+#define tile(wtype, TX, rows, wbs, nb, pf, act, stride, in, r, out)                                                    \
+    tile_any(wtype, TX, 0, rows, wbs, NULL, 0, nb, pf, act, stride, in, r, out)
 COL_TILE_SET(q8_0, tile, build, wblk, SDN_TYPE_Q8_0)
 COL_TILE_SET(q4_0, tile, build, wblk, SDN_TYPE_Q4_0)
 COL_TILE_SET(q4_1, tile, build, wblk, SDN_TYPE_Q4_1)
@@ -198,6 +251,69 @@ AMX_GROUP(q8_0, SDN_TYPE_Q8_0)
 AMX_GROUP(q4_0, SDN_TYPE_Q4_0)
 AMX_GROUP(q4_1, SDN_TYPE_Q4_1)
 #endif
+
+/* ---- packed weights (matmul_pack.c) ---- */
+typedef void (*pk_tile_fn)(const uint8_t *G, int h, int64_t nb, const char *act, size_t stride, int64_t in, int r,
+                           float *out);
+#define PK_TILE_FN(name, T, TX)                                                                                       \
+    static void name(const uint8_t *G, int h, int64_t nb, const char *act, size_t stride, int64_t in, int r,          \
+                     float *out) {                                                                                    \
+        tile_any(T, TX, 1, NULL, NULL, G, h, nb, r ? 0 : (size_t)nb * 16 * blk_bytes(T), act, stride, in, r, out);                                           \
+    }
+#if RT == 8
+#define PK_TILES(pfx, T)                                                                                              \
+    PK_TILE_FN(pfx##_1, T, 1) PK_TILE_FN(pfx##_2, T, 2) PK_TILE_FN(pfx##_3, T, 3) PK_TILE_FN(pfx##_4, T, 4)          \
+    PK_TILE_FN(pfx##_5, T, 5) PK_TILE_FN(pfx##_6, T, 6) PK_TILE_FN(pfx##_7, T, 7) PK_TILE_FN(pfx##_8, T, 8)          \
+    static const pk_tile_fn pfx##_tiles[RT] = {pfx##_1, pfx##_2, pfx##_3, pfx##_4, pfx##_5, pfx##_6, pfx##_7, pfx##_8};
+#else
+#define PK_TILES(pfx, T)                                                                                              \
+    PK_TILE_FN(pfx##_1, T, 1) PK_TILE_FN(pfx##_2, T, 2) PK_TILE_FN(pfx##_3, T, 3) PK_TILE_FN(pfx##_4, T, 4)          \
+    static const pk_tile_fn pfx##_tiles[RT] = {pfx##_1, pfx##_2, pfx##_3, pfx##_4};
+#endif
+PK_TILES(pk_q8_0, SDN_TYPE_Q8_0)
+PK_TILES(pk_q4_0, SDN_TYPE_Q4_0)
+PK_TILES(pk_q4_1, SDN_TYPE_Q4_1)
+
+/* sdn_matmul_rows_packed for o0 a multiple of SDN_PACK_COLS: per column group, row tiles
+ * unpack each block from the packed group as they go (a few logic operations a block, no
+ * scratch pass at any batch size); with amx, the group's blocks are unpacked into scratch
+ * once for the tiles. Returns 0 for other types. */
+int SDN_KFN(sdn_matmul_cols_packed)(uint32_t wtype, const void *P, int64_t in, const void *act, int n, float *Y,
+                                    int64_t ldy, int64_t o0, int64_t o1, int amx) {
+    const pk_tile_fn *tiles;
+    switch (wtype) {
+    case SDN_TYPE_Q8_0: tiles = pk_q8_0_tiles; break;
+    case SDN_TYPE_Q4_0: tiles = pk_q4_0_tiles; break;
+    case SDN_TYPE_Q4_1: tiles = pk_q4_1_tiles; break;
+    default: return 0;
+    }
+    const int64_t nb = in / 32;
+    const size_t stride = sdn_act_row_stride(wtype, in), gbytes = (size_t)nb * 16 * blk_bytes(wtype);
+    float out[RT * CW] __attribute__((aligned(64)));
+#if CW == 16
+    wblk *blks = amx ? col_scratch((size_t)nb * sizeof(wblk)) : NULL;
+#else
+    (void)amx;
+#endif
+    for (int64_t o = o0; o < o1; o += CW) {
+        const int nc = o1 - o < CW ? (int)(o1 - o) : CW;
+        const uint8_t *G = (const uint8_t *)P + (size_t)(o / 16) * gbytes;
+        const int h = (int)(o % 16) / CW;
+#if CW == 16
+        if (blks) {
+            for (int64_t b = 0; b < nb; b++) build_pk(wtype, G, nb, b, 0, gbytes, blks + b);
+            amx_group(wtype, blks, nb, (const char *)act, stride, in, n, Y, ldy, o, nc);
+            continue;
+        }
+#endif
+        for (int r = 0; r < n; r += RT) {
+            const int tx = n - r < RT ? n - r : RT;
+            tiles[tx - 1](G, h, nb, (const char *)act, stride, in, r, out);
+            for (int j = 0; j < tx; j++) memcpy(Y + (size_t)(r + j) * ldy + o, out + j * CW, sizeof(float) * (size_t)nc);
+        }
+    }
+    return 1;
+}
 
 /* Returns 0 (and does nothing) for types other than Q8_0, Q4_0, Q4_1. amx: use AMX tiles
  * (only in the AVX-512 build, on a CPU the caller checked). */

@@ -14,5 +14,8 @@
 void sdn_act_prepare_portable(uint32_t wtype, const float *X, int64_t ldx, int n, int64_t in, void *act);
 void sdn_matmul_rows_portable(uint32_t wtype, const void *W, size_t row_bytes, int64_t in, const void *act, int n,
                               float *Y, int64_t ldy, int64_t o0, int64_t o1);
+/* sdn_matmul_rows_packed's portable kernel (matmul_pack.c). */
+void sdn_matmul_rows_packed_portable(uint32_t wtype, const void *P, int64_t in, const void *act, int n, float *Y,
+                                     int64_t ldy, int64_t o0, int64_t o1);
 
 #endif

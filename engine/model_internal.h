@@ -16,9 +16,13 @@ typedef struct sdn_weight {
     const void *data; /* row o at data + o * row_bytes */
     size_t row_bytes;
     float *f32;       /* G1 layout: materialized F32 copy (out x in), or NULL */
-    void *q;          /* G2 layout: owned copy of the file's quantized rows, or NULL (then the
+    void *q;          /* G2 layout: owned copy of the file's quantized rows, packed when
+                         sdn_weight_packed (matmul.h, "Packed weights"), or NULL (then the
                          kernels read the mapping) */
 } sdn_weight;
+
+/* Is w's G2 copy (when loaded) in the packed layout rather than the file's? */
+int sdn_weight_packed(const sdn_weight *w);
 
 typedef struct sdn_layer {
     float *attn_norm, *ffn_norm;   /* [dim], owned F32 copies */

@@ -153,7 +153,7 @@ int sdn_profile_measure(sdn_model *m, int threads, const sdn_profile_opts *oi, s
     sdn_loader *ld = NULL;
     int cap = 0;
     double *tv = malloc(16 * sizeof(double));
-    sdn_ctx_params cp = {.n_ctx = 4 * o.s1 + maxrows + 8, .n_threads = threads, .max_batch = maxrows};
+    sdn_ctx_params cp = {.n_ctx = 4 * o.s1 + maxrows + 8, .n_threads = threads, .max_batch = maxrows, .file_layout = 1};
     if (!tv) { rc = sdn_fail(err, SDN_ENOMEM, "profile: out of memory"); goto done; }
     if ((rc = sdn_ctx_new(m, &cp, &r.c, err))) goto done;
     if ((rc = sdn_graph_bufs_init(&r.bufs, cfg->dim, maxrows, 1, err))) goto done;

@@ -101,6 +101,7 @@ int sdn_gs_setup(sdn_model *m, int threads, const sdn_gs_options *o, FILE *log, 
         return rc;
     }
     if (cp->max_batch < sdn_gs_min_batch(*out)) cp->max_batch = sdn_gs_min_batch(*out);
+    cp->file_layout = 1; /* the scheduler loads and unloads G2 itself */
     sdn_gs_apply(*out, gp);
     if (o->draft_max <= 0 && b.shape > 0 && b.draft > 0) gp->caps.max_nodes = b.draft;
     if (budget) *budget = b;

@@ -16,6 +16,7 @@
 
 #include "common/sdn_util.h"
 #include "engine/layout.h"
+#include "engine/matmul.h"
 #include "engine/model.h"
 #include "engine/model_internal.h"
 #include "engine/quant.h"
@@ -90,14 +91,24 @@ static void test_free_with_queue(void **state) {
     sdn_model_free(m);
 }
 
-/* every matrix of layer l: the G2 copy equals the file's rows, the G1 copy their dequantization's first value */
+/* every matrix of layer l: the G2 copy holds the file's rows (packed for Q8_0/Q4_0/Q4_1: read
+ * back row by row, matmul.h), the G1 copy their dequantization's first value */
 static void check_layer_quant(sdn_model *m, int l) {
     sdn_layer *y = &m->layers[l];
     sdn_weight *ws[] = {&y->wq, &y->wk, &y->wv, &y->wo, &y->w_gate, &y->w_up, &y->w_down};
     for (int i = 0; i < 7; i++) {
         assert_non_null(ws[i]->q);
         assert_int_equal((uintptr_t)ws[i]->q % (i ? 4096u : 2u << 20), 0); /* one 2 MiB-aligned chunk per layer, matrices at 4 KiB */
-        assert_memory_equal(ws[i]->q, ws[i]->data, (size_t)ws[i]->out * ws[i]->row_bytes);
+        if (!sdn_matmul_packable(ws[i]->type)) {
+            assert_memory_equal(ws[i]->q, ws[i]->data, (size_t)ws[i]->out * ws[i]->row_bytes);
+            continue;
+        }
+        uint8_t *row = malloc(ws[i]->row_bytes);
+        for (int64_t o = 0; o < ws[i]->out; o++) {
+            sdn_matmul_packed_row(ws[i]->type, ws[i]->q, ws[i]->in, o, row);
+            assert_memory_equal(row, (const uint8_t *)ws[i]->data + (size_t)o * ws[i]->row_bytes, ws[i]->row_bytes);
+        }
+        free(row);
     }
 }
 

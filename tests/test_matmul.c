@@ -25,7 +25,11 @@
  *    float work has one fixed order on every path, see cross_path_exact; to float rounding
  *    otherwise, and then bit for bit between the SIMD paths); on the amx path batches of 16 and
  *    more rows of Q8_0/Q4_0/Q4_1 run on AMX tiles, so [AMX] checks the tile configuration and
- *    kernel where the CPU has AMX; the configuration bytes are checked everywhere. */
+ *    kernel where the CPU has AMX; the configuration bytes are checked everywhere;
+ *  - packed weights (Q8_0, Q4_0, Q4_1; matmul.h): on every path, sdn_matmul_rows_packed gives
+ *    the bits of sdn_matmul_rows on the file's layout for batches n = 1..64, whole and split
+ *    into ranges that do and do not start at a column group; packing then reading rows back
+ *    reproduces the file's rows byte for byte; packed sizes, and 0 for unpackable types. */
 #include <float.h>
 #include <math.h>
 #include <setjmp.h>
@@ -417,6 +421,64 @@ static void test_amx_tile_config(void **state) {
     }
 }
 
+/* Packed matrices against the file's layout on the path in use (bit for bit), and the row
+ * read-back against the file's rows. */
+static void test_packed(void **state) {
+    kpath_use(state);
+    static const uint32_t types[] = {SDN_TYPE_Q8_0, SDN_TYPE_Q4_0, SDN_TYPE_Q4_1};
+    static const int64_t shapes[][2] = {{64, 16}, {256, 37}, {896, 19}, {4864, 5}};
+    static const int ns[] = {1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 33, 64};
+    const int N = 64;
+    for (size_t t = 0; t < sizeof types / sizeof types[0]; t++)
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+            const uint32_t type = types[t];
+            const int64_t in = shapes[s][0], out = shapes[s][1];
+            wmat m;
+            wmat_make(&m, type, out, in, 9100 + 10 * t + s);
+            const size_t pb = sdn_matmul_packed_bytes(type, in, out);
+            assert_int_equal(pb, (size_t)((out + 15) / 16 * 16) * m.rb);
+            uint8_t *P = malloc(pb + 64), *row = malloc(m.rb);
+            P[pb] = 0xA5;
+            sdn_matmul_pack(type, m.W, m.rb, in, out, P);
+            assert_int_equal(P[pb], 0xA5); /* nothing written past the packed size */
+            for (int64_t o = 0; o < out; o++) {
+                sdn_matmul_packed_row(type, P, in, o, row);
+                assert_memory_equal(row, m.W + (size_t)o * m.rb, m.rb);
+            }
+            float *X = make_x(N, in, 9200 + t);
+            void *act = malloc(sdn_act_bytes(type, in, N));
+            float *Y = malloc(sizeof(float) * (size_t)(N * out)), *Yp = malloc(sizeof(float) * (size_t)(N * out));
+            for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++) {
+                const int n = ns[k];
+                sdn_act_prepare(type, X, in, n, in, act);
+                sdn_matmul_rows(type, m.W, m.rb, in, act, n, Y, out, 0, out);
+                for (int split = 0; split < 3; split++) {
+                    memset(Yp, 0xFF, sizeof(float) * (size_t)(n * out));
+                    if (split == 0) sdn_matmul_rows_packed(type, P, in, act, n, Yp, out, 0, out);
+                    else {
+                        const int64_t c = split == 1 ? (out > 16 ? 16 : out / 2) : out / 3 + 1; /* at / off a group */
+                        sdn_matmul_rows_packed(type, P, in, act, n, Yp, out, 0, c);
+                        sdn_matmul_rows_packed(type, P, in, act, n, Yp, out, c, out);
+                    }
+                    if (memcmp(Y, Yp, sizeof(float) * (size_t)(n * out))) {
+                        for (int64_t i = 0; i < n * out; i++)
+                            if (memcmp(&Y[i], &Yp[i], sizeof(float)))
+                                print_error("%s in=%lld n=%d split %d row %lld col %lld: packed %.9g vs file %.9g\n",
+                                            sdn_type_name(type), (long long)in, n, split, (long long)(i / out),
+                                            (long long)(i % out), Yp[i], Y[i]);
+                        fail();
+                    }
+                }
+            }
+            free(X); free(act); free(Y); free(Yp); free(P); free(row);
+            wmat_free(&m);
+        }
+    assert_int_equal(sdn_matmul_packed_bytes(SDN_TYPE_Q4_K, 256, 16), 0);
+    assert_int_equal(sdn_matmul_packed_bytes(SDN_TYPE_F32, 256, 16), 0);
+    assert_int_equal(sdn_matmul_packed_bytes(SDN_TYPE_Q8_0, 100, 16), 0);
+    assert_false(sdn_matmul_packable(SDN_TYPE_Q6_K));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         KPATH_TESTS(test_act_prepare_agree),
@@ -425,6 +487,7 @@ int main(void) {
         cmocka_unit_test(test_batch_invariance_portable),
         KPATH_TESTS(test_paths_agree),
         cmocka_unit_test(test_amx_tile_config),
+        KPATH_TESTS(test_packed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

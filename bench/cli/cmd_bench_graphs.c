@@ -266,7 +266,7 @@ static int bench_ttft_one(const gopts *o, const char *shape) {
     sdn_rng rng;
     sdn_rng_seed(&rng, 99);
     for (int i = 0; i <= P; i++) toks[i] = (int32_t)sdn_rng_below(&rng, (uint64_t)cfg->vocab);
-    sdn_ctx_params cp = {.n_ctx = P + o->s1 + 2 * SDN_INVARIANT_MAX_ROWS + 8, .n_threads = o->threads, .max_batch = sdn_gs_min_batch(gs[0])};
+    sdn_ctx_params cp = {.n_ctx = P + o->s1 + 2 * SDN_INVARIANT_MAX_ROWS + 8, .n_threads = o->threads, .max_batch = sdn_gs_min_batch(gs[0]), .file_layout = 1};
     if (sdn_ctx_new(m, &cp, &c, &err)) goto fail;
     double la[3] = {0};
     FILE *lf = fopen("/proc/loadavg", "r");

@@ -11,7 +11,8 @@
  * reaches the probe's GB/s; the % column is that ratio. Threads are plain pthreads that spin
  * on a generation counter between calls, so a call costs no thread start-up. On a shared
  * machine, --repeat K makes K rounds over everything and keeps each configuration's fastest
- * median (and each type's best probe). */
+ * median (and each type's best probe). Q8_0, Q4_0 and Q4_1 run on the packed layout the engine
+ * loads them in (matmul.h, "Packed weights"); --layout file measures the file's layout. */
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -45,7 +46,7 @@ typedef struct {
     size_t row_bytes;
     int64_t in, out;
     const void *act;
-    int n;
+    int n, packed;
     float *Y;
     const uint8_t *buf; /* probe */
     size_t buf_len, pf, streams;
@@ -63,9 +64,10 @@ static struct {
 static void run_part(int t, int nt) {
     const job_t *j = &team.job;
     if (j->kind == 0) {
-        /* split [0, out) in halves aligned to 4 rows */
-        int64_t o0 = (j->out * t / nt) & ~(int64_t)3, o1 = t == nt - 1 ? j->out : (j->out * (t + 1) / nt) & ~(int64_t)3;
-        sdn_matmul_rows(j->wtype, j->W, j->row_bytes, j->in, j->act, j->n, j->Y, j->out, o0, o1);
+        /* split [0, out) in halves aligned to 16 rows (as the forward pass splits) */
+        int64_t o0 = (j->out * t / nt) & ~(int64_t)15, o1 = t == nt - 1 ? j->out : (j->out * (t + 1) / nt) & ~(int64_t)15;
+        if (j->packed) sdn_matmul_rows_packed(j->wtype, j->W, j->in, j->act, j->n, j->Y, j->out, o0, o1);
+        else sdn_matmul_rows(j->wtype, j->W, j->row_bytes, j->in, j->act, j->n, j->Y, j->out, o0, o1);
     } else {
         /* streaming read of this thread's share, as j->streams contiguous parts read side by
          * side (one 64-byte line of each per step), software prefetch j->pf bytes ahead in
@@ -168,6 +170,8 @@ static void usage(void) {
            "  --threads LIST  thread counts, at most %d (default 1,2)\n"
            "  --mem MB        weight working set rotated over, and probe size (default 512)\n"
            "  --time SEC      measuring time per configuration (default 0.15)\n"
+           "  --layout L      packed (default: Q8_0/Q4_0/Q4_1 on the packed layout the engine loads,\n"
+           "                  the other types on the file's) or file (every type on the file's layout)\n"
            "  --repeat K      K rounds over all configurations, keeping each one's fastest median and\n"
            "                  the best probe (default 1; on a shared machine this filters out the\n"
            "                  intervals when other work ran)\n",
@@ -180,6 +184,7 @@ int cmd_bench_kernels(int argc, char **argv) {
     long types[16], nlist[16], tlist[4], shapes[8][2];
     int ntypes = 0, nn = 0, nthr = 0, nshapes = 0;
     long mem_mb = 512, repeat = 1;
+    int use_packed = 1;
     double min_time = 0.15;
     const char *types_s = "F32,F16,BF16,Q8_0,Q4_0,Q4_1,Q5_0,Q5_1,Q4_K,Q5_K,Q6_K";
     const char *shapes_s = "896x896,4864x896,896x4864";
@@ -200,6 +205,14 @@ int cmd_bench_kernels(int argc, char **argv) {
             if (!(v = cli_value(argc, argv, &i, a)) || cli_int(a, v, 1, 16384, &mem_mb)) return 2;
         } else if (!strcmp(a, "--repeat")) {
             if (!(v = cli_value(argc, argv, &i, a)) || cli_int(a, v, 1, 100, &repeat)) return 2;
+        } else if (!strcmp(a, "--layout")) {
+            if (!(v = cli_value(argc, argv, &i, a))) return 2;
+            if (!strcmp(v, "packed")) use_packed = 1;
+            else if (!strcmp(v, "file")) use_packed = 0;
+            else {
+                fprintf(stderr, "sdnpu: option --layout: '%s' is not packed or file\n", v);
+                return 2;
+            }
         } else if (!strcmp(a, "--time")) {
             if (!(v = cli_value(argc, argv, &i, a)) || cli_float(a, v, 0.001, 60, &min_time)) return 2;
         } else {
@@ -295,16 +308,19 @@ int cmd_bench_kernels(int argc, char **argv) {
                 const int64_t out = shapes[si][0], in = shapes[si][1];
                 const size_t rb = sdn_type_row_bytes(wt, in);
                 if (!rb) continue;
-                const size_t wbytes = rb * (size_t)out;
+                const int packed = use_packed && sdn_matmul_packable(wt);
+                const size_t wbytes = packed ? sdn_matmul_packed_bytes(wt, in, out) : rb * (size_t)out;
                 size_t copies = mem / wbytes;
                 if (copies < 1) copies = 1;
                 uint8_t *W = bench_xmalloc(wbytes * copies);
+                uint8_t *Wf = packed ? bench_xmalloc(rb * (size_t)out) : W;
                 float *row = bench_xmalloc(sizeof(float) * (size_t)in);
                 float *X = bench_xmalloc(sizeof(float) * (size_t)in * 64);
                 float *Y = bench_xmalloc(sizeof(float) * (size_t)out * 64);
                 void *act = bench_xmalloc(sdn_act_bytes(wt, in, 64));
-                if (!W || !row || !X || !Y || !act) {
+                if (!W || !Wf || !row || !X || !Y || !act) {
                     fprintf(stderr, "sdnpu bench-kernels: out of memory\n");
+                    if (Wf != W) free(Wf);
                     free(W); free(row); free(X); free(Y); free(act);
                     status = 1;
                     goto done;
@@ -313,7 +329,11 @@ int cmd_bench_kernels(int argc, char **argv) {
                 sdn_rng_seed(&rng, 12345 + 100 * (uint64_t)ti + (uint64_t)si);
                 for (int64_t o = 0; o < out; o++) {
                     for (int64_t i = 0; i < in; i++) row[i] = 0.05f * sdn_rng_normal(&rng);
-                    sdn_quantize_row(wt, row, W + (size_t)o * rb, in);
+                    sdn_quantize_row(wt, row, Wf + (size_t)o * rb, in);
+                }
+                if (packed) {
+                    sdn_matmul_pack(wt, Wf, rb, in, out, W);
+                    free(Wf);
                 }
                 for (size_t c = 1; c < copies; c++) memcpy(W + c * wbytes, W, wbytes);
                 for (int64_t i = 0; i < in * 64; i++) X[i] = sdn_rng_normal(&rng);
@@ -326,7 +346,7 @@ int cmd_bench_kernels(int argc, char **argv) {
                         int nrep = 0;
                         size_t c = 0;
                         team.job = (job_t){.kind = 0, .wtype = wt, .row_bytes = rb, .in = in, .out = out,
-                                           .act = act, .n = n, .Y = Y};
+                                           .act = act, .n = n, .Y = Y, .packed = packed};
                         for (int w = 0; w < 3; w++, c = (c + 1) % copies) { /* warm-up */
                             team.job.W = W + c * wbytes;
                             team_run(nt);
@@ -348,8 +368,8 @@ int cmd_bench_kernels(int argc, char **argv) {
         }
     }
 
-    printf("sdnpu bench-kernels: kernels %s, weights rotated over %ld MB, median per-call time", sdn_matmul_isa(),
-           mem_mb);
+    printf("sdnpu bench-kernels: kernels %s, %s, weights rotated over %ld MB, median per-call time",
+           sdn_matmul_isa(), use_packed ? "Q8_0/Q4_0/Q4_1 packed" : "file layout", mem_mb);
     if (repeat > 1) printf(" (fastest of %ld rounds)", repeat);
     printf("\nstreaming-read probe (%ld MB):", mem_mb);
     for (int k = 0; k < nthr; k++) {
