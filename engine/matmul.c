@@ -31,6 +31,7 @@ typedef void (*mm_fn)(uint32_t, const void *, size_t, int64_t, const void *, int
 typedef int (*cols_fn)(uint32_t, const void *, size_t, int64_t, const void *, int, float *, int64_t, int64_t, int64_t,
                        int);
 typedef int (*colspk_fn)(uint32_t, const void *, int64_t, const void *, int, float *, int64_t, int64_t, int64_t, int);
+typedef int (*kcolspk_fn)(uint32_t, const void *, int64_t, const void *, int, float *, int64_t, int64_t, int64_t);
 typedef int (*kcols_fn)(uint32_t, const void *, size_t, int64_t, const void *, int, float *, int64_t, int64_t, int64_t);
 
 typedef struct kvariant {
@@ -39,10 +40,11 @@ typedef struct kvariant {
     cols_fn cols;
     colspk_fn colspk;
     kcols_fn kcols;
+    kcolspk_fn kcolspk;
 } kvariant;
 
 #define KV(v) {sdn_act_prepare_##v, sdn_matmul_float_##v, sdn_matmul_q32_##v, sdn_matmul_k_##v, sdn_matmul_cols_##v,        \
-              sdn_matmul_cols_packed_##v, sdn_matmul_kcols_##v}
+              sdn_matmul_cols_packed_##v, sdn_matmul_kcols_##v, sdn_matmul_kcols_packed_##v}
 static const kvariant kv_avx2 = KV(avx2), kv_avx2vnni = KV(avx2vnni), kv_avx512 = KV(avx512);
 
 /* The SIMD variant of the path in use (NULL: portable). */
@@ -97,7 +99,8 @@ void sdn_matmul_rows_packed(uint32_t wtype, const void *P, int64_t in, const voi
     int64_t oa = v ? (o0 + SDN_PACK_COLS - 1) / SDN_PACK_COLS * SDN_PACK_COLS : o1;
     if (oa > o1) oa = o1;
     if (oa > o0) sdn_matmul_rows_packed_portable(wtype, P, in, act, n, Y, ldy, o0, oa);
-    if (oa < o1 && !v->colspk(wtype, P, in, act, n, Y, ldy, oa, o1, n >= SDN_AMX_MIN_ROWS && sdn_kpath_get() == SDN_KPATH_AMX))
+    if (oa < o1 && !v->colspk(wtype, P, in, act, n, Y, ldy, oa, o1, n >= SDN_AMX_MIN_ROWS && sdn_kpath_get() == SDN_KPATH_AMX) &&
+        !v->kcolspk(wtype, P, in, act, n, Y, ldy, oa, o1))
         sdn_matmul_rows_packed_portable(wtype, P, in, act, n, Y, ldy, oa, o1);
 }
 

@@ -28,7 +28,7 @@ void sdn_act_prepare(uint32_t wtype, const float *X, int64_t ldx, int n, int64_t
 void sdn_matmul_rows(uint32_t wtype, const void *W, size_t row_bytes, int64_t in, const void *act, int n, float *Y,
                      int64_t ldy, int64_t o0, int64_t o1);
 /* ---- Packed weights ----
- * Q8_0, Q4_0 and Q4_1 matrices can be rearranged once, at load time, into the layout the
+ * Q8_0, Q4_0, Q4_1, Q4_K and Q6_K matrices can be rearranged once, at load time, into the layout the
  * column kernels read (engine/matmul_pack.c: groups of SDN_PACK_COLS output columns, each
  * block's level bytes transposed into vector operands, the scales beside them). The bytes
  * are the file's, rearranged, so the results are the same bits as on the file's layout; the
@@ -42,6 +42,8 @@ int sdn_matmul_packable(uint32_t wtype);
 size_t sdn_matmul_packed_bytes(uint32_t wtype, int64_t in, int64_t out);
 /* Pack the file-layout matrix W (out rows of row_bytes) into P (sdn_matmul_packed_bytes). */
 void sdn_matmul_pack(uint32_t wtype, const void *W, size_t row_bytes, int64_t in, int64_t out, void *P);
+/* Block b of row o of packed matrix P back in the file's layout (one block's bytes into dst). */
+void sdn_matmul_packed_block(uint32_t wtype, const void *P, int64_t in, int64_t o, int64_t b, void *dst);
 /* Row o of packed matrix P back in the file's layout (row_bytes bytes into dst). */
 void sdn_matmul_packed_row(uint32_t wtype, const void *P, int64_t in, int64_t o, void *dst);
 /* sdn_matmul_rows on a packed matrix P: same contract, same bits. */

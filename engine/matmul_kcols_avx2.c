@@ -35,15 +35,49 @@ typedef struct {
 /* Byte k of every 32-bit lane. */
 #define BYTE(v, k) VI_AND(VI_SRL32(v, 8 * (k)), VI_SET1(0xFF))
 
-SDN_INLINE void build_q4k(const uint8_t *const *r, size_t off, size_t pf, kblk *kb) {
-    for (int c = 0; c < CW; c++) {
-        sdn_prefetch(r[c] + off + pf);
-        sdn_prefetch(r[c] + off + pf + 64);
-        sdn_prefetch(r[c] + off + pf + 128);
+/* Where a build reads a super-block from: the file's rows r (PK = 0; block at byte offset
+ * off), or (PK = 1) block b of packed group G (matmul_pack.c: the block's dwords as 64-byte
+ * vectors, lane c = column c; h = which half of the 16 columns an 8-lane build takes).
+ * src16 / src32: the 4 / 8 vectors of dwords dw.. of the block, as transpose16 / transpose32
+ * give them from the file. */
+typedef struct {
+    const uint8_t *const *r;
+    size_t off;
+    const uint8_t *Gb; /* packed: the block's first vector */
+    int h;
+} ksrc;
+#if CW == 16
+#define KPK_LOAD(p) _mm512_loadu_si512((const void *)(p))
+#else
+#define KPK_LOAD(p) _mm256_loadu_si256((const __m256i *)(p))
+#endif
+SDN_INLINE void src16(const int PK, const ksrc *s, int dw, vi *P) {
+    if (PK)
+        for (int t = 0; t < 4; t++) P[t] = KPK_LOAD(s->Gb + (size_t)(dw + t) * 64 + 32 * s->h);
+    else
+        transpose16(s->r, s->off + 4 * (size_t)dw, P);
+}
+SDN_INLINE void src32(const int PK, const ksrc *s, int dw, vi *P) {
+    if (PK)
+        for (int t = 0; t < 8; t++) P[t] = KPK_LOAD(s->Gb + (size_t)(dw + t) * 64 + 32 * s->h);
+    else
+        transpose32(s->r, s->off + 4 * (size_t)dw, P);
+}
+/* Prefetch the block's data pf bytes on (file: in every row; packed: the nv vectors). */
+SDN_INLINE void kprefetch(const int PK, const ksrc *s, int nv, size_t pf) {
+    if (PK) {
+        for (int t = 0; t < nv; t++) sdn_prefetch(s->Gb + pf + 64 * (size_t)t);
+        return;
     }
+    for (int c = 0; c < CW; c++)
+        for (int t = 0; t < nv * 4; t += 64) sdn_prefetch(s->r[c] + s->off + pf + (size_t)t);
+}
+
+SDN_INLINE void build_q4k(const int PK, const ksrc *src, size_t pf, kblk *kb) {
+    if (pf) kprefetch(PK, src, 36, pf);
     /* bytes 0..15 of the block: d | dmin, scales[0..3], scales[4..7], scales[8..11] */
     vi h[4];
-    transpose16(r, off, h);
+    src16(PK, src, 0, h);
     VF_STORE(kb->d, vf_from_f16(h[0], 0));
     VF_STORE(kb->dmin, vf_from_f16(h[0], 1));
     const vi m63 = VI_SET1(63), m15 = VI_SET1(15);
@@ -57,7 +91,7 @@ SDN_INLINE void build_q4k(const uint8_t *const *r, size_t off, size_t pf, kblk *
     const vi m4 = VI_SET1(0x0F0F0F0F);
     for (int ch = 0; ch < 4; ch++) { /* qs[32ch + l]: low nibble sub-block 2ch, high 2ch + 1 */
         vi p[8];
-        transpose32(r, off + 16 + 32 * (size_t)ch, p);
+        src32(PK, src, 4 + 8 * ch, p);
         for (int u = 0; u < 8; u++) {
             kb->v[16 * ch + u] = VI_AND(p[u], m4);
             kb->v[16 * ch + 8 + u] = VI_AND(VI_SRL16(p[u], 4), m4);
@@ -65,25 +99,28 @@ SDN_INLINE void build_q4k(const uint8_t *const *r, size_t off, size_t pf, kblk *
     }
 }
 
-SDN_INLINE void build_q6k(const uint8_t *const *r, size_t off, size_t pf, kblk *kb) {
-    for (int c = 0; c < CW; c++) {
-        const uint8_t *blk = r[c] + off;
-        sdn_prefetch(blk + pf);
-        sdn_prefetch(blk + pf + 64);
-        sdn_prefetch(blk + pf + 128);
-        sdn_prefetch(blk + pf + 192);
-        kb->d[c] = sdn_f16_table[sdn_le16(blk + 208)];
+/* dsrc (packed only): the 16 columns' fp16 d of this block. */
+SDN_INLINE void build_q6k(const int PK, const ksrc *src, const uint8_t *dsrc, size_t pf, kblk *kb) {
+    if (pf) kprefetch(PK, src, 52, pf);
+    if (PK) {
+#if CW == 16
+        VF_STORE(kb->d, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)dsrc)));
+#else
+        VF_STORE(kb->d, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)dsrc)));
+#endif
+    } else {
+        for (int c = 0; c < CW; c++) kb->d[c] = sdn_f16_table[sdn_le16(src->r[c] + src->off + 208)];
     }
     vi s[4];
-    transpose16(r, off + 192, s); /* int8 scales 4t..4t+3 in lane dword t */
+    src16(PK, src, 48, s); /* int8 scales 4t..4t+3 in lane dword t (bytes 192..207) */
     for (int t = 0; t < 4; t++)
         for (int k = 0; k < 4; k++) kb->sc[4 * t + k] = VI_SRA32(VI_SLL32(s[t], 24 - 8 * k), 24);
     const vi m4 = VI_SET1(0x0F0F0F0F), m3 = VI_SET1(0x03030303);
     for (int h = 0; h < 2; h++) {
         vi l0[8], l1[8], qh[8];
-        transpose32(r, off + 64 * (size_t)h, l0);
-        transpose32(r, off + 64 * (size_t)h + 32, l1);
-        transpose32(r, off + 128 + 32 * (size_t)h, qh);
+        src32(PK, src, 16 * h, l0);      /* ql bytes 64h.. */
+        src32(PK, src, 16 * h + 8, l1);  /* ql bytes 64h + 32.. */
+        src32(PK, src, 32 + 8 * h, qh);  /* qh bytes 128 + 32h.. */
         for (int g = 0; g < 4; g++)
             for (int u = 0; u < 8; u++) {
                 const vi ql = g & 1 ? l1[u] : l0[u];
@@ -94,13 +131,21 @@ SDN_INLINE void build_q6k(const uint8_t *const *r, size_t off, size_t pf, kblk *
     }
 }
 
+/* Super-block b into *kb: from the file rows (PK = 0), or from packed group G (PK = 1). */
+SDN_INLINE void build_any(uint32_t wtype, const int PK, const uint8_t *const *r, const uint8_t *G, int h, int64_t nb,
+                          int64_t b, size_t pf, kblk *kb) {
+    const int q6 = wtype == SDN_TYPE_Q6_K, nv = q6 ? 52 : 36;
+    const ksrc src = {.r = r, .off = (size_t)b * (q6 ? 210 : 144), .Gb = PK ? G + (size_t)b * nv * 64 : NULL, .h = h};
+    if (q6) build_q6k(PK, &src, PK ? G + (size_t)nb * nv * 64 + (size_t)b * 32 + 16 * (size_t)h : NULL, pf, kb);
+    else build_q4k(PK, &src, pf, kb);
+}
 SDN_INLINE void build(uint32_t wtype, const uint8_t *const *r, int64_t b, size_t pf, kblk *kb) {
-    if (wtype == SDN_TYPE_Q4_K) build_q4k(r, (size_t)b * 144, pf, kb);
-    else build_q6k(r, (size_t)b * 210, pf, kb);
+    build_any(wtype, 0, r, NULL, 0, 0, b, pf, kb);
 }
 
-SDN_INLINE void ktile(uint32_t wtype, const int TX, const uint8_t *const *rows, const kblk *kbs, int64_t nb, size_t pf,
-                      const char *act, size_t stride, int64_t in, int r, float *out) {
+SDN_INLINE void ktile_any(uint32_t wtype, const int TX, const int PK, const uint8_t *const *rows, const kblk *kbs,
+                          const uint8_t *G, int h, int64_t nb, size_t pf, const char *act, size_t stride, int64_t in,
+                          int r, float *out) {
     const int q6 = wtype == SDN_TYPE_Q6_K;
     const int8_t *xq[RT];
     const float *xd[RT];
@@ -117,7 +162,7 @@ SDN_INLINE void ktile(uint32_t wtype, const int TX, const uint8_t *const *rows, 
     kblk local;
     for (int64_t b = 0; b < nb; b++) {
         const kblk *kb = kbs ? kbs + b : &local;
-        if (!kbs) build(wtype, rows, b, pf, &local);
+        if (!kbs) build_any(wtype, PK, rows, G, h, nb, b, pf, &local);
         const vf d = VF_LOAD(kb->d);
         SDN_UNROLL
         for (int j = 0; j < TX; j++) {
@@ -151,8 +196,60 @@ SDN_INLINE void ktile(uint32_t wtype, const int TX, const uint8_t *const *rows, 
     for (int j = 0; j < TX; j++) VF_STOREU(out + j * CW, acc[j]);
 }
 
+#define ktile(wtype, TX, rows, kbs, nb, pf, act, stride, in, r, out)                                                 \
+    ktile_any(wtype, TX, 0, rows, kbs, NULL, 0, nb, pf, act, stride, in, r, out)
 COL_TILE_SET(q4k, ktile, build, kblk, SDN_TYPE_Q4_K)
 COL_TILE_SET(q6k, ktile, build, kblk, SDN_TYPE_Q6_K)
+
+/* ---- packed weights (matmul_pack.c) ---- */
+typedef void (*kpk_tile_fn)(const uint8_t *G, int h, int64_t nb, const char *act, size_t stride, int64_t in, int r,
+                            float *out);
+#define KPK_TILE_FN(name, T, TX)                                                                                      \
+    static void name(const uint8_t *G, int h, int64_t nb, const char *act, size_t stride, int64_t in, int r,          \
+                     float *out) {                                                                                    \
+        ktile_any(T, TX, 1, NULL, NULL, G, h, nb, r ? 0 : (size_t)nb * 16 * (T == SDN_TYPE_Q6_K ? 210 : 144), act,    \
+                  stride, in, r, out);                                                                                \
+    }
+#if RT == 8
+#define KPK_TILES(pfx, T)                                                                                             \
+    KPK_TILE_FN(pfx##_1, T, 1) KPK_TILE_FN(pfx##_2, T, 2) KPK_TILE_FN(pfx##_3, T, 3) KPK_TILE_FN(pfx##_4, T, 4)      \
+    KPK_TILE_FN(pfx##_5, T, 5) KPK_TILE_FN(pfx##_6, T, 6) KPK_TILE_FN(pfx##_7, T, 7) KPK_TILE_FN(pfx##_8, T, 8)      \
+    static const kpk_tile_fn pfx##_tiles[RT] = {pfx##_1, pfx##_2, pfx##_3, pfx##_4, pfx##_5, pfx##_6, pfx##_7, pfx##_8};
+#else
+#define KPK_TILES(pfx, T)                                                                                             \
+    KPK_TILE_FN(pfx##_1, T, 1) KPK_TILE_FN(pfx##_2, T, 2) KPK_TILE_FN(pfx##_3, T, 3) KPK_TILE_FN(pfx##_4, T, 4)      \
+    static const kpk_tile_fn pfx##_tiles[RT] = {pfx##_1, pfx##_2, pfx##_3, pfx##_4};
+#endif
+KPK_TILES(kpk_q4k, SDN_TYPE_Q4_K)
+KPK_TILES(kpk_q6k, SDN_TYPE_Q6_K)
+
+/* sdn_matmul_rows_packed for Q4_K / Q6_K and o0 a multiple of SDN_PACK_COLS: per column
+ * group, row tiles unpack each super-block from the packed group as they go. Returns 0 for
+ * other types. */
+int SDN_KFN(sdn_matmul_kcols_packed)(uint32_t wtype, const void *P, int64_t in, const void *act, int n, float *Y,
+                                     int64_t ldy, int64_t o0, int64_t o1) {
+    const kpk_tile_fn *tiles;
+    switch (wtype) {
+    case SDN_TYPE_Q4_K: tiles = kpk_q4k_tiles; break;
+    case SDN_TYPE_Q6_K: tiles = kpk_q6k_tiles; break;
+    default: return 0;
+    }
+    const int64_t nb = in / 256;
+    const size_t stride = sdn_act_row_stride(wtype, in);
+    const size_t gbytes = (size_t)nb * 16 * (wtype == SDN_TYPE_Q6_K ? 210 : 144);
+    float out[RT * CW] __attribute__((aligned(64)));
+    for (int64_t o = o0; o < o1; o += CW) {
+        const int nc = o1 - o < CW ? (int)(o1 - o) : CW;
+        const uint8_t *G = (const uint8_t *)P + (size_t)(o / 16) * gbytes;
+        const int h = (int)(o % 16) / CW;
+        for (int r = 0; r < n; r += RT) {
+            const int tx = n - r < RT ? n - r : RT;
+            tiles[tx - 1](G, h, nb, (const char *)act, stride, in, r, out);
+            for (int j = 0; j < tx; j++) memcpy(Y + (size_t)(r + j) * ldy + o, out + j * CW, sizeof(float) * (size_t)nc);
+        }
+    }
+    return 1;
+}
 
 /* Returns 0 (and does nothing) for types other than Q4_K and Q6_K. */
 int SDN_KFN(sdn_matmul_kcols)(uint32_t wtype, const void *W, size_t row_bytes, int64_t in, const void *act, int n,

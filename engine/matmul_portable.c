@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "common/sdn_util.h"
+#include "engine/matmul.h"
 #include "engine/matmul_internal.h"
 #include "engine/matmul_ref.h"
 #include "engine/quant_blocks.h"
@@ -148,21 +149,31 @@ static void dec32(uint32_t wtype, const uint8_t *blk, int8_t lv[32], float *d, f
     *m = affine ? sdn_fp16_to_fp32(mh) : 0.0f;
 }
 
-static void port_q32(uint32_t wtype, const uint8_t *W, size_t row_bytes, int64_t in, const char *act, size_t stride,
-                     int n, float *Y, int64_t ldy, int64_t o0, int64_t o1) {
+/* Block b of column o: in the file's rows W, or (P not NULL) read back from the packed matrix P
+ * into buf (matmul_pack.c). */
+static const uint8_t *block_of(uint32_t wtype, const uint8_t *W, size_t row_bytes, const uint8_t *P, int64_t in,
+                               int64_t o, int64_t b, size_t bb, uint8_t *buf) {
+    if (!P) return W + (size_t)o * row_bytes + (size_t)b * bb;
+    sdn_matmul_packed_block(wtype, P, in, o, b, buf);
+    return buf;
+}
+
+static void port_q32(uint32_t wtype, const uint8_t *W, size_t row_bytes, const uint8_t *P, int64_t in, const char *act,
+                     size_t stride, int n, float *Y, int64_t ldy, int64_t o0, int64_t o1) {
     const size_t bb = sdn_type_block_bytes(wtype);
     const int64_t nb = in / 32;
     const int affine = wtype == SDN_TYPE_Q4_1 || wtype == SDN_TYPE_Q5_1;
     int8_t lv[256];
     float dw[8], mw[8], acc[PG], accm[PG];
+    uint8_t buf[64];
     for (int64_t o = o0; o < o1; o++) {
-        const uint8_t *w = W + (size_t)o * row_bytes;
         for (int r0 = 0; r0 < n; r0 += PG) {
             const int nr = n - r0 < PG ? n - r0 : PG;
             for (int r = 0; r < nr; r++) acc[r] = accm[r] = 0;
             for (int64_t b0 = 0; b0 < nb; b0 += 8) {
                 const int cb = nb - b0 < 8 ? (int)(nb - b0) : 8;
-                for (int b = 0; b < cb; b++) dec32(wtype, w + (size_t)(b0 + b) * bb, lv + 32 * b, &dw[b], &mw[b]);
+                for (int b = 0; b < cb; b++)
+                    dec32(wtype, block_of(wtype, W, row_bytes, P, in, o, b0 + b, bb, buf), lv + 32 * b, &dw[b], &mw[b]);
                 for (int r = 0; r < nr; r++) {
                     const char *row = act + (size_t)(r0 + r) * stride;
                     const int8_t *xq = sdn_act_q(row) + 32 * b0;
@@ -225,19 +236,19 @@ static void deck(uint32_t wtype, const uint8_t *blk, kdec *k) {
     k->dmin = sdn_fp16_to_fp32(mh);
 }
 
-static void port_k(uint32_t wtype, const uint8_t *W, size_t row_bytes, int64_t in, const char *act, size_t stride,
-                   int n, float *Y, int64_t ldy, int64_t o0, int64_t o1) {
+static void port_k(uint32_t wtype, const uint8_t *W, size_t row_bytes, const uint8_t *P, int64_t in, const char *act,
+                   size_t stride, int n, float *Y, int64_t ldy, int64_t o0, int64_t o1) {
     const size_t bb = sdn_type_block_bytes(wtype);
     const int64_t nb = in / 256;
     kdec k;
     float acc[PG];
+    uint8_t buf[256];
     for (int64_t o = o0; o < o1; o++) {
-        const uint8_t *w = W + (size_t)o * row_bytes;
         for (int r0 = 0; r0 < n; r0 += PG) {
             const int nr = n - r0 < PG ? n - r0 : PG;
             for (int r = 0; r < nr; r++) acc[r] = 0;
             for (int64_t b = 0; b < nb; b++) {
-                deck(wtype, w + (size_t)b * bb, &k);
+                deck(wtype, block_of(wtype, W, row_bytes, P, in, o, b, bb, buf), &k);
                 for (int r = 0; r < nr; r++) {
                     const char *row = act + (size_t)(r0 + r) * stride;
                     const int8_t *xq = sdn_act_q(row) + 256 * b;
@@ -275,8 +286,16 @@ void sdn_matmul_rows_portable(uint32_t wtype, const void *W, size_t row_bytes, i
     if (!stride || n <= 0 || o1 <= o0) return;
     switch (sdn_act_family(wtype)) {
     case SDN_ACT_F32: port_float(wtype, W, row_bytes, in, act, stride, n, Y, ldy, o0, o1); break;
-    case SDN_ACT_Q32: port_q32(wtype, W, row_bytes, in, act, stride, n, Y, ldy, o0, o1); break;
-    case SDN_ACT_QK: port_k(wtype, W, row_bytes, in, act, stride, n, Y, ldy, o0, o1); break;
+    case SDN_ACT_Q32: port_q32(wtype, W, row_bytes, NULL, in, act, stride, n, Y, ldy, o0, o1); break;
+    case SDN_ACT_QK: port_k(wtype, W, row_bytes, NULL, in, act, stride, n, Y, ldy, o0, o1); break;
     default: break;
     }
+}
+
+void sdn_matmul_rows_packed_portable(uint32_t wtype, const void *P, int64_t in, const void *act, int n, float *Y,
+                                     int64_t ldy, int64_t o0, int64_t o1) {
+    const size_t stride = sdn_act_row_stride(wtype, in);
+    if (!sdn_matmul_packed_bytes(wtype, in, o1) || !stride || n <= 0 || o1 <= o0) return;
+    if (sdn_act_family(wtype) == SDN_ACT_Q32) port_q32(wtype, NULL, 0, P, in, act, stride, n, Y, ldy, o0, o1);
+    else port_k(wtype, NULL, 0, P, in, act, stride, n, Y, ldy, o0, o1);
 }

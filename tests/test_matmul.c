@@ -26,7 +26,7 @@
  *    otherwise, and then bit for bit between the SIMD paths); on the amx path batches of 16 and
  *    more rows of Q8_0/Q4_0/Q4_1 run on AMX tiles, so [AMX] checks the tile configuration and
  *    kernel where the CPU has AMX; the configuration bytes are checked everywhere;
- *  - packed weights (Q8_0, Q4_0, Q4_1; matmul.h): on every path, sdn_matmul_rows_packed gives
+ *  - packed weights (Q8_0, Q4_0, Q4_1, Q4_K, Q6_K; matmul.h): on every path, sdn_matmul_rows_packed gives
  *    the bits of sdn_matmul_rows on the file's layout for batches n = 1..64, whole and split
  *    into ranges that do and do not start at a column group; packing then reading rows back
  *    reproduces the file's rows byte for byte; packed sizes, and 0 for unpackable types. */
@@ -425,14 +425,15 @@ static void test_amx_tile_config(void **state) {
  * read-back against the file's rows. */
 static void test_packed(void **state) {
     kpath_use(state);
-    static const uint32_t types[] = {SDN_TYPE_Q8_0, SDN_TYPE_Q4_0, SDN_TYPE_Q4_1};
-    static const int64_t shapes[][2] = {{64, 16}, {256, 37}, {896, 19}, {4864, 5}};
+    static const uint32_t types[] = {SDN_TYPE_Q8_0, SDN_TYPE_Q4_0, SDN_TYPE_Q4_1, SDN_TYPE_Q4_K, SDN_TYPE_Q6_K};
+    static const int64_t shapes[][2] = {{64, 16}, {256, 37}, {896, 19}, {4864, 5}, {512, 40}};
     static const int ns[] = {1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 33, 64};
     const int N = 64;
     for (size_t t = 0; t < sizeof types / sizeof types[0]; t++)
         for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
             const uint32_t type = types[t];
             const int64_t in = shapes[s][0], out = shapes[s][1];
+            if (!shape_ok(type, in)) continue;
             wmat m;
             wmat_make(&m, type, out, in, 9100 + 10 * t + s);
             const size_t pb = sdn_matmul_packed_bytes(type, in, out);
@@ -473,10 +474,11 @@ static void test_packed(void **state) {
             free(X); free(act); free(Y); free(Yp); free(P); free(row);
             wmat_free(&m);
         }
-    assert_int_equal(sdn_matmul_packed_bytes(SDN_TYPE_Q4_K, 256, 16), 0);
+    assert_int_equal(sdn_matmul_packed_bytes(SDN_TYPE_Q5_K, 256, 16), 0);
     assert_int_equal(sdn_matmul_packed_bytes(SDN_TYPE_F32, 256, 16), 0);
     assert_int_equal(sdn_matmul_packed_bytes(SDN_TYPE_Q8_0, 100, 16), 0);
-    assert_false(sdn_matmul_packable(SDN_TYPE_Q6_K));
+    assert_int_equal(sdn_matmul_packed_bytes(SDN_TYPE_Q6_K, 896, 16), 0);
+    assert_false(sdn_matmul_packable(SDN_TYPE_Q5_0));
 }
 
 int main(void) {
