@@ -30,14 +30,25 @@ static size_t wsize(const sdn_weight *w, sdn_layout which) {
  * file's rows copied. */
 int sdn_weight_packed(const sdn_weight *w) { return sdn_matmul_packed_bytes(w->type, w->in, w->out) > 0; }
 
-static void fill_quant(const sdn_weight *w, void *dst) {
-    if (sdn_weight_packed(w)) sdn_matmul_pack(w->type, w->data, w->row_bytes, w->in, w->out, dst);
-    else memcpy(dst, w->data, (size_t)w->out * w->row_bytes);
+/* G2 of one matrix into dst. With m (the decode layout): the file mapping's pages of each
+ * slice of rows are dropped as soon as the slice is copied, since the kernels no longer read
+ * them (the embedding lookup and the other layouts fault back in what they read); slice by
+ * slice, so a large matrix (an LM head of 150k rows) is not resident twice at the peak. A
+ * slice is a multiple of SDN_PACK_COLS rows, and a packed group takes the bytes of its rows,
+ * so slices pack independently to the same bytes. */
+static void fill_quant(const sdn_model *m, const sdn_weight *w, void *dst) {
+    const int64_t step = 64 * SDN_PACK_COLS;
+    for (int64_t r0 = 0; r0 < w->out; r0 += step) {
+        const int64_t rows = w->out - r0 < step ? w->out - r0 : step;
+        const size_t off = (size_t)r0 * w->row_bytes;
+        const char *src = (const char *)w->data + off;
+        if (sdn_weight_packed(w)) sdn_matmul_pack(w->type, src, w->row_bytes, w->in, rows, (char *)dst + off);
+        else memcpy((char *)dst + off, src, (size_t)rows * w->row_bytes);
+        if (m && m->gguf) sdn_gguf_drop_pages(m->gguf, src, (size_t)rows * w->row_bytes);
+    }
 }
 
-/* After the decode layout took a matrix: its pages of the file mapping are no longer read
- * by the kernels, so they need not stay resident beside the copy (the embedding lookup and
- * the other layouts fault back in what they read). */
+/* The same drop for a whole matrix (after its layer's G2 was loaded). */
 static void drop_mapped(const sdn_model *m, const sdn_weight *w) {
     if (m->gguf) sdn_gguf_drop_pages(m->gguf, w->data, (size_t)w->out * w->row_bytes);
 }
@@ -81,7 +92,11 @@ static struct sdn_layout_pool *pool_of(sdn_model *m) {
 
 static size_t chunk_size(size_t sz) { return (sz + HUGE_ALIGN - 1) / HUGE_ALIGN * HUGE_ALIGN; }
 
-static void *map_chunk(size_t n) {
+/* A fresh chunk of n bytes (a multiple of HUGE_ALIGN) for `used` bytes of data: only the huge
+ * pages the data fill are advised for THP, so a chunk's partly used last 2 MiB is backed by
+ * 4 KiB pages as they are touched instead of a whole huge page (with a layer of 2.1 MiB, as
+ * in SmolLM2, a huge tail page nearly doubled the layout's resident memory). */
+static void *map_chunk(size_t n, size_t used) {
     size_t want = n + HUGE_ALIGN;
     char *p = mmap(NULL, want, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) return NULL;
@@ -90,7 +105,7 @@ static void *map_chunk(size_t n) {
     if (head) munmap(p, head);
     if (tail) munmap(a + n, tail);
 #ifdef MADV_HUGEPAGE
-    madvise(a, n, MADV_HUGEPAGE);
+    if (used / HUGE_ALIGN) madvise(a, used / HUGE_ALIGN * HUGE_ALIGN, MADV_HUGEPAGE);
 #endif
     return a;
 }
@@ -144,7 +159,7 @@ static void *layout_alloc(sdn_model *m, size_t sz) {
         }
         pthread_mutex_unlock(&pl->mu);
     }
-    return map_chunk(n);
+    return map_chunk(n, sz);
 }
 
 static void layout_free(sdn_model *m, void *p, size_t sz) {
@@ -178,7 +193,7 @@ int sdn_layout_set_reserve(sdn_model *m, size_t bytes, int fill, sdn_err *err) {
     size_t need = fill && pl->free_bytes < bytes ? bytes - pl->free_bytes : 0;
     pthread_mutex_unlock(&pl->mu);
     if (!need) return SDN_OK;
-    char *p = map_chunk(need);
+    char *p = map_chunk(need, need);
     if (!p) return sdn_fail(err, SDN_ENOMEM, "layout reserve: cannot map %zu MiB", need >> 20);
     memset(p, 0, need); /* fault it in now */
     pthread_mutex_lock(&pl->mu);
@@ -253,7 +268,7 @@ int sdn_layout_load(sdn_model *m, int l0, int l1, sdn_layout which, size_t *byte
                 for (int64_t r = 0; r < w->out; r++)
                     sdn_dequantize_row(w->type, (const char *)w->data + (size_t)r * w->row_bytes, d + r * w->in, w->in);
             } else
-                fill_quant(w, base + off[i]);
+                fill_quant(NULL, w, base + off[i]);
             total += wsize(w, which);
         }
         /* publish the pointers after the data (other layers may be computing meanwhile) */
@@ -356,10 +371,9 @@ int sdn_layout_decode_resident(sdn_model *m, size_t *bytes, sdn_err *err) {
         char *p = layout_alloc(m, ob);
         if (!p) rc = sdn_fail(err, SDN_ENOMEM, "out of memory packing the output matrix (%zu MiB)", ob >> 20);
         else {
-            fill_quant(&m->output, p);
+            fill_quant(m, &m->output, p);
             __atomic_store_n(&m->output.q, (void *)p, __ATOMIC_RELEASE);
             total += ob;
-            drop_mapped(m, &m->output);
         }
     }
     pthread_mutex_unlock(&decode_mu);
