@@ -10,6 +10,8 @@
  *   Q5_K x Q8_K-style                                  matmul_k_avx2.c
  *   activation preparation                             matmul_act_avx2.c
  *   any type, plain C                                  matmul_portable.c
+ *   the packed layout of Q8_0/Q4_0/Q4_1/Q4_K/Q6_K       matmul_pack.c (its kernels: the
+ *                                                      column files above, *_packed)
  * Layouts of the prepared activations: matmul_internal.h. */
 #include "engine/matmul.h"
 

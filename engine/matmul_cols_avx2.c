@@ -21,7 +21,10 @@
  * Batches of up to COL_FUSE_ROWS rows transpose each block in registers as they go; larger ones
  * first transpose the whole group (all blocks) into a per-thread scratch buffer that all row
  * tiles then read from cache. Without VNNI (plain AVX2) Q8_0 uses |w| and sign(x, w) with
- * vpmaddubsw + vpmaddwd (exact for these ranges, see matmul_avx2.h). */
+ * vpmaddubsw + vpmaddwd (exact for these ranges, see matmul_avx2.h).
+ *
+ * Packed weights (matmul_pack.c) skip the gather and the transposes: build_pk loads a block's
+ * vectors as they are stored, and the same tile code runs on them (sdn_matmul_cols_packed). */
 #include "engine/matmul_internal.h"
 
 #ifdef SDN_MATMUL_AVX2

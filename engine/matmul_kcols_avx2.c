@@ -12,7 +12,8 @@
  * exactly the float sequence of the portable kernel (matmul_portable.c, port_k), so every
  * path gives the portable bits (docs/kernels.md, batch invariance across paths). Batches of
  * up to COL_FUSE_ROWS rows (8 with AVX-512, 4 with AVX2) unpack per super-block as they go; larger ones unpack the group once into a
- * per-thread scratch buffer. */
+ * per-thread scratch buffer. On packed weights (matmul_pack.c) the same build code loads the
+ * block's dword vectors instead of transposing them (ksrc; sdn_matmul_kcols_packed). */
 #include "engine/matmul_internal.h"
 
 #ifdef SDN_MATMUL_AVX2
