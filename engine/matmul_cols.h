@@ -290,4 +290,54 @@ static inline void col_drive(const void *W, size_t row_bytes, int64_t nb, size_t
     }                                                                                                                 \
     static const col_tile_fn pfx##_tiles[COL_RT] = {pfx##_1, pfx##_2, pfx##_3, pfx##_4 COL_TILE_MORE_LIST(pfx)};
 
+/* ---- the driver shared by the column kernels on packed weights (matmul_pack.c) ----
+ * A kernel supplies tiles[tx - 1] (rows [r, r + tx) of the batch, tx <= COL_RT, against the
+ * packed column group G, lanes of half h (0 with 16 lanes), unpacking each block as it goes
+ * and prefetching pf bytes on when pf > 0; writes out[tx][CW]) and optionally group (all n
+ * rows of group G at once, writing Y: the AMX path). gbytes = bytes of one packed group. */
+typedef void (*pk_tile_fn)(const uint8_t *G, int h, int64_t nb, size_t pf, const char *act, size_t stride, int64_t in,
+                           int r, float *out);
+typedef void (*pk_group_fn)(const uint8_t *G, int64_t nb, size_t gbytes, const char *act, size_t stride, int64_t in,
+                            int n, float *Y, int64_t ldy, int64_t o, int nc);
+
+/* Y[r][o] for r < n, o0 <= o < o1, o0 a multiple of 16 (the packed group width). The first
+ * tile of a group prefetches the next group. */
+static inline void pk_drive(const void *P, int64_t nb, size_t gbytes, const pk_tile_fn *tiles, pk_group_fn group,
+                            const char *act, size_t stride, int64_t in, int n, float *Y, int64_t ldy, int64_t o0,
+                            int64_t o1) {
+    float out[COL_RT * CW] __attribute__((aligned(64)));
+    for (int64_t o = o0; o < o1; o += CW) {
+        const int nc = o1 - o < CW ? (int)(o1 - o) : CW;
+        const uint8_t *G = (const uint8_t *)P + (size_t)(o / 16) * gbytes;
+        if (group) {
+            group(G, nb, gbytes, act, stride, in, n, Y, ldy, o, nc);
+            continue;
+        }
+        for (int r = 0; r < n; r += COL_RT) {
+            const int tx = n - r < COL_RT ? n - r : COL_RT;
+            tiles[tx - 1](G, (int)(o % 16) / CW, nb, r ? 0 : gbytes, act, stride, in, r, out);
+            for (int j = 0; j < tx; j++) memcpy(Y + (size_t)(r + j) * ldy + o, out + j * CW, sizeof(float) * (size_t)nc);
+        }
+    }
+}
+
+/* Tile functions pfx##_1..COL_RT on packed weights from a tile body BODY(T, TX, G, h, nb, pf,
+ * act, stride, in, r, out), and the table pfx##_tiles. */
+#define PK_TILE_FN(name, BODY, T, TX)                                                                                 \
+    static void name(const uint8_t *G, int h, int64_t nb, size_t pf, const char *act, size_t stride, int64_t in,      \
+                     int r, float *out) {                                                                             \
+        BODY(T, TX, G, h, nb, pf, act, stride, in, r, out);                                                           \
+    }
+#if COL_RT == 8
+#define PK_TILE_MORE(pfx, BODY, T)                                                                                    \
+    PK_TILE_FN(pfx##_5, BODY, T, 5) PK_TILE_FN(pfx##_6, BODY, T, 6) PK_TILE_FN(pfx##_7, BODY, T, 7)                   \
+    PK_TILE_FN(pfx##_8, BODY, T, 8)
+#else
+#define PK_TILE_MORE(pfx, BODY, T)
+#endif
+#define PK_TILE_SET(pfx, BODY, T)                                                                                     \
+    PK_TILE_FN(pfx##_1, BODY, T, 1) PK_TILE_FN(pfx##_2, BODY, T, 2) PK_TILE_FN(pfx##_3, BODY, T, 3)                   \
+    PK_TILE_FN(pfx##_4, BODY, T, 4) PK_TILE_MORE(pfx, BODY, T)                                                        \
+    static const pk_tile_fn pfx##_tiles[COL_RT] = {pfx##_1, pfx##_2, pfx##_3, pfx##_4 COL_TILE_MORE_LIST(pfx)};
+
 #endif

@@ -256,26 +256,29 @@ AMX_GROUP(q4_1, SDN_TYPE_Q4_1)
 #endif
 
 /* ---- packed weights (matmul_pack.c) ---- */
-typedef void (*pk_tile_fn)(const uint8_t *G, int h, int64_t nb, const char *act, size_t stride, int64_t in, int r,
-                           float *out);
-#define PK_TILE_FN(name, T, TX)                                                                                       \
-    static void name(const uint8_t *G, int h, int64_t nb, const char *act, size_t stride, int64_t in, int r,          \
-                     float *out) {                                                                                    \
-        tile_any(T, TX, 1, NULL, NULL, G, h, nb, r ? 0 : (size_t)nb * 16 * blk_bytes(T), act, stride, in, r, out);                                           \
+#define PK_TILE(T, TX, G, h, nb, pf, act, stride, in, r, out) tile_any(T, TX, 1, NULL, NULL, G, h, nb, pf, act, stride, in, r, out)
+PK_TILE_SET(pk_q8_0, PK_TILE, SDN_TYPE_Q8_0)
+PK_TILE_SET(pk_q4_0, PK_TILE, SDN_TYPE_Q4_0)
+PK_TILE_SET(pk_q4_1, PK_TILE, SDN_TYPE_Q4_1)
+
+#if CW == 16
+/* The AMX path on packed weights: the group's blocks unpacked into scratch once, then
+ * amx_group (out of memory: NULL scratch, so the vector tiles run instead). */
+#define PK_AMX(pfx, T)                                                                                                \
+    static void pfx##_amx(const uint8_t *G, int64_t nb, size_t gbytes, const char *act, size_t stride, int64_t in,    \
+                          int n, float *Y, int64_t ldy, int64_t o, int nc) {                                          \
+        wblk *blks = col_scratch((size_t)nb * sizeof(wblk));                                                          \
+        if (!blks) {                                                                                                  \
+            pk_drive(G, nb, gbytes, pfx##_tiles, NULL, act, stride, in, n, Y, ldy, o, o + nc);                       \
+            return;                                                                                                   \
+        }                                                                                                             \
+        for (int64_t b = 0; b < nb; b++) build_pk(T, G, nb, b, 0, gbytes, blks + b);                                 \
+        amx_group(T, blks, nb, act, stride, in, n, Y, ldy, o, nc);                                                    \
     }
-#if RT == 8
-#define PK_TILES(pfx, T)                                                                                              \
-    PK_TILE_FN(pfx##_1, T, 1) PK_TILE_FN(pfx##_2, T, 2) PK_TILE_FN(pfx##_3, T, 3) PK_TILE_FN(pfx##_4, T, 4)          \
-    PK_TILE_FN(pfx##_5, T, 5) PK_TILE_FN(pfx##_6, T, 6) PK_TILE_FN(pfx##_7, T, 7) PK_TILE_FN(pfx##_8, T, 8)          \
-    static const pk_tile_fn pfx##_tiles[RT] = {pfx##_1, pfx##_2, pfx##_3, pfx##_4, pfx##_5, pfx##_6, pfx##_7, pfx##_8};
-#else
-#define PK_TILES(pfx, T)                                                                                              \
-    PK_TILE_FN(pfx##_1, T, 1) PK_TILE_FN(pfx##_2, T, 2) PK_TILE_FN(pfx##_3, T, 3) PK_TILE_FN(pfx##_4, T, 4)          \
-    static const pk_tile_fn pfx##_tiles[RT] = {pfx##_1, pfx##_2, pfx##_3, pfx##_4};
+PK_AMX(pk_q8_0, SDN_TYPE_Q8_0)
+PK_AMX(pk_q4_0, SDN_TYPE_Q4_0)
+PK_AMX(pk_q4_1, SDN_TYPE_Q4_1)
 #endif
-PK_TILES(pk_q8_0, SDN_TYPE_Q8_0)
-PK_TILES(pk_q4_0, SDN_TYPE_Q4_0)
-PK_TILES(pk_q4_1, SDN_TYPE_Q4_1)
 
 /* sdn_matmul_rows_packed for o0 a multiple of SDN_PACK_COLS: per column group, row tiles
  * unpack each block from the packed group as they go (a few logic operations a block, no
@@ -284,37 +287,21 @@ PK_TILES(pk_q4_1, SDN_TYPE_Q4_1)
 int SDN_KFN(sdn_matmul_cols_packed)(uint32_t wtype, const void *P, int64_t in, const void *act, int n, float *Y,
                                     int64_t ldy, int64_t o0, int64_t o1, int amx) {
     const pk_tile_fn *tiles;
+    pk_group_fn group = NULL;
     switch (wtype) {
     case SDN_TYPE_Q8_0: tiles = pk_q8_0_tiles; break;
     case SDN_TYPE_Q4_0: tiles = pk_q4_0_tiles; break;
     case SDN_TYPE_Q4_1: tiles = pk_q4_1_tiles; break;
     default: return 0;
     }
-    const int64_t nb = in / 32;
-    const size_t stride = sdn_act_row_stride(wtype, in), gbytes = (size_t)nb * 16 * blk_bytes(wtype);
-    float out[RT * CW] __attribute__((aligned(64)));
 #if CW == 16
-    wblk *blks = amx ? col_scratch((size_t)nb * sizeof(wblk)) : NULL;
+    if (amx) group = wtype == SDN_TYPE_Q8_0 ? pk_q8_0_amx : wtype == SDN_TYPE_Q4_0 ? pk_q4_0_amx : pk_q4_1_amx;
 #else
     (void)amx;
 #endif
-    for (int64_t o = o0; o < o1; o += CW) {
-        const int nc = o1 - o < CW ? (int)(o1 - o) : CW;
-        const uint8_t *G = (const uint8_t *)P + (size_t)(o / 16) * gbytes;
-        const int h = (int)(o % 16) / CW;
-#if CW == 16
-        if (blks) {
-            for (int64_t b = 0; b < nb; b++) build_pk(wtype, G, nb, b, 0, gbytes, blks + b);
-            amx_group(wtype, blks, nb, (const char *)act, stride, in, n, Y, ldy, o, nc);
-            continue;
-        }
-#endif
-        for (int r = 0; r < n; r += RT) {
-            const int tx = n - r < RT ? n - r : RT;
-            tiles[tx - 1](G, h, nb, (const char *)act, stride, in, r, out);
-            for (int j = 0; j < tx; j++) memcpy(Y + (size_t)(r + j) * ldy + o, out + j * CW, sizeof(float) * (size_t)nc);
-        }
-    }
+    const int64_t nb = in / 32;
+    pk_drive(P, nb, (size_t)nb * 16 * blk_bytes(wtype), tiles, group, (const char *)act, sdn_act_row_stride(wtype, in),
+             in, n, Y, ldy, o0, o1);
     return 1;
 }
 

@@ -203,52 +203,24 @@ COL_TILE_SET(q4k, ktile, build, kblk, SDN_TYPE_Q4_K)
 COL_TILE_SET(q6k, ktile, build, kblk, SDN_TYPE_Q6_K)
 
 /* ---- packed weights (matmul_pack.c) ---- */
-typedef void (*kpk_tile_fn)(const uint8_t *G, int h, int64_t nb, const char *act, size_t stride, int64_t in, int r,
-                            float *out);
-#define KPK_TILE_FN(name, T, TX)                                                                                      \
-    static void name(const uint8_t *G, int h, int64_t nb, const char *act, size_t stride, int64_t in, int r,          \
-                     float *out) {                                                                                    \
-        ktile_any(T, TX, 1, NULL, NULL, G, h, nb, r ? 0 : (size_t)nb * 16 * (T == SDN_TYPE_Q6_K ? 210 : 144), act,    \
-                  stride, in, r, out);                                                                                \
-    }
-#if RT == 8
-#define KPK_TILES(pfx, T)                                                                                             \
-    KPK_TILE_FN(pfx##_1, T, 1) KPK_TILE_FN(pfx##_2, T, 2) KPK_TILE_FN(pfx##_3, T, 3) KPK_TILE_FN(pfx##_4, T, 4)      \
-    KPK_TILE_FN(pfx##_5, T, 5) KPK_TILE_FN(pfx##_6, T, 6) KPK_TILE_FN(pfx##_7, T, 7) KPK_TILE_FN(pfx##_8, T, 8)      \
-    static const kpk_tile_fn pfx##_tiles[RT] = {pfx##_1, pfx##_2, pfx##_3, pfx##_4, pfx##_5, pfx##_6, pfx##_7, pfx##_8};
-#else
-#define KPK_TILES(pfx, T)                                                                                             \
-    KPK_TILE_FN(pfx##_1, T, 1) KPK_TILE_FN(pfx##_2, T, 2) KPK_TILE_FN(pfx##_3, T, 3) KPK_TILE_FN(pfx##_4, T, 4)      \
-    static const kpk_tile_fn pfx##_tiles[RT] = {pfx##_1, pfx##_2, pfx##_3, pfx##_4};
-#endif
-KPK_TILES(kpk_q4k, SDN_TYPE_Q4_K)
-KPK_TILES(kpk_q6k, SDN_TYPE_Q6_K)
+#define KPK_TILE(T, TX, G, h, nb, pf, act, stride, in, r, out) ktile_any(T, TX, 1, NULL, NULL, G, h, nb, pf, act, stride, in, r, out)
+PK_TILE_SET(kpk_q4k, KPK_TILE, SDN_TYPE_Q4_K)
+PK_TILE_SET(kpk_q6k, KPK_TILE, SDN_TYPE_Q6_K)
 
 /* sdn_matmul_rows_packed for Q4_K / Q6_K and o0 a multiple of SDN_PACK_COLS: per column
  * group, row tiles unpack each super-block from the packed group as they go. Returns 0 for
  * other types. */
 int SDN_KFN(sdn_matmul_kcols_packed)(uint32_t wtype, const void *P, int64_t in, const void *act, int n, float *Y,
                                      int64_t ldy, int64_t o0, int64_t o1) {
-    const kpk_tile_fn *tiles;
+    const pk_tile_fn *tiles;
     switch (wtype) {
     case SDN_TYPE_Q4_K: tiles = kpk_q4k_tiles; break;
     case SDN_TYPE_Q6_K: tiles = kpk_q6k_tiles; break;
     default: return 0;
     }
     const int64_t nb = in / 256;
-    const size_t stride = sdn_act_row_stride(wtype, in);
-    const size_t gbytes = (size_t)nb * 16 * (wtype == SDN_TYPE_Q6_K ? 210 : 144);
-    float out[RT * CW] __attribute__((aligned(64)));
-    for (int64_t o = o0; o < o1; o += CW) {
-        const int nc = o1 - o < CW ? (int)(o1 - o) : CW;
-        const uint8_t *G = (const uint8_t *)P + (size_t)(o / 16) * gbytes;
-        const int h = (int)(o % 16) / CW;
-        for (int r = 0; r < n; r += RT) {
-            const int tx = n - r < RT ? n - r : RT;
-            tiles[tx - 1](G, h, nb, (const char *)act, stride, in, r, out);
-            for (int j = 0; j < tx; j++) memcpy(Y + (size_t)(r + j) * ldy + o, out + j * CW, sizeof(float) * (size_t)nc);
-        }
-    }
+    pk_drive(P, nb, (size_t)nb * 16 * (wtype == SDN_TYPE_Q6_K ? 210 : 144), tiles, NULL, (const char *)act,
+             sdn_act_row_stride(wtype, in), in, n, Y, ldy, o0, o1);
     return 1;
 }
 
