@@ -48,10 +48,6 @@ static void fill_quant(const sdn_model *m, const sdn_weight *w, void *dst) {
     }
 }
 
-/* The same drop for a whole matrix (after its layer's G2 was loaded). */
-static void drop_mapped(const sdn_model *m, const sdn_weight *w) {
-    if (m->gguf) sdn_gguf_drop_pages(m->gguf, w->data, (size_t)w->out * w->row_bytes);
-}
 
 /* Layout memory: 2 MiB-aligned mmap'd chunks advised for transparent huge pages, so
  * materializing a layout costs a few page faults per 2 MiB instead of one per 4 KiB (a
@@ -249,7 +245,8 @@ static size_t layer_bytes(sdn_layer *y, sdn_layout which, size_t off[NMAT]) {
     return t;
 }
 
-int sdn_layout_load(sdn_model *m, int l0, int l1, sdn_layout which, size_t *bytes, sdn_err *err) {
+/* sdn_layout_load; drop: G2 also drops the mapping's pages it copied (fill_quant). */
+static int load_layers(sdn_model *m, int l0, int l1, sdn_layout which, int drop, size_t *bytes, sdn_err *err) {
     size_t total = 0;
     if (!range_ok(m, l0, l1)) return sdn_fail(err, SDN_EINVAL, "layout: layer range [%d, %d) invalid", l0, l1);
     for (int l = l0; l < l1; l++) {
@@ -268,7 +265,7 @@ int sdn_layout_load(sdn_model *m, int l0, int l1, sdn_layout which, size_t *byte
                 for (int64_t r = 0; r < w->out; r++)
                     sdn_dequantize_row(w->type, (const char *)w->data + (size_t)r * w->row_bytes, d + r * w->in, w->in);
             } else
-                fill_quant(NULL, w, base + off[i]);
+                fill_quant(drop ? m : NULL, w, base + off[i]);
             total += wsize(w, which);
         }
         /* publish the pointers after the data (other layers may be computing meanwhile) */
@@ -279,6 +276,10 @@ int sdn_layout_load(sdn_model *m, int l0, int l1, sdn_layout which, size_t *byte
     }
     if (bytes) *bytes = total;
     return SDN_OK;
+}
+
+int sdn_layout_load(sdn_model *m, int l0, int l1, sdn_layout which, size_t *bytes, sdn_err *err) {
+    return load_layers(m, l0, l1, which, 0, bytes, err);
 }
 
 void sdn_layout_unload(sdn_model *m, int l0, int l1, sdn_layout which) {
@@ -340,8 +341,8 @@ size_t sdn_layout_output_size(const sdn_model *m) {
     return w->data ? sdn_matmul_packed_bytes(w->type, w->in, w->out) : 0;
 }
 
-/* Does layer l have a matrix with a packed form? */
-static int layer_packable(sdn_model *m, int l) {
+int sdn_layout_layer_packed(const sdn_model *m, int l) {
+    if (l < 0 || l >= m->cfg.n_layers) return 0;
     sdn_weight *ws[NMAT];
     mats(&m->layers[l], ws);
     for (int i = 0; i < NMAT; i++)
@@ -356,15 +357,10 @@ int sdn_layout_decode_resident(sdn_model *m, size_t *bytes, sdn_err *err) {
     int rc = SDN_OK;
     pthread_mutex_lock(&decode_mu);
     for (int l = 0; l < m->cfg.n_layers && !rc; l++) {
-        if (!layer_packable(m, l) || sdn_layout_is_loaded(m, l, SDN_LAYOUT_QUANT)) continue;
+        if (!sdn_layout_layer_packed(m, l) || sdn_layout_is_loaded(m, l, SDN_LAYOUT_QUANT)) continue;
         size_t b = 0;
-        rc = sdn_layout_load(m, l, l + 1, SDN_LAYOUT_QUANT, &b, err);
+        rc = load_layers(m, l, l + 1, SDN_LAYOUT_QUANT, 1, &b, err);
         total += b;
-        if (!rc) {
-            sdn_weight *ws[NMAT];
-            mats(&m->layers[l], ws);
-            for (int i = 0; i < NMAT; i++) drop_mapped(m, ws[i]);
-        }
     }
     const size_t ob = sdn_layout_output_size(m);
     if (!rc && ob && !m->output.q) {

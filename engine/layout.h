@@ -40,6 +40,8 @@ int sdn_layout_is_loaded(const sdn_model *m, int l, sdn_layout which);
  * packed (m->output.q) when its type has a packed form. Idempotent and thread-safe among its
  * callers; *bytes (optional) gets the bytes it allocated now. Freed with the model. */
 int sdn_layout_decode_resident(sdn_model *m, size_t *bytes, sdn_err *err);
+/* 1 if layer l has a matrix with a packed form (its decode layout is made resident). */
+int sdn_layout_layer_packed(const sdn_model *m, int l);
 /* Bytes of the packed output matrix (0 when its type has no packed form). */
 size_t sdn_layout_output_size(const sdn_model *m);
 

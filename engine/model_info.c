@@ -6,6 +6,7 @@
 
 #include "engine/gguf.h"
 #include "engine/chat_template.h"
+#include "engine/layout.h"
 #include "engine/model_internal.h"
 #include "engine/tensor_types.h"
 #include "engine/tokenizer.h"
@@ -114,13 +115,8 @@ char *sdn_model_describe(const sdn_model *m, int n_ctx) {
         }
     }
     size_t wb = sdn_model_weight_bytes(m), tok = sdn_model_bytes_per_token(m), kv = sdn_model_kv_bytes(m, n_ctx);
-    int packed = 0; /* layers whose decode layout a context packs (layout.h) */
-    for (int l = 0; l < c->n_layers; l++) {
-        const sdn_layer *y = &m->layers[l];
-        const sdn_weight *ws[] = {&y->wq, &y->wk, &y->wv, &y->wo, &y->w_gate, &y->w_up, &y->w_down};
-        for (int i = 0; i < 7; i++)
-            if (sdn_weight_packed(ws[i])) { packed++; break; }
-    }
+    int packed = 0; /* layers whose decode layout a context packs */
+    for (int l = 0; l < c->n_layers; l++) packed += sdn_layout_layer_packed(m, l);
     add(&b, "memory:        layer weights %s (%s), read per decoded token %s, KV cache for %d positions %s\n", mib(wb, t1),
         packed ? "packed for the kernels when a context opens, mapping released" : "mapped", mib(tok, t2), n_ctx, mib(kv, t3));
     size_t f32 = 0;

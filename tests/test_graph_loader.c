@@ -4,7 +4,11 @@
  * idle; freeing with queued jobs returns. The layout reserve (engine/layout.h): freed layout
  * memory is kept up to its size and reused by later loads, whose contents still equal the
  * file's rows byte for byte; the reserve never exceeds its size; fill faults it in.
- * Pinning: bad CPU ranges are refused, valid ones accepted. */
+ * Pinning: bad CPU ranges are refused, valid ones accepted. The decode layout a default
+ * context makes resident (layout.h, sdn_layout_decode_resident): every layer's G2 and the
+ * packed output matrix are there, a context with file_layout = 1 loads nothing, the logits
+ * on the packed weights equal the file layout's bit for bit, and the file's rows read through
+ * the mapping after its pages were dropped are still the file's bytes. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -15,6 +19,7 @@
 #include <cmocka.h>
 
 #include "common/sdn_util.h"
+#include "engine/forward.h"
 #include "engine/layout.h"
 #include "engine/matmul.h"
 #include "engine/model.h"
@@ -197,8 +202,52 @@ static void test_pin(void **state) {
     sdn_model_free(m);
 }
 
+static void forward_logits(sdn_ctx *c, int vocab, float *logits) {
+    static const int32_t toks[5] = {1, 17, 42, 7, 99};
+    sdn_batch b = {.n = 5, .tokens = toks, .n_logits = -1, .invariant = 1};
+    sdn_err e = {0};
+    if (sdn_forward(c, &b, logits, &e)) fail_msg("%s", e.msg);
+    (void)vocab;
+}
+
+static void test_decode_layout(void **state) {
+    (void)state;
+    sdn_model *m = load();
+    const int L = m->cfg.n_layers, V = m->cfg.vocab;
+    float *la = malloc(sizeof(float) * 5 * (size_t)V), *lb = malloc(sizeof(float) * 5 * (size_t)V);
+    sdn_err e = {0};
+    sdn_ctx *a = NULL, *b = NULL;
+    sdn_ctx_params pa = {.n_ctx = 64, .n_threads = 2, .file_layout = 1}, pb = {.n_ctx = 64, .n_threads = 2};
+    assert_int_equal(sdn_ctx_new(m, &pa, &a, &e), SDN_OK);
+    assert_int_equal(sdn_layout_resident(m, 0, L, SDN_LAYOUT_QUANT), 0);
+    assert_null(m->output.q);
+    forward_logits(a, V, la); /* the file's layout */
+    assert_int_equal(sdn_ctx_new(m, &pb, &b, &e), SDN_OK);
+    for (int l = 0; l < L; l++) {
+        assert_true(sdn_layout_layer_packed(m, l));
+        assert_true(sdn_layout_is_loaded(m, l, SDN_LAYOUT_QUANT));
+        check_layer_quant(m, l); /* also reads the mapping whose pages were dropped */
+    }
+    assert_int_equal(sdn_matmul_packable(m->output.type), m->output.q != NULL);
+    if (m->output.q) {
+        uint8_t *row = malloc(m->output.row_bytes);
+        for (int64_t o = 0; o < m->output.out; o++) {
+            sdn_matmul_packed_row(m->output.type, m->output.q, m->output.in, o, row);
+            assert_memory_equal(row, (const uint8_t *)m->output.data + (size_t)o * m->output.row_bytes, m->output.row_bytes);
+        }
+        free(row);
+    }
+    forward_logits(b, V, lb); /* the packed layout */
+    assert_memory_equal(la, lb, sizeof(float) * 5 * (size_t)V);
+    sdn_ctx_free(a);
+    sdn_ctx_free(b);
+    free(la);
+    free(lb);
+    sdn_model_free(m);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_fifo), cmocka_unit_test(test_free_with_queue), cmocka_unit_test(test_reserve),
-                                       cmocka_unit_test(test_pin)};
+                                       cmocka_unit_test(test_pin), cmocka_unit_test(test_decode_layout)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
