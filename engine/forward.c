@@ -468,6 +468,10 @@ typedef struct glu_job {
     int gelu;
 } glu_job;
 
+#ifdef FWD_SIMD
+FWD_TARGET static void silu_mul_avx2(float *hb, const float *hb2, long b, long e);
+#endif
+
 static void glu_worker(void *arg, int ith, int nth) {
     const glu_job *j = arg;
     long b, e;
@@ -476,6 +480,10 @@ static void glu_worker(void *arg, int ith, int nth) {
     const float *hb2 = j->hb2;
     if (j->gelu)
         for (long i = b; i < e; i++) hb[i] = gelu_tanh(hb[i]) * hb2[i];
+#ifdef FWD_SIMD
+    else if (g_simd > 0)
+        silu_mul_avx2(hb, hb2, b, e);
+#endif
     else
         for (long i = b; i < e; i++) {
             const float g = hb[i];
@@ -500,10 +508,11 @@ static void rope_row(const sdn_model_config *cfg, float *v, int n_h, const float
 
 /* ---------------------------------------------------------------- attention ---- */
 
-/* Vectorized e^x for x <= 0 (AVX2): range reduction x = k ln2 + r, |r| <= ln2/2, a degree-6
- * Taylor polynomial for e^r (relative error < 2e-7), 2^k from exponent bits; x is clamped at
- * -87. Used where many exponentials are summed (softmax), always through the same code, so
- * results are reproducible bit for bit. */
+/* Vectorized e^x for x <= 0 (AVX2; also right for 0 < x <= 88, where 2^k stays a normal
+ * float): range reduction x = k ln2 + r, |r| <= ln2/2, a degree-6 Taylor polynomial for e^r
+ * (relative error < 2e-7), 2^k from exponent bits; x is clamped at -87. Used where many
+ * exponentials are computed (softmax, silu), always through the same code, so results are
+ * reproducible bit for bit. */
 #ifdef FWD_SIMD
 __attribute__((target("avx2,fma"))) static inline __m256 exp256_nonpos(__m256 v) {
     v = _mm256_max_ps(v, _mm256_set1_ps(-87.0f));
@@ -518,6 +527,29 @@ __attribute__((target("avx2,fma"))) static inline __m256 exp256_nonpos(__m256 v)
     p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
     __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(kf), _mm256_set1_epi32(127)), 23);
     return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+}
+#endif
+
+/* hb[i] = silu(hb[i]) * hb2[i] = hb[i] / (1 + e^-hb[i]) * hb2[i] for b <= i < e, 8 lanes at a
+ * time with exp256_nonpos's polynomial (its argument clamped to [-87, 88]: e^88 is finite, and
+ * silu is within float rounding of g or of 0 there); the last partial vector goes through the
+ * same code with masked loads and stores, so an element's bits do not depend on where the
+ * pool's range split falls (batch invariance). */
+#ifdef FWD_SIMD
+FWD_TARGET static void silu_mul_avx2(float *hb, const float *hb2, long b, long e) {
+    const __m256 one = _mm256_set1_ps(1.0f), hi = _mm256_set1_ps(88.0f);
+    long i = b;
+    for (; i + 8 <= e; i += 8) {
+        const __m256 g = _mm256_loadu_ps(hb + i);
+        const __m256 ex = exp256_nonpos(_mm256_min_ps(_mm256_sub_ps(_mm256_setzero_ps(), g), hi));
+        _mm256_storeu_ps(hb + i, _mm256_mul_ps(_mm256_div_ps(g, _mm256_add_ps(one, ex)), _mm256_loadu_ps(hb2 + i)));
+    }
+    if (i < e) {
+        const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(e - i)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+        const __m256 g = _mm256_maskload_ps(hb + i, m);
+        const __m256 ex = exp256_nonpos(_mm256_min_ps(_mm256_sub_ps(_mm256_setzero_ps(), g), hi));
+        _mm256_maskstore_ps(hb + i, m, _mm256_mul_ps(_mm256_div_ps(g, _mm256_add_ps(one, ex)), _mm256_maskload_ps(hb2 + i, m)));
+    }
 }
 #endif
 

@@ -232,6 +232,15 @@ static inline void *col_scratch(size_t bytes) {
     return g_col_scratch;
 }
 
+/* Rows 0..tx of out[tx][CW] into Y (row stride ldy), the first nc columns of each: a full
+ * group with fixed-size copies (vector moves, no call). */
+static inline void col_store(float *Y, int64_t ldy, const float *out, int tx, int nc) {
+    if (nc == CW)
+        for (int j = 0; j < tx; j++) memcpy(Y + (size_t)j * ldy, out + j * CW, sizeof(float) * CW);
+    else
+        for (int j = 0; j < tx; j++) memcpy(Y + (size_t)j * ldy, out + j * CW, sizeof(float) * (size_t)nc);
+}
+
 /* Y[r][o] for r < n, o0 <= o < o1: column groups of CW (the last one repeats its last valid
  * row in the missing lanes, which are not stored), each unpacked once into scratch for
  * batches above COL_FUSE_ROWS (without scratch memory every tile unpacks for itself: slower,
@@ -255,7 +264,7 @@ static inline void col_drive(const void *W, size_t row_bytes, int64_t nb, size_t
         for (int r = 0; r < n; r += COL_RT) {
             const int tx = n - r < COL_RT ? n - r : COL_RT;
             tiles[tx - 1](rows, blks, nb, pf, act, stride, in, r, out);
-            for (int j = 0; j < tx; j++) memcpy(Y + (size_t)(r + j) * ldy + o, out + j * CW, sizeof(float) * (size_t)nc);
+            col_store(Y + (size_t)r * ldy + o, ldy, out, tx, nc);
         }
     }
 }
@@ -316,7 +325,7 @@ static inline void pk_drive(const void *P, int64_t nb, size_t gbytes, const pk_t
         for (int r = 0; r < n; r += COL_RT) {
             const int tx = n - r < COL_RT ? n - r : COL_RT;
             tiles[tx - 1](G, (int)(o % 16) / CW, nb, r ? 0 : gbytes, act, stride, in, r, out);
-            for (int j = 0; j < tx; j++) memcpy(Y + (size_t)(r + j) * ldy + o, out + j * CW, sizeof(float) * (size_t)nc);
+            col_store(Y + (size_t)r * ldy + o, ldy, out, tx, nc);
         }
     }
 }

@@ -159,21 +159,30 @@ SDN_INLINE void tile_any(uint32_t wtype, const int TX, const int PK, const uint8
         const vf dw = VF_LOAD(wb->d);
         vf mw;
         if (affine) mw = VF_LOAD(wb->m);
+        /* the rows' dot-product chains interleaved (t outer, rows inner): TX independent
+         * vpdpbusd chains in flight instead of one row's chain of 8 at a time (the integer
+         * sums are exact, so the order changes no bit) */
+        vi isum[RT];
         SDN_UNROLL
-        for (int j = 0; j < TX; j++) {
+        for (int j = 0; j < TX; j++)
             /* wrapping (unsigned) product: the same bits for real block sums (|sum| <= 32*127), and
              * no signed overflow when a padding row of the batch holds arbitrary bytes (UBSan) */
-            vi isum = off ? VI_SET1((int32_t)(0u - (uint32_t)off * (uint32_t)xsum[j][b])) : VI_ZERO();
-            const int8_t *x = xq[j] + 32 * b;
+            isum[j] = off ? VI_SET1((int32_t)(0u - (uint32_t)off * (uint32_t)xsum[j][b])) : VI_ZERO();
+        SDN_UNROLL
+        for (int t = 0; t < 8; t++) {
+            const vi w = VI_LOAD(&wb->v[t]);
             SDN_UNROLL
-            for (int t = 0; t < 8; t++) {
-                vi xb = VI_SET1((int)ld32(x + 4 * t));
+            for (int j = 0; j < TX; j++) {
+                vi xb = VI_SET1((int)ld32(xq[j] + 32 * b + 4 * t));
 #if CW == 8 && !VNNI_DP
                 if (wtype == SDN_TYPE_Q8_0) xb = _mm256_sign_epi8(xb, VI_LOAD(&wb->sg[t]));
 #endif
-                isum = VDP(isum, VI_LOAD(&wb->v[t]), xb);
+                isum[j] = VDP(isum[j], w, xb);
             }
-            acc[j] = VF_ADD(acc[j], VF_MUL(VF_CVT(isum), VF_MUL(dw, VF_SET1(xd[j][b]))));
+        }
+        SDN_UNROLL
+        for (int j = 0; j < TX; j++) {
+            acc[j] = VF_ADD(acc[j], VF_MUL(VF_CVT(isum[j]), VF_MUL(dw, VF_SET1(xd[j][b]))));
             if (affine) accm[j] = VF_ADD(accm[j], VF_MUL(mw, VF_SET1(xs[j][b])));
         }
     }

@@ -96,7 +96,7 @@ static void test_free_with_queue(void **state) {
     sdn_model_free(m);
 }
 
-/* every matrix of layer l: the G2 copy holds the file's rows (packed for Q8_0/Q4_0/Q4_1: read
+/* every matrix of layer l: the G2 copy holds the file's rows (packed for Q8_0/Q4_0/Q4_1/Q4_K/Q6_K: read
  * back row by row, matmul.h), the G1 copy their dequantization's first value */
 static void check_layer_quant(sdn_model *m, int l) {
     sdn_layer *y = &m->layers[l];

@@ -170,7 +170,7 @@ static void usage(void) {
            "  --threads LIST  thread counts, at most %d (default 1,2)\n"
            "  --mem MB        weight working set rotated over, and probe size (default 512)\n"
            "  --time SEC      measuring time per configuration (default 0.15)\n"
-           "  --layout L      packed (default: Q8_0/Q4_0/Q4_1 on the packed layout the engine loads,\n"
+           "  --layout L      packed (default: Q8_0/Q4_0/Q4_1/Q4_K/Q6_K on the packed layout the engine loads,\n"
            "                  the other types on the file's) or file (every type on the file's layout)\n"
            "  --repeat K      K rounds over all configurations, keeping each one's fastest median and\n"
            "                  the best probe (default 1; on a shared machine this filters out the\n"
@@ -369,7 +369,7 @@ int cmd_bench_kernels(int argc, char **argv) {
     }
 
     printf("sdnpu bench-kernels: kernels %s, %s, weights rotated over %ld MB, median per-call time",
-           sdn_matmul_isa(), use_packed ? "Q8_0/Q4_0/Q4_1 packed" : "file layout", mem_mb);
+           sdn_matmul_isa(), use_packed ? "Q8_0/Q4_0/Q4_1/Q4_K/Q6_K packed" : "file layout", mem_mb);
     if (repeat > 1) printf(" (fastest of %ld rounds)", repeat);
     printf("\nstreaming-read probe (%ld MB):", mem_mb);
     for (int k = 0; k < nthr; k++) {
