@@ -309,12 +309,27 @@ typedef void (*pk_tile_fn)(const uint8_t *G, int h, int64_t nb, size_t pf, const
 typedef void (*pk_group_fn)(const uint8_t *G, int64_t nb, size_t gbytes, const char *act, size_t stride, int64_t in,
                             int n, float *Y, int64_t ldy, int64_t o, int nc);
 
+/* One activation row against the whole CW-column groups at columns oa and ob (see pk_drive). */
+typedef void (*pk_pair_fn)(const uint8_t *Ga, int ha, const uint8_t *Gb, int hb, int64_t nb, size_t pf,
+                           const char *act, int64_t in, float *outa, float *outb);
+
 /* Y[r][o] for r < n, o0 <= o < o1, o0 a multiple of 16 (the packed group width). The first
- * tile of a group prefetches the next group. */
+ * tile of a group prefetches the next group. With one row and a pair function, the whole
+ * groups of the range run as two streams (the first half of the groups beside the second
+ * half), then the rest as usual. */
 static inline void pk_drive(const void *P, int64_t nb, size_t gbytes, const pk_tile_fn *tiles, pk_group_fn group,
-                            const char *act, size_t stride, int64_t in, int n, float *Y, int64_t ldy, int64_t o0,
-                            int64_t o1) {
+                            pk_pair_fn pair, const char *act, size_t stride, int64_t in, int n, float *Y, int64_t ldy,
+                            int64_t o0, int64_t o1) {
     float out[COL_RT * CW] __attribute__((aligned(64)));
+    if (n == 1 && pair && !group) {
+        const int64_t half = (o1 - o0) / CW / 2; /* pairs of whole groups */
+        for (int64_t k = 0; k < half; k++) {
+            const int64_t oa = o0 + k * CW, ob = oa + half * CW;
+            pair((const uint8_t *)P + (size_t)(oa / 16) * gbytes, (int)(oa % 16) / CW,
+                 (const uint8_t *)P + (size_t)(ob / 16) * gbytes, (int)(ob % 16) / CW, nb, gbytes, act, in, Y + oa, Y + ob);
+        }
+        o0 += 2 * half * CW;
+    }
     for (int64_t o = o0; o < o1; o += CW) {
         const int nc = o1 - o < CW ? (int)(o1 - o) : CW;
         const uint8_t *G = (const uint8_t *)P + (size_t)(o / 16) * gbytes;

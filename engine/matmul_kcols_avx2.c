@@ -219,7 +219,7 @@ int SDN_KFN(sdn_matmul_kcols_packed)(uint32_t wtype, const void *P, int64_t in, 
     default: return 0;
     }
     const int64_t nb = in / 256;
-    pk_drive(P, nb, (size_t)nb * 16 * (wtype == SDN_TYPE_Q6_K ? 210 : 144), tiles, NULL, (const char *)act,
+    pk_drive(P, nb, (size_t)nb * 16 * (wtype == SDN_TYPE_Q6_K ? 210 : 144), tiles, NULL, NULL, (const char *)act,
              sdn_act_row_stride(wtype, in), in, n, Y, ldy, o0, o1);
     return 1;
 }

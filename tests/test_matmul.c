@@ -422,11 +422,13 @@ static void test_amx_tile_config(void **state) {
 }
 
 /* Packed matrices against the file's layout on the path in use (bit for bit), and the row
- * read-back against the file's rows. */
+ * read-back against the file's rows. 100 and 232 columns: several whole groups, an odd count of
+ * them and a partial one, so one-row calls take the two-stream pairs (Q8_0) with both halves'
+ * lanes on AVX2 and leave groups over for the tiles. */
 static void test_packed(void **state) {
     kpath_use(state);
     static const uint32_t types[] = {SDN_TYPE_Q8_0, SDN_TYPE_Q4_0, SDN_TYPE_Q4_1, SDN_TYPE_Q4_K, SDN_TYPE_Q6_K};
-    static const int64_t shapes[][2] = {{64, 16}, {256, 37}, {896, 19}, {4864, 5}, {512, 40}};
+    static const int64_t shapes[][2] = {{64, 16}, {256, 37}, {896, 19}, {4864, 5}, {512, 40}, {256, 100}, {64, 232}};
     static const int ns[] = {1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 33, 64};
     const int N = 64;
     for (size_t t = 0; t < sizeof types / sizeof types[0]; t++)
