@@ -4,7 +4,8 @@
  * With AVX-512 (F/BW/VNNI) a column group is CW = 16 lanes of a zmm, otherwise CW = 8 lanes of
  * a ymm; the VI_* / VF_* macros are the integer / float operations at that width, VDP the
  * exact u8 x s8 dot product into int32 lanes (vpdpbusd, or vpmaddubsw + vpmaddwd without
- * VNNI, exact for the operand ranges the kernels use). transpose32 / transpose16 turn 32 / 16
+ * VNNI, exact for the operand ranges the kernels use), VDPW the s16 x s16 pair dot product
+ * into int32 lanes (vpdpwssd, or vpmaddwd + vpaddd: exact unless both pairs are -32768). transpose32 / transpose16 turn 32 / 16
  * bytes at the same offset of CW weight rows into vectors whose lane c holds dword t of row c
  * (the vpdpbusd operand layout: one lane per output column). */
 #ifndef SDN_MATMUL_COLS_H
@@ -29,6 +30,7 @@ typedef __m512 vf;
 #define VI_LOAD(p) _mm512_load_si512((const void *)(p))
 #define VI_STORE(p, v) _mm512_store_si512((void *)(p), v)
 #define VDP(acc, u, s) _mm512_dpbusd_epi32(acc, u, s)
+#define VDPW(acc, a, b) _mm512_dpwssd_epi32(acc, a, b)
 #define VF_ZERO() _mm512_setzero_ps()
 #define VF_SET1(v) _mm512_set1_ps(v)
 #define VF_LOAD(p) _mm512_load_ps(p)
@@ -58,6 +60,7 @@ typedef __m256 vf;
 #define VI_LOAD(p) _mm256_load_si256((const __m256i *)(p))
 #define VI_STORE(p, v) _mm256_store_si256((__m256i *)(p), v)
 #define VDP(acc, u, s) sdn_dpbusd(acc, u, s)
+#define VDPW(acc, a, b) _mm256_add_epi32(acc, _mm256_madd_epi16(a, b))
 #define VF_ZERO() _mm256_setzero_ps()
 #define VF_SET1(v) _mm256_set1_ps(v)
 #define VF_LOAD(p) _mm256_load_ps(p)

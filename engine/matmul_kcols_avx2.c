@@ -25,7 +25,8 @@
 #define RT COL_RT
 
 /* One (column group, super-block): levels v[t] for elements 4t..4t+3, int32 scales per lane
- * (16 for Q6_K, 8 for Q4_K, which also has 8 mins), d and dmin per lane. */
+ * (16 for Q6_K, 8 for Q4_K), Q4_K's 8 mins as int16 pairs (m, m) per lane (the vpdpwssd /
+ * vpmaddwd operand against two 16-element activation sums), d and dmin per lane. */
 typedef struct {
     vi v[64];
     vi sc[16];
@@ -85,9 +86,10 @@ SDN_INLINE void build_q4k(const int PK, const ksrc *src, size_t pf, kblk *kb) {
     for (int k = 0; k < 4; k++) { /* the 6-bit (sc, m) unpacking of sdn_k4_scale_min, per lane */
         const vi s0 = BYTE(h[1], k), s4 = BYTE(h[2], k), s8 = BYTE(h[3], k);
         kb->sc[k] = VI_AND(s0, m63);
-        kb->m[k] = VI_AND(s4, m63);
+        const vi mk = VI_AND(s4, m63), mk4 = VI_OR(VI_SRL32(s8, 4), VI_SLL32(VI_SRL32(s4, 6), 4));
         kb->sc[4 + k] = VI_OR(VI_AND(s8, m15), VI_SLL32(VI_SRL32(s0, 6), 4));
-        kb->m[4 + k] = VI_OR(VI_SRL32(s8, 4), VI_SLL32(VI_SRL32(s4, 6), 4));
+        kb->m[k] = VI_OR(mk, VI_SLL32(mk, 16));
+        kb->m[4 + k] = VI_OR(mk4, VI_SLL32(mk4, 16));
     }
     const vi m4 = VI_SET1(0x0F0F0F0F);
     for (int ch = 0; ch < 4; ch++) { /* qs[32ch + l]: low nibble sub-block 2ch, high 2ch + 1 */
@@ -165,31 +167,53 @@ SDN_INLINE void ktile_any(uint32_t wtype, const int TX, const int PK, const uint
         const kblk *kb = kbs ? kbs + b : &local;
         if (!kbs) build_any(wtype, PK, rows, G, h, nb, b, pf, &local);
         const vf d = VF_LOAD(kb->d);
+        /* the rows' dot-product chains interleaved (u outer, rows inner), TX chains in
+         * flight; integer sums are exact, so the order changes no bit */
+        vi isum[RT], dot[RT];
         SDN_UNROLL
-        for (int j = 0; j < TX; j++) {
-            const int8_t *x = xq[j] + 256 * b;
-            const int16_t *s = bs[j] + 16 * b;
-            vi isum = VI_ZERO();
-            if (q6) {
-                for (int sb = 0; sb < 16; sb++) {
-                    vi dot = VI_SET1(-32 * s[sb]);
+        for (int j = 0; j < TX; j++) isum[j] = VI_ZERO();
+        if (q6) {
+            for (int sb = 0; sb < 16; sb++) {
+                SDN_UNROLL
+                for (int j = 0; j < TX; j++) dot[j] = VI_SET1(-32 * bs[j][16 * b + sb]);
+                SDN_UNROLL
+                for (int u = 0; u < 4; u++) {
+                    const vi w = VI_LOAD(&kb->v[4 * sb + u]);
                     SDN_UNROLL
-                    for (int u = 0; u < 4; u++) dot = VDP(dot, VI_LOAD(&kb->v[4 * sb + u]), VI_SET1((int)ld32(x + 16 * sb + 4 * u)));
-                    isum = VI_ADD(isum, VI_MULLO(VI_LOAD(&kb->sc[sb]), dot));
+                    for (int j = 0; j < TX; j++) dot[j] = VDP(dot[j], w, VI_SET1((int)ld32(xq[j] + 256 * b + 16 * sb + 4 * u)));
                 }
-                acc[j] = VF_ADD(acc[j], VF_MUL(VF_CVT(isum), VF_MUL(d, VF_SET1(xd[j][b]))));
-            } else {
+                const vi sc = VI_LOAD(&kb->sc[sb]);
+                SDN_UNROLL
+                for (int j = 0; j < TX; j++) isum[j] = VI_ADD(isum[j], VI_MULLO(sc, dot[j]));
+            }
+            SDN_UNROLL
+            for (int j = 0; j < TX; j++) acc[j] = VF_ADD(acc[j], VF_MUL(VF_CVT(isum[j]), VF_MUL(d, VF_SET1(xd[j][b]))));
+        } else {
+            for (int sb = 0; sb < 8; sb++) {
+                SDN_UNROLL
+                for (int j = 0; j < TX; j++) dot[j] = VI_ZERO();
+                SDN_UNROLL
+                for (int u = 0; u < 8; u++) {
+                    const vi w = VI_LOAD(&kb->v[8 * sb + u]);
+                    SDN_UNROLL
+                    for (int j = 0; j < TX; j++) dot[j] = VDP(dot[j], w, VI_SET1((int)ld32(xq[j] + 256 * b + 32 * sb + 4 * u)));
+                }
+                const vi sc = VI_LOAD(&kb->sc[sb]);
+                SDN_UNROLL
+                for (int j = 0; j < TX; j++) isum[j] = VI_ADD(isum[j], VI_MULLO(sc, dot[j]));
+            }
+            const vf dmin = VF_LOAD(kb->dmin);
+            SDN_UNROLL
+            for (int j = 0; j < TX; j++) {
+                /* summ = sum_sb m_sb * (bsum[2sb] + bsum[2sb + 1]): int16 pairs (bsum[2k],
+                 * bsum[2k + 1]) against (m_k, m_k), exact in int32 */
+                const int16_t *sj = bs[j] + 16 * b;
                 vi summ = VI_ZERO();
-                for (int sb = 0; sb < 8; sb++) {
-                    vi dot = VI_ZERO();
-                    SDN_UNROLL
-                    for (int u = 0; u < 8; u++) dot = VDP(dot, VI_LOAD(&kb->v[8 * sb + u]), VI_SET1((int)ld32(x + 32 * sb + 4 * u)));
-                    isum = VI_ADD(isum, VI_MULLO(VI_LOAD(&kb->sc[sb]), dot));
-                    summ = VI_ADD(summ, VI_MULLO(VI_LOAD(&kb->m[sb]), VI_SET1(s[2 * sb] + s[2 * sb + 1])));
-                }
+                SDN_UNROLL
+                for (int k = 0; k < 8; k++) summ = VDPW(summ, VI_LOAD(&kb->m[k]), VI_SET1((int)ld32(sj + 2 * k)));
                 const vf dx = VF_SET1(xd[j][b]);
-                acc[j] = VF_ADD(acc[j], VF_MUL(VF_CVT(isum), VF_MUL(d, dx)));
-                acc[j] = VF_SUB(acc[j], VF_MUL(VF_CVT(summ), VF_MUL(VF_LOAD(kb->dmin), dx)));
+                acc[j] = VF_ADD(acc[j], VF_MUL(VF_CVT(isum[j]), VF_MUL(d, dx)));
+                acc[j] = VF_SUB(acc[j], VF_MUL(VF_CVT(summ), VF_MUL(dmin, dx)));
             }
         }
     }
