@@ -5,7 +5,8 @@
  * a ymm; the VI_* / VF_* macros are the integer / float operations at that width, VDP the
  * exact u8 x s8 dot product into int32 lanes (vpdpbusd, or vpmaddubsw + vpmaddwd without
  * VNNI, exact for the operand ranges the kernels use), VDPW the s16 x s16 pair dot product
- * into int32 lanes (vpdpwssd, or vpmaddwd + vpaddd: exact unless both pairs are -32768). transpose32 / transpose16 turn 32 / 16
+ * into int32 lanes (vpdpwssd, or vpmaddwd + vpaddd, which saturates only when all four int16
+ * are -32768; the kernels' operands are far smaller). transpose32 / transpose16 turn 32 / 16
  * bytes at the same offset of CW weight rows into vectors whose lane c holds dword t of row c
  * (the vpdpbusd operand layout: one lane per output column). */
 #ifndef SDN_MATMUL_COLS_H
