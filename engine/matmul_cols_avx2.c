@@ -26,8 +26,9 @@
  * Packed weights (matmul_pack.c) skip the gather and the transposes: build_pk loads a block's
  * vectors as they are stored, and the same tile code runs on them (sdn_matmul_cols_packed).
  * One-row Q8_0 calls on packed weights walk two groups at once (tile1_pair, pk_drive): one
- * contiguous stream left a core short of memory-level parallelism (decode steps 11% slower
- * than with two); measured no faster for Q4_0 / Q4_1, which keep one stream. */
+ * contiguous stream left a core short of memory-level parallelism (the Qwen2.5-0.5B-shape
+ * Q8_0 one-row step at 1 thread: 27.5 ms with one, 24.0 ms with two, medians of 5
+ * interleaved rounds); measured no faster for Q4_0 / Q4_1, which keep one stream. */
 #include "engine/matmul_internal.h"
 
 #ifdef SDN_MATMUL_AVX2
@@ -130,6 +131,27 @@ SDN_INLINE void build_pk(uint32_t wtype, const uint8_t *G, int64_t nb, int64_t b
 #undef PK_F16
 }
 
+/* The per-(row, block) sequence of every tile (tile_any, tile1_pair), so every tile shape and
+ * order gives the same bits: blk_isum0 starts the block's integer sum with its offset term
+ * (a wrapping, unsigned product: the same bits for real block sums, |sum| <= 32*127, and no
+ * signed overflow when a padding row of the batch holds arbitrary bytes, UBSan); blk_dp adds
+ * dword t of the row's block x (its 32 quantized values) against weight vector t; blk_acc is
+ * the float update (Q4_1 also the min term, from xs[b]). */
+SDN_INLINE vi blk_isum0(int off, int32_t xsum) {
+    return off ? VI_SET1((int32_t)(0u - (uint32_t)off * (uint32_t)xsum)) : VI_ZERO();
+}
+SDN_INLINE vi blk_dp(uint32_t wtype, const wblk *wb, vi isum, const int8_t *x, int t) {
+    vi xb = VI_SET1((int)ld32(x + 4 * t));
+#if CW == 8 && !VNNI_DP
+    if (wtype == SDN_TYPE_Q8_0) xb = _mm256_sign_epi8(xb, VI_LOAD(&wb->sg[t]));
+#endif
+    return VDP(isum, VI_LOAD(&wb->v[t]), xb);
+}
+SDN_INLINE void blk_acc(uint32_t wtype, const wblk *wb, vi isum, float xd, const float *xs, int64_t b, vf *acc, vf *accm) {
+    *acc = VF_ADD(*acc, VF_MUL(VF_CVT(isum), VF_MUL(VF_LOAD(wb->d), VF_SET1(xd))));
+    if (wtype == SDN_TYPE_Q4_1) *accm = VF_ADD(*accm, VF_MUL(VF_LOAD(wb->m), VF_SET1(xs[b])));
+}
+
 /* Rows [r, r + TX) of the batch against one group: acc[j] over all blocks (from wb[b], or
  * built per block into a local when wb is NULL: from packed group G when PK, else from the
  * file rows), then y. */
@@ -159,57 +181,32 @@ SDN_INLINE void tile_any(uint32_t wtype, const int TX, const int PK, const uint8
             if (PK) build_pk(wtype, G, nb, b, h, pf, &local);
             else build(wtype, rows, b, pf, &local);
         }
-        const vf dw = VF_LOAD(wb->d);
-        vf mw;
-        if (affine) mw = VF_LOAD(wb->m);
         /* With 32 vector registers (and for plain-AVX2 Q8_0) the rows' dot-product chains are
          * interleaved (t outer, rows inner): TX independent vpdpbusd chains in flight instead
          * of one row's chain of 8 at a time. With 16 registers the Q4 types keep one row at a
          * time (interleaved, their 8 unpacked weight vectors, the chains and the accumulators
          * spill: measured 7-10% slower). The integer sums are exact, so the order changes no
          * bit; the float work per row is the same either way. */
-        /* isum's start: the wrapping (unsigned) product gives the same bits for real block sums
-         * (|sum| <= 32*127) and no signed overflow when a padding row of the batch holds
-         * arbitrary bytes (UBSan) */
-#define COL_I0(j) (off ? VI_SET1((int32_t)(0u - (uint32_t)off * (uint32_t)xsum[j][b])) : VI_ZERO())
-#if CW == 8 && !VNNI_DP
-#define COL_DP(isum, j, t)                                                                                            \
-    do {                                                                                                              \
-        vi xb = VI_SET1((int)ld32(xq[j] + 32 * b + 4 * (t)));                                                         \
-        if (wtype == SDN_TYPE_Q8_0) xb = _mm256_sign_epi8(xb, VI_LOAD(&wb->sg[t]));                                   \
-        isum = VDP(isum, VI_LOAD(&wb->v[t]), xb);                                                                     \
-    } while (0)
-#else
-#define COL_DP(isum, j, t) isum = VDP(isum, VI_LOAD(&wb->v[t]), VI_SET1((int)ld32(xq[j] + 32 * b + 4 * (t))))
-#endif
-#define COL_FLOAT(j, isum)                                                                                            \
-    do {                                                                                                              \
-        acc[j] = VF_ADD(acc[j], VF_MUL(VF_CVT(isum), VF_MUL(dw, VF_SET1(xd[j][b]))));                                 \
-        if (affine) accm[j] = VF_ADD(accm[j], VF_MUL(mw, VF_SET1(xs[j][b])));                                         \
-    } while (0)
         if (CW == 16 || wtype == SDN_TYPE_Q8_0) {
             vi isum[RT];
             SDN_UNROLL
-            for (int j = 0; j < TX; j++) isum[j] = COL_I0(j);
+            for (int j = 0; j < TX; j++) isum[j] = blk_isum0(off, xsum[j][b]);
             SDN_UNROLL
             for (int t = 0; t < 8; t++) {
                 SDN_UNROLL
-                for (int j = 0; j < TX; j++) COL_DP(isum[j], j, t);
+                for (int j = 0; j < TX; j++) isum[j] = blk_dp(wtype, wb, isum[j], xq[j] + 32 * b, t);
             }
             SDN_UNROLL
-            for (int j = 0; j < TX; j++) COL_FLOAT(j, isum[j]);
+            for (int j = 0; j < TX; j++) blk_acc(wtype, wb, isum[j], xd[j][b], xs[j], b, &acc[j], &accm[j]);
         } else {
             SDN_UNROLL
             for (int j = 0; j < TX; j++) {
-                vi isum = COL_I0(j);
+                vi isum = blk_isum0(off, xsum[j][b]);
                 SDN_UNROLL
-                for (int t = 0; t < 8; t++) COL_DP(isum, j, t);
-                COL_FLOAT(j, isum);
+                for (int t = 0; t < 8; t++) isum = blk_dp(wtype, wb, isum, xq[j] + 32 * b, t);
+                blk_acc(wtype, wb, isum, xd[j][b], xs[j], b, &acc[j], &accm[j]);
             }
         }
-#undef COL_I0
-#undef COL_DP
-#undef COL_FLOAT
     }
     SDN_UNROLL
     for (int j = 0; j < TX; j++) VF_STOREU(out + j * CW, affine ? VF_ADD(acc[j], accm[j]) : acc[j]);
@@ -311,26 +308,14 @@ SDN_INLINE void tile1_pair(uint32_t wtype, const uint8_t *G0, int h0, const uint
         wblk w0, w1;
         build_pk(wtype, G0, nb, b, h0, pf, &w0);
         build_pk(wtype, G1, nb, b, h1, pf, &w1);
-        vi i0 = off ? VI_SET1((int32_t)(0u - (uint32_t)off * (uint32_t)xsum[b])) : VI_ZERO(), i1 = i0;
+        vi i0 = blk_isum0(off, xsum[b]), i1 = i0;
         SDN_UNROLL
         for (int t = 0; t < 8; t++) {
-            vi xb0 = VI_SET1((int)ld32(xq + 32 * b + 4 * t)), xb1 = xb0;
-#if CW == 8 && !VNNI_DP
-            if (wtype == SDN_TYPE_Q8_0) {
-                xb0 = _mm256_sign_epi8(xb0, VI_LOAD(&w0.sg[t]));
-                xb1 = _mm256_sign_epi8(xb1, VI_LOAD(&w1.sg[t]));
-            }
-#endif
-            i0 = VDP(i0, VI_LOAD(&w0.v[t]), xb0);
-            i1 = VDP(i1, VI_LOAD(&w1.v[t]), xb1);
+            i0 = blk_dp(wtype, &w0, i0, xq + 32 * b, t);
+            i1 = blk_dp(wtype, &w1, i1, xq + 32 * b, t);
         }
-        const vf dx = VF_SET1(xd[b]);
-        acc0 = VF_ADD(acc0, VF_MUL(VF_CVT(i0), VF_MUL(VF_LOAD(w0.d), dx)));
-        acc1 = VF_ADD(acc1, VF_MUL(VF_CVT(i1), VF_MUL(VF_LOAD(w1.d), dx)));
-        if (affine) {
-            accm0 = VF_ADD(accm0, VF_MUL(VF_LOAD(w0.m), VF_SET1(xs[b])));
-            accm1 = VF_ADD(accm1, VF_MUL(VF_LOAD(w1.m), VF_SET1(xs[b])));
-        }
+        blk_acc(wtype, &w0, i0, xd[b], xs, b, &acc0, &accm0);
+        blk_acc(wtype, &w1, i1, xd[b], xs, b, &acc1, &accm1);
     }
     VF_STOREU(out0, affine ? VF_ADD(acc0, accm0) : acc0);
     VF_STOREU(out1, affine ? VF_ADD(acc1, accm1) : acc1);
