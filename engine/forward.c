@@ -514,7 +514,7 @@ static void rope_row(const sdn_model_config *cfg, float *v, int n_h, const float
  * exponentials are computed (softmax, silu), always through the same code, so results are
  * reproducible bit for bit. */
 #ifdef FWD_SIMD
-__attribute__((target("avx2,fma"))) static inline __m256 exp256_nonpos(__m256 v) {
+__attribute__((target("avx2,fma"))) static inline __m256 exp256(__m256 v) {
     v = _mm256_max_ps(v, _mm256_set1_ps(-87.0f));
     __m256 kf = _mm256_round_ps(_mm256_mul_ps(v, _mm256_set1_ps(1.44269504f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     __m256 r = _mm256_fnmadd_ps(kf, _mm256_set1_ps(0.69314718f), v);
@@ -531,24 +531,21 @@ __attribute__((target("avx2,fma"))) static inline __m256 exp256_nonpos(__m256 v)
 #endif
 
 /* hb[i] = silu(hb[i]) * hb2[i] = hb[i] / (1 + e^-hb[i]) * hb2[i] for b <= i < e, 8 lanes at a
- * time with exp256_nonpos's polynomial (its argument clamped to [-87, 88]: e^88 is finite, and
+ * time with exp256's polynomial (its argument clamped to [-87, 88]: e^88 is finite, and
  * silu is within float rounding of g or of 0 there); the last partial vector goes through the
  * same code with masked loads and stores, so an element's bits do not depend on where the
  * pool's range split falls (batch invariance). */
 #ifdef FWD_SIMD
+__attribute__((target("avx2,fma"))) static inline __m256 silu_mul8(__m256 g, __m256 u) {
+    const __m256 ex = exp256(_mm256_min_ps(_mm256_sub_ps(_mm256_setzero_ps(), g), _mm256_set1_ps(88.0f)));
+    return _mm256_mul_ps(_mm256_div_ps(g, _mm256_add_ps(_mm256_set1_ps(1.0f), ex)), u);
+}
 FWD_TARGET static void silu_mul_avx2(float *hb, const float *hb2, long b, long e) {
-    const __m256 one = _mm256_set1_ps(1.0f), hi = _mm256_set1_ps(88.0f);
     long i = b;
-    for (; i + 8 <= e; i += 8) {
-        const __m256 g = _mm256_loadu_ps(hb + i);
-        const __m256 ex = exp256_nonpos(_mm256_min_ps(_mm256_sub_ps(_mm256_setzero_ps(), g), hi));
-        _mm256_storeu_ps(hb + i, _mm256_mul_ps(_mm256_div_ps(g, _mm256_add_ps(one, ex)), _mm256_loadu_ps(hb2 + i)));
-    }
+    for (; i + 8 <= e; i += 8) _mm256_storeu_ps(hb + i, silu_mul8(_mm256_loadu_ps(hb + i), _mm256_loadu_ps(hb2 + i)));
     if (i < e) {
         const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(e - i)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-        const __m256 g = _mm256_maskload_ps(hb + i, m);
-        const __m256 ex = exp256_nonpos(_mm256_min_ps(_mm256_sub_ps(_mm256_setzero_ps(), g), hi));
-        _mm256_maskstore_ps(hb + i, m, _mm256_mul_ps(_mm256_div_ps(g, _mm256_add_ps(one, ex)), _mm256_maskload_ps(hb2 + i, m)));
+        _mm256_maskstore_ps(hb + i, m, silu_mul8(_mm256_maskload_ps(hb + i, m), _mm256_maskload_ps(hb2 + i, m)));
     }
 }
 #endif
@@ -560,7 +557,7 @@ FWD_TARGET static int exp_shift_store_avx2(float *x, int n, float m, float *tota
     int i = 0;
     __m256 acc = _mm256_setzero_ps(), vm = _mm256_set1_ps(m);
     for (; i + 8 <= n; i += 8) {
-        __m256 e = exp256_nonpos(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm));
+        __m256 e = exp256(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm));
         _mm256_storeu_ps(x + i, e);
         acc = _mm256_add_ps(acc, e);
     }
@@ -589,7 +586,7 @@ static float exp_shift_store(float *x, int n, float m) {
 FWD_TARGET static int sum_exp_shifted_avx2(const float *x, int n, float m, double *total) {
     int i = 0;
     __m256 acc = _mm256_setzero_ps(), vm = _mm256_set1_ps(m);
-    for (; i + 8 <= n; i += 8) acc = _mm256_add_ps(acc, exp256_nonpos(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm)));
+    for (; i + 8 <= n; i += 8) acc = _mm256_add_ps(acc, exp256(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm)));
     float lanes[8];
     _mm256_storeu_ps(lanes, acc);
     for (int j = 0; j < 8; j++) *total += lanes[j];
