@@ -48,7 +48,6 @@ static void fill_quant(const sdn_model *m, const sdn_weight *w, void *dst) {
     }
 }
 
-
 /* Layout memory: 2 MiB-aligned mmap'd chunks advised for transparent huge pages, so
  * materializing a layout costs a few page faults per 2 MiB instead of one per 4 KiB (a
  * fresh 16 MiB copy: about 2 ms instead of 7-8 ms, measured while writing graph_sched).
