@@ -42,11 +42,9 @@
 static int g_simd = -1; /* 1: AVX2+FMA helpers (set from the kernel path by sdn_ctx_new) */
 #endif
 
-/* Row attention (att_rows_worker): queries computed together per KV tile, and the tile. */
-#define ATT_QB 32
-#define ATT_TILE 64
-
 #include "common/sdn_mem.h"
+#include "engine/attention.h"
+#include "engine/kv_cache.h"
 #include "common/sdn_util.h"
 #include "engine/gguf.h"
 #include "engine/kernel_path.h"
@@ -76,7 +74,8 @@ struct sdn_ctx {
     sdn_pool *pool;
     int n_threads, n_ctx, max_batch, n_kv;
     int qd, kvd;
-    float *k_cache, *v_cache; /* [layer][n_ctx][kvd] */
+    sdn_kv *kv;               /* the KV cache (engine/kv_cache.h) */
+    sdn_att_ws *attws;        /* attention scratch (engine/attention.h) */
     /* activations, max_batch rows each */
     float *x, *xb, *xb2, *q, *k, *v, *att, *hb, *hb2;
     float *rope_cs;           /* [max_batch][rope_dims/2][2] cos, sin */
@@ -86,7 +85,6 @@ struct sdn_ctx {
     void *act[2];             /* prepared activations for up to two weight types */
     size_t act_cap[2];
     float *wtile;             /* SGEMM weight tile */
-    float *scores;            /* row attention: [n_threads][ATT_QB][n_ctx]; GEMM attention: [max_batch][n_ctx] */
     int32_t *kv_tok, *kv_pos; /* [n_ctx] token and position of each committed KV entry (-1: unknown) */
     sdn_fwd_stats st;
 };
@@ -99,6 +97,7 @@ int sdn_ctx_new(const sdn_model *m, const sdn_ctx_params *p, sdn_ctx **out, sdn_
     /* an invalid SDN_KERNEL or SDN_PREFILL_MATMUL is this call's error, not an exit later */
     int rc0 = sdn_kpath_init(err);
     if (!rc0) rc0 = sdn_prefill_mm_init(err);
+    if (!rc0) rc0 = sdn_kv_default_init(err);
     if (rc0) return rc0;
 #ifdef FWD_SIMD
     g_simd = sdn_kpath_get() != SDN_KPATH_PORTABLE;
@@ -116,20 +115,24 @@ int sdn_ctx_new(const sdn_model *m, const sdn_ctx_params *p, sdn_ctx **out, sdn_
     }
     c->qd = cfg->n_heads * cfg->head_dim;
     c->kvd = cfg->n_kv_heads * cfg->head_dim;
-    size_t B = (size_t)c->max_batch, kv = (size_t)cfg->n_layers * c->n_ctx * c->kvd;
+    size_t B = (size_t)c->max_batch;
+    sdn_kv_type tk = sdn_kv_resolve(p ? p->type_k : SDN_KV_AUTO, 1), tv = sdn_kv_resolve(p ? p->type_v : SDN_KV_AUTO, 0);
+    if (tk < SDN_KV_FIRST || tk >= SDN_KV_TYPE_COUNT || tv < SDN_KV_FIRST || tv >= SDN_KV_TYPE_COUNT) {
+        free(c);
+        return sdn_fail(err, SDN_EINVAL, "KV cache type %d / %d out of range", (int)tk, (int)tv);
+    }
     size_t wide = (size_t)(cfg->hidden > c->qd ? cfg->hidden : c->qd);
     if (wide < (size_t)cfg->dim) wide = (size_t)cfg->dim;
     {
         /* refuse up front what cannot fit: KV cache + the mapped weights + scratch buffers
          * against the process's memory limit (cgroup, physical memory, RLIMIT_AS) */
-        size_t sc_rows0 = B > (size_t)c->n_threads * ATT_QB ? B : (size_t)c->n_threads * ATT_QB;
-        uint64_t kv_b = 2 * (uint64_t)kv * sizeof(float);
+        uint64_t kv_b = sdn_kv_cache_bytes(cfg, tk, tv, c->n_ctx);
         uint64_t w_b = m->gguf ? sdn_gguf_file_size(m->gguf) : m->map_size;
         uint64_t buf_b = ((uint64_t)B * (3 * (uint64_t)cfg->dim + wide + 2 * (uint64_t)c->qd + 2 * (uint64_t)c->kvd + 2 * (uint64_t)cfg->hidden +
-                                         (uint64_t)cfg->rope_dims) +
-                          (uint64_t)sc_rows0 * c->n_ctx) * sizeof(float);
+                                         (uint64_t)cfg->rope_dims)) * sizeof(float);
         char detail[200];
-        snprintf(detail, sizeof detail, "KV cache %llu MiB, weights %llu MiB, buffers %llu MiB", (unsigned long long)(kv_b >> 20),
+        snprintf(detail, sizeof detail, "KV cache %llu MiB (keys %s, values %s), weights %llu MiB, buffers %llu MiB",
+                 (unsigned long long)(kv_b >> 20), sdn_kv_type_name(tk), sdn_kv_type_name(tv),
                  (unsigned long long)(w_b >> 20), (unsigned long long)(buf_b >> 20));
         char what[1200];
         snprintf(what, sizeof what, "%s: a context of %d positions (option --ctx)", m->path, c->n_ctx);
@@ -149,8 +152,14 @@ int sdn_ctx_new(const sdn_model *m, const sdn_ctx_params *p, sdn_ctx **out, sdn_
             return rc;
         }
     }
-    c->k_cache = malloc(kv * sizeof(float));
-    c->v_cache = malloc(kv * sizeof(float));
+    {
+        int rc = sdn_kv_new(cfg, tk, tv, c->n_ctx, &c->kv, err);
+        if (!rc) rc = sdn_att_ws_new(c->n_threads, c->max_batch, cfg->n_heads, cfg->n_kv_heads, cfg->head_dim, c->n_ctx, &c->attws, err);
+        if (rc) {
+            sdn_ctx_free(c);
+            return rc;
+        }
+    }
     c->x = malloc(B * cfg->dim * sizeof(float));
     c->xb = malloc(B * wide * sizeof(float));
     c->xb2 = malloc(B * cfg->dim * sizeof(float));
@@ -167,17 +176,13 @@ int sdn_ctx_new(const sdn_model *m, const sdn_ctx_params *p, sdn_ctx **out, sdn_
         c->rope_cs_swa = malloc(B * (size_t)cfg->rope_dims * sizeof(float));
         c->inv_freq_swa = malloc((size_t)cfg->rope_dims / 2 * sizeof(double));
     }
-    size_t sc_rows = B > (size_t)c->n_threads * ATT_QB ? B : (size_t)c->n_threads * ATT_QB;
-    c->scores = malloc(sc_rows * (size_t)c->n_ctx * sizeof(float));
     c->kv_tok = malloc((size_t)c->n_ctx * sizeof(int32_t));
     c->kv_pos = malloc((size_t)c->n_ctx * sizeof(int32_t));
     c->pool = sdn_pool_new(c->n_threads);
-    if (!c->k_cache || !c->v_cache || !c->x || !c->xb || !c->xb2 || !c->q || !c->k || !c->v || !c->att || !c->hb ||
-        !c->hb2 || !c->rope_cs || !c->inv_freq || (two_bases && (!c->rope_cs_swa || !c->inv_freq_swa)) || !c->scores || !c->kv_tok || !c->kv_pos || !c->pool) {
-        size_t need = 2 * kv * sizeof(float);
+    if (!c->x || !c->xb || !c->xb2 || !c->q || !c->k || !c->v || !c->att || !c->hb ||
+        !c->hb2 || !c->rope_cs || !c->inv_freq || (two_bases && (!c->rope_cs_swa || !c->inv_freq_swa)) || !c->kv_tok || !c->kv_pos || !c->pool) {
         sdn_ctx_free(c);
-        return sdn_fail(err, SDN_ENOMEM, "out of memory allocating the context (KV cache alone needs %zu MiB for %d positions)",
-                        need >> 20, p ? p->n_ctx : 0);
+        return sdn_fail(err, SDN_ENOMEM, "out of memory allocating the context's buffers");
     }
     c->n_threads = sdn_pool_size(c->pool);
     /* RoPE inverse frequencies: theta_j = base^(-2j/rope_dims), divided by the Llama 3
@@ -199,8 +204,8 @@ int sdn_ctx_new(const sdn_model *m, const sdn_ctx_params *p, sdn_ctx **out, sdn_
 void sdn_ctx_free(sdn_ctx *c) {
     if (!c) return;
     sdn_pool_free(c->pool);
-    free(c->k_cache); free(c->v_cache); free(c->x); free(c->xb); free(c->xb2); free(c->q); free(c->k); free(c->v);
-    free(c->att); free(c->hb); free(c->hb2); free(c->rope_cs); free(c->inv_freq); free(c->rope_cs_swa); free(c->inv_freq_swa); free(c->scores); free(c->kv_tok); free(c->kv_pos);
+    sdn_kv_free(c->kv); sdn_att_ws_free(c->attws); free(c->x); free(c->xb); free(c->xb2); free(c->q); free(c->k); free(c->v);
+    free(c->att); free(c->hb); free(c->hb2); free(c->rope_cs); free(c->inv_freq); free(c->rope_cs_swa); free(c->inv_freq_swa); free(c->kv_tok); free(c->kv_pos);
     free(c->act[0]); free(c->act[1]); free(c->wtile);
     free(c);
 }
@@ -230,18 +235,10 @@ int sdn_kv_keep(sdn_ctx *c, int first, const int32_t *keep, int n_keep, sdn_err 
         if (keep[i] < 0 || first + keep[i] >= c->n_kv || (i && keep[i] <= keep[i - 1]))
             return sdn_fail(err, SDN_EINVAL, "kv_keep: index %d (%d) is not ascending within the %d new entries", i, keep[i],
                             c->n_kv - first);
-    size_t row = (size_t)c->kvd * sizeof(float);
     for (int i = 0; i < n_keep; i++) {
         c->kv_tok[first + i] = c->kv_tok[first + keep[i]];
         c->kv_pos[first + i] = c->kv_pos[first + keep[i]];
-    }
-    for (int l = 0; l < c->m->cfg.n_layers; l++) {
-        float *K = c->k_cache + (size_t)l * c->n_ctx * c->kvd, *V = c->v_cache + (size_t)l * c->n_ctx * c->kvd;
-        for (int i = 0; i < n_keep; i++) {
-            if (keep[i] == i) continue;
-            memcpy(K + (size_t)(first + i) * c->kvd, K + (size_t)(first + keep[i]) * c->kvd, row);
-            memcpy(V + (size_t)(first + i) * c->kvd, V + (size_t)(first + keep[i]) * c->kvd, row);
-        }
+        if (keep[i] != i) sdn_kv_move(c->kv, first + i, first + keep[i]);
     }
     c->n_kv = first + n_keep;
     return SDN_OK;
@@ -336,13 +333,14 @@ static int ensure_act(sdn_ctx *c, int slot, size_t bytes) {
 
 /* Does a prefill (not batch-invariant) matmul by w run on the batch kernels rather than
  * SGEMM? The prefill-matmul setting of kernel_path.h: auto takes the kernels for the types
- * where they are faster (sdn_matmul_prefill_fast), except when w's F32 layout is resident
- * (the graph scheduler's G1, built for SGEMM). */
+ * where they are faster (sdn_matmul_prefill_fast), also when w's F32 layout is resident (the
+ * graph scheduler's G1): the kernels give a row the bits of a decode step whatever the batch,
+ * so every graph mode and prefill chunking computes the same KV entries. */
 static int prefill_on_kernels(const sdn_weight *w) {
     switch (sdn_prefill_mm_get()) {
     case SDN_PREFILL_MM_KERNELS: return 1;
     case SDN_PREFILL_MM_SGEMM: return 0;
-    default: return !w->f32 && sdn_matmul_prefill_fast(w->type);
+    default: return sdn_matmul_prefill_fast(w->type);
     }
 }
 
@@ -411,28 +409,6 @@ static void rmsnorm(float *o, const float *x, const float *w, int d, float eps) 
     ss += eps;
     ss = 1.0f / sqrtf(ss);
     for (int i = 0; i < d; i++) o[i] = w[i] * (ss * x[i]);
-}
-
-/* Fixed-order dot product used for attention scores: the same code for every row and
- * batch, so scores are bit-reproducible. */
-#ifdef FWD_SIMD
-FWD_TARGET static float dot_f32_avx2(const float *a, const float *b, int n) {
-    __m256 acc = _mm256_setzero_ps();
-    for (int i = 0; i < n; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc);
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
-#endif
-
-static inline float dot_f32(const float *a, const float *b, int n) {
-#ifdef FWD_SIMD
-    if (g_simd > 0 && (n & 7) == 0) return dot_f32_avx2(a, b, n);
-#endif
-    float s = 0.0f;
-    for (int i = 0; i < n; i++) s += a[i] * b[i];
-    return s;
 }
 
 static void rope_table(const sdn_ctx *c, const sdn_batch *b, int kv_base, const double *inv_freq, float *out) {
@@ -550,37 +526,6 @@ FWD_TARGET static void silu_mul_avx2(float *hb, const float *hb2, long b, long e
 }
 #endif
 
-/* x[i] = exp(x[i] - m) for all i (x[i] <= m); returns the sum (8 lane sums, then a fixed
- * reduction and the scalar tail). */
-#ifdef FWD_SIMD
-FWD_TARGET static int exp_shift_store_avx2(float *x, int n, float m, float *total) {
-    int i = 0;
-    __m256 acc = _mm256_setzero_ps(), vm = _mm256_set1_ps(m);
-    for (; i + 8 <= n; i += 8) {
-        __m256 e = exp256(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm));
-        _mm256_storeu_ps(x + i, e);
-        acc = _mm256_add_ps(acc, e);
-    }
-    float lanes[8];
-    _mm256_storeu_ps(lanes, acc);
-    for (int j = 0; j < 8; j++) *total += lanes[j];
-    return i;
-}
-#endif
-
-static float exp_shift_store(float *x, int n, float m) {
-    int i = 0;
-    float total = 0.0f;
-#ifdef FWD_SIMD
-    if (g_simd > 0) i = exp_shift_store_avx2(x, n, m, &total);
-#endif
-    for (; i < n; i++) {
-        x[i] = expf(x[i] - m);
-        total += x[i];
-    }
-    return total;
-}
-
 /* sum_i exp(x[i] - m) for x[i] <= m, in double across lanes (LM-head normalizer). */
 #ifdef FWD_SIMD
 FWD_TARGET static int sum_exp_shifted_avx2(const float *x, int n, float m, double *total) {
@@ -604,276 +549,12 @@ static double sum_exp_shifted(const float *x, int n, float m) {
     return total;
 }
 
-/* o[0..n) += p * v[0..n) */
-#ifdef FWD_SIMD
-FWD_TARGET static int axpy_avx2(float *o, float p, const float *v, int n) {
-    int d = 0;
-    __m256 vp = _mm256_set1_ps(p);
-    for (; d + 8 <= n; d += 8) _mm256_storeu_ps(o + d, _mm256_fmadd_ps(vp, _mm256_loadu_ps(v + d), _mm256_loadu_ps(o + d)));
-    return d;
-}
-#endif
-
-static inline void axpy(float *o, float p, const float *v, int n) {
-    int d = 0;
-#ifdef FWD_SIMD
-    if (g_simd > 0) d = axpy_avx2(o, p, v, n);
-#endif
-    for (; d < n; d++) o[d] = fmaf(p, v[d], o[d]);
-}
-
-/* Attention scores and values for one (row, head) over a slot list, AVX2+FMA, hd a multiple
- * of 8. They compute exactly what dot_f32_avx2 and axpy_avx2 compute slot by slot (the same
- * FMA chain per score over the head's 8-float chunks in order, the same horizontal reduction
- * ((a0+a4)+(a2+a6))+((a1+a5)+(a3+a7)); per output element the same FMA chain over the slots in
- * order), so the bits do not change; what changes is that 8 slots' independent chains are in
- * flight at once (one dot product's chain is 4-cycle FMA latency bound) and the output stays
- * in registers instead of a load and store per slot. */
-#ifdef FWD_SIMD
-/* lane k of the result = the reduction of acc[k] (the 8x8 transpose, then the adds of
- * dot_f32_avx2 in vector form) */
-__attribute__((target("avx2,fma"))) static inline __m256 hsum8x8(const __m256 *acc) {
-    __m256 t0 = _mm256_unpacklo_ps(acc[0], acc[1]), t1 = _mm256_unpackhi_ps(acc[0], acc[1]);
-    __m256 t2 = _mm256_unpacklo_ps(acc[2], acc[3]), t3 = _mm256_unpackhi_ps(acc[2], acc[3]);
-    __m256 t4 = _mm256_unpacklo_ps(acc[4], acc[5]), t5 = _mm256_unpackhi_ps(acc[4], acc[5]);
-    __m256 t6 = _mm256_unpacklo_ps(acc[6], acc[7]), t7 = _mm256_unpackhi_ps(acc[6], acc[7]);
-    __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
-    __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
-    __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
-    __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
-    /* T[j] lane k = acc[k][j] */
-    __m256 T0 = _mm256_permute2f128_ps(u0, u4, 0x20), T1 = _mm256_permute2f128_ps(u1, u5, 0x20);
-    __m256 T2 = _mm256_permute2f128_ps(u2, u6, 0x20), T3 = _mm256_permute2f128_ps(u3, u7, 0x20);
-    __m256 T4 = _mm256_permute2f128_ps(u0, u4, 0x31), T5 = _mm256_permute2f128_ps(u1, u5, 0x31);
-    __m256 T6 = _mm256_permute2f128_ps(u2, u6, 0x31), T7 = _mm256_permute2f128_ps(u3, u7, 0x31);
-    __m256 s0 = _mm256_add_ps(T0, T4), s1 = _mm256_add_ps(T1, T5), s2 = _mm256_add_ps(T2, T6), s3 = _mm256_add_ps(T3, T7);
-    return _mm256_add_ps(_mm256_add_ps(s0, s2), _mm256_add_ps(s1, s3));
-}
-
-/* sc[s] = dot(q, K[first + s] + off) * scale for s < ns (consecutive slots); returns how many
- * were done (a multiple of 8; the caller does the rest with dot_f32). */
-FWD_TARGET static int att_scores_avx2(const float *q, const float *K, size_t kvd, size_t off, int first, int ns, int hd,
-                                      float scale, float *sc) {
-    int s = 0;
-    const __m256 vs = _mm256_set1_ps(scale);
-    for (; s + 8 <= ns; s += 8) {
-        const float *k[8];
-        for (int j = 0; j < 8; j++) k[j] = K + (size_t)(first + s + j) * kvd + off;
-        __m256 acc[8];
-        for (int j = 0; j < 8; j++) acc[j] = _mm256_setzero_ps();
-        for (int i = 0; i < hd; i += 8) {
-            const __m256 qv = _mm256_loadu_ps(q + i);
-            for (int j = 0; j < 8; j++) acc[j] = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k[j] + i), acc[j]);
-        }
-        _mm256_storeu_ps(sc + s, _mm256_mul_ps(hsum8x8(acc), vs));
-    }
-    return s;
-}
-
-/* o[0..hd) += sum over s < ns, in slot order, of p[s] * V[first + s] + off (64 floats of o at
- * a time in registers). */
-FWD_TARGET static void att_values_avx2(float *o, const float *p, const float *V, size_t kvd, size_t off, int first, int ns, int hd) {
-    for (int d0 = 0; d0 < hd; d0 += 64) {
-        const int nc = (hd - d0 < 64 ? hd - d0 : 64) / 8;
-        __m256 acc[8];
-        for (int c = 0; c < nc; c++) acc[c] = _mm256_loadu_ps(o + d0 + 8 * c);
-        if (nc == 8) {
-            for (int s = 0; s < ns; s++) {
-                const float *v = V + (size_t)(first + s) * kvd + off + d0;
-                const __m256 vp = _mm256_set1_ps(p[s]);
-                for (int c = 0; c < 8; c++) acc[c] = _mm256_fmadd_ps(vp, _mm256_loadu_ps(v + 8 * c), acc[c]);
-            }
-        } else {
-            for (int s = 0; s < ns; s++) {
-                const float *v = V + (size_t)(first + s) * kvd + off + d0;
-                const __m256 vp = _mm256_set1_ps(p[s]);
-                for (int c = 0; c < nc; c++) acc[c] = _mm256_fmadd_ps(vp, _mm256_loadu_ps(v + 8 * c), acc[c]);
-            }
-        }
-        for (int c = 0; c < nc; c++) _mm256_storeu_ps(o + d0 + 8 * c, acc[c]);
-    }
-}
-#endif
-
-/* Scores and values of one query over consecutive slots [first, first + ns), per slot exactly
- * what the AVX2 helpers or dot_f32 / axpy compute (see above). */
-static void att_scores_run(const float *q, const float *K, size_t kvd, size_t off, int first, int ns, int hd, float scale, float *sc) {
-    int s = 0;
-#ifdef FWD_SIMD
-    if (g_simd > 0 && (hd & 7) == 0) s = att_scores_avx2(q, K, kvd, off, first, ns, hd, scale, sc);
-#endif
-    for (; s < ns; s++) sc[s] = dot_f32(q, K + (size_t)(first + s) * kvd + off, hd) * scale;
-}
-
-static void att_values_run(float *o, const float *p, const float *V, size_t kvd, size_t off, int first, int ns, int hd) {
-#ifdef FWD_SIMD
-    if (g_simd > 0 && (hd & 7) == 0) {
-        att_values_avx2(o, p, V, kvd, off, first, ns, hd);
-        return;
-    }
-#endif
-    for (int s = 0; s < ns; s++) axpy(o, p[s], V + (size_t)(first + s) * kvd + off, hd);
-}
-
-typedef struct att_job {
-    sdn_ctx *c;
-    const sdn_batch *b;
-    int layer, n, kv_base;
-    int window; /* > 0: sliding window of this layer */
-} att_job;
-
-/* Is batch row r visible to batch row i (mask or causal order, and the sliding window)? */
-static inline int att_visible(const att_job *j, int i, int r, long lo) {
-    int vis = j->b->mask ? j->b->mask[(size_t)i * j->n + r] != 0 : r <= i;
-    if (vis && j->window > 0 && (j->b->pos ? j->b->pos[r] : (long)j->kv_base + r) < lo) vis = 0;
-    return vis;
-}
-
-/* Row attention: up to ATT_QB queries (row, head) that share a KV head are computed together,
- * so each tile of ATT_TILE committed K (then V) entries is read from memory once for all of
- * them and reused from the L1 cache. The tiles change only the order in which the queries'
- * independent sums are visited: per query, every score is the same dot product, the softmax
- * runs over the same contiguous score array (committed slots, then the batch rows the mask
- * allows, in slot order) and every output element is the same FMA chain over the slots in
- * order, so a row's result stays bit-identical to computing it alone (batch invariance).
- * Tasks are (KV head, row, head of its group), in that order, so a thread's contiguous range
- * of them falls into few groups of queries that share a KV head. */
-static void att_rows_worker(void *arg, int ith, int nth) {
-    att_job *j = arg;
-    sdn_ctx *c = j->c;
+static void attention(sdn_ctx *c, const sdn_batch *b, int layer, int kv_base) {
     const sdn_model_config *cfg = &c->m->cfg;
-    const int n = j->n, hd = cfg->head_dim, grp = cfg->n_heads / cfg->n_kv_heads;
-    const int n_kv0 = j->kv_base; /* committed entries before this batch */
-    const float *K = c->k_cache + (size_t)j->layer * c->n_ctx * c->kvd;
-    const float *V = c->v_cache + (size_t)j->layer * c->n_ctx * c->kvd;
-    float *scores = c->scores + (size_t)ith * ATT_QB * c->n_ctx;
-    const float scale = cfg->attn_scale;
-    long tb, te;
-    sdn_pool_range((long)n * cfg->n_heads, ith, nth, 1, &tb, &te);
-    int qi[ATT_QB], qh[ATT_QB], qlo[ATT_QB];
-    long qwin[ATT_QB]; /* the window's lowest visible position (0: no window) */
-    float qsum[ATT_QB];
-    while (tb < te) {
-        /* the group: consecutive tasks of one KV head */
-        const int kh = (int)(tb / ((long)n * grp));
-        const long kend = (long)(kh + 1) * n * grp;
-        int nq = 0;
-        for (; tb < te && tb < kend && nq < ATT_QB; tb++, nq++) {
-            const long r = tb % ((long)n * grp);
-            const int i = (int)(r / grp);
-            qi[nq] = i;
-            qh[nq] = kh * grp + (int)(r % grp);
-            /* committed slot s holds position s; a window keeps positions > p - window */
-            const long p = j->b->pos ? j->b->pos[i] : (long)n_kv0 + i, lo = j->window > 0 ? p - j->window + 1 : 0;
-            qwin[nq] = lo;
-            qlo[nq] = lo > 0 ? (lo < n_kv0 ? (int)lo : n_kv0) : 0;
-        }
-        const size_t off = (size_t)kh * hd;
-        int lo_min = n_kv0;
-        for (int q = 0; q < nq; q++)
-            if (qlo[q] < lo_min) lo_min = qlo[q];
-        /* scores over the committed slots, tile by tile */
-        for (int t0 = lo_min; t0 < n_kv0; t0 += ATT_TILE) {
-            const int t1 = t0 + ATT_TILE < n_kv0 ? t0 + ATT_TILE : n_kv0;
-            for (int q = 0; q < nq; q++) {
-                const int a = t0 > qlo[q] ? t0 : qlo[q];
-                if (a < t1)
-                    att_scores_run(c->q + (size_t)qi[q] * c->qd + (size_t)qh[q] * hd, K, c->kvd, off, a, t1 - a, hd, scale,
-                                   scores + (size_t)q * c->n_ctx + (a - qlo[q]));
-            }
-        }
-        /* then the batch rows each query sees, and its softmax */
-        for (int q = 0; q < nq; q++) {
-            const int i = qi[q];
-            const float *qv = c->q + (size_t)i * c->qd + (size_t)qh[q] * hd;
-            float *sc = scores + (size_t)q * c->n_ctx;
-            int ns = n_kv0 - qlo[q];
-            for (int r = 0; r < n; r++)
-                if (att_visible(j, i, r, qwin[q])) sc[ns++] = dot_f32(qv, K + (size_t)(n_kv0 + r) * c->kvd + off, hd) * scale;
-            float mx = -INFINITY;
-            for (int s = 0; s < ns; s++)
-                if (sc[s] > mx) mx = sc[s];
-            qsum[q] = exp_shift_store(sc, ns, mx);
-            memset(c->att + (size_t)i * c->qd + (size_t)qh[q] * hd, 0, (size_t)hd * sizeof(float));
-        }
-        /* values over the committed slots, tile by tile */
-        for (int t0 = lo_min; t0 < n_kv0; t0 += ATT_TILE) {
-            const int t1 = t0 + ATT_TILE < n_kv0 ? t0 + ATT_TILE : n_kv0;
-            for (int q = 0; q < nq; q++) {
-                const int a = t0 > qlo[q] ? t0 : qlo[q];
-                if (a < t1)
-                    att_values_run(c->att + (size_t)qi[q] * c->qd + (size_t)qh[q] * hd, scores + (size_t)q * c->n_ctx + (a - qlo[q]), V,
-                                   c->kvd, off, a, t1 - a, hd);
-            }
-        }
-        /* then the batch rows, and the normalization */
-        for (int q = 0; q < nq; q++) {
-            const int i = qi[q];
-            const float *sc = scores + (size_t)q * c->n_ctx;
-            float *o = c->att + (size_t)i * c->qd + (size_t)qh[q] * hd;
-            int s = n_kv0 - qlo[q];
-            for (int r = 0; r < n; r++)
-                if (att_visible(j, i, r, qwin[q])) axpy(o, sc[s++], V + (size_t)(n_kv0 + r) * c->kvd + off, hd);
-            const float inv = 1.0f / qsum[q];
-            for (int d = 0; d < hd; d++) o[d] *= inv;
-        }
-    }
-}
-
-/* Prefill attention on the pool: thread ith takes a contiguous slice [b, e) of the batch's
- * rows and, head by head, computes S = scale * Q K^T over the slots those rows can see
- * (the first n_kv0 + e), the causal softmax of its rows (row i sees slots [0, n_kv0 + i],
- * the last `window` of them in a sliding-window layer), and O = S V, each GEMM a
- * single-threaded OpenBLAS call (see sgemm_worker for why not OpenBLAS's threads). */
-typedef struct attg_job {
-    sdn_ctx *c;
-    int layer, n, n_kv0, window;
-} attg_job;
-
-static void att_gemm_worker(void *arg, int ith, int nth) {
-    attg_job *j = arg;
-    sdn_ctx *c = j->c;
-    const sdn_model_config *cfg = &c->m->cfg;
-    long b, e;
-    sdn_pool_range(j->n, ith, nth, 1, &b, &e);
-    if (b >= e) return;
-    const int hd = cfg->head_dim, grp = cfg->n_heads / cfg->n_kv_heads, L = j->n_kv0 + j->n, Le = j->n_kv0 + (int)e;
-    const int rows = (int)(e - b);
-    const float *K = c->k_cache + (size_t)j->layer * c->n_ctx * c->kvd;
-    const float *V = c->v_cache + (size_t)j->layer * c->n_ctx * c->kvd;
-    float *S = c->scores + (size_t)b * L;
-    for (int h = 0; h < cfg->n_heads; h++) {
-        int kh = h / grp;
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, Le, hd, cfg->attn_scale, c->q + (size_t)b * c->qd + (size_t)h * hd,
-                    c->qd, K + (size_t)kh * hd, c->kvd, 0.0f, S, L);
-        for (long i = b; i < e; i++) {
-            float *s = c->scores + (size_t)i * L;
-            int lim = j->n_kv0 + (int)i + 1, lo = j->window > 0 && lim > j->window ? lim - j->window : 0;
-            float mx = -INFINITY, sum = 0.0f;
-            for (int k = 0; k < lo; k++) s[k] = 0.0f;
-            for (int k = lo; k < lim; k++) if (s[k] > mx) mx = s[k];
-            for (int k = lo; k < lim; k++) { s[k] = expf(s[k] - mx); sum += s[k]; }
-            float inv = 1.0f / sum;
-            for (int k = lo; k < lim; k++) s[k] *= inv;
-            for (int k = lim; k < Le; k++) s[k] = 0.0f;
-        }
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, hd, Le, 1.0f, S, L, V + (size_t)kh * hd, c->kvd, 0.0f,
-                    c->att + (size_t)b * c->qd + (size_t)h * hd, c->qd);
-    }
-}
-
-static void attention(sdn_ctx *c, const sdn_batch *b, int layer, int kv_base, int inv) {
-    const sdn_model_config *cfg = &c->m->cfg;
-    int n = b->n, window = sdn_layer_is_swa(cfg, layer) ? cfg->n_swa : 0;
-    /* the GEMM path assumes the default positions (slot = position); anything else takes the
-     * row path, which reads b->pos */
-    if (inv || b->mask || (window > 0 && b->pos)) {
-        att_job j = {c, b, layer, n, kv_base, window};
-        sdn_pool_run(c->pool, att_rows_worker, &j);
-        return;
-    }
-    attg_job j = {c, layer, n, kv_base, window};
-    sdn_pool_run(c->pool, att_gemm_worker, &j);
+    sdn_att_args a = {.kv = c->kv, .layer = layer, .q = c->q, .ldq = c->qd, .out = c->att, .n = b->n, .n_heads = cfg->n_heads,
+                      .n_kv_heads = cfg->n_kv_heads, .head_dim = cfg->head_dim, .scale = cfg->attn_scale, .kv_base = kv_base,
+                      .pos = b->pos, .mask = b->mask, .window = sdn_layer_is_swa(cfg, layer) ? cfg->n_swa : 0};
+    sdn_attention(c->attws, c->pool, &a);
 }
 
 /* ------------------------------------------------------------------ forward ---- */
@@ -975,6 +656,36 @@ static int check_batch(const sdn_ctx *c, const sdn_batch *b, sdn_err *err) {
                 if (b->mask[(size_t)i * b->n + j]) return sdn_fail(err, SDN_EINVAL, "mask: row %d attends later row %d", i, j);
         }
     }
+    /* a mask or explicit positions: each row's entries sit at their positions (attention.h),
+     * which must lie past the committed ones and inside the cache, distinct among the rows
+     * one row sees */
+    if (b->mask || b->pos) {
+        int dflt = !b->mask;
+        for (int i = 0; dflt && i < b->n; i++) dflt = b->pos[i] == c->n_kv + i;
+        if (!dflt) {
+            if (b->n > SDN_INVARIANT_MAX_ROWS)
+                return sdn_fail(err, SDN_EINVAL, "a batch with a mask or its own positions has at most %d rows (got %d)",
+                                SDN_INVARIANT_MAX_ROWS, b->n);
+            for (int i = 0; i < b->n; i++) {
+                int p = b->pos ? b->pos[i] : c->n_kv + i;
+                if (p < c->n_kv || p >= c->n_ctx)
+                    return sdn_fail(err, SDN_EINVAL, "position %d at batch row %d is outside [%d, %d) (past the cached entries, inside the context)",
+                                    p, i, c->n_kv, c->n_ctx);
+                for (int j = 0; j < i; j++) {
+                    int pj = b->pos ? b->pos[j] : c->n_kv + j;
+                    if (pj == p && (!b->mask || b->mask[(size_t)i * b->n + j]))
+                        return sdn_fail(err, SDN_EINVAL, "batch row %d sees row %d at the same position %d", i, j, p);
+                }
+            }
+            for (int i = 0; b->mask && i < b->n; i++)
+                for (int j = 0; j < i; j++)
+                    for (int k = j + 1; k < i; k++) {
+                        if (!b->mask[(size_t)i * b->n + j] || !b->mask[(size_t)i * b->n + k]) continue;
+                        int pj = b->pos ? b->pos[j] : c->n_kv + j, pk = b->pos ? b->pos[k] : c->n_kv + k;
+                        if (pj == pk) return sdn_fail(err, SDN_EINVAL, "batch row %d sees rows %d and %d at the same position %d", i, j, k, pj);
+                    }
+        }
+    }
     if (b->n_logits > b->n || b->n_logits < -1) return sdn_fail(err, SDN_EINVAL, "n_logits %d out of range", b->n_logits);
     int cand = b->topk_vocab && b->n_topk_vocab > 0 ? b->n_topk_vocab : c->m->cfg.vocab;
     if (b->topk < 0 || b->topk > cand || (b->topk && (!b->topk_tok || !b->topk_prob)))
@@ -1021,8 +732,6 @@ int sdn_fwd_layers(sdn_ctx *c, const sdn_batch *b, int kv_base, int l0, int l1, 
         const sdn_weight *qkv[3] = {&y->wq, &y->wk, &y->wv};
         float *qkv_out[3] = {c->q, c->k, c->v};
         if ((rc = mm_group(c, qkv, qkv_out, 3, c->xb, n, inv, err))) return rc;
-        float *K = c->k_cache + ((size_t)l * c->n_ctx + kv_base) * c->kvd;
-        float *V = c->v_cache + ((size_t)l * c->n_ctx + kv_base) * c->kvd;
         for (int i = 0; i < n; i++) {
             float *q = c->q + (size_t)i * c->qd, *k = c->k + (size_t)i * c->kvd, *v = c->v + (size_t)i * c->kvd;
             if (y->bq) {
@@ -1037,10 +746,9 @@ int sdn_fwd_layers(sdn_ctx *c, const sdn_batch *b, int kv_base, int l0, int l1, 
             rope_row(cfg, q, cfg->n_heads, cs);
             rope_row(cfg, k, cfg->n_kv_heads, cs);
         }
-        memcpy(K, c->k, (size_t)n * c->kvd * sizeof(float));
-        memcpy(V, c->v, (size_t)n * c->kvd * sizeof(float));
+        sdn_kv_store(c->kv, l, kv_base, n, c->k, c->v);
         double ta = sdn_now();
-        attention(c, b, l, kv_base, inv);
+        attention(c, b, l, kv_base);
         t_att += sdn_now() - ta;
         if ((rc = mm(c, &y->wo, c->att, n, c->xb2, inv, err))) return rc;
         if (y->post_attn_norm)

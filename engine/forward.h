@@ -20,6 +20,7 @@
 #include <stdint.h>
 
 #include "common/sdn_err.h"
+#include "engine/kv_cache.h"
 #include "engine/model.h"
 
 #define SDN_INVARIANT_MAX_ROWS 64
@@ -43,6 +44,7 @@ typedef struct sdn_ctx_params {
                         sdn_layout_decode_resident: Q8_0/Q4_0/Q4_1 matrices packed for the
                         kernels) if it is not; 1: leave the layouts to the caller (the graph
                         scheduler manages G2 itself); matrices without G2 read the mapping */
+    sdn_kv_type type_k, type_v; /* KV cache element types (engine/kv_cache.h; 0, SDN_KV_AUTO: the process default, f16) */
 } sdn_ctx_params;
 
 /* Fails (naming the variable) when SDN_KERNEL or SDN_PREFILL_MATMUL holds an invalid value,

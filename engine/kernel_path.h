@@ -54,8 +54,9 @@ const char *sdn_kpath_describe(void);
  *   auto     the batch kernels of matmul.h for the weight types whose SIMD kernels beat
  *            OpenBLAS SGEMM on dequantized F32 at prefill sizes (sdn_matmul_prefill_fast:
  *            Q8_0, Q4_0, Q4_1, Q4_K, Q6_K on a SIMD path; measured in docs/kernels.md), SGEMM
- *            for the other types, on the portable path, and for weights whose F32 layout is
- *            resident (the graph scheduler's G1)
+ *            for the other types and on the portable path (whether or not the graph
+ *            scheduler's F32 layout G1 is resident: the kernels keep a row's bits the same in
+ *            any batch, which makes prefill chunk-invariant; docs/engine.md)
  *   sgemm    always SGEMM on F32 weights (dequantized per call when no F32 layout is resident)
  *   kernels  always the batch kernels, on the quantized weights
  * Set by the environment variable SDN_PREFILL_MATMUL or sdn_prefill_mm_set (CLI: the global

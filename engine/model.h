@@ -82,7 +82,7 @@ uint64_t sdn_model_fingerprint(const sdn_model *m);
 size_t sdn_model_weight_bytes(const sdn_model *m);
 /* Bytes read per decoded token: all layer weights + output projection (+1 embedding row). */
 size_t sdn_model_bytes_per_token(const sdn_model *m);
-/* KV cache bytes for n_ctx positions. */
+/* KV cache bytes for n_ctx positions in the process's default cache types (engine/kv_cache.h). */
 size_t sdn_model_kv_bytes(const sdn_model *m, int n_ctx);
 /* Human-readable description of the model (architecture, shapes, tensor types per
  * role, tokenizer, memory) for `sdnpu info`. malloc'd string; NULL when out of memory. */

@@ -6,7 +6,10 @@
 
 #include "engine/gguf.h"
 #include "engine/chat_template.h"
+#include "engine/kernel_path.h"
+#include "engine/kv_cache.h"
 #include "engine/layout.h"
+#include "engine/matmul.h"
 #include "engine/model_internal.h"
 #include "engine/tensor_types.h"
 #include "engine/tokenizer.h"
@@ -117,8 +120,37 @@ char *sdn_model_describe(const sdn_model *m, int n_ctx) {
     size_t wb = sdn_model_weight_bytes(m), tok = sdn_model_bytes_per_token(m), kv = sdn_model_kv_bytes(m, n_ctx);
     int packed = 0; /* layers whose decode layout a context packs */
     for (int l = 0; l < c->n_layers; l++) packed += sdn_layout_layer_packed(m, l);
-    add(&b, "memory:        layer weights %s (%s), read per decoded token %s, KV cache for %d positions %s\n", mib(wb, t1),
-        packed ? "packed for the kernels when a context opens, mapping released" : "mapped", mib(tok, t2), n_ctx, mib(kv, t3));
+    const sdn_kv_type tk = sdn_kv_resolve(SDN_KV_AUTO, 1), tv = sdn_kv_resolve(SDN_KV_AUTO, 0);
+    add(&b, "memory:        layer weights %s (%s), read per decoded token %s, KV cache for %d positions %s (keys %s, values %s)\n",
+        mib(wb, t1), packed ? "packed for the kernels when a context opens, mapping released" : "mapped", mib(tok, t2), n_ctx, mib(kv, t3),
+        sdn_kv_type_name(tk), sdn_kv_type_name(tv));
+    {
+        /* the prefill's promise (docs/engine.md, "Same bits however the prompt is cut"): the
+         * batch kernels compute a row the same way in any batch, SGEMM does not */
+        char sg[256] = "";
+        size_t o = 0;
+        uint32_t seen[64];
+        int ns = 0;
+        for (int l = 0; l < c->n_layers; l++) {
+            const sdn_layer *y = &m->layers[l];
+            const sdn_weight *ws[] = {&y->wq, &y->wk, &y->wv, &y->wo, &y->w_gate, &y->w_up, &y->w_down};
+            for (int i = 0; i < 7; i++) {
+                const uint32_t t = ws[i]->type;
+                int dup = 0;
+                for (int k = 0; k < ns; k++) dup |= seen[k] == t;
+                if (dup || ns == 64) continue;
+                seen[ns++] = t;
+                const int kern = sdn_prefill_mm_get() == SDN_PREFILL_MM_KERNELS ||
+                                 (sdn_prefill_mm_get() == SDN_PREFILL_MM_AUTO && sdn_matmul_prefill_fast(t));
+                if (!kern && o < sizeof sg) o += (size_t)snprintf(sg + o, sizeof sg - o, "%s%s", o ? ", " : "", sdn_type_name(t));
+            }
+        }
+        if (!sg[0])
+            add(&b, "determinism:   a position's KV entries and logits are the same bits whatever the prefill chunking, batch or reused prefix\n");
+        else
+            add(&b, "determinism:   layers of type %s prefill on SGEMM, whose bits depend on the chunking: answers can differ with\n"
+                    "               chunk size, graph mode or a reused prefix (--prefill-matmul kernels removes that)\n", sg);
+    }
     size_t f32 = 0;
     for (int l = 0; l < c->n_layers; l++) {
         const sdn_layer *y = &m->layers[l];

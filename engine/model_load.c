@@ -40,6 +40,7 @@
 #include "common/sdn_util.h"
 #include "engine/model_registry.h"
 #include "engine/gguf.h"
+#include "engine/kv_cache.h"
 #include "engine/layout.h"
 #include "engine/model_internal.h"
 #include "engine/quant.h"
@@ -532,5 +533,5 @@ size_t sdn_model_bytes_per_token(const sdn_model *m) {
     return sdn_model_weight_bytes(m) + wbytes(&m->output) + m->tok_embd.row_bytes;
 }
 size_t sdn_model_kv_bytes(const sdn_model *m, int n_ctx) {
-    return (size_t)2 * m->cfg.n_layers * (size_t)n_ctx * m->cfg.n_kv_heads * m->cfg.head_dim * sizeof(float);
+    return sdn_kv_cache_bytes(&m->cfg, sdn_kv_resolve(SDN_KV_AUTO, 1), sdn_kv_resolve(SDN_KV_AUTO, 0), n_ctx);
 }

@@ -161,6 +161,11 @@ typedef struct sdnpu_context_params {
     int graph_pin;            /* 1: pin compute threads to CPUs 0..n_threads-1 and the graph loader to
                                  the others (needs more CPUs than n_threads) */
     int verbose;              /* 1: notes on stderr (verify cost curve or graph profile measured) */
+    const char *cache_type_k; /* KV cache key type: "f16" (2 bytes an element), "f32" (4, the exact
+                                 values), "q8" (8-bit with a scale per head row, ~1 byte); NULL
+                                 (default): $SDN_CACHE_TYPE_K, else "f16". Every type keeps greedy
+                                 output independent of batching and prefill chunking (docs/engine.md) */
+    const char *cache_type_v; /* the same for values ($SDN_CACHE_TYPE_V) */
 } sdnpu_context_params;
 
 SDNPU_API void sdnpu_context_params_init(sdnpu_context_params *p);

@@ -46,6 +46,7 @@ struct sdnpu_context {
     sdnpu_context_params p;
     char *history_path, *graphs, *profile_db; /* owned copies of p's strings */
     sdn_ctx *ctx;       /* created at the first request when graphs are on (their shape needs it) */
+    sdn_kv_type type_k, type_v; /* p's cache types, parsed (SDN_KV_AUTO: the process default) */
     sdn_history *hist;
     sdn_gs *gs;
     sdn_gen_params graph_gp; /* prefill hook, decode rows, draft size of the graph runtime */
@@ -193,7 +194,7 @@ static char *dup_or_null(const char *s) { return s ? strdup(s) : NULL; }
 /* The inference context proper (KV cache, worker threads): at once, or for a graph context
  * at its first request, when the graph runtime has said what batch it needs. */
 static int make_ctx(sdnpu_context *c, const sdn_gen_params *gp_probe, sdn_err *err) {
-    sdn_ctx_params cp = {.n_ctx = c->p.n_ctx, .n_threads = c->p.n_threads};
+    sdn_ctx_params cp = {.n_ctx = c->p.n_ctx, .n_threads = c->p.n_threads, .type_k = c->type_k, .type_v = c->type_v};
     if (c->graphs) {
         sdn_gs_options go = {.graphs = c->graphs, .n_blocks = c->p.graph_blocks, .s1 = c->p.g1, .s2 = c->p.g2,
                              .profile_db = c->profile_db, .draft_max = gp_probe->caps.max_nodes,
@@ -224,7 +225,11 @@ int sdnpu_context_new(sdnpu_model *m, const sdnpu_context_params *p, sdnpu_conte
     c->history_path = dup_or_null(p->history_path);
     c->graphs = dup_or_null(p->graphs);
     c->profile_db = dup_or_null(p->profile_db);
+    c->p.cache_type_k = c->p.cache_type_v = NULL; /* the caller's strings: parsed here, not kept */
     int rc = SDN_OK;
+    if ((p->cache_type_k && (rc = sdn_kv_type_parse(p->cache_type_k, "context parameter cache_type_k", &c->type_k, E(err)))) ||
+        (p->cache_type_v && (rc = sdn_kv_type_parse(p->cache_type_v, "context parameter cache_type_v", &c->type_v, E(err)))))
+        goto fail;
     if (c->graphs) {
         sdn_gs_mode mode;
         if ((rc = sdn_gs_mode_parse(c->graphs, &mode, E(err)))) { sdn_fail(E(err), rc, "context parameter graphs"); goto fail; }

@@ -205,11 +205,16 @@ static void test_shared_datasets(void **state) {
         ui += !strcmp(ds.rows[i].task, "ui");
         tweet += !strcmp(ds.rows[i].task, "tweet");
     }
-    assert_int_equal(summary, 80);
-    assert_int_equal(rag, 80);
+    /* the task files, and longdoc/longdoc.jsonl's long documents (16 summary, 9 rag) */
+    assert_int_equal(summary, 80 + 16);
+    assert_int_equal(rag, 80 + 9);
     assert_int_equal(ui, 199 + 24);
     assert_int_equal(tweet, 198);
-    assert_int_equal(ds.n, 80 + 80 + 223 + 198); /* model_outputs/ is not read as tasks */
+    assert_int_equal(ds.n, 80 + 80 + 223 + 198 + 25); /* model_outputs/ is not read as tasks */
+    int l = sdn_dataset_find(&ds, "govreport-money-bail");
+    assert_true(l >= 0);
+    assert_string_equal(ds.rows[l].task, "rag");
+    assert_true(strlen(ds.rows[l].context) > 8000);
     int i = sdn_dataset_find(&ds, "specbench-241");
     assert_true(i >= 0);
     assert_non_null(ds.rows[i].input);

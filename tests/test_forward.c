@@ -4,7 +4,10 @@
  * verification with KV compaction against recomputing the accepted sequence from scratch.
  * Batch invariance is also checked on every kernel path (test_batch_invariance_path[path]:
  * the batched types Q8_0, Q4_0, Q4_1, Q4_K, Q6_K, batch sizes around the kernels' tile and
- * AMX thresholds; paths the machine lacks are reported SKIPPED).
+ * AMX thresholds; paths the machine lacks are reported SKIPPED), and for every KV cache type
+ * (f16, the default, everywhere; f32 and q8 on a subset), as is chunk invariance
+ * (test_chunk_invariance: prefill in any chunks or after a reused prefix gives the bits of
+ * one-token decoding) and the compact caches' distance from the reference.
  *
  * Tolerances (max |logit - ref| / max |ref| over a sequence): 2e-4 for F32, F16 and BF16
  * weights (F32 activations; the reference dequantizes the same weights) and 6e-2 for the
@@ -42,67 +45,93 @@ static void random_tokens(int32_t *t, int n, int vocab, uint64_t seed) {
     for (int i = 0; i < n; i++) t[i] = (int32_t)sdn_rng_below(&r, (uint64_t)vocab);
 }
 
-/* Engine vs reference: a 90-token prefill in one batch (SGEMM + GEMM attention path), then
- * 6 decode steps (batch-invariant kernels), every position's logits compared. */
-static void test_vs_reference(void **state) {
+/* Engine vs reference: a 90-token prefill in one batch (the prefill path), then 6 decode
+ * steps (batch-invariant kernels), every position's logits compared; the largest relative
+ * error over the sequence is returned. */
+static double vs_reference(const char *arch, const char *type, int tk, int tv, uint64_t seed) {
     enum { NP = 90, ND = 6 };
+    const char *path = tu_model(arch, type, 11);
+    sdn_model *m = tu_load(path, NULL);
+    ref_model *r = ref_model_load(path);
+    assert_non_null(r);
+    int V = sdn_model_cfg(m)->vocab;
+    sdn_ctx *c = tu_ctx_kv(m, 256, 2, 128, tk, tv);
+    int32_t toks[NP + ND];
+    random_tokens(toks, NP + ND, V, seed);
+    float *lg = malloc((size_t)NP * V * sizeof(float)), *ref = malloc((size_t)V * sizeof(float));
+    sdn_err e = {0};
+    sdn_batch b = {.n = NP, .tokens = toks, .n_logits = -1};
+    assert_int_equal(sdn_forward(c, &b, lg, &e), SDN_OK);
+    double worst = 0;
+    for (int p = 0; p < NP + ND; p++) {
+        ref_model_step(r, toks[p], ref);
+        const float *got = lg + (size_t)p * V;
+        if (p >= NP) {
+            int32_t row = 0;
+            sdn_batch d = {.n = 1, .tokens = &toks[p], .logit_rows = &row, .n_logits = 1, .invariant = 1};
+            assert_int_equal(sdn_forward(c, &d, lg, &e), SDN_OK);
+            got = lg;
+        }
+        double mx = 0, diff = 0;
+        for (int i = 0; i < V; i++) {
+            mx = fmax(mx, fabs(ref[i]));
+            diff = fmax(diff, fabs(got[i] - ref[i]));
+        }
+        worst = fmax(worst, diff / mx);
+    }
+    free(lg);
+    free(ref);
+    ref_model_free(r);
+    sdn_ctx_free(c);
+    sdn_model_free(m);
+    return worst;
+}
+
+/* Every architecture and tensor type with the F32 cache (the reference's own arithmetic). */
+static void test_vs_reference(void **state) {
     for (size_t a = 0; a < NA; a++)
         for (size_t t = 0; t < NT; t++) {
-            const char *path = tu_model(archs[a], types[t], 11);
-            sdn_model *m = tu_load(path, NULL);
-            ref_model *r = ref_model_load(path);
-            assert_non_null(r);
-            int V = sdn_model_cfg(m)->vocab;
-            sdn_ctx *c = tu_ctx(m, 256, 2, 128);
-            int32_t toks[NP + ND];
-            random_tokens(toks, NP + ND, V, 5 + a);
-            float *lg = malloc((size_t)NP * V * sizeof(float)), *ref = malloc((size_t)V * sizeof(float));
-            sdn_err e = {0};
-            sdn_batch b = {.n = NP, .tokens = toks, .n_logits = -1};
-            assert_int_equal(sdn_forward(c, &b, lg, &e), SDN_OK);
-            double worst = 0;
-            for (int p = 0; p < NP + ND; p++) {
-                ref_model_step(r, toks[p], ref);
-                const float *got = lg + (size_t)p * V;
-                if (p >= NP) {
-                    int32_t row = 0;
-                    sdn_batch d = {.n = 1, .tokens = &toks[p], .logit_rows = &row, .n_logits = 1, .invariant = 1};
-                    assert_int_equal(sdn_forward(c, &d, lg, &e), SDN_OK);
-                    got = lg;
-                }
-                double mx = 0, diff = 0;
-                for (int i = 0; i < V; i++) {
-                    mx = fmax(mx, fabs(ref[i]));
-                    diff = fmax(diff, fabs(got[i] - ref[i]));
-                }
-                worst = fmax(worst, diff / mx);
-            }
+            double worst = vs_reference(archs[a], types[t], SDN_KV_F32, SDN_KV_F32, 5 + a);
             double tol = is_float(types[t]) ? 2e-4 : 4e-2;
             print_message("%-12s %-7s max relative logit error %.2e (tolerance %.0e)\n", archs[a], types[t], worst, tol);
             if (!(worst <= tol)) fail_msg("%s %s: error %.3e above %.0e", archs[a], types[t], worst, tol);
-            free(lg);
-            free(ref);
-            ref_model_free(r);
-            sdn_ctx_free(c);
-            sdn_model_free(m);
         }
+}
+
+/* The compact caches against the reference: every architecture, float and quantized weights,
+ * keys and values of each type. Tolerances (relative to the largest logit): F16 rounds each
+ * element to 11 significant bits, q8 to 8 bits per row (and the query to 8 bits for q8
+ * keys). */
+static void test_kv_types_vs_reference(void **state) {
+    static const char *ktypes[] = {"F32", "Q8_0", "Q4_K_M"};
+    static const int kv[][2] = {{SDN_KV_F16, SDN_KV_F16}, {SDN_KV_Q8, SDN_KV_Q8}, {SDN_KV_F16, SDN_KV_Q8}, {SDN_KV_Q8, SDN_KV_F32}};
+    for (size_t a = 0; a < NA; a++)
+        for (size_t t = 0; t < 3; t++)
+            for (size_t k = 0; k < sizeof kv / sizeof kv[0]; k++) {
+                double worst = vs_reference(archs[a], ktypes[t], kv[k][0], kv[k][1], 5 + a);
+                int q8 = kv[k][0] == SDN_KV_Q8 || kv[k][1] == SDN_KV_Q8;
+                double tol = is_float(ktypes[t]) ? (q8 ? 2e-2 : 1e-3) : (q8 ? 6e-2 : 4e-2);
+                print_message("%-12s %-7s cache k %s v %s: max relative logit error %.2e (tolerance %.0e)\n", archs[a], ktypes[t],
+                              sdn_kv_type_name((sdn_kv_type)kv[k][0]), sdn_kv_type_name((sdn_kv_type)kv[k][1]), worst, tol);
+                if (!(worst <= tol)) fail_msg("%s %s cache %d/%d: error %.3e above %.0e", archs[a], ktypes[t], kv[k][0], kv[k][1], worst, tol);
+            }
 }
 
 /* The logits of the first n of toks decoded one token at a time (1 thread) equal those of the
  * same tokens in batches of Bs[k] rows (2 threads), bit for bit; `what` names the model. */
-static void check_batches(sdn_model *m, const int32_t *toks, int n, const int *Bs, int nB, const char *what) {
+static void check_batches_kv(sdn_model *m, const int32_t *toks, int n, const int *Bs, int nB, const char *what, int tk, int tv) {
     int V = sdn_model_cfg(m)->vocab;
     int32_t rows[64];
     for (int i = 0; i < n; i++) rows[i] = i;
     float *base = malloc((size_t)n * V * sizeof(float)), *lg = malloc((size_t)n * V * sizeof(float));
     sdn_err e = {0};
-    sdn_ctx *c1 = tu_ctx(m, 128, 1, 128);
+    sdn_ctx *c1 = tu_ctx_kv(m, 128, 1, 128, tk, tv);
     for (int p = 0; p < n; p++) {
         sdn_batch b = {.n = 1, .tokens = &toks[p], .logit_rows = rows, .n_logits = 1, .invariant = 1};
         assert_int_equal(sdn_forward(c1, &b, base + (size_t)p * V, &e), SDN_OK);
     }
     sdn_ctx_free(c1);
-    sdn_ctx *c2 = tu_ctx(m, 128, 2, 128);
+    sdn_ctx *c2 = tu_ctx_kv(m, 128, 2, 128, tk, tv);
     for (int k = 0; k < nB; k++) {
         const int B = Bs[k];
         sdn_kv_truncate(c2, 0);
@@ -111,11 +140,19 @@ static void check_batches(sdn_model *m, const int32_t *toks, int n, const int *B
             sdn_batch b = {.n = nr, .tokens = toks + p, .logit_rows = rows, .n_logits = nr, .invariant = 1};
             assert_int_equal(sdn_forward(c2, &b, lg + (size_t)p * V, &e), SDN_OK);
         }
-        if (memcmp(base, lg, (size_t)n * V * sizeof(float)) != 0) fail_msg("%s: batch size %d changes the logits bits", what, B);
+        if (memcmp(base, lg, (size_t)n * V * sizeof(float)) != 0)
+            fail_msg("%s, cache k %s v %s: batch size %d changes the logits bits", what, sdn_kv_type_name((sdn_kv_type)tk),
+                     sdn_kv_type_name((sdn_kv_type)tv), B);
     }
     sdn_ctx_free(c2);
     free(base);
     free(lg);
+}
+
+/* With the default cache, and with every cache type when all_types. */
+static void check_batches(sdn_model *m, const int32_t *toks, int n, const int *Bs, int nB, const char *what, int all_types) {
+    for (int k = SDN_KV_FIRST; k < SDN_KV_TYPE_COUNT; k++)
+        if (all_types || k == SDN_KV_DEFAULT) check_batches_kv(m, toks, n, Bs, nB, what, k, k);
 }
 
 /* Batch invariance: logits of every position are bit-identical whether the sequence is
@@ -131,7 +168,7 @@ static void test_batch_invariance(void **state) {
             random_tokens(toks, N, sdn_model_cfg(m)->vocab, 77);
             char what[96];
             snprintf(what, sizeof what, "%s %s", archs[a], types[t]);
-            check_batches(m, toks, N, Bs, N, what);
+            check_batches(m, toks, N, Bs, N, what, !strcmp(types[t], "F32") || !strcmp(types[t], "Q8_0") || !strcmp(types[t], "Q4_K_M"));
             sdn_model_free(m);
         }
 }
@@ -152,7 +189,7 @@ static void test_batch_invariance_path(void **state) {
         random_tokens(toks, N, sdn_model_cfg(m)->vocab, 78);
         char what[96];
         snprintf(what, sizeof what, "%s %s on path %s", models[t / nb], btypes[t % nb], sdn_kpath_name(sdn_kpath_get()));
-        check_batches(m, toks, N, Bs, (int)(sizeof Bs / sizeof Bs[0]), what);
+        check_batches(m, toks, N, Bs, (int)(sizeof Bs / sizeof Bs[0]), what, 1);
         sdn_model_free(m);
     }
 }
@@ -162,8 +199,10 @@ static void test_batch_invariance_path(void **state) {
  * within the tolerance of the reference; auto gives exactly the bits of kernels for the types
  * sdn_matmul_prefill_fast names on a SIMD path and exactly those of sgemm otherwise; kernels
  * and sgemm differ on the quantized types (the setting takes effect). With the layers' F32
- * layout resident auto runs the layers on SGEMM: the decode step after such a prefill (it
- * reads the prefill's KV entries) has the bits it has after a prefill under sgemm. */
+ * layout resident (the graph scheduler's G1) auto still runs the kernels' types on the
+ * kernels (chunk invariance) and the others on SGEMM: the decode step after such a prefill
+ * (it reads the prefill's KV entries) has the bits it has after a prefill under sgemm exactly
+ * for the types auto leaves to SGEMM. */
 static void test_prefill_matmul(void **state) {
     kpath_use(state);
     enum { NP = 90 };
@@ -188,7 +227,7 @@ static void test_prefill_matmul(void **state) {
             lg[k] = malloc((size_t)NP * V * sizeof(float));
             if (k == 3) assert_int_equal(sdn_layout_load(m, 0, L, SDN_LAYOUT_F32, NULL, &e), SDN_OK);
             sdn_prefill_mm_set(modes[k]);
-            sdn_ctx *c = tu_ctx(m, 256, 2, 128);
+            sdn_ctx *c = tu_ctx_kv(m, 256, 2, 128, SDN_KV_F32, SDN_KV_F32);
             sdn_batch b = {.n = NP, .tokens = toks, .n_logits = k < 3 ? -1 : 0};
             assert_int_equal(sdn_forward(c, &b, lg[k], &e), SDN_OK);
             int p0 = 0, np = NP;
@@ -222,8 +261,11 @@ static void test_prefill_matmul(void **state) {
         if (memcmp(lg[1], lg[fast ? 2 : 0], bytes) != 0)
             fail_msg("%s: auto should give the bits of %s on path %s", ptypes[t], fast ? "kernels" : "sgemm", sdn_kpath_name(sdn_kpath_get()));
         if (!is_float(ptypes[t]) && memcmp(lg[0], lg[2], bytes) == 0) fail_msg("%s: kernels and sgemm gave the same bits", ptypes[t]);
-        if (memcmp(lg[3], lg[4], (size_t)V * sizeof(float)) != 0)
+        /* auto keeps the kernels for their types with the F32 layout resident (graph G1) too */
+        if (!fast && memcmp(lg[3], lg[4], (size_t)V * sizeof(float)) != 0)
             fail_msg("%s: with the F32 layout resident, auto should run the layers on SGEMM", ptypes[t]);
+        if (fast && memcmp(lg[3], lg[4], (size_t)V * sizeof(float)) == 0)
+            fail_msg("%s: with the F32 layout resident, auto should still run the layers on the kernels", ptypes[t]);
         for (int k = 0; k < 5; k++) free(lg[k]);
         free(ref);
         ref_model_free(r);
@@ -255,9 +297,14 @@ static void test_tree_mask_and_kv_keep(void **state) {
         int V = sdn_model_cfg(m)->vocab;
         sdn_rng r;
         sdn_rng_seed(&r, 1000 + a);
-        for (int trial = 0; trial < 20; trial++) {
-            enum { P = 20, MAXN = 40 };
-            int32_t prefix[P];
+        for (int trial = 0; trial < 20 + 2 * 6; trial++) {
+            enum { MAXN = 40 };
+            /* the default cache in 20 trials, then f32 and q8 in 6 each; prefixes that put the
+             * tree inside the first tile, across a tile boundary and across a super-tile one */
+            const int kt = trial < 20 ? SDN_KV_DEFAULT : trial < 26 ? SDN_KV_F32 : SDN_KV_Q8;
+            static const int prefixes[] = {20, 60, 490, 505};
+            const int P = prefixes[trial % 4];
+            int32_t prefix[505];
             random_tokens(prefix, P, V, 300 + (uint64_t)trial);
             int n = 2 + (int)sdn_rng_below(&r, MAXN - 1); /* root + nodes */
             int32_t tok[MAXN], parent[MAXN], depth[MAXN], pos[MAXN], rows[MAXN];
@@ -277,7 +324,7 @@ static void test_tree_mask_and_kv_keep(void **state) {
                 for (int j = i; j >= 0; j = parent[j]) mask[i * n + j] = 1;
             }
             sdn_err e = {0};
-            sdn_ctx *c = tu_ctx(m, 128, 2, 128);
+            sdn_ctx *c = tu_ctx_kv(m, 640, 2, 512, kt, kt);
             sdn_batch pre = {.n = P - 1, .tokens = prefix, .n_logits = 0};
             assert_int_equal(sdn_forward(c, &pre, NULL, &e), SDN_OK);
             float *tl = malloc((size_t)n * V * sizeof(float));
@@ -297,7 +344,7 @@ static void test_tree_mask_and_kv_keep(void **state) {
                 assert_int_equal(sdn_forward(c, &d, cont + (size_t)k * V, &e), SDN_OK);
             }
             /* reference: the accepted sequence decoded from scratch, one token at a time */
-            sdn_ctx *s = tu_ctx(m, 128, 1, 128);
+            sdn_ctx *s = tu_ctx_kv(m, 640, 1, 512, kt, kt);
             assert_int_equal(sdn_forward(s, &pre, NULL, &e), SDN_OK);
             float *one = malloc((size_t)V * sizeof(float));
             for (int i = 0; i < np + 2; i++) {
@@ -306,7 +353,8 @@ static void test_tree_mask_and_kv_keep(void **state) {
                 assert_int_equal(sdn_forward(s, &d, one, &e), SDN_OK);
                 const float *got = i < np ? tl + (size_t)path[i] * V : cont + (size_t)(i - np) * V;
                 if (memcmp(one, got, (size_t)V * sizeof(float)) != 0)
-                    fail_msg("%s trial %d: logits at path step %d differ from decoding from scratch", archs[a], trial, i);
+                    fail_msg("%s trial %d (cache %s): logits at path step %d differ from decoding from scratch", archs[a], trial,
+                             sdn_kv_type_name((sdn_kv_type)kt), i);
             }
             free(one);
             free(cont);
@@ -315,6 +363,68 @@ static void test_tree_mask_and_kv_keep(void **state) {
             sdn_ctx_free(c);
         }
         sdn_model_free(m);
+    }
+}
+
+/* Chunk invariance: every position's logits are bit-identical whether the prompt is decoded
+ * one token at a time, prefilled in one batch (the prefill path, more than 64 rows), in
+ * chunks of any size, or after a reused prefix of any length, for each cache type. The
+ * quantized types take the batch kernels on the prefill path by default; float weights do with
+ * --prefill-matmul kernels (SGEMM, their default, makes no such promise). 600 positions cross
+ * the 512-position super-tile; tiny-gemma3's local layers have a window of 8. */
+static void test_chunk_invariance(void **state) {
+    enum { N = 600 };
+    static const struct { const char *arch, *type; int kernels; } ms[] = {
+        {"tiny-llama", "Q8_0", 0}, {"tiny-gemma3", "Q4_K_M", 0}, {"tiny-qwen3", "Q4_1", 0}, {"tiny-llama", "F16", 1}};
+    static const int chunkings[][6] = {{N}, {256, 256, 88}, {1, 599}, {64, 64, 64, 64, 64, 280}, {100, 37, 200, 263}, {511, 2, 87}};
+    for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++) {
+        if (ms[mi].kernels) sdn_prefill_mm_set(SDN_PREFILL_MM_KERNELS);
+        sdn_model *m = tu_load(tu_model(ms[mi].arch, ms[mi].type, 16), NULL);
+        const int V = sdn_model_cfg(m)->vocab;
+        int32_t toks[N];
+        random_tokens(toks, N, V, 99 + mi);
+        float *ref = malloc((size_t)N * V * sizeof(float)), *lg = malloc((size_t)N * V * sizeof(float));
+        sdn_err e = {0};
+        for (int kt = SDN_KV_FIRST; kt < SDN_KV_TYPE_COUNT; kt++) {
+            sdn_ctx *c1 = tu_ctx_kv(m, N, 1, N, kt, kt);
+            int32_t row0 = 0;
+            for (int p = 0; p < N; p++) {
+                sdn_batch b = {.n = 1, .tokens = &toks[p], .logit_rows = &row0, .n_logits = 1, .invariant = 1};
+                assert_int_equal(sdn_forward(c1, &b, ref + (size_t)p * V, &e), SDN_OK);
+            }
+            sdn_ctx_free(c1);
+            sdn_ctx *c = tu_ctx_kv(m, N, 2, N, kt, kt);
+            for (size_t ch = 0; ch < sizeof chunkings / sizeof chunkings[0]; ch++) {
+                sdn_kv_truncate(c, 0);
+                int p = 0;
+                for (int k = 0; k < 6 && p < N; k++) {
+                    sdn_batch b = {.n = chunkings[ch][k], .tokens = toks + p, .n_logits = -1};
+                    assert_int_equal(sdn_forward(c, &b, lg + (size_t)p * V, &e), SDN_OK);
+                    p += chunkings[ch][k];
+                }
+                assert_int_equal(p, N);
+                for (int q = 0; q < N; q++)
+                    if (memcmp(ref + (size_t)q * V, lg + (size_t)q * V, (size_t)V * sizeof(float)) != 0)
+                        fail_msg("%s %s cache %s, chunking %zu: position %d's logits differ from one-token decoding", ms[mi].arch,
+                                 ms[mi].type, sdn_kv_type_name((sdn_kv_type)kt), ch, q);
+            }
+            /* a reused prefix: keep the first r entries, prefill the rest in one batch */
+            static const int reuse[] = {25, 64, 300, 512, 599};
+            for (size_t k = 0; k < sizeof reuse / sizeof reuse[0]; k++) {
+                sdn_kv_truncate(c, reuse[k]);
+                sdn_batch b = {.n = N - reuse[k], .tokens = toks + reuse[k], .n_logits = -1};
+                assert_int_equal(sdn_forward(c, &b, lg, &e), SDN_OK);
+                if (memcmp(ref + (size_t)reuse[k] * V, lg, (size_t)(N - reuse[k]) * V * sizeof(float)) != 0)
+                    fail_msg("%s %s cache %s: prefill after a reused prefix of %d differs", ms[mi].arch, ms[mi].type,
+                             sdn_kv_type_name((sdn_kv_type)kt), reuse[k]);
+            }
+            sdn_ctx_free(c);
+        }
+        print_message("%-12s %-7s: bit-identical logits for every chunking and reused prefix, caches f16, f32, q8\n", ms[mi].arch, ms[mi].type);
+        free(ref);
+        free(lg);
+        sdn_model_free(m);
+        sdn_prefill_mm_set(SDN_PREFILL_MM_AUTO);
     }
 }
 
@@ -421,11 +531,13 @@ int main(void) {
         cmocka_unit_test(test_bad_batches),
         cmocka_unit_test(test_topk),
         cmocka_unit_test(test_vs_reference),
+        cmocka_unit_test(test_kv_types_vs_reference),
         cmocka_unit_test(test_batch_invariance),
         KPATH_TESTS(test_batch_invariance_path),
         KPATH_TESTS(test_prefill_matmul),
         cmocka_unit_test(test_prefill_matmul_names),
         cmocka_unit_test(test_tree_mask_and_kv_keep),
+        cmocka_unit_test(test_chunk_invariance),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -41,7 +41,8 @@ static void random_tokens(int32_t *t, int n, int vocab, uint64_t seed) {
     for (int i = 0; i < n; i++) t[i] = (int32_t)sdn_rng_below(&r, (uint64_t)vocab);
 }
 
-/* G2 sub-chunks vs the decode path in one call (bitwise) and vs G1 (tolerance). */
+/* G2 sub-chunks vs the decode path in one call (bitwise) and vs G1 (tolerance; bitwise for the
+ * types G1 runs on the batch kernels). */
 static void check_g2_vs_g1(const char *type, double tol) {
     sdn_model *m = tu_load(tu_model_layers("tiny-llama", type, 21, 4, NULL), NULL);
     const sdn_model_config *cfg = sdn_model_cfg(m);
@@ -84,7 +85,10 @@ static void check_g2_vs_g1(const char *type, double tol) {
     }
     print_message("  %s: max |G2 - G1| / max |G1| = %.2e (tolerance %.0e)\n", type, md / mx, tol);
     assert_true(md / mx <= tol);
-    assert_true(md > 0 || !strcmp(type, "F32")); /* different kernels really ran */
+    /* a quantized type's G1 runs the batch kernels, as G2 does (engine/kernel_path.h): the
+     * same bits, so graph modes and chunk sizes do not change the KV entries; F32's G1 runs
+     * SGEMM, which need not agree bit for bit */
+    if (strcmp(type, "F32") != 0) assert_memory_equal(x[0], x[1], (size_t)N * dim * sizeof(float));
     for (int v = 0; v < 3; v++) free(x[v]);
     sdn_model_free(m);
 }

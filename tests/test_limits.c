@@ -132,7 +132,7 @@ static void test_memory_limit(void **state) {
     sdn_model *m = tu_load(tu_model("tiny-llama", "F32", 1), NULL);
     const sdn_model_config *cfg = sdn_model_cfg(m);
     int n_ctx = 1 << 18;
-    uint64_t kv = 2ull * cfg->n_layers * (uint64_t)n_ctx * cfg->n_kv_heads * cfg->head_dim * sizeof(float);
+    uint64_t kv = sdn_kv_cache_bytes(cfg, SDN_KV_DEFAULT, SDN_KV_DEFAULT, n_ctx);
     setenv("SDN_MEM_LIMIT_MB", "64", 1);
     sdn_ctx *c = NULL;
     sdn_err e = {0};

@@ -10,6 +10,7 @@
 #include "engine/cli/opts.h"
 #include "sdnpu.h"
 #include "engine/kernel_path.h"
+#include "engine/kv_cache.h"
 
 static const struct {
     const char *name;
@@ -45,20 +46,31 @@ static void usage(FILE *f) {
     fprintf(f, "\nevery command also takes --kernel portable|avx2|avx512|amx (or the environment variable\n"
                "SDN_KERNEL) to force a kernel path; the default is the best path this CPU supports;\n"
                "and --prefill-matmul auto|sgemm|kernels (or SDN_PREFILL_MATMUL): how prefill batches\n"
-               "multiply, default auto (the quantized batch kernels where they beat SGEMM)\n"
+               "multiply, default auto (the quantized batch kernels where they beat SGEMM);\n"
+               "and --cache-type-k, --cache-type-v f16|f32|q8 (or -ctk, -ctv; SDN_CACHE_TYPE_K, SDN_CACHE_TYPE_V):\n"
+               "the KV cache's key and value types of every context the command makes, default f16\n"
                "options are written --opt VALUE or --opt=VALUE; exit codes: 0 success, 1 runtime failure, 2 usage error\n"
                "\nexample:\n  %s\n", cli_example("run"));
 }
 
 /* Take the global options out of argv: --kernel NAME (or --kernel=NAME) selects the kernel
  * path (that one, else SDN_KERNEL, else the best), --prefill-matmul auto|sgemm|kernels the
- * prefill matmuls (else SDN_PREFILL_MATMUL, else auto). Returns 0, or 2 after printing the
- * error. */
+ * prefill matmuls (else SDN_PREFILL_MATMUL, else auto), --cache-type-k / --cache-type-v (-ctk,
+ * -ctv) f16|f32|q8 the KV cache types of every context (else SDN_CACHE_TYPE_K / _V, else f16).
+ * Returns 0, or 2 after printing the error. */
 static int kernel_option(int *argc, char **argv) {
-    const char *name = NULL, *pmm = NULL;
+    const char *name = NULL, *pmm = NULL, *ctk = NULL, *ctv = NULL;
     int j = 1;
     for (int i = 1; i < *argc; i++) {
-        if (!strcmp(argv[i], "--kernel") || !strcmp(argv[i], "--prefill-matmul")) {
+        const int kk = !strcmp(argv[i], "--cache-type-k") || !strcmp(argv[i], "-ctk");
+        if (kk || !strcmp(argv[i], "--cache-type-v") || !strcmp(argv[i], "-ctv")) {
+            if (i + 1 >= *argc) {
+                fprintf(stderr, "sdnpu: option %s needs a value (f16, f32 or q8)\n", argv[i]);
+                return 2;
+            }
+            if (kk) ctk = argv[++i];
+            else ctv = argv[++i];
+        } else if (!strcmp(argv[i], "--kernel") || !strcmp(argv[i], "--prefill-matmul")) {
             const int k = argv[i][2] == 'k';
             if (i + 1 >= *argc) {
                 fprintf(stderr, "sdnpu: option %s needs a value (%s)\n", argv[i],
@@ -92,6 +104,13 @@ static int kernel_option(int *argc, char **argv) {
         return 2;
     }
     if (pmm) sdn_prefill_mm_set(m);
+    sdn_kv_type tk = SDN_KV_AUTO, tv = SDN_KV_AUTO;
+    if ((ctk && sdn_kv_type_parse(ctk, "--cache-type-k", &tk, &err)) || (ctv && sdn_kv_type_parse(ctv, "--cache-type-v", &tv, &err)) ||
+        (!ctk && !ctv && sdn_kv_default_init(&err))) {
+        fprintf(stderr, "sdnpu: %s\n", err.msg);
+        return 2;
+    }
+    if (ctk || ctv) sdn_kv_set_default(tk, tv);
     return 0;
 }
 

@@ -147,10 +147,12 @@ sdn_model *tu_load_stories(void) {
     return tu_load(tu_shared_path("models/stories260K/stories260K.bin"), tu_shared_path("models/stories260K/tok512.bin"));
 }
 
-sdn_ctx *tu_ctx(sdn_model *m, int n_ctx, int threads, int max_batch) {
+sdn_ctx *tu_ctx(sdn_model *m, int n_ctx, int threads, int max_batch) { return tu_ctx_kv(m, n_ctx, threads, max_batch, SDN_KV_AUTO, SDN_KV_AUTO); }
+
+sdn_ctx *tu_ctx_kv(sdn_model *m, int n_ctx, int threads, int max_batch, int type_k, int type_v) {
     sdn_ctx *c;
     sdn_err e = {0};
-    sdn_ctx_params p = {.n_ctx = n_ctx, .n_threads = threads, .max_batch = max_batch};
+    sdn_ctx_params p = {.n_ctx = n_ctx, .n_threads = threads, .max_batch = max_batch, .type_k = (sdn_kv_type)type_k, .type_v = (sdn_kv_type)type_v};
     if (sdn_ctx_new(m, &p, &c, &e)) fail_msg("%s", e.msg);
     return c;
 }

@@ -30,6 +30,8 @@ struct sdn_model *tu_load(const char *path, const char *tokenizer);
 struct sdn_model *tu_load_stories(void);
 /* An inference context (failing the test on error). */
 struct sdn_ctx *tu_ctx(struct sdn_model *m, int n_ctx, int threads, int max_batch);
+/* The same with KV cache types (sdn_kv_type values of engine/kv_cache.h). */
+struct sdn_ctx *tu_ctx_kv(struct sdn_model *m, int n_ctx, int threads, int max_batch, int type_k, int type_v);
 /* Write bytes to a file; returns 0 on success. */
 int tu_write_file(const char *path, const void *data, size_t n);
 

@@ -1,0 +1,486 @@
+/* attention.c - attention over the KV cache in an order fixed by absolute positions (see
+ * attention.h for the algorithm, attention_kern.h for the per-tile arithmetic): the tasks
+ * and their split over the thread pool, the walk over super-tiles and tiles, the merge of
+ * super-tiles, and the portable kernels (the reference every SIMD path matches bit for bit).
+ *
+ * A task is one KV head, a range of batch rows (all query heads of that KV head for each)
+ * and a range of super-tiles. Prefill batches get one task per (KV head, block of rows)
+ * covering all super-tiles, merged as they are computed; decode and verify batches with
+ * more than one super-tile get one task per (KV head, super-tile), all rows together (each
+ * key tile is read once for all of them), writing per-super-tile partial results that a
+ * second pass merges in order. Both give the same bits: the merge is the same arithmetic. */
+#include "engine/attention.h"
+
+#include <math.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/sdn_util.h"
+#include "engine/attention_kern.h"
+#include "engine/kernel_path.h"
+#include "engine/matmul_internal.h"
+
+#define TILES_PER_SUPER (SDN_ATT_SUPER / SDN_KV_TILE)
+#define PREFILL_QUERIES 12 /* queries of a prefill task: rows x the KV head's query heads */
+
+/* ------------------------------------------------------------ portable kernels ---- */
+
+void sdn_att_scores_portable(const sdn_att_kt *t, const sdn_att_q *q, int nq, float *sc) {
+    for (int i = 0; i < nq; i++) {
+        float *s = sc + (size_t)i * 64;
+        if (t->tk == SDN_KV_Q8) {
+            const uint8_t *k = t->k;
+            for (int j = 0; j < 64; j++) {
+                int32_t acc = 0;
+                for (int g = 0; g < t->hd4 / 4; g++)
+                    for (int b = 0; b < 4; b++) acc += (int32_t)k[((size_t)g * 64 + j) * 4 + b] * q[i].q8[g * 4 + b];
+                s[j] = (float)(acc - q[i].q8bias) * (sdn_fp16_to_fp32(t->ks[j]) * q[i].qs);
+            }
+        } else {
+            for (int j = 0; j < 64; j++) {
+                float acc = 0.0f;
+                if (t->tk == SDN_KV_F32) {
+                    const float *k = t->k;
+                    for (int d = 0; d < t->hd; d++) acc = fmaf(q[i].q[d], k[(size_t)d * 64 + j], acc);
+                } else {
+                    const uint16_t *k = t->k;
+                    for (int d = 0; d < t->hd; d++) acc = fmaf(q[i].q[d], sdn_fp16_to_fp32(k[(size_t)d * 64 + j]), acc);
+                }
+                s[j] = acc * q[i].qs;
+            }
+        }
+    }
+}
+
+void sdn_att_update_portable(sdn_att_q *q, int nq, const float *sc, const sdn_att_vt *v) {
+    const int hd = v->hd;
+    for (int i = 0; i < nq; i++) {
+        sdn_att_q *Q = &q[i];
+        const float *s = sc + (size_t)i * 64;
+        const uint64_t vis = Q->vis;
+        if (!vis) continue;
+        float mt = -INFINITY;
+        for (int j = 0; j < 64; j++)
+            if (vis >> j & 1 && s[j] > mt) mt = s[j];
+        if (Q->m == -INFINITY) Q->m = mt;
+        else if (mt > Q->m) {
+            const float a = sdn_att_exp(Q->m - mt);
+            for (int d = 0; d < hd; d++) Q->acc[d] *= a;
+            Q->l *= a;
+            Q->m = mt;
+        }
+        float p[64];
+        for (int j = 0; j < 64; j++) p[j] = vis >> j & 1 ? sdn_att_exp(s[j] - Q->m) : 0.0f;
+        Q->l = Q->l + sdn_att_tsum64(p);
+        for (int j = 0; j < 64; j++) {
+            if (!(vis >> j & 1)) continue;
+            const uint8_t *row = v->vrow[j];
+            switch (v->tv) {
+            case SDN_KV_F32:
+                for (int d = 0; d < hd; d++) Q->acc[d] = fmaf(p[j], ((const float *)row)[d], Q->acc[d]);
+                break;
+            case SDN_KV_F16:
+                for (int d = 0; d < hd; d++) Q->acc[d] = fmaf(p[j], sdn_fp16_to_fp32(((const uint16_t *)row)[d]), Q->acc[d]);
+                break;
+            default: {
+                const float w = p[j] * v->vsc[j];
+                for (int d = 0; d < hd; d++) Q->acc[d] = fmaf(w, (float)((const int8_t *)row)[d], Q->acc[d]);
+            }
+            }
+        }
+    }
+}
+
+/* ------------------------------------------------------------------ dispatch ---- */
+
+typedef struct att_kernels {
+    sdn_att_scores_fn scores;
+    sdn_att_update_fn update;
+} att_kernels;
+
+static att_kernels kernels_for(int hd) {
+#if defined(__x86_64__)
+    /* the SIMD kernels take whole vectors of the head dimension; the portable ones give the
+     * same bits for any other */
+    switch (sdn_kpath_get()) {
+    case SDN_KPATH_AVX2:
+        if (hd % 8 == 0)
+            return sdn_kpath_avxvnni() ? (att_kernels){sdn_att_scores_avx2vnni, sdn_att_update_avx2vnni}
+                                       : (att_kernels){sdn_att_scores_avx2, sdn_att_update_avx2};
+        break;
+    case SDN_KPATH_AVX512:
+    case SDN_KPATH_AMX:
+        if (hd % 16 == 0) return (att_kernels){sdn_att_scores_avx512, sdn_att_update_avx512};
+        break;
+    default: break;
+    }
+#endif
+    return (att_kernels){sdn_att_scores_portable, sdn_att_update_portable};
+}
+
+/* ----------------------------------------------------------------- workspace ---- */
+
+typedef struct att_thread {
+    sdn_att_q *q;        /* [qmax] */
+    float *acc;          /* [qmax][hd] super-tile accumulators */
+    float *gacc;         /* [qmax][hd] merged accumulators (inline merge) */
+    float *gm, *gl;      /* [qmax] merged max and sum */
+    int8_t *q8;          /* [qmax][hd4] */
+    float *sc;           /* [qmax][64] tile scores */
+    float *scb;          /* [qmax][128] scores of the batch's slot tiles (tree mode) */
+} att_thread;
+
+struct sdn_att_ws {
+    int n_threads, qmax, hd, hd4, n_heads, max_inv_rows, n_super;
+    att_thread *th;
+    float *part;         /* [n_super][max_inv_rows][n_heads][hd + 2]: per-super-tile results */
+    /* per-call row data */
+    int32_t *rpos, *rlo, *rclim, *rmax; /* [max_batch] position, window start, committed limit, last visible position */
+    int32_t *ext_pos, *ext_slot;        /* [max_inv_rows][max_inv_rows] a row's visible batch entries, by position */
+    int32_t *n_ext;                     /* [max_batch] */
+    int max_batch;
+};
+
+static void thread_free(att_thread *t) {
+    free(t->q); free(t->acc); free(t->gacc); free(t->gm); free(t->gl); free(t->q8); free(t->sc); free(t->scb);
+}
+
+void sdn_att_ws_free(sdn_att_ws *ws) {
+    if (!ws) return;
+    for (int i = 0; ws->th && i < ws->n_threads; i++) thread_free(&ws->th[i]);
+    free(ws->th);
+    free(ws->part);
+    free(ws->rpos); free(ws->rlo); free(ws->rclim); free(ws->rmax); free(ws->ext_pos); free(ws->ext_slot); free(ws->n_ext);
+    free(ws);
+}
+
+int sdn_att_ws_new(int n_threads, int max_batch, int n_heads, int n_kv_heads, int head_dim, int n_ctx, sdn_att_ws **out, sdn_err *err) {
+    *out = NULL;
+    sdn_att_ws *ws = calloc(1, sizeof *ws);
+    if (!ws) return sdn_fail(err, SDN_ENOMEM, "out of memory (attention)");
+    const int grp = n_heads / n_kv_heads, inv = max_batch < 64 ? max_batch : 64;
+    ws->n_threads = n_threads;
+    ws->hd = head_dim;
+    ws->hd4 = (head_dim + 3) / 4 * 4;
+    ws->n_heads = n_heads;
+    ws->max_inv_rows = inv;
+    ws->max_batch = max_batch;
+    ws->n_super = (n_ctx + SDN_ATT_SUPER - 1) / SDN_ATT_SUPER;
+    /* a task holds at most the 64 rows of a decode batch, or a prefill block, times grp */
+    int qmax = inv * grp;
+    if (qmax < PREFILL_QUERIES + grp) qmax = PREFILL_QUERIES + grp;
+    ws->qmax = qmax;
+    ws->th = calloc((size_t)n_threads, sizeof *ws->th);
+    int ok = ws->th != NULL;
+    for (int i = 0; ok && i < n_threads; i++) {
+        att_thread *t = &ws->th[i];
+        t->q = calloc((size_t)qmax, sizeof *t->q);
+        t->acc = malloc((size_t)qmax * head_dim * sizeof(float));
+        t->gacc = malloc((size_t)qmax * head_dim * sizeof(float));
+        t->gm = malloc((size_t)qmax * sizeof(float));
+        t->gl = malloc((size_t)qmax * sizeof(float));
+        t->q8 = calloc((size_t)qmax * ws->hd4, 1);
+        t->sc = malloc((size_t)qmax * 64 * sizeof(float));
+        t->scb = malloc((size_t)qmax * 128 * sizeof(float));
+        ok = t->q && t->acc && t->gacc && t->gm && t->gl && t->q8 && t->sc && t->scb;
+    }
+    if (ok && ws->n_super > 1) {
+        ws->part = malloc((size_t)ws->n_super * inv * n_heads * (head_dim + 2) * sizeof(float));
+        ok = ws->part != NULL;
+    }
+    ws->rpos = malloc((size_t)max_batch * sizeof(int32_t));
+    ws->rlo = malloc((size_t)max_batch * sizeof(int32_t));
+    ws->rclim = malloc((size_t)max_batch * sizeof(int32_t));
+    ws->rmax = malloc((size_t)max_batch * sizeof(int32_t));
+    ws->n_ext = malloc((size_t)max_batch * sizeof(int32_t));
+    ws->ext_pos = malloc((size_t)inv * inv * sizeof(int32_t));
+    ws->ext_slot = malloc((size_t)inv * inv * sizeof(int32_t));
+    ok = ok && ws->rpos && ws->rlo && ws->rclim && ws->rmax && ws->n_ext && ws->ext_pos && ws->ext_slot;
+    if (!ok) {
+        sdn_att_ws_free(ws);
+        return sdn_fail(err, SDN_ENOMEM, "out of memory (attention scratch)");
+    }
+    *out = ws;
+    return SDN_OK;
+}
+
+/* --------------------------------------------------------------------- tasks ---- */
+
+typedef struct att_job {
+    sdn_att_ws *ws;
+    const sdn_att_args *a;
+    att_kernels k;
+    int grp, tree, rows_per_task, n_row_blocks, s_lo, s_hi, split; /* split: one task per (KV head, super-tile) */
+    int n_tasks;
+    atomic_int next;
+} att_job;
+
+static inline uint64_t lane_range(int a, int b) { /* lanes [a, b) of 64 */
+    if (a >= b) return 0;
+    uint64_t hi = b >= 64 ? ~0ull : (1ull << b) - 1, lo = (1ull << a) - 1;
+    return hi & ~lo;
+}
+
+/* Prepare the task's queries: pointers, q8 quantization (q8 keys), state. */
+static void setup_queries(const att_job *j, att_thread *t, int h, int r0, int r1) {
+    const sdn_att_args *a = j->a;
+    const int hd = a->head_dim, hd4 = j->ws->hd4;
+    int nq = 0;
+    for (int r = r0; r < r1; r++)
+        for (int g = 0; g < j->grp; g++, nq++) {
+            sdn_att_q *Q = &t->q[nq];
+            Q->q = a->q + (size_t)r * a->ldq + (size_t)(h * j->grp + g) * hd;
+            Q->acc = t->acc + (size_t)nq * hd;
+            Q->qs = a->scale;
+            if (sdn_kv_type_k(a->kv) == SDN_KV_Q8) {
+                int8_t *q8 = t->q8 + (size_t)nq * hd4;
+                float amax = 0.0f;
+                for (int d = 0; d < hd; d++)
+                    if (fabsf(Q->q[d]) > amax) amax = fabsf(Q->q[d]);
+                const float sq = amax / 127.0f;
+                int32_t sum = 0;
+                for (int d = 0; d < hd4; d++) {
+                    float v = d < hd && sq > 0.0f ? nearbyintf(Q->q[d] / sq) : 0.0f;
+                    if (!(v >= -127.0f)) v = -127.0f;
+                    if (v > 127.0f) v = 127.0f;
+                    q8[d] = (int8_t)v;
+                    sum += q8[d];
+                }
+                Q->q8 = q8;
+                Q->q8bias = 128 * sum;
+                Q->qs = sq * a->scale;
+            }
+        }
+}
+
+static void reset_super(att_thread *t, int nq, int hd) {
+    for (int i = 0; i < nq; i++) {
+        t->q[i].m = -INFINITY;
+        t->q[i].l = 0.0f;
+    }
+    memset(t->acc, 0, (size_t)nq * hd * sizeof(float));
+}
+
+/* Merge a super-tile's (m, l, acc) into (M, L, ACC) (attention.h). */
+static void merge(float *M, float *L, float *ACC, float m, float l, const float *acc, int hd, int first) {
+    if (first) {
+        *M = m;
+        *L = l;
+        memcpy(ACC, acc, (size_t)hd * sizeof(float));
+        return;
+    }
+    const float Mn = m > *M ? m : *M, ea = sdn_att_exp(*M - Mn), eb = sdn_att_exp(m - Mn);
+    *L = *L * ea + l * eb;
+    for (int d = 0; d < hd; d++) ACC[d] = fmaf(acc[d], eb, ACC[d] * ea);
+    *M = Mn;
+}
+
+static void run_task(att_job *j, att_thread *t, int h, int r0, int r1, int s0, int s1) {
+    const sdn_att_args *a = j->a;
+    sdn_att_ws *ws = j->ws;
+    const int hd = a->head_dim, grp = j->grp, nq = (r1 - r0) * grp, kv_base = a->kv_base;
+    sdn_kv_head kh;
+    sdn_kv_head_get(a->kv, a->layer, h, &kh);
+    setup_queries(j, t, h, r0, r1);
+    sdn_att_kt kt = {.tk = kh.tk, .hd = hd, .hd4 = kh.hd4};
+    sdn_att_vt vt;
+    vt.tv = kh.tv;
+    vt.hd = hd;
+    /* tree mode: every query's scores against the batch's slot tiles, once */
+    const int tb0 = kv_base / SDN_KV_TILE;
+    if (j->tree) {
+        const int tb1 = (kv_base + a->n - 1) / SDN_KV_TILE;
+        for (int tb = tb0; tb <= tb1; tb++) {
+            kt.k = kh.k + (size_t)tb * kh.k_tile_bytes;
+            kt.ks = kh.k_scale ? kh.k_scale + (size_t)tb * SDN_KV_TILE : NULL;
+            j->k.scores(&kt, t->q, nq, t->sc);
+            for (int i = 0; i < nq; i++) memcpy(t->scb + (size_t)i * 128 + (tb - tb0) * 64, t->sc + (size_t)i * 64, 64 * sizeof(float));
+        }
+    }
+    int lo_min = INT32_MAX, hi_max = -1;
+    for (int r = r0; r < r1; r++) {
+        if (ws->rlo[r] < lo_min) lo_min = ws->rlo[r];
+        if (ws->rmax[r] > hi_max) hi_max = ws->rmax[r];
+    }
+    for (int S = s0; S < s1; S++) {
+        reset_super(t, nq, hd);
+        int T0 = S * TILES_PER_SUPER, T1 = T0 + TILES_PER_SUPER;
+        if (T0 < lo_min / SDN_KV_TILE) T0 = lo_min / SDN_KV_TILE;
+        if (T1 > hi_max / SDN_KV_TILE + 1) T1 = hi_max / SDN_KV_TILE + 1;
+        for (int T = T0; T < T1; T++) {
+            const int p0 = T * SDN_KV_TILE;
+            int any_c = 0, any_x = 0;
+            for (int r = r0; r < r1; r++) {
+                const int lo = ws->rlo[r], cl = ws->rclim[r];
+                uint64_t vis = lane_range((lo > p0 ? lo : p0) - p0, (cl < p0 + 64 ? cl : p0 + 64) - p0);
+                any_c |= vis != 0;
+                uint64_t xv = 0;
+                if (j->tree)
+                    for (int e = 0; e < ws->n_ext[r]; e++) {
+                        const int p = ws->ext_pos[(size_t)r * ws->max_inv_rows + e];
+                        if (p >= p0 && p < p0 + 64) xv |= 1ull << (p - p0);
+                    }
+                any_x |= xv != 0;
+                for (int g = 0; g < grp; g++) t->q[(r - r0) * grp + g].vis = vis | xv;
+            }
+            if (!any_c && !any_x) continue;
+            if (any_c || T == tb0) {
+                kt.k = kh.k + (size_t)T * kh.k_tile_bytes;
+                kt.ks = kh.k_scale ? kh.k_scale + (size_t)p0 : NULL;
+                if (j->tree && T >= tb0 && T - tb0 < 2)
+                    for (int i = 0; i < nq; i++) memcpy(t->sc + (size_t)i * 64, t->scb + (size_t)i * 128 + (T - tb0) * 64, 64 * sizeof(float));
+                else
+                    j->k.scores(&kt, t->q, nq, t->sc);
+            }
+            for (int l = 0; l < 64; l++) {
+                vt.vrow[l] = kh.v + (size_t)(p0 + l) * kh.v_row_bytes;
+                vt.vsc[l] = kh.v_scale ? sdn_fp16_to_fp32(kh.v_scale[p0 + l]) : 0.0f;
+            }
+            if (!any_x) {
+                j->k.update(t->q, nq, t->sc, &vt);
+                continue;
+            }
+            /* batch entries at their positions: each row's own scores and value rows */
+            for (int r = r0; r < r1; r++) {
+                sdn_att_vt vr = vt;
+                float sr[64 * 8];
+                const int ne = ws->n_ext[r];
+                for (int g0 = 0; g0 < grp; g0 += 8) {
+                    const int ng = grp - g0 < 8 ? grp - g0 : 8;
+                    for (int g = 0; g < ng; g++) memcpy(sr + g * 64, t->sc + (size_t)((r - r0) * grp + g0 + g) * 64, 64 * sizeof(float));
+                    for (int e = 0; e < ne; e++) {
+                        const int p = ws->ext_pos[(size_t)r * ws->max_inv_rows + e], slot = ws->ext_slot[(size_t)r * ws->max_inv_rows + e];
+                        if (p < p0 || p >= p0 + 64) continue;
+                        for (int g = 0; g < ng; g++)
+                            sr[g * 64 + (p - p0)] = t->scb[(size_t)((r - r0) * grp + g0 + g) * 128 + (slot - tb0 * SDN_KV_TILE)];
+                        vr.vrow[p - p0] = kh.v + (size_t)slot * kh.v_row_bytes;
+                        vr.vsc[p - p0] = kh.v_scale ? sdn_fp16_to_fp32(kh.v_scale[slot]) : 0.0f;
+                    }
+                    j->k.update(t->q + (r - r0) * grp + g0, ng, sr, &vr);
+                }
+            }
+        }
+        /* the super-tile's results: merged now (whole range in this task) or stored */
+        for (int i = 0; i < nq; i++) {
+            const int r = r0 + i / grp, head = h * grp + i % grp;
+            sdn_att_q *Q = &t->q[i];
+            if (j->split) {
+                float *pp = ws->part + (((size_t)S * ws->max_inv_rows + r) * ws->n_heads + head) * (hd + 2);
+                pp[0] = Q->m;
+                pp[1] = Q->l;
+                memcpy(pp + 2, Q->acc, (size_t)hd * sizeof(float));
+            } else if (Q->l > 0.0f) {
+                merge(&t->gm[i], &t->gl[i], t->gacc + (size_t)i * hd, Q->m, Q->l, Q->acc, hd, t->gl[i] == 0.0f);
+            }
+        }
+    }
+    if (!j->split)
+        for (int i = 0; i < nq; i++) {
+            const int r = r0 + i / grp, head = h * grp + i % grp;
+            float *o = a->out + (size_t)r * a->ldq + (size_t)head * hd;
+            const float inv = 1.0f / t->gl[i], *acc = t->gacc + (size_t)i * hd;
+            for (int d = 0; d < hd; d++) o[d] = acc[d] * inv;
+        }
+}
+
+static void att_worker(void *arg, int ith, int nth) {
+    att_job *j = arg;
+    att_thread *t = &j->ws->th[ith];
+    for (;;) {
+        const int k = atomic_fetch_add(&j->next, 1);
+        if (k >= j->n_tasks) break;
+        if (j->split) { /* (KV head, super-tile), all rows */
+            const int ns = j->s_hi - j->s_lo;
+            run_task(j, t, k / ns, 0, j->a->n, j->s_lo + k % ns, j->s_lo + k % ns + 1);
+        } else { /* (KV head, row block), the last rows (the most work) first */
+            const int b = j->n_row_blocks - 1 - k / j->a->n_kv_heads, h = k % j->a->n_kv_heads;
+            const int r0 = b * j->rows_per_task, r1 = r0 + j->rows_per_task < j->a->n ? r0 + j->rows_per_task : j->a->n;
+            const int nq = (r1 - r0) * j->grp;
+            for (int i = 0; i < nq; i++) t->gl[i] = 0.0f;
+            run_task(j, t, h, r0, r1, j->s_lo, j->s_hi);
+        }
+    }
+}
+
+/* Second pass of split tasks: merge each (row, head)'s super-tiles in order. */
+static void merge_worker(void *arg, int ith, int nth) {
+    att_job *j = arg;
+    const sdn_att_args *a = j->a;
+    sdn_att_ws *ws = j->ws;
+    const int hd = a->head_dim;
+    long b, e;
+    sdn_pool_range((long)a->n * a->n_heads, ith, nth, 1, &b, &e);
+    float *ACC = ws->th[ith].gacc;
+    for (long k = b; k < e; k++) {
+        const int r = (int)(k / a->n_heads), head = (int)(k % a->n_heads);
+        float M = -INFINITY, L = 0.0f;
+        for (int S = j->s_lo; S < j->s_hi; S++) {
+            const float *pp = ws->part + (((size_t)S * ws->max_inv_rows + r) * ws->n_heads + head) * (hd + 2);
+            if (pp[1] > 0.0f) merge(&M, &L, ACC, pp[0], pp[1], pp + 2, hd, L == 0.0f);
+        }
+        float *o = a->out + (size_t)r * a->ldq + (size_t)head * hd;
+        const float inv = 1.0f / L;
+        for (int d = 0; d < hd; d++) o[d] = ACC[d] * inv;
+    }
+}
+
+void sdn_attention(sdn_att_ws *ws, sdn_pool *pool, const sdn_att_args *a) {
+    const int n = a->n, kv_base = a->kv_base;
+    att_job j = {.ws = ws, .a = a, .k = kernels_for(a->head_dim), .grp = a->n_heads / a->n_kv_heads};
+    /* rows: position, window start, committed limit, visible batch entries */
+    int slot_pos = !a->mask;
+    for (int i = 0; slot_pos && a->pos && i < n; i++) slot_pos = a->pos[i] == kv_base + i;
+    j.tree = !slot_pos;
+    int lo_all = INT32_MAX, hi_all = 0;
+    for (int i = 0; i < n; i++) {
+        const int p = a->pos ? a->pos[i] : kv_base + i;
+        const int lo = a->window > 0 && p - a->window + 1 > 0 ? p - a->window + 1 : 0;
+        ws->rpos[i] = p;
+        ws->rlo[i] = lo;
+        ws->rclim[i] = slot_pos ? p + 1 : kv_base;
+        ws->rmax[i] = slot_pos ? p : kv_base - 1;
+        ws->n_ext[i] = 0;
+        if (!slot_pos) {
+            int32_t *ep = ws->ext_pos + (size_t)i * ws->max_inv_rows, *es = ws->ext_slot + (size_t)i * ws->max_inv_rows;
+            int ne = 0;
+            for (int r = 0; r <= i; r++) {
+                const int see = a->mask ? a->mask[(size_t)i * n + r] != 0 : 1;
+                const int pr = a->pos ? a->pos[r] : kv_base + r;
+                if (!see || pr < lo) continue;
+                int k = ne++; /* insertion by position */
+                while (k > 0 && ep[k - 1] > pr) { ep[k] = ep[k - 1]; es[k] = es[k - 1]; k--; }
+                ep[k] = pr;
+                es[k] = kv_base + r;
+                if (pr > ws->rmax[i]) ws->rmax[i] = pr;
+            }
+            ws->n_ext[i] = ne;
+        }
+        if (lo < lo_all) lo_all = lo;
+        if (ws->rmax[i] > hi_all) hi_all = ws->rmax[i];
+    }
+    j.s_lo = lo_all / SDN_ATT_SUPER;
+    j.s_hi = hi_all / SDN_ATT_SUPER + 1;
+    const int nth = sdn_pool_size(pool);
+    /* decode and verify steps over more than one super-tile: split by super-tile */
+    j.split = n <= ws->max_inv_rows && j.s_hi - j.s_lo > 1 && ws->part != NULL;
+    if (j.split) {
+        j.n_tasks = a->n_kv_heads * (j.s_hi - j.s_lo);
+    } else {
+        int rows = PREFILL_QUERIES / j.grp;
+        if (rows < 1) rows = 1;
+        if (n <= ws->max_inv_rows && (long)a->n_kv_heads * ((n + rows - 1) / rows) < nth) rows = (n + nth - 1) / nth;
+        if (j.tree || rows * j.grp > ws->qmax) rows = n; /* tree batches: all rows in one task (n <= 64) */
+        if (rows * j.grp > ws->qmax) rows = ws->qmax / j.grp;
+        j.rows_per_task = rows;
+        j.n_row_blocks = (n + rows - 1) / rows;
+        j.n_tasks = a->n_kv_heads * j.n_row_blocks;
+    }
+    atomic_init(&j.next, 0);
+    if (nth > 1 && j.n_tasks > 1) sdn_pool_run(pool, att_worker, &j);
+    else att_worker(&j, 0, 1);
+    if (j.split) {
+        if (nth > 1) sdn_pool_run(pool, merge_worker, &j);
+        else merge_worker(&j, 0, 1);
+    }
+}

@@ -1,0 +1,98 @@
+/* attention_kern.h - the per-tile attention kernels behind engine/attention.c, one set per
+ * kernel path (portable C in attention.c; AVX2, AVX2+VNNI and AVX-512 variants compiled from
+ * attention_avx2.c, see CMakeLists.txt), and the arithmetic they must all share.
+ *
+ * Every path computes the same bits: the kernels only change which lanes are computed
+ * together, never an operation or its order. Per query and tile of 64 positions:
+ *   score     f32/f16 keys: s_j = (fma chain over d = 0 .. hd-1 of q[d] * k_j[d], from 0) * qs
+ *             q8 keys:      s_j = (float)(sum_d q8[d] * k8_j[d]) * (ks_j * qs)   (exact int32 sum)
+ *   update    over the query's visible lanes (a 64-bit mask): mt = max s_j; when the running
+ *             max m is -inf, m = mt; else if mt > m: a = att_exp(m - mt), acc[d] *= a, l *= a,
+ *             m = mt; then p_j = att_exp(s_j - m) for visible lanes, 0 for the others;
+ *             l = l + tsum64(p); acc[d] = fma(w_j, v_j[d], acc[d]) for the visible lanes j in
+ *             increasing order, w_j = p_j (f32/f16 values) or p_j * vs_j (q8 values, v_j[d]
+ *             the stored integer)
+ *   att_exp   x = max(x, -87); k = nearbyint(x * 1.44269504f); r = fma(-k, 0.69314718f, x);
+ *             a degree-6 Taylor polynomial of e^r by Horner's rule with fma, times 2^k built
+ *             from the exponent bits (the softmax exponential of engine/forward.c)
+ *   tsum64    pairwise: u_i = p_i + p_{i+32}, then halves again (16, 8, 4, 2, 1)
+ * Conversions are exact (F16 -> F32, int8 -> float). */
+#ifndef SDN_ATTENTION_KERN_H
+#define SDN_ATTENTION_KERN_H
+
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "engine/kv_cache.h"
+
+/* One query (a row's head) as the kernels see it. */
+typedef struct sdn_att_q {
+    const float *q;   /* f32/f16 keys: the query, hd floats */
+    const int8_t *q8; /* q8 keys: the quantized query, hd4 bytes (zero-padded) */
+    int32_t q8bias;   /* q8 keys: 128 * sum of q8 (the stored keys' offset, removed exactly) */
+    float qs;         /* score scale (see above) */
+    uint64_t vis;     /* visible lanes of the tile being processed */
+    float m, l;       /* running max and sum of the current super-tile */
+    float *acc;       /* [hd] running output of the current super-tile */
+} sdn_att_q;
+
+/* One key tile of the cache (kv_cache.h layout): 64 slots. */
+typedef struct sdn_att_kt {
+    sdn_kv_type tk;
+    int hd, hd4;
+    const void *k;       /* the tile */
+    const uint16_t *ks;  /* q8: the 64 slots' F16 scales */
+} sdn_att_kt;
+
+/* The values a tile update reads: lane j's row at vrow[j] (type tv, hd elements), q8 scale vsc[j]. */
+typedef struct sdn_att_vt {
+    sdn_kv_type tv;
+    int hd;
+    const uint8_t *vrow[64];
+    float vsc[64];
+} sdn_att_vt;
+
+/* sc[i * 64 + j] = score of query i against slot j of tile t, for i < nq (every lane, visible
+ * or not; invisible lanes may hold anything, NaN included). */
+typedef void (*sdn_att_scores_fn)(const sdn_att_kt *t, const sdn_att_q *q, int nq, float *sc);
+/* The update of each query i < nq with its scores sc + i * 64 over its lanes q[i].vis (none:
+ * the query is left as it is). */
+typedef void (*sdn_att_update_fn)(sdn_att_q *q, int nq, const float *sc, const sdn_att_vt *v);
+
+#define SDN_ATT_KDECL(v)                                                                                   \
+    void sdn_att_scores_##v(const sdn_att_kt *t, const sdn_att_q *q, int nq, float *sc);                \
+    void sdn_att_update_##v(sdn_att_q *q, int nq, const float *sc, const sdn_att_vt *v);
+SDN_ATT_KDECL(portable)
+SDN_ATT_KDECL(avx2)
+SDN_ATT_KDECL(avx2vnni)
+SDN_ATT_KDECL(avx512)
+
+/* The scalar definitions (also what the portable kernels run). */
+static inline float sdn_att_exp(float x) {
+    if (x < -87.0f) x = -87.0f;
+    const float k = nearbyintf(x * 1.44269504f);
+    const float r = fmaf(-k, 0.69314718f, x);
+    float p = 1.0f / 720;
+    p = fmaf(p, r, 1.0f / 120);
+    p = fmaf(p, r, 1.0f / 24);
+    p = fmaf(p, r, 1.0f / 6);
+    p = fmaf(p, r, 0.5f);
+    p = fmaf(p, r, 1.0f);
+    p = fmaf(p, r, 1.0f);
+    const uint32_t bits = (uint32_t)((int32_t)k + 127) << 23;
+    float e;
+    memcpy(&e, &bits, 4);
+    return p * e;
+}
+
+static inline float sdn_att_tsum64(const float *p) {
+    float u[32];
+    for (int i = 0; i < 32; i++) u[i] = p[i] + p[i + 32];
+    for (int w = 16; w >= 1; w /= 2)
+        for (int i = 0; i < w; i++) u[i] = u[i] + u[i + w];
+    return u[0];
+}
+
+#endif

@@ -1,0 +1,328 @@
+/* test_attention.c - the KV cache and the attention kernels on their own (engine/kv_cache.h,
+ * engine/attention.h):
+ *
+ *   - the cache's F16 conversion equals the F16C instruction (VCVTPS2PH, round to nearest
+ *     even) on every half-precision value, ties and random floats, saturating instead of
+ *     overflowing; the q8 row quantization is within half a step of every value;
+ *   - attention over caches of every key/value type against a naive double-precision
+ *     softmax over the same stored (dequantized) entries, for causal prefill batches, decode
+ *     rows, tree batches and sliding windows, across tile and super-tile boundaries;
+ *   - the same inputs give the same bits on every kernel path (portable, avx2, avx512; the
+ *     paths this CPU lacks are reported skipped), with 1 and 2 threads, and for head
+ *     dimensions the SIMD kernels take and ones they leave to the portable code. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+#include "common/sdn_util.h"
+#include "engine/attention.h"
+#include "engine/kernel_path.h"
+#include "engine/kv_cache.h"
+#include "engine/threadpool.h"
+
+#if defined(__x86_64__)
+__attribute__((target("f16c"))) static uint16_t f16c(float x) { return (uint16_t)_cvtss_sh(x, _MM_FROUND_TO_NEAREST_INT); }
+#endif
+
+static void test_f16_conversion(void **state) {
+    (void)state;
+#if defined(__x86_64__)
+    if (!strstr(sdn_cpu_features(), "f16c")) {
+        print_message("SKIPPED: this CPU lacks F16C, the reference of the conversion\n");
+        skip();
+    }
+    long n = 0;
+    /* every half and the midpoints between neighbours (ties to even) */
+    for (uint32_t h = 0; h < 0x7bff; h++) {
+        float x = sdn_fp16_to_fp32((uint16_t)h), y = sdn_fp16_to_fp32((uint16_t)(h + 1));
+        float mid = 0.5f * (x + y);
+        float vals[4] = {x, -x, mid, -mid};
+        for (int k = 0; k < 4; k++, n++) assert_int_equal(sdn_kv_f16(vals[k]), f16c(vals[k]));
+    }
+    sdn_rng r;
+    sdn_rng_seed(&r, 7);
+    for (int i = 0; i < 1000000; i++, n++) {
+        uint32_t bits = (uint32_t)sdn_rng_below(&r, 1ull << 32);
+        float x;
+        memcpy(&x, &bits, 4);
+        if (isnan(x)) continue;
+        uint16_t want = fabsf(x) >= 65520.0f ? (uint16_t)(x < 0 ? 0xfbff : 0x7bff) : f16c(x); /* saturated, not infinite */
+        assert_int_equal(sdn_kv_f16(x), want);
+    }
+    assert_int_equal(sdn_kv_f16(INFINITY), 0x7bff);
+    print_message("F16 conversion equals F16C on %ld values (saturating at +-65504)\n", n);
+#else
+    print_message("SKIPPED: F16C is an x86 instruction\n");
+    skip();
+#endif
+}
+
+static void test_q8_row(void **state) {
+    (void)state;
+    sdn_rng r;
+    sdn_rng_seed(&r, 8);
+    for (int t = 0; t < 2000; t++) {
+        float x[256];
+        int8_t q[256];
+        const int n = 1 + (int)sdn_rng_below(&r, 256);
+        const float mag = powf(10.0f, (float)sdn_rng_below(&r, 12) - 6.0f);
+        for (int i = 0; i < n; i++) x[i] = mag * ((float)sdn_rng_below(&r, 2000001) / 1e6f - 1.0f);
+        if (t % 50 == 0) memset(x, 0, sizeof x);
+        const float d = sdn_kv_q8_row(x, n, q);
+        float amax = 0;
+        for (int i = 0; i < n; i++) amax = fmaxf(amax, fabsf(x[i]));
+        assert_true(d >= 0 && isfinite(d));
+        for (int i = 0; i < n; i++) {
+            assert_true(q[i] >= -127 && q[i] <= 127);
+            /* half a step, plus what rounding the scale to F16 can push past the clamp; rows
+             * whose scale falls below F16's normal range (max |x| < 127 * 2^-14, 7.8e-3) lose
+             * its precision, by at most 127 * 2^-25 per element */
+            if (!(fabsf(x[i] - q[i] * d) <= 0.5f * d + amax * 2e-3f + 4e-6f))
+                fail_msg("row %d element %d: %g quantized to %d x %g", t, i, x[i], q[i], d);
+        }
+    }
+}
+
+/* ---- attention against a naive reference ---- */
+
+typedef struct case_t {
+    int hd, n_heads, n_kvh, kv_base, n, window, tree;
+} case_t;
+
+/* The stored value of element d of slot s, head h (dequantized as the kernels read it). */
+static double stored_k(const sdn_kv *kv, int h, int s, int d) {
+    sdn_kv_head kh;
+    sdn_kv_head_get(kv, 0, h, &kh);
+    const uint8_t *t = kh.k + (size_t)(s / SDN_KV_TILE) * kh.k_tile_bytes;
+    const int lane = s % SDN_KV_TILE;
+    switch (kh.tk) {
+    case SDN_KV_F32: return ((const float *)t)[(size_t)d * 64 + lane];
+    case SDN_KV_F16: return sdn_fp16_to_fp32(((const uint16_t *)t)[(size_t)d * 64 + lane]);
+    default: return ((int)t[((size_t)(d / 4) * 64 + lane) * 4 + d % 4] - 128) * (double)sdn_fp16_to_fp32(kh.k_scale[s]);
+    }
+}
+
+static double stored_v(const sdn_kv *kv, int h, int s, int d) {
+    sdn_kv_head kh;
+    sdn_kv_head_get(kv, 0, h, &kh);
+    const uint8_t *row = kh.v + (size_t)s * kh.v_row_bytes;
+    switch (kh.tv) {
+    case SDN_KV_F32: return ((const float *)row)[d];
+    case SDN_KV_F16: return sdn_fp16_to_fp32(((const uint16_t *)row)[d]);
+    default: return ((const int8_t *)row)[d] * (double)sdn_fp16_to_fp32(kh.v_scale[s]);
+    }
+}
+
+/* A cache of one layer with random entries in slots [0, kv_base + n), a batch of queries (a
+ * tree: random parents, positions kv_base + depth), the attention, and the reference. */
+typedef struct setup_t {
+    case_t c;
+    sdn_kv *kv;
+    float *q, *out;
+    int32_t *pos;
+    uint8_t *mask;
+} setup_t;
+
+static void make_setup(setup_t *S, const case_t *c, int tk, int tv, uint64_t seed) {
+    S->c = *c;
+    sdn_model_config cfg = {0};
+    cfg.n_layers = 1;
+    cfg.n_kv_heads = c->n_kvh;
+    cfg.head_dim = c->hd;
+    const int total = c->kv_base + c->n, kvd = c->n_kvh * c->hd, qd = c->n_heads * c->hd;
+    assert_int_equal(sdn_kv_new(&cfg, (sdn_kv_type)tk, (sdn_kv_type)tv, total + 70, &S->kv, NULL), SDN_OK);
+    sdn_rng r;
+    sdn_rng_seed(&r, seed);
+    float *k = malloc((size_t)total * kvd * sizeof(float)), *v = malloc((size_t)total * kvd * sizeof(float));
+    for (long i = 0; i < (long)total * kvd; i++) {
+        /* a few large key channels, as RoPE'd keys have */
+        const float big = (i % c->hd) < 2 ? 4.0f : 1.0f;
+        k[i] = big * ((float)sdn_rng_below(&r, 2000001) / 1e6f - 1.0f);
+        v[i] = (float)sdn_rng_below(&r, 2000001) / 1e6f - 1.0f;
+    }
+    sdn_kv_store(S->kv, 0, 0, total, k, v);
+    free(k);
+    free(v);
+    S->q = malloc((size_t)c->n * qd * sizeof(float));
+    S->out = malloc((size_t)c->n * qd * sizeof(float));
+    for (long i = 0; i < (long)c->n * qd; i++) S->q[i] = 1.5f * ((float)sdn_rng_below(&r, 2000001) / 1e6f - 1.0f);
+    S->pos = NULL;
+    S->mask = NULL;
+    if (c->tree) {
+        S->pos = malloc((size_t)c->n * sizeof(int32_t));
+        S->mask = calloc((size_t)c->n * c->n, 1);
+        int *parent = malloc((size_t)c->n * sizeof(int)), *depth = malloc((size_t)c->n * sizeof(int));
+        for (int i = 0; i < c->n; i++) {
+            parent[i] = i ? (int)sdn_rng_below(&r, (uint64_t)i) : -1;
+            depth[i] = i ? depth[parent[i]] + 1 : 0;
+            S->pos[i] = c->kv_base + depth[i];
+            for (int j = i; j >= 0; j = parent[j]) S->mask[(size_t)i * c->n + j] = 1;
+        }
+        free(parent);
+        free(depth);
+    }
+}
+
+static void free_setup(setup_t *S) {
+    sdn_kv_free(S->kv);
+    free(S->q);
+    free(S->out);
+    free(S->pos);
+    free(S->mask);
+}
+
+static void run_att(setup_t *S, int threads) {
+    const case_t *c = &S->c;
+    sdn_att_ws *ws;
+    assert_int_equal(sdn_att_ws_new(threads, c->n > 64 ? c->n : 64, c->n_heads, c->n_kvh, c->hd, c->kv_base + c->n + 70, &ws, NULL), SDN_OK);
+    sdn_pool *pool = sdn_pool_new(threads);
+    sdn_att_args a = {.kv = S->kv, .layer = 0, .q = S->q, .ldq = c->n_heads * c->hd, .out = S->out, .n = c->n, .n_heads = c->n_heads,
+                      .n_kv_heads = c->n_kvh, .head_dim = c->hd, .scale = 1.0f / sqrtf((float)c->hd), .kv_base = c->kv_base,
+                      .pos = S->pos, .mask = S->mask, .window = c->window};
+    sdn_attention(ws, pool, &a);
+    sdn_pool_free(pool);
+    sdn_att_ws_free(ws);
+}
+
+/* Largest |out - ref| / max|ref| of the batch. */
+static double ref_error(const setup_t *S) {
+    const case_t *c = &S->c;
+    const int grp = c->n_heads / c->n_kvh, qd = c->n_heads * c->hd;
+    double worst = 0;
+    double *sc = malloc((size_t)(c->kv_base + c->n) * sizeof(double)), *o = malloc((size_t)c->hd * sizeof(double));
+    int *slots = malloc((size_t)(c->kv_base + c->n) * sizeof(int));
+    for (int i = 0; i < c->n; i++) {
+        const int p = S->pos ? S->pos[i] : c->kv_base + i, lo = c->window > 0 && p - c->window + 1 > 0 ? p - c->window + 1 : 0;
+        int ns = 0;
+        if (S->mask || S->pos) {
+            for (int s = lo; s < c->kv_base; s++) slots[ns++] = s;
+            for (int r = 0; r <= i; r++) {
+                const int pr = S->pos ? S->pos[r] : c->kv_base + r;
+                if ((!S->mask || S->mask[(size_t)i * c->n + r]) && pr >= lo) slots[ns++] = c->kv_base + r;
+            }
+        } else {
+            for (int s = lo; s <= p; s++) slots[ns++] = s;
+        }
+        for (int h = 0; h < c->n_heads; h++) {
+            const int kh = h / grp;
+            const float *q = S->q + (size_t)i * qd + (size_t)h * c->hd;
+            double mx = -INFINITY, sum = 0, omax = 0, diff = 0;
+            for (int k = 0; k < ns; k++) {
+                double d = 0;
+                for (int e = 0; e < c->hd; e++) d += (double)q[e] * stored_k(S->kv, kh, slots[k], e);
+                sc[k] = d / sqrt((double)c->hd);
+                mx = fmax(mx, sc[k]);
+            }
+            for (int e = 0; e < c->hd; e++) o[e] = 0;
+            for (int k = 0; k < ns; k++) {
+                const double w = exp(sc[k] - mx);
+                sum += w;
+                for (int e = 0; e < c->hd; e++) o[e] += w * stored_v(S->kv, kh, slots[k], e);
+            }
+            const float *got = S->out + (size_t)i * qd + (size_t)h * c->hd;
+            for (int e = 0; e < c->hd; e++) {
+                omax = fmax(omax, fabs(o[e] / sum));
+                diff = fmax(diff, fabs(got[e] - o[e] / sum));
+            }
+            worst = fmax(worst, diff / fmax(omax, 1e-6));
+        }
+    }
+    free(sc);
+    free(o);
+    free(slots);
+    return worst;
+}
+
+static const case_t cases[] = {
+    {64, 9, 3, 0, 150, 0, 0},     /* a prefill chunk from the start (SmolLM2's heads) */
+    {64, 9, 3, 700, 1, 0, 0},     /* a decode row over two super-tiles */
+    {64, 9, 3, 1100, 16, 0, 0},   /* a 16-row causal verify batch, three super-tiles */
+    {64, 9, 3, 1030, 40, 0, 1},   /* a tree over three super-tiles, crossing a tile boundary */
+    {64, 4, 4, 77, 200, 0, 0},    /* multi-head attention, a prefill chunk after 77 entries */
+    {256, 4, 1, 600, 100, 48, 0}, /* Gemma 3's local layers: head 256, a window of 48 */
+    {256, 4, 1, 600, 20, 48, 1},  /* ... a tree in a window */
+    {128, 8, 2, 520, 70, 0, 0},   /* head 128 */
+    {80, 4, 2, 300, 12, 0, 1},    /* head 80: avx2 takes it, avx512 leaves it to the portable code */
+    {6, 2, 1, 130, 9, 0, 0},      /* head 6: portable only */
+};
+#define NCASES (sizeof cases / sizeof cases[0])
+
+/* Attention of every case and cache type against the reference. Tolerances (relative to the
+ * largest output element): f32 and f16 keys 1e-5 (the reference reads the same stored
+ * entries; what is left is float rounding), q8 keys 3e-2 (the query is quantized to 8 bits). */
+static void test_attention_reference(void **state) {
+    (void)state;
+    for (size_t ci = 0; ci < NCASES; ci++)
+        for (int tk = SDN_KV_FIRST; tk < SDN_KV_TYPE_COUNT; tk++)
+            for (int tv = SDN_KV_FIRST; tv < SDN_KV_TYPE_COUNT; tv++) {
+                setup_t S;
+                make_setup(&S, &cases[ci], tk, tv, 100 + ci);
+                run_att(&S, 2);
+                const double err = ref_error(&S), tol = tk == SDN_KV_Q8 ? 3e-2 : 1e-5;
+                if (tv == SDN_KV_FIRST)
+                    print_message("case %zu (head %d, %d rows after %d%s%s): keys %s: error %.2e (tolerance %.0e)\n", ci, cases[ci].hd,
+                                  cases[ci].n, cases[ci].kv_base, cases[ci].tree ? ", tree" : "", cases[ci].window ? ", window" : "",
+                                  sdn_kv_type_name((sdn_kv_type)tk), err, tol);
+                if (!(err <= tol))
+                    fail_msg("case %zu keys %s values %s: error %.3e above %.0e", ci, sdn_kv_type_name((sdn_kv_type)tk),
+                             sdn_kv_type_name((sdn_kv_type)tv), err, tol);
+                free_setup(&S);
+            }
+}
+
+/* The same bits on every kernel path this CPU has, with 1 and 2 threads. */
+static void test_attention_paths(void **state) {
+    (void)state;
+    sdn_err e = {0};
+    const sdn_kpath paths[] = {SDN_KPATH_PORTABLE, SDN_KPATH_AVX2, SDN_KPATH_AVX512};
+    int have[3], checked = 0;
+    for (int p = 0; p < 3; p++) {
+        have[p] = sdn_kpath_set(paths[p], &e) == SDN_OK;
+        if (!have[p]) print_message("SKIPPED path %s: %s\n", sdn_kpath_name(paths[p]), e.msg);
+    }
+    for (size_t ci = 0; ci < NCASES; ci++)
+        for (int tk = SDN_KV_FIRST; tk < SDN_KV_TYPE_COUNT; tk++)
+            for (int tv = SDN_KV_FIRST; tv < SDN_KV_TYPE_COUNT; tv++) {
+                setup_t S;
+                make_setup(&S, &cases[ci], tk, tv, 200 + ci);
+                const size_t bytes = (size_t)cases[ci].n * cases[ci].n_heads * cases[ci].hd * sizeof(float);
+                float *base = NULL;
+                for (int p = 0; p < 3; p++) {
+                    if (!have[p]) continue;
+                    assert_int_equal(sdn_kpath_set(paths[p], &e), SDN_OK);
+                    for (int th = 1; th <= 2; th++) {
+                        run_att(&S, th);
+                        if (!base) {
+                            base = malloc(bytes);
+                            memcpy(base, S.out, bytes);
+                        } else if (memcmp(base, S.out, bytes) != 0) {
+                            fail_msg("case %zu keys %s values %s: path %s with %d threads gives other bits", ci, sdn_kv_type_name((sdn_kv_type)tk),
+                                     sdn_kv_type_name((sdn_kv_type)tv), sdn_kpath_name(paths[p]), th);
+                        }
+                        checked++;
+                    }
+                }
+                free(base);
+                free_setup(&S);
+            }
+    print_message("%d runs: the same bits on every path this CPU has, 1 and 2 threads\n", checked);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_f16_conversion),
+        cmocka_unit_test(test_q8_row),
+        cmocka_unit_test(test_attention_reference),
+        cmocka_unit_test(test_attention_paths),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
