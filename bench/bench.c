@@ -201,7 +201,7 @@ int sdn_bench_run(sdn_model *m, const sdn_dataset *ds, const sdn_bench_opts *o, 
     if (rc) goto done;
     /* the default budget: the graph runtime's fixed size, else the verify-cost curve */
     if (any_default && !gs) {
-        if ((rc = sdn_verify_curve(m, o->threads > 0 ? o->threads : 2, out->verify_ms, log, err))) goto done;
+        if ((rc = sdn_verify_curve(m, o->threads > 0 ? o->threads : 2, &out->curve, log, err))) goto done;
         out->have_curve = 1;
     }
     const int reuse = !o->fresh_prefill && !gs; /* a prefill hook needs the whole prompt */
@@ -250,7 +250,7 @@ int sdn_bench_run(sdn_model *m, const sdn_dataset *ds, const sdn_bench_opts *o, 
             } else if (k) { /* the engine's default: as `sdnpu run` (runtime/api.c) */
                 gp.caps = (sdn_draft_caps){.max_nodes = 0, .max_depth = o->caps.max_depth, .max_branch = o->caps.max_branch};
                 if (gs) gp.caps.max_nodes = gtmpl.caps.max_nodes;
-                else gp.verify_ms = out->verify_ms;
+                else gp.vcurve = &out->curve;
             }
             if (j == 0 || !reuse) { /* the request's prefill */
                 gp.prefill_topk = reuse || uses_preds ? K : 0;

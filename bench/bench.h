@@ -17,6 +17,7 @@
 #include "common/sdn_err.h"
 #include "draft/methods.h"
 #include "runtime/graph_setup.h"
+#include "runtime/verify_cost.h"
 #include "datasets/dataset.h"
 #include "datasets/history.h"
 #include "bench/results.h"
@@ -65,8 +66,8 @@ typedef struct sdn_bench_result {
                                    each budget: method-major, budgets in the listed order) */
     int n_cells;
     long prefills;              /* runs that prefilled their prompt (KV reuse: one per request) */
-    int have_curve;             /* the default budget ran: verify_ms holds the curve it used */
-    double verify_ms[SDN_INVARIANT_MAX_ROWS]; /* ms of a verification step with d draft tokens */
+    int have_curve;             /* the default budget ran: curve holds what it used */
+    sdn_vcurve curve;           /* ms of a verification step with d draft tokens, by KV length */
     int n_requests, skipped;    /* requests run / rows skipped (too long for the context) */
     long mismatches;            /* (request, method) pairs whose output differed from plain */
     char model_fp[17];

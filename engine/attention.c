@@ -23,6 +23,8 @@
 
 #define TILES_PER_SUPER (SDN_ATT_SUPER / SDN_KV_TILE)
 #define PREFILL_QUERIES 12 /* queries of a prefill task: rows x the KV head's query heads */
+#define SCRATCH_QUERIES 4  /* more queries than this in a task: a tile's keys and values are
+                              converted to floats once for all of them */
 
 /* ------------------------------------------------------------ portable kernels ---- */
 
@@ -35,7 +37,7 @@ void sdn_att_scores_portable(const sdn_att_kt *t, const sdn_att_q *q, int nq, fl
                 int32_t acc = 0;
                 for (int g = 0; g < t->hd4 / 4; g++)
                     for (int b = 0; b < 4; b++) acc += (int32_t)k[((size_t)g * 64 + j) * 4 + b] * q[i].q8[g * 4 + b];
-                s[j] = (float)(acc - q[i].q8bias) * (sdn_fp16_to_fp32(t->ks[j]) * q[i].qs);
+                s[j] = (float)(acc - q[i].q8bias) * (sdn_kv_h2f(t->ks[j]) * q[i].qs);
             }
         } else {
             for (int j = 0; j < 64; j++) {
@@ -45,7 +47,7 @@ void sdn_att_scores_portable(const sdn_att_kt *t, const sdn_att_q *q, int nq, fl
                     for (int d = 0; d < t->hd; d++) acc = fmaf(q[i].q[d], k[(size_t)d * 64 + j], acc);
                 } else {
                     const uint16_t *k = t->k;
-                    for (int d = 0; d < t->hd; d++) acc = fmaf(q[i].q[d], sdn_fp16_to_fp32(k[(size_t)d * 64 + j]), acc);
+                    for (int d = 0; d < t->hd; d++) acc = fmaf(q[i].q[d], sdn_kv_h2f(k[(size_t)d * 64 + j]), acc);
                 }
                 s[j] = acc * q[i].qs;
             }
@@ -76,20 +78,32 @@ void sdn_att_update_portable(sdn_att_q *q, int nq, const float *sc, const sdn_at
         for (int j = 0; j < 64; j++) {
             if (!(vis >> j & 1)) continue;
             const uint8_t *row = v->vrow[j];
+            const float w = v->scaled ? p[j] * v->vsc[j] : p[j];
             switch (v->tv) {
             case SDN_KV_F32:
-                for (int d = 0; d < hd; d++) Q->acc[d] = fmaf(p[j], ((const float *)row)[d], Q->acc[d]);
+                for (int d = 0; d < hd; d++) Q->acc[d] = fmaf(w, ((const float *)row)[d], Q->acc[d]);
                 break;
             case SDN_KV_F16:
-                for (int d = 0; d < hd; d++) Q->acc[d] = fmaf(p[j], sdn_fp16_to_fp32(((const uint16_t *)row)[d]), Q->acc[d]);
+                for (int d = 0; d < hd; d++) Q->acc[d] = fmaf(w, sdn_kv_h2f(((const uint16_t *)row)[d]), Q->acc[d]);
                 break;
-            default: {
-                const float w = p[j] * v->vsc[j];
+            default:
                 for (int d = 0; d < hd; d++) Q->acc[d] = fmaf(w, (float)((const int8_t *)row)[d], Q->acc[d]);
-            }
+                break;
             }
         }
     }
+}
+
+void sdn_att_cvt_portable(const void *src, sdn_kv_type t, float *dst, size_t n) {
+    for (size_t i = 0; i < n; i++) dst[i] = t == SDN_KV_F16 ? sdn_kv_h2f(((const uint16_t *)src)[i]) : (float)((const int8_t *)src)[i];
+}
+
+void sdn_att_merge_portable(float *ACC, const float *acc, float ea, float eb, int hd) {
+    for (int d = 0; d < hd; d++) ACC[d] = fmaf(acc[d], eb, ACC[d] * ea);
+}
+
+void sdn_att_scale_portable(float *o, const float *acc, float s, int hd) {
+    for (int d = 0; d < hd; d++) o[d] = acc[d] * s;
 }
 
 /* ------------------------------------------------------------------ dispatch ---- */
@@ -97,7 +111,11 @@ void sdn_att_update_portable(sdn_att_q *q, int nq, const float *sc, const sdn_at
 typedef struct att_kernels {
     sdn_att_scores_fn scores;
     sdn_att_update_fn update;
+    sdn_att_cvt_fn cvt;
+    sdn_att_merge_fn merge;
+    sdn_att_scale_fn scale;
 } att_kernels;
+#define ATT_KERNELS(v) ((att_kernels){sdn_att_scores_##v, sdn_att_update_##v, sdn_att_cvt_##v, sdn_att_merge_##v, sdn_att_scale_##v})
 
 static att_kernels kernels_for(int hd) {
 #if defined(__x86_64__)
@@ -106,17 +124,16 @@ static att_kernels kernels_for(int hd) {
     switch (sdn_kpath_get()) {
     case SDN_KPATH_AVX2:
         if (hd % 8 == 0)
-            return sdn_kpath_avxvnni() ? (att_kernels){sdn_att_scores_avx2vnni, sdn_att_update_avx2vnni}
-                                       : (att_kernels){sdn_att_scores_avx2, sdn_att_update_avx2};
+            return sdn_kpath_avxvnni() ? ATT_KERNELS(avx2vnni) : ATT_KERNELS(avx2);
         break;
     case SDN_KPATH_AVX512:
     case SDN_KPATH_AMX:
-        if (hd % 16 == 0) return (att_kernels){sdn_att_scores_avx512, sdn_att_update_avx512};
+        if (hd % 16 == 0) return ATT_KERNELS(avx512);
         break;
     default: break;
     }
 #endif
-    return (att_kernels){sdn_att_scores_portable, sdn_att_update_portable};
+    return ATT_KERNELS(portable);
 }
 
 /* ----------------------------------------------------------------- workspace ---- */
@@ -126,8 +143,8 @@ typedef struct att_thread {
     float *acc;          /* [qmax][hd] super-tile accumulators */
     float *gacc;         /* [qmax][hd] merged accumulators (inline merge) */
     float *gm, *gl;      /* [qmax] merged max and sum */
-    int8_t *q8;          /* [qmax][hd4] */
     float *sc;           /* [qmax][64] tile scores */
+    float *kbuf, *vbuf;  /* a tile's keys [hd][64] and values [64][hd] converted to floats */
     float *scb;          /* [qmax][128] scores of the batch's slot tiles (tree mode) */
 } att_thread;
 
@@ -139,11 +156,14 @@ struct sdn_att_ws {
     int32_t *rpos, *rlo, *rclim, *rmax; /* [max_batch] position, window start, committed limit, last visible position */
     int32_t *ext_pos, *ext_slot;        /* [max_inv_rows][max_inv_rows] a row's visible batch entries, by position */
     int32_t *n_ext;                     /* [max_batch] */
+    int8_t *q8;                         /* [max_batch][n_heads][hd4] queries quantized (q8 keys) */
+    int32_t *q8bias;                    /* [max_batch][n_heads] 128 * sum of the query's bytes */
+    float *q8s;                         /* [max_batch][n_heads] its scale times the score scale */
     int max_batch;
 };
 
 static void thread_free(att_thread *t) {
-    free(t->q); free(t->acc); free(t->gacc); free(t->gm); free(t->gl); free(t->q8); free(t->sc); free(t->scb);
+    free(t->q); free(t->acc); free(t->gacc); free(t->gm); free(t->gl); free(t->sc); free(t->scb); free(t->kbuf); free(t->vbuf);
 }
 
 void sdn_att_ws_free(sdn_att_ws *ws) {
@@ -152,6 +172,7 @@ void sdn_att_ws_free(sdn_att_ws *ws) {
     free(ws->th);
     free(ws->part);
     free(ws->rpos); free(ws->rlo); free(ws->rclim); free(ws->rmax); free(ws->ext_pos); free(ws->ext_slot); free(ws->n_ext);
+    free(ws->q8); free(ws->q8bias); free(ws->q8s);
     free(ws);
 }
 
@@ -180,10 +201,11 @@ int sdn_att_ws_new(int n_threads, int max_batch, int n_heads, int n_kv_heads, in
         t->gacc = malloc((size_t)qmax * head_dim * sizeof(float));
         t->gm = malloc((size_t)qmax * sizeof(float));
         t->gl = malloc((size_t)qmax * sizeof(float));
-        t->q8 = calloc((size_t)qmax * ws->hd4, 1);
         t->sc = malloc((size_t)qmax * 64 * sizeof(float));
         t->scb = malloc((size_t)qmax * 128 * sizeof(float));
-        ok = t->q && t->acc && t->gacc && t->gm && t->gl && t->q8 && t->sc && t->scb;
+        t->kbuf = aligned_alloc(64, (size_t)64 * ((head_dim + 15) / 16 * 16) * sizeof(float));
+        t->vbuf = aligned_alloc(64, (size_t)64 * ((head_dim + 15) / 16 * 16) * sizeof(float));
+        ok = t->q && t->acc && t->gacc && t->gm && t->gl && t->sc && t->scb && t->kbuf && t->vbuf;
     }
     if (ok && ws->n_super > 1) {
         ws->part = malloc((size_t)ws->n_super * inv * n_heads * (head_dim + 2) * sizeof(float));
@@ -196,7 +218,10 @@ int sdn_att_ws_new(int n_threads, int max_batch, int n_heads, int n_kv_heads, in
     ws->n_ext = malloc((size_t)max_batch * sizeof(int32_t));
     ws->ext_pos = malloc((size_t)inv * inv * sizeof(int32_t));
     ws->ext_slot = malloc((size_t)inv * inv * sizeof(int32_t));
-    ok = ok && ws->rpos && ws->rlo && ws->rclim && ws->rmax && ws->n_ext && ws->ext_pos && ws->ext_slot;
+    ws->q8 = calloc((size_t)max_batch * n_heads * ws->hd4, 1);
+    ws->q8bias = malloc((size_t)max_batch * n_heads * sizeof(int32_t));
+    ws->q8s = malloc((size_t)max_batch * n_heads * sizeof(float));
+    ok = ok && ws->q8 && ws->q8bias && ws->q8s && ws->rpos && ws->rlo && ws->rclim && ws->rmax && ws->n_ext && ws->ext_pos && ws->ext_slot;
     if (!ok) {
         sdn_att_ws_free(ws);
         return sdn_fail(err, SDN_ENOMEM, "out of memory (attention scratch)");
@@ -227,31 +252,48 @@ static void setup_queries(const att_job *j, att_thread *t, int h, int r0, int r1
     const sdn_att_args *a = j->a;
     const int hd = a->head_dim, hd4 = j->ws->hd4;
     int nq = 0;
+    (void)t;
     for (int r = r0; r < r1; r++)
         for (int g = 0; g < j->grp; g++, nq++) {
             sdn_att_q *Q = &t->q[nq];
             Q->q = a->q + (size_t)r * a->ldq + (size_t)(h * j->grp + g) * hd;
             Q->acc = t->acc + (size_t)nq * hd;
             Q->qs = a->scale;
-            if (sdn_kv_type_k(a->kv) == SDN_KV_Q8) {
-                int8_t *q8 = t->q8 + (size_t)nq * hd4;
-                float amax = 0.0f;
-                for (int d = 0; d < hd; d++)
-                    if (fabsf(Q->q[d]) > amax) amax = fabsf(Q->q[d]);
-                const float sq = amax / 127.0f;
-                int32_t sum = 0;
-                for (int d = 0; d < hd4; d++) {
-                    float v = d < hd && sq > 0.0f ? nearbyintf(Q->q[d] / sq) : 0.0f;
-                    if (!(v >= -127.0f)) v = -127.0f;
-                    if (v > 127.0f) v = 127.0f;
-                    q8[d] = (int8_t)v;
-                    sum += q8[d];
-                }
-                Q->q8 = q8;
-                Q->q8bias = 128 * sum;
-                Q->qs = sq * a->scale;
+            if (sdn_kv_type_k(a->kv) == SDN_KV_Q8) { /* quantized once per call (q8_worker) */
+                const size_t k = (size_t)r * a->n_heads + (size_t)(h * j->grp + g);
+                Q->q8 = j->ws->q8 + k * hd4;
+                Q->q8bias = j->ws->q8bias[k];
+                Q->qs = j->ws->q8s[k];
             }
         }
+}
+
+/* q8 keys: every (row, head) query quantized symmetrically to 8 bits (its scale times the
+ * score scale kept), the sum of its bytes for the keys' offset. */
+static void q8_worker(void *arg, int ith, int nth) {
+    const att_job *j = arg;
+    const sdn_att_args *a = j->a;
+    const int hd = a->head_dim, hd4 = j->ws->hd4;
+    long b, e;
+    sdn_pool_range((long)a->n * a->n_heads, ith, nth, 1, &b, &e);
+    for (long k = b; k < e; k++) {
+        const float *q = a->q + (size_t)(k / a->n_heads) * a->ldq + (size_t)(k % a->n_heads) * hd;
+        int8_t *q8 = j->ws->q8 + (size_t)k * hd4;
+        float amax = 0.0f;
+        for (int d = 0; d < hd; d++)
+            if (fabsf(q[d]) > amax) amax = fabsf(q[d]);
+        const float sq = amax / 127.0f;
+        int32_t sum = 0;
+        for (int d = 0; d < hd4; d++) {
+            float v = d < hd && sq > 0.0f ? sdn_kv_round(q[d] / sq) : 0.0f;
+            if (!(v >= -127.0f)) v = -127.0f;
+            if (v > 127.0f) v = 127.0f;
+            q8[d] = (int8_t)v;
+            sum += q8[d];
+        }
+        j->ws->q8bias[k] = 128 * sum;
+        j->ws->q8s[k] = sq * a->scale;
+    }
 }
 
 static void reset_super(att_thread *t, int nq, int hd) {
@@ -263,7 +305,7 @@ static void reset_super(att_thread *t, int nq, int hd) {
 }
 
 /* Merge a super-tile's (m, l, acc) into (M, L, ACC) (attention.h). */
-static void merge(float *M, float *L, float *ACC, float m, float l, const float *acc, int hd, int first) {
+static void merge(const att_kernels *k, float *M, float *L, float *ACC, float m, float l, const float *acc, int hd, int first) {
     if (first) {
         *M = m;
         *L = l;
@@ -272,7 +314,7 @@ static void merge(float *M, float *L, float *ACC, float m, float l, const float 
     }
     const float Mn = m > *M ? m : *M, ea = sdn_att_exp(*M - Mn), eb = sdn_att_exp(m - Mn);
     *L = *L * ea + l * eb;
-    for (int d = 0; d < hd; d++) ACC[d] = fmaf(acc[d], eb, ACC[d] * ea);
+    k->merge(ACC, acc, ea, eb, hd);
     *M = Mn;
 }
 
@@ -283,10 +325,10 @@ static void run_task(att_job *j, att_thread *t, int h, int r0, int r1, int s0, i
     sdn_kv_head kh;
     sdn_kv_head_get(a->kv, a->layer, h, &kh);
     setup_queries(j, t, h, r0, r1);
-    sdn_att_kt kt = {.tk = kh.tk, .hd = hd, .hd4 = kh.hd4};
+    sdn_att_kt kt = {.tk = kh.tk, .hd = hd, .hd4 = kh.hd4, .pf_bytes = kh.k_tile_bytes};
     sdn_att_vt vt;
-    vt.tv = kh.tv;
     vt.hd = hd;
+    vt.scaled = kh.tv == SDN_KV_Q8;
     /* tree mode: every query's scores against the batch's slot tiles, once */
     const int tb0 = kv_base / SDN_KV_TILE;
     if (j->tree) {
@@ -294,6 +336,7 @@ static void run_task(att_job *j, att_thread *t, int h, int r0, int r1, int s0, i
         for (int tb = tb0; tb <= tb1; tb++) {
             kt.k = kh.k + (size_t)tb * kh.k_tile_bytes;
             kt.ks = kh.k_scale ? kh.k_scale + (size_t)tb * SDN_KV_TILE : NULL;
+            kt.pf = NULL;
             j->k.scores(&kt, t->q, nq, t->sc);
             for (int i = 0; i < nq; i++) memcpy(t->scb + (size_t)i * 128 + (tb - tb0) * 64, t->sc + (size_t)i * 64, 64 * sizeof(float));
         }
@@ -325,17 +368,42 @@ static void run_task(att_job *j, att_thread *t, int h, int r0, int r1, int s0, i
                 for (int g = 0; g < grp; g++) t->q[(r - r0) * grp + g].vis = vis | xv;
             }
             if (!any_c && !any_x) continue;
+            /* many queries: the tile's entries converted to floats once (exact: the same bits) */
+            const int scratch = nq > SCRATCH_QUERIES && !any_x && (hd * 64) % 16 == 0;
+            /* the next tile this task reads, fetched while this one is computed */
+            const int pf_next = T + 1 < T1 && T + 1 < kh.n_tiles;
+            kt.pf = pf_next ? kh.k + (size_t)(T + 1) * kh.k_tile_bytes : NULL;
+            vt.pf = pf_next ? kh.v + (size_t)(p0 + 64) * kh.v_row_bytes : NULL;
+            vt.pf_row = kh.v_row_bytes;
             if (any_c || T == tb0) {
+                kt.tk = kh.tk;
                 kt.k = kh.k + (size_t)T * kh.k_tile_bytes;
                 kt.ks = kh.k_scale ? kh.k_scale + (size_t)p0 : NULL;
-                if (j->tree && T >= tb0 && T - tb0 < 2)
+                if (j->tree && T >= tb0 && T - tb0 < 2) {
                     for (int i = 0; i < nq; i++) memcpy(t->sc + (size_t)i * 64, t->scb + (size_t)i * 128 + (T - tb0) * 64, 64 * sizeof(float));
-                else
+                } else {
+                    if (scratch && kh.tk == SDN_KV_F16) {
+                        j->k.cvt(kt.k, SDN_KV_F16, t->kbuf, (size_t)hd * 64);
+                        kt.k = t->kbuf;
+                        kt.tk = SDN_KV_F32;
+                    }
                     j->k.scores(&kt, t->q, nq, t->sc);
+                }
             }
+            vt.tv = kh.tv;
             for (int l = 0; l < 64; l++) {
                 vt.vrow[l] = kh.v + (size_t)(p0 + l) * kh.v_row_bytes;
-                vt.vsc[l] = kh.v_scale ? sdn_fp16_to_fp32(kh.v_scale[p0 + l]) : 0.0f;
+                vt.vsc[l] = kh.v_scale ? sdn_kv_h2f(kh.v_scale[p0 + l]) : 0.0f;
+            }
+            if (scratch && kh.tv != SDN_KV_F32 && hd % 16 == 0) {
+                uint64_t uni = 0;
+                for (int i = 0; i < nq; i++) uni |= t->q[i].vis;
+                for (; uni; uni &= uni - 1) {
+                    const int l = __builtin_ctzll(uni);
+                    j->k.cvt(vt.vrow[l], kh.tv, t->vbuf + (size_t)l * hd, (size_t)hd);
+                    vt.vrow[l] = (const uint8_t *)(t->vbuf + (size_t)l * hd);
+                }
+                vt.tv = SDN_KV_F32;
             }
             if (!any_x) {
                 j->k.update(t->q, nq, t->sc, &vt);
@@ -355,7 +423,7 @@ static void run_task(att_job *j, att_thread *t, int h, int r0, int r1, int s0, i
                         for (int g = 0; g < ng; g++)
                             sr[g * 64 + (p - p0)] = t->scb[(size_t)((r - r0) * grp + g0 + g) * 128 + (slot - tb0 * SDN_KV_TILE)];
                         vr.vrow[p - p0] = kh.v + (size_t)slot * kh.v_row_bytes;
-                        vr.vsc[p - p0] = kh.v_scale ? sdn_fp16_to_fp32(kh.v_scale[slot]) : 0.0f;
+                        vr.vsc[p - p0] = kh.v_scale ? sdn_kv_h2f(kh.v_scale[slot]) : 0.0f;
                     }
                     j->k.update(t->q + (r - r0) * grp + g0, ng, sr, &vr);
                 }
@@ -371,16 +439,14 @@ static void run_task(att_job *j, att_thread *t, int h, int r0, int r1, int s0, i
                 pp[1] = Q->l;
                 memcpy(pp + 2, Q->acc, (size_t)hd * sizeof(float));
             } else if (Q->l > 0.0f) {
-                merge(&t->gm[i], &t->gl[i], t->gacc + (size_t)i * hd, Q->m, Q->l, Q->acc, hd, t->gl[i] == 0.0f);
+                merge(&j->k, &t->gm[i], &t->gl[i], t->gacc + (size_t)i * hd, Q->m, Q->l, Q->acc, hd, t->gl[i] == 0.0f);
             }
         }
     }
     if (!j->split)
         for (int i = 0; i < nq; i++) {
             const int r = r0 + i / grp, head = h * grp + i % grp;
-            float *o = a->out + (size_t)r * a->ldq + (size_t)head * hd;
-            const float inv = 1.0f / t->gl[i], *acc = t->gacc + (size_t)i * hd;
-            for (int d = 0; d < hd; d++) o[d] = acc[d] * inv;
+            j->k.scale(a->out + (size_t)r * a->ldq + (size_t)head * hd, t->gacc + (size_t)i * hd, 1.0f / t->gl[i], hd);
         }
 }
 
@@ -417,11 +483,9 @@ static void merge_worker(void *arg, int ith, int nth) {
         float M = -INFINITY, L = 0.0f;
         for (int S = j->s_lo; S < j->s_hi; S++) {
             const float *pp = ws->part + (((size_t)S * ws->max_inv_rows + r) * ws->n_heads + head) * (hd + 2);
-            if (pp[1] > 0.0f) merge(&M, &L, ACC, pp[0], pp[1], pp + 2, hd, L == 0.0f);
+            if (pp[1] > 0.0f) merge(&j->k, &M, &L, ACC, pp[0], pp[1], pp + 2, hd, L == 0.0f);
         }
-        float *o = a->out + (size_t)r * a->ldq + (size_t)head * hd;
-        const float inv = 1.0f / L;
-        for (int d = 0; d < hd; d++) o[d] = ACC[d] * inv;
+        j->k.scale(a->out + (size_t)r * a->ldq + (size_t)head * hd, ACC, 1.0f / L, hd);
     }
 }
 
@@ -477,6 +541,10 @@ void sdn_attention(sdn_att_ws *ws, sdn_pool *pool, const sdn_att_args *a) {
         j.n_tasks = a->n_kv_heads * j.n_row_blocks;
     }
     atomic_init(&j.next, 0);
+    if (sdn_kv_type_k(a->kv) == SDN_KV_Q8) {
+        if (nth > 1 && n > 8) sdn_pool_run(pool, q8_worker, &j);
+        else q8_worker(&j, 0, 1);
+    }
     if (nth > 1 && j.n_tasks > 1) sdn_pool_run(pool, att_worker, &j);
     else att_worker(&j, 0, 1);
     if (j.split) {

@@ -37,8 +37,8 @@ typedef __m512 vf;
 /* lanes of v where bit i of m is set, 0 or -inf elsewhere */
 #define vf_keep0(m, v) _mm512_maskz_mov_ps((__mmask16)(m), v)
 #define vf_keepninf(m, v) _mm512_mask_mov_ps(_mm512_set1_ps(-INFINITY), (__mmask16)(m), v)
-#define QB_SCORES 4 /* queries per score block: 4 x 4 accumulators + 4 key vectors */
-#define QB_PV 4
+#define QB_SCORES 6 /* queries per score block: 6 x 4 accumulators + 4 key vectors */
+#define QB_PV 6
 static inline __m256 vf_lo8(vf v) { return _mm512_castps512_ps256(v); }
 static inline __m256 vf_fold8(vf v) { return _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1)); }
 static inline float vf_hmax(vf v) { return _mm512_reduce_max_ps(v); }
@@ -65,7 +65,7 @@ static inline __m256 mask8(unsigned m) {
 }
 #define vf_keep0(m, v) _mm256_and_ps(mask8(m), v)
 #define vf_keepninf(m, v) _mm256_blendv_ps(_mm256_set1_ps(-INFINITY), v, mask8(m))
-#define QB_SCORES 2
+#define QB_SCORES 2 /* 16 registers: 2 x 4 accumulators + 4 key vectors */
 #define QB_PV 2
 static inline __m256 vf_fold8(vf v) { return v; }
 static inline float vf_hmax(vf v) {
@@ -111,14 +111,18 @@ INLINE float tsum64(const vf *p) {
 /* ------------------------------------------------------------------ scores ---- */
 
 /* F32/F16 keys: lanes [l0, l0 + 4W) of nb queries (nb a constant after inlining). */
-INLINE void scores_f_blk(const sdn_att_kt *t, const sdn_att_q *q, float *sc, int l0, const int nb) {
+INLINE void scores_f_blk(const sdn_att_kt *t, const sdn_att_q *q, float *sc, int l0, const int nb, const uint8_t *pf) {
     vf acc[QB_SCORES][4];
     for (int b = 0; b < nb; b++)
         for (int c = 0; c < 4; c++) acc[b][c] = vf_zero();
     const int hd = t->hd;
+    /* the next tile's keys (pf: once per tile): its bytes spread over this tile's d loop */
+    const size_t pf_step = pf ? (t->pf_bytes / (size_t)hd + 63) / 64 * 64 : 0;
     if (t->tk == SDN_KV_F32) {
         const float *k = (const float *)t->k + l0;
         for (int d = 0; d < hd; d++, k += 64) {
+            if (pf)
+                for (size_t o = 0; o < pf_step; o += 64) _mm_prefetch((const char *)pf + (size_t)d * pf_step + o, _MM_HINT_T0);
             const vf k0 = vf_load(k), k1 = vf_load(k + W), k2 = vf_load(k + 2 * W), k3 = vf_load(k + 3 * W);
             for (int b = 0; b < nb; b++) {
                 const vf qd = vf_set1(q[b].q[d]);
@@ -131,6 +135,8 @@ INLINE void scores_f_blk(const sdn_att_kt *t, const sdn_att_q *q, float *sc, int
     } else {
         const uint16_t *k = (const uint16_t *)t->k + l0;
         for (int d = 0; d < hd; d++, k += 64) {
+            if (pf)
+                for (size_t o = 0; o < pf_step; o += 64) _mm_prefetch((const char *)pf + (size_t)d * pf_step + o, _MM_HINT_T0);
             const vf k0 = vf_f16(k), k1 = vf_f16(k + W), k2 = vf_f16(k + 2 * W), k3 = vf_f16(k + 3 * W);
             for (int b = 0; b < nb; b++) {
                 const vf qd = vf_set1(q[b].q[d]);
@@ -182,12 +188,15 @@ INLINE __m256i dot_nv(__m256i acc, __m256i ku, __m256i q) {
 #endif
 
 /* Q8 keys: lanes [l0, l0 + 4W) of nb queries. */
-INLINE void scores_q8_blk(const sdn_att_kt *t, const sdn_att_q *q, float *sc, int l0, const int nb) {
+INLINE void scores_q8_blk(const sdn_att_kt *t, const sdn_att_q *q, float *sc, int l0, const int nb, const uint8_t *pf) {
     vi acc[QB_SCORES][4];
     for (int b = 0; b < nb; b++)
         for (int c = 0; c < 4; c++) acc[b][c] = vi_zero();
     const uint8_t *k = (const uint8_t *)t->k + (size_t)l0 * 4;
+    const size_t pf_step = pf ? (t->pf_bytes / (size_t)(t->hd4 / 4) + 63) / 64 * 64 : 0;
     for (int g = 0; g < t->hd4 / 4; g++, k += 64 * 4) {
+        if (pf)
+            for (size_t o = 0; o < pf_step; o += 64) _mm_prefetch((const char *)pf + (size_t)g * pf_step + o, _MM_HINT_T0);
         const vi k0 = vi_load(k), k1 = vi_load(k + 4 * W), k2 = vi_load(k + 8 * W), k3 = vi_load(k + 12 * W);
         for (int b = 0; b < nb; b++) {
             int32_t q4;
@@ -216,23 +225,28 @@ void SDN_KFN(sdn_att_scores)(const sdn_att_kt *t, const sdn_att_q *q, int nq, fl
     for (int l0 = 0; l0 < 64; l0 += 4 * W)
         for (int i = 0; i < nq; i += QB_SCORES) {
             const int nb = nq - i < QB_SCORES ? nq - i : QB_SCORES;
+            const uint8_t *pf = l0 == 0 && i == 0 ? t->pf : NULL;
             if (t->tk == SDN_KV_Q8) {
                 switch (nb) {
-                case 1: scores_q8_blk(t, q + i, sc + (size_t)i * 64, l0, 1); break;
+                case 1: scores_q8_blk(t, q + i, sc + (size_t)i * 64, l0, 1, pf); break;
 #if QB_SCORES > 2
-                case 2: scores_q8_blk(t, q + i, sc + (size_t)i * 64, l0, 2); break;
-                case 3: scores_q8_blk(t, q + i, sc + (size_t)i * 64, l0, 3); break;
+                case 2: scores_q8_blk(t, q + i, sc + (size_t)i * 64, l0, 2, pf); break;
+                case 3: scores_q8_blk(t, q + i, sc + (size_t)i * 64, l0, 3, pf); break;
+                case 4: scores_q8_blk(t, q + i, sc + (size_t)i * 64, l0, 4, pf); break;
+                case 5: scores_q8_blk(t, q + i, sc + (size_t)i * 64, l0, 5, pf); break;
 #endif
-                default: scores_q8_blk(t, q + i, sc + (size_t)i * 64, l0, QB_SCORES); break;
+                default: scores_q8_blk(t, q + i, sc + (size_t)i * 64, l0, QB_SCORES, pf); break;
                 }
             } else {
                 switch (nb) {
-                case 1: scores_f_blk(t, q + i, sc + (size_t)i * 64, l0, 1); break;
+                case 1: scores_f_blk(t, q + i, sc + (size_t)i * 64, l0, 1, pf); break;
 #if QB_SCORES > 2
-                case 2: scores_f_blk(t, q + i, sc + (size_t)i * 64, l0, 2); break;
-                case 3: scores_f_blk(t, q + i, sc + (size_t)i * 64, l0, 3); break;
+                case 2: scores_f_blk(t, q + i, sc + (size_t)i * 64, l0, 2, pf); break;
+                case 3: scores_f_blk(t, q + i, sc + (size_t)i * 64, l0, 3, pf); break;
+                case 4: scores_f_blk(t, q + i, sc + (size_t)i * 64, l0, 4, pf); break;
+                case 5: scores_f_blk(t, q + i, sc + (size_t)i * 64, l0, 5, pf); break;
 #endif
-                default: scores_f_blk(t, q + i, sc + (size_t)i * 64, l0, QB_SCORES); break;
+                default: scores_f_blk(t, q + i, sc + (size_t)i * 64, l0, QB_SCORES, pf); break;
                 }
             }
         }
@@ -262,7 +276,7 @@ INLINE void softmax_part(sdn_att_q *Q, const float *s, float *w, const sdn_att_v
     vf p[NV];
     for (int c = 0; c < NV; c++) p[c] = vf_keep0((vis >> (c * W)) & ((1u << W) - 1), vexp(vf_sub(sv[c], m)));
     Q->l = Q->l + tsum64(p);
-    if (v->tv == SDN_KV_Q8)
+    if (v->scaled)
         for (int c = 0; c < NV; c++) vf_store(w + c * W, vf_mul(p[c], vf_load(v->vsc + c * W)));
     else
         for (int c = 0; c < NV; c++) vf_store(w + c * W, p[c]);
@@ -270,17 +284,22 @@ INLINE void softmax_part(sdn_att_q *Q, const float *s, float *w, const sdn_att_v
 
 /* acc_b += w_b[j] * v_j over the lanes j each query sees, in increasing order; nch vectors of
  * the head dimension from d0, nb queries (both constants after inlining). */
-INLINE void pv_blk(sdn_att_q *q, const float *w, const sdn_att_vt *v, int d0, const int nch, const int nb) {
+INLINE void pv_blk(sdn_att_q *const *q, const float *w, const sdn_att_vt *v, int d0, const int nch, const int nb, int pf) {
     vf acc[QB_PV][4];
-    uint64_t uni = 0;
+    uint64_t uni = 0, vis[QB_PV];
+    float *out[QB_PV];
     for (int b = 0; b < nb; b++) {
-        uni |= q[b].vis;
-        for (int c = 0; c < nch; c++) acc[b][c] = vf_load(q[b].acc + d0 + c * W);
+        vis[b] = q[b]->vis;
+        out[b] = q[b]->acc + d0;
+        uni |= vis[b];
+        for (int c = 0; c < nch; c++) acc[b][c] = vf_load(out[b] + c * W);
     }
-    const int all = nb == 1 || ({ int same = 1; for (int b = 1; b < nb; b++) same &= q[b].vis == q[0].vis; same; });
+    const int all = nb == 1 || ({ int same = 1; for (int b = 1; b < nb; b++) same &= vis[b] == vis[0]; same; });
     for (; uni; uni &= uni - 1) {
         const int j = __builtin_ctzll(uni);
         const uint8_t *row = v->vrow[j];
+        if (pf && d0 == 0) /* the next tile's row j */
+            for (size_t o = 0; o < v->pf_row; o += 64) _mm_prefetch((const char *)v->pf + (size_t)j * v->pf_row + o, _MM_HINT_T0);
         vf x[4];
         switch (v->tv) {
         case SDN_KV_F32:
@@ -294,41 +313,61 @@ INLINE void pv_blk(sdn_att_q *q, const float *w, const sdn_att_vt *v, int d0, co
             break;
         }
         for (int b = 0; b < nb; b++) {
-            if (!all && !(q[b].vis >> j & 1)) continue;
+            if (!all && !(vis[b] >> j & 1)) continue;
             const vf wj = vf_set1(w[(size_t)b * 64 + j]);
             for (int c = 0; c < nch; c++) acc[b][c] = vf_fma(wj, x[c], acc[b][c]);
         }
     }
     for (int b = 0; b < nb; b++)
-        for (int c = 0; c < nch; c++) vf_store(q[b].acc + d0 + c * W, acc[b][c]);
+        for (int c = 0; c < nch; c++) vf_store(out[b] + c * W, acc[b][c]);
 }
 
-INLINE void pv_q(sdn_att_q *q, const float *w, const sdn_att_vt *v, const int nb) {
+INLINE void pv_q(sdn_att_q *const *q, const float *w, const sdn_att_vt *v, const int nb, int pf) {
     int d0 = 0;
-    for (; d0 + 4 * W <= v->hd; d0 += 4 * W) pv_blk(q, w, v, d0, 4, nb);
-    for (; d0 < v->hd; d0 += W) pv_blk(q, w, v, d0, 1, nb);
+    for (; d0 + 4 * W <= v->hd; d0 += 4 * W) pv_blk(q, w, v, d0, 4, nb, pf);
+    for (; d0 < v->hd; d0 += W) pv_blk(q, w, v, d0, 1, nb, pf);
 }
 
 void SDN_KFN(sdn_att_update)(sdn_att_q *q, int nq, const float *sc, const sdn_att_vt *v) {
     float w[QB_PV * 64] __attribute__((aligned(64)));
     for (int i = 0; i < nq; i += QB_PV) {
-        sdn_att_q tmp[QB_PV];
+        sdn_att_q *tmp[QB_PV];
         int nb = 0;
         /* the block's visible queries, gathered (a query that sees nothing is left alone) */
         for (int b = i; b < nq && b < i + QB_PV; b++) {
             if (!q[b].vis) continue;
             softmax_part(&q[b], sc + (size_t)b * 64, w + (size_t)nb * 64, v);
-            tmp[nb] = q[b]; /* a copy: the output rows are shared through acc */
+            tmp[nb] = &q[b];
             nb++;
         }
+        const int pf = v->pf && i == 0;
         switch (nb) {
         case 0: break;
-        case 1: pv_q(tmp, w, v, 1); break;
+        case 1: pv_q(tmp, w, v, 1, pf); break;
 #if QB_PV > 2
-        case 2: pv_q(tmp, w, v, 2); break;
-        case 3: pv_q(tmp, w, v, 3); break;
+        case 2: pv_q(tmp, w, v, 2, pf); break;
+        case 3: pv_q(tmp, w, v, 3, pf); break;
+        case 4: pv_q(tmp, w, v, 4, pf); break;
+        case 5: pv_q(tmp, w, v, 5, pf); break;
 #endif
-        default: pv_q(tmp, w, v, QB_PV); break;
+        default: pv_q(tmp, w, v, QB_PV, pf); break;
         }
     }
+}
+
+void SDN_KFN(sdn_att_cvt)(const void *src, sdn_kv_type t, float *dst, size_t n) {
+    if (t == SDN_KV_F16)
+        for (size_t i = 0; i < n; i += W) vf_store(dst + i, vf_f16((const uint16_t *)src + i));
+    else
+        for (size_t i = 0; i < n; i += W) vf_store(dst + i, vf_i8((const int8_t *)src + i));
+}
+
+void SDN_KFN(sdn_att_merge)(float *ACC, const float *acc, float ea, float eb, int hd) {
+    const vf va = vf_set1(ea), vb = vf_set1(eb);
+    for (int d = 0; d < hd; d += W) vf_store(ACC + d, vf_fma(vf_load(acc + d), vb, vf_mul(vf_load(ACC + d), va)));
+}
+
+void SDN_KFN(sdn_att_scale)(float *o, const float *acc, float s, int hd) {
+    const vf vs = vf_set1(s);
+    for (int d = 0; d < hd; d += W) vf_store(o + d, vf_mul(vf_load(acc + d), vs));
 }

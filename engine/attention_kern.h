@@ -44,14 +44,20 @@ typedef struct sdn_att_kt {
     int hd, hd4;
     const void *k;       /* the tile */
     const uint16_t *ks;  /* q8: the 64 slots' F16 scales */
+    const uint8_t *pf;   /* the next tile's keys, prefetched while this one is computed (or NULL) */
+    size_t pf_bytes;
 } sdn_att_kt;
 
-/* The values a tile update reads: lane j's row at vrow[j] (type tv, hd elements), q8 scale vsc[j]. */
+/* The values a tile update reads: lane j's row at vrow[j] (stored as tv, hd elements); with
+ * scaled (q8 values) the weight of lane j is p_j * vsc[j]. q8 rows may be handed over already
+ * converted to floats (tv f32, scaled 1): the conversion is exact, the bits the same. */
 typedef struct sdn_att_vt {
     sdn_kv_type tv;
-    int hd;
+    int hd, scaled;
     const uint8_t *vrow[64];
     float vsc[64];
+    const uint8_t *pf;   /* the next tile's first value row, prefetched row by row (or NULL) */
+    size_t pf_row;       /* bytes from one of its rows to the next */
 } sdn_att_vt;
 
 /* sc[i * 64 + j] = score of query i against slot j of tile t, for i < nq (every lane, visible
@@ -61,9 +67,20 @@ typedef void (*sdn_att_scores_fn)(const sdn_att_kt *t, const sdn_att_q *q, int n
  * the query is left as it is). */
 typedef void (*sdn_att_update_fn)(sdn_att_q *q, int nq, const float *sc, const sdn_att_vt *v);
 
+/* dst[i] = the exact float of src[i] (stored as t: f16 or q8's int8), i < n (a multiple of 16). */
+typedef void (*sdn_att_cvt_fn)(const void *src, sdn_kv_type t, float *dst, size_t n);
+
+/* ACC[d] = fma(acc[d], eb, ACC[d] * ea) for d < hd (the merge of a super-tile, attention.h). */
+typedef void (*sdn_att_merge_fn)(float *ACC, const float *acc, float ea, float eb, int hd);
+/* o[d] = acc[d] * s for d < hd. */
+typedef void (*sdn_att_scale_fn)(float *o, const float *acc, float s, int hd);
+
 #define SDN_ATT_KDECL(v)                                                                                   \
     void sdn_att_scores_##v(const sdn_att_kt *t, const sdn_att_q *q, int nq, float *sc);                \
-    void sdn_att_update_##v(sdn_att_q *q, int nq, const float *sc, const sdn_att_vt *v);
+    void sdn_att_update_##v(sdn_att_q *q, int nq, const float *sc, const sdn_att_vt *v);                \
+    void sdn_att_cvt_##v(const void *src, sdn_kv_type t, float *dst, size_t n);                         \
+    void sdn_att_merge_##v(float *ACC, const float *acc, float ea, float eb, int hd);                   \
+    void sdn_att_scale_##v(float *o, const float *acc, float s, int hd);
 SDN_ATT_KDECL(portable)
 SDN_ATT_KDECL(avx2)
 SDN_ATT_KDECL(avx2vnni)
@@ -72,7 +89,7 @@ SDN_ATT_KDECL(avx512)
 /* The scalar definitions (also what the portable kernels run). */
 static inline float sdn_att_exp(float x) {
     if (x < -87.0f) x = -87.0f;
-    const float k = nearbyintf(x * 1.44269504f);
+    const float k = sdn_kv_round(x * 1.44269504f);
     const float r = fmaf(-k, 0.69314718f, x);
     float p = 1.0f / 720;
     p = fmaf(p, r, 1.0f / 120);

@@ -155,7 +155,7 @@ static void q8_row(const float *x, int n, int8_t *q, uint16_t *dh) {
     *dh = sdn_kv_f16(amax / 127.0f);
     float d = sdn_fp16_to_fp32(*dh);
     for (int i = 0; i < n; i++) {
-        float r = d > 0.0f ? nearbyintf(x[i] / d) : 0.0f;
+        float r = d > 0.0f ? sdn_kv_round(x[i] / d) : 0.0f; /* |x / d| <= 128 */
         if (!(r >= -127.0f)) r = -127.0f; /* also NaN */
         if (r > 127.0f) r = 127.0f;
         q[i] = (int8_t)r;
@@ -232,6 +232,7 @@ void sdn_kv_head_get(const sdn_kv *kv, int l, int h, sdn_kv_head *out) {
     out->tv = kv->tv;
     out->hd = kv->hd;
     out->hd4 = kv->hd4;
+    out->n_tiles = kv->n_tiles;
     out->k = kv->k + (size_t)l * kv->k_layer_bytes + (size_t)h * kv->n_tiles * kv->k_tile_bytes;
     out->k_tile_bytes = kv->k_tile_bytes;
     out->k_scale = kv->k_scale ? kv->k_scale + sc : NULL;

@@ -29,6 +29,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "common/sdn_err.h"
 #include "engine/model.h"
@@ -79,6 +80,7 @@ void sdn_kv_move(sdn_kv *kv, int dst, int src);
 typedef struct sdn_kv_head {
     sdn_kv_type tk, tv;
     int hd, hd4;              /* head dim, and rounded up to a multiple of 4 (q8 keys) */
+    int n_tiles;              /* tiles of the cache (positions / SDN_KV_TILE) */
     const uint8_t *k;         /* tile t at k + t * k_tile_bytes */
     size_t k_tile_bytes;
     const uint16_t *k_scale;  /* q8: [slot] F16 scales, else NULL */
@@ -87,6 +89,29 @@ typedef struct sdn_kv_head {
     const uint16_t *v_scale;  /* q8: [slot] F16 scales, else NULL */
 } sdn_kv_head;
 void sdn_kv_head_get(const sdn_kv *kv, int l, int h, sdn_kv_head *out);
+
+/* F16 bits -> float, exact for every finite half (its bits shifted into a float and rescaled
+ * by 2^112, which is exact for normal and subnormal halves alike); inline for the hot loops. */
+static inline float sdn_kv_h2f(uint16_t h) {
+    uint32_t em = (uint32_t)(h & 0x7fff) << 13, s = (uint32_t)(h & 0x8000) << 16;
+    float f;
+    if (em >= (0x7c00u << 13)) {
+        em |= 0x7f800000u;
+        memcpy(&f, &em, 4);
+    } else {
+        memcpy(&f, &em, 4);
+        f *= 0x1p112f;
+    }
+    uint32_t b;
+    memcpy(&b, &f, 4);
+    b |= s;
+    memcpy(&f, &b, 4);
+    return f;
+}
+/* x rounded to the nearest integer, ties to even, for |x| < 2^22 (adding and subtracting
+ * 1.5 * 2^23 rounds in the default rounding mode; what nearbyintf gives, without a call;
+ * the build's IEEE semantics keep the compiler from folding the two). */
+static inline float sdn_kv_round(float x) { return (x + 12582912.0f) - 12582912.0f; }
 
 /* The scalar conversions every path shares (exposed for the tests). */
 uint16_t sdn_kv_f16(float x);                          /* saturating F32 -> F16 (RNE) */

@@ -53,7 +53,7 @@ struct sdnpu_context {
     int requests;
     sdn_preds last_preds; /* the previous request's prefill predictions (reused with its KV entries) */
     int have_curve;
-    double verify_ms[SDN_INVARIANT_MAX_ROWS];
+    sdn_vcurve curve; /* the verify cost curve by KV length (runtime/verify_cost.h) */
 };
 
 /* ---- library ---- */
@@ -465,10 +465,10 @@ static int gen_params(sdnpu_context *c, const sdnpu_request *r, sdn_drafter *d, 
         gp->decode_rows = c->graph_gp.decode_rows;
         if (gp->caps.max_nodes <= 0) gp->caps.max_nodes = c->graph_gp.caps.max_nodes;
     } else if (gp->drafter && gp->caps.max_nodes <= 0) {
-        if (!c->have_curve && (rc = sdn_verify_curve(c->model->m, c->p.n_threads, c->verify_ms, c->p.verbose ? stderr : NULL, err)))
+        if (!c->have_curve && (rc = sdn_verify_curve(c->model->m, c->p.n_threads, &c->curve, c->p.verbose ? stderr : NULL, err)))
             return rc;
         c->have_curve = 1;
-        gp->verify_ms = c->verify_ms;
+        gp->vcurve = &c->curve;
     }
     return SDN_OK;
 }

@@ -17,6 +17,7 @@
 
 #include "common/sdn_util.h"
 #include "engine/model.h"
+#include "runtime/verify_cost.h"
 #include "verify/verify.h"
 
 void sdn_preds_free(sdn_preds *p) {
@@ -58,6 +59,7 @@ typedef struct decode {
     uint8_t *seen;   /* repetition penalty scratch (vocab bytes) */
     int32_t *window; /* repetition penalty: the last tokens before a row's prediction */
     int32_t *cvocab; /* candidate vocabulary of the prefill predictions */
+    double vms[SDN_INVARIANT_MAX_ROWS]; /* the verify cost curve at the current KV length */
     int n_cvocab;
     sdn_gen_stats s;
 } decode;
@@ -93,7 +95,7 @@ static int setup(decode *d, sdn_err *err) {
         budget = d->pad_rows - 1;
     }
     /* the budget follows the cost curve when the caller gave one and no fixed size */
-    d->adaptive = p->verify_ms && p->drafter && d->caps.max_nodes <= 0;
+    d->adaptive = (p->verify_ms || p->vcurve) && p->drafter && d->caps.max_nodes <= 0;
     sdn_draft_caps *caps = &d->caps;
     if (caps->max_nodes <= 0) caps->max_nodes = d->adaptive ? SDN_INVARIANT_MAX_ROWS - 1 : SDN_DEFAULT_DRAFT_TOKENS;
     /* a one-row decode graph (budget 0) leaves no room for drafts */
@@ -210,7 +212,12 @@ static int step_draft(decode *d, sdn_err *err) {
     int room = d->max_new - d->n_gen - 1; /* tokens beyond the bonus still allowed */
     int kv_room = d->n_ctx - sdn_kv_len(d->c) - (d->pad_rows > 0 ? d->pad_rows : 1);
     if (d->adaptive) {
-        int n = sdn_draft_budget(d->p->verify_ms, sc.max_nodes, sdn_accept_estimate(d->s.accepted, d->budget_miss));
+        const double *ms = d->p->verify_ms;
+        if (d->p->vcurve) { /* the step's cost at this KV length */
+            sdn_vcurve_at(d->p->vcurve, sdn_kv_len(d->c), d->vms);
+            ms = d->vms;
+        }
+        int n = sdn_draft_budget(ms, sc.max_nodes, sdn_accept_estimate(d->s.accepted, d->budget_miss));
         if (n == 0 && d->s.steps % 8 == 7) n = 1; /* keep observing acceptance now and then */
         sc.max_nodes = n;
         if (sc.max_depth > n) sc.max_depth = n;

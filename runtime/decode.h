@@ -80,6 +80,9 @@ typedef struct sdn_gen_params {
      * verify_ms, cap, a) tokens, a = the per-token acceptance observed so far in this request
      * (sdn_accept_estimate); NULL: the fixed caps. */
     const double *verify_ms;
+    /* The same from a curve measured at two KV lengths (runtime/verify_cost.h), read at the
+     * KV length of each step; takes the place of verify_ms when set. */
+    const struct sdn_vcurve *vcurve;
     /* Prefill progress (NULL: none): called before the first prefill chunk with done = the
      * reused KV entries and after every chunk, done = prompt positions in the KV cache so far,
      * total = the prompt positions prefill fills (n_prompt - 1). With a prefill hook: once, at

@@ -179,25 +179,27 @@ done:
     return rc;
 }
 
-int sdn_verify_curve(sdn_model *m, int threads, double *ms, FILE *log, sdn_err *err) {
+/* One curve after n_past positions, cached (sdn_verify_curve). */
+static int curve_at(sdn_model *m, int threads, int n_past, double *ms, FILE *log, sdn_err *err) {
     static const int sizes[] = {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 63};
     const int nsz = (int)(sizeof sizes / sizeof sizes[0]);
     char path[1200], key[256], machine[160];
     const char *kp = sdn_kpath_name(sdn_kpath_get());
+    const char *tk = sdn_kv_type_name(sdn_kv_resolve(SDN_KV_AUTO, 1)), *tv = sdn_kv_type_name(sdn_kv_resolve(SDN_KV_AUTO, 0));
     sdn_machine_id(machine, sizeof machine);
-    snprintf(path, sizeof path, "%s/verify-cost-%016llx-%s-t%d-r%d.json", sdn_cache_dir(), (unsigned long long)sdn_model_fingerprint(m), kp,
-             threads, SDN_KERNEL_REV);
-    snprintf(key, sizeof key, "%s, kernel path %s, kernels r%d", machine, kp, SDN_KERNEL_REV);
+    snprintf(path, sizeof path, "%s/verify-cost-%016llx-%s-t%d-r%d-k%s-v%s-L%d.json", sdn_cache_dir(),
+             (unsigned long long)sdn_model_fingerprint(m), kp, threads, SDN_KERNEL_REV, tk, tv, n_past);
+    snprintf(key, sizeof key, "%s, kernel path %s, kernels r%d, cache %s/%s, after %d", machine, kp, SDN_KERNEL_REV, tk, tv, n_past);
     sdn_cost_profile prof;
     sdn_err e2 = {0};
     int cached = access(path, R_OK) == 0 && sdn_cost_load(path, &prof, &e2) == SDN_OK && !strcmp(prof.shape, key) &&
                  prof.threads == threads && prof.n == nsz;
     if (!cached) {
-        if (log) fprintf(log, "measuring the verify cost curve of this model on this machine (cached in %s) ...\n", path);
+        if (log) fprintf(log, "measuring the verify cost curve of this model on this machine after %d positions (cached in %s) ...\n", n_past, path);
         sdn_ctx *c = NULL;
-        sdn_ctx_params cp = {.n_ctx = 64 + SDN_INVARIANT_MAX_ROWS + 8, .n_threads = threads, .max_batch = SDN_INVARIANT_MAX_ROWS};
+        sdn_ctx_params cp = {.n_ctx = n_past + SDN_INVARIANT_MAX_ROWS + 8, .n_threads = threads, .max_batch = 256};
         int rc = sdn_ctx_new(m, &cp, &c, err);
-        if (!rc) rc = sdn_cost_measure(c, sizes, nsz, 64, 5, &prof, err);
+        if (!rc) rc = sdn_cost_measure(c, sizes, nsz, n_past, 5, &prof, err);
         sdn_ctx_free(c);
         if (rc) return sdn_fail(err, rc, "verify cost curve");
         snprintf(prof.model, sizeof prof.model, "%016llx", (unsigned long long)sdn_model_fingerprint(m));
@@ -207,7 +209,23 @@ int sdn_verify_curve(sdn_model *m, int threads, double *ms, FILE *log, sdn_err *
     }
     for (int d = 0; d < SDN_INVARIANT_MAX_ROWS; d++) ms[d] = sdn_cost_step_ms(&prof, d);
     if (log)
-        fprintf(log, "draft budget per step from the verify cost curve (%s): T(4)/T(0) %.2f, T(16)/T(0) %.2f, T(63)/T(0) %.2f\n", kp,
-                ms[4] / ms[0], ms[16] / ms[0], ms[63] / ms[0]);
+        fprintf(log, "draft budget per step from the verify cost curve after %d positions (%s): T(4)/T(0) %.2f, T(16)/T(0) %.2f, T(63)/T(0) %.2f\n",
+                n_past, kp, ms[4] / ms[0], ms[16] / ms[0], ms[63] / ms[0]);
     return SDN_OK;
+}
+
+int sdn_verify_curve(sdn_model *m, int threads, sdn_vcurve *out, FILE *log, sdn_err *err) {
+    out->len_near = SDN_VCURVE_NEAR;
+    out->len_far = SDN_VCURVE_FAR;
+    int rc = curve_at(m, threads, out->len_near, out->near, log, err);
+    if (!rc) rc = curve_at(m, threads, out->len_far, out->far, log, err);
+    return rc;
+}
+
+void sdn_vcurve_at(const sdn_vcurve *c, int len, double *ms) {
+    const double f = len <= c->len_near ? 0.0 : (double)(len - c->len_near) / (double)(c->len_far - c->len_near);
+    for (int d = 0; d < SDN_INVARIANT_MAX_ROWS; d++) {
+        const double v = c->near[d] + (c->far[d] - c->near[d]) * f;
+        ms[d] = v > 0.05 * c->near[d] ? v : 0.05 * c->near[d]; /* a noisy far curve never goes to 0 */
+    }
 }

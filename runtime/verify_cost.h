@@ -59,11 +59,24 @@ double sdn_cost_step_ms(const sdn_cost_profile *p, double d);
  * sizes. The KV cache is reset. */
 int sdn_cost_measure(sdn_ctx *c, const int *sizes, int n_sizes, int n_past, int reps, sdn_cost_profile *out, sdn_err *err);
 
-/* The verify cost curve of m on this machine: ms[d] (d = 0 .. SDN_INVARIANT_MAX_ROWS - 1) is
- * a verification step with d draft tokens, interpolated. From the cache file
- * $SDNPU_CACHE/verify-cost-<model fingerprint>-<kernel path>-t<threads>-r<SDN_KERNEL_REV>.json when it was
- * measured on this machine, else measured now (sdn_cost_measure after a 64-token context, 5 rounds, a
- * few seconds) and cached. log (optional) says which. The default draft budget follows it. */
-int sdn_verify_curve(sdn_model *m, int threads, double *ms, FILE *log, sdn_err *err);
+/* The verify cost curve of m on this machine as a function of the KV length: near[d] and
+ * far[d] (d = 0 .. SDN_INVARIANT_MAX_ROWS - 1) are a verification step with d draft tokens
+ * after len_near (64) and len_far (2048) positions, interpolated over d. Each comes from the
+ * cache file $SDNPU_CACHE/verify-cost-<model fingerprint>-<kernel path>-t<threads>-r<SDN_KERNEL_REV>
+ * -k<key type>-v<value type>-L<positions>.json when it was measured on this machine, else is
+ * measured now (sdn_cost_measure, 5 rounds: a few seconds, the far one after a 2048-token
+ * prefill) and cached. log (optional) says which. The default draft budget reads the curve at
+ * the request's KV length (sdn_vcurve_at). */
+#define SDN_VCURVE_NEAR 64
+#define SDN_VCURVE_FAR 2048
+typedef struct sdn_vcurve {
+    int len_near, len_far;
+    double near[SDN_INVARIANT_MAX_ROWS], far[SDN_INVARIANT_MAX_ROWS];
+} sdn_vcurve;
+int sdn_verify_curve(sdn_model *m, int threads, sdn_vcurve *out, FILE *log, sdn_err *err);
+/* The curve at KV length len: linear in len between the two measured lengths and beyond the
+ * far one (attention reads every cached position, so a step's cost grows linearly with the
+ * length), the near curve below it; never below 5% of the near one. */
+void sdn_vcurve_at(const sdn_vcurve *c, int len, double *ms);
 
 #endif

@@ -446,13 +446,18 @@ int cmd_bench(int argc, char **argv) {
         if (nhs > 0) printf("wrote %s\n", path);
 
         /* the verify-cost curve(s), the default rule's step budgets marked */
-        double cx[SDN_INVARIANT_MAX_ROWS], cy[SDN_INVARIANT_MAX_ROWS], xs[SDN_COST_MAX_SIZES + 1], ys[SDN_COST_MAX_SIZES + 1];
-        const double *px[2], *py[2];
-        int pn[2], nl = 0;
-        const char *name[2];
+        double cx[SDN_INVARIANT_MAX_ROWS], cy[SDN_INVARIANT_MAX_ROWS], cy2[SDN_INVARIANT_MAX_ROWS], xs[SDN_COST_MAX_SIZES + 1],
+            ys[SDN_COST_MAX_SIZES + 1];
+        const double *px[3], *py[3];
+        int pn[3], nl = 0;
+        const char *name[3];
+        char cname[2][96];
         if (res.have_curve) {
-            for (int d = 0; d < SDN_INVARIANT_MAX_ROWS; d++) cx[d] = d, cy[d] = res.verify_ms[d];
-            px[nl] = cx, py[nl] = cy, pn[nl] = SDN_INVARIANT_MAX_ROWS, name[nl++] = "curve the default budget used";
+            for (int d = 0; d < SDN_INVARIANT_MAX_ROWS; d++) cx[d] = d, cy[d] = res.curve.near[d], cy2[d] = res.curve.far[d];
+            snprintf(cname[0], sizeof cname[0], "curve the default budget used, after %d positions", res.curve.len_near);
+            snprintf(cname[1], sizeof cname[1], "after %d positions", res.curve.len_far);
+            px[nl] = cx, py[nl] = cy, pn[nl] = SDN_INVARIANT_MAX_ROWS, name[nl++] = cname[0];
+            px[nl] = cx, py[nl] = cy2, pn[nl] = SDN_INVARIANT_MAX_ROWS, name[nl++] = cname[1];
         }
         if (have_prof) {
             xs[0] = 0, ys[0] = prof.plain_step_ms;

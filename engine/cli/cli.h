@@ -19,6 +19,7 @@ int cmd_bench_sam(int argc, char **argv);
 int cmd_bench_verify(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_bench_kernels(int argc, char **argv);
+int cmd_bench_attention(int argc, char **argv);
 int cmd_profile(int argc, char **argv);
 int cmd_bench_graphs(int argc, char **argv);
 int cmd_trace(int argc, char **argv);

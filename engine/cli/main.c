@@ -29,6 +29,7 @@ static const struct {
     {"bench-verify", cmd_bench_verify, "verify-step cost vs. tree size; none/pld/sam end to end on TinyStories", 0},
     {"bench-sam", cmd_bench_sam, "micro-benchmark of the suffix automaton and baseline drafters", 0},
     {"bench-kernels", cmd_bench_kernels, "speed of the small-batch matmul kernels vs a memory-bandwidth probe", 0},
+    {"bench-attention", cmd_bench_attention, "speed of the attention kernels per cache type, context and rows vs a bandwidth probe", 1},
     {"profile", cmd_profile, "profile the prefill/decode graphs of a model on this machine; print the fits and the chosen schedule", 0},
     {"bench-graphs", cmd_bench_graphs, "graph switching: time to first token of sync/async/progressive, and greedy vs optimal schedules", 0},
     {"bench", cmd_bench, "generation over a dataset: every drafting method vs plain decoding (acceptance, ms/token, speedup)", 0},

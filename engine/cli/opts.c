@@ -29,6 +29,7 @@ static const struct {
     {"tokenize", "sdnpu tokenize --model smollm2-135m-instruct \"Hello, world\""},
     {"bench-model", "sdnpu bench-model --shape qwen2.5-0.5b --types Q8_0 --prompt-tokens 64 --max-tokens 16"},
     {"bench-verify", "sdnpu bench-verify --model smollm2-135m-instruct --rows 1,2,4,8 --json /tmp/curve.json"},
+    {"bench-attention", "sdnpu bench-attention --context 4096 --rows 1,16 --cache f16,q8"},
     {"bench-sam", "sdnpu bench-sam"},
     {"bench-kernels", "sdnpu bench-kernels --types Q8_0"},
     {"profile", "sdnpu profile --model smollm2-135m-instruct"},
