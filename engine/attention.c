@@ -22,7 +22,8 @@
 #include "engine/matmul_internal.h"
 
 #define TILES_PER_SUPER (SDN_ATT_SUPER / SDN_KV_TILE)
-#define PREFILL_QUERIES 12 /* queries of a prefill task: rows x the KV head's query heads */
+#define PREFILL_QUERIES 48 /* queries of a prefill task: rows x the KV head's query heads (each
+                              tile converted once serves them all) */
 #define SCRATCH_QUERIES 4  /* more queries than this in a task: a tile's keys and values are
                               converted to floats once for all of them */
 

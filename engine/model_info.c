@@ -124,6 +124,14 @@ char *sdn_model_describe(const sdn_model *m, int n_ctx) {
     add(&b, "memory:        layer weights %s (%s), read per decoded token %s, KV cache for %d positions %s (keys %s, values %s)\n",
         mib(wb, t1), packed ? "packed for the kernels when a context opens, mapping released" : "mapped", mib(tok, t2), n_ctx, mib(kv, t3),
         sdn_kv_type_name(tk), sdn_kv_type_name(tv));
+    size_t f32 = 0;
+    for (int l = 0; l < c->n_layers; l++) {
+        const sdn_layer *y = &m->layers[l];
+        const sdn_weight *ws[] = {&y->wq, &y->wk, &y->wv, &y->wo, &y->w_gate, &y->w_up, &y->w_down};
+        for (int i = 0; i < 7; i++) f32 += (size_t)ws[i]->in * (size_t)ws[i]->out * 4;
+    }
+    add(&b, "               a session needs about %s resident (weights + KV cache); the F32 prefill layout of all layers adds %s\n",
+        mib(tok + kv, t1), mib(f32, t2));
     {
         /* the prefill's promise (docs/engine.md, "Same bits however the prompt is cut"): the
          * batch kernels compute a row the same way in any batch, SGEMM does not */
@@ -151,14 +159,6 @@ char *sdn_model_describe(const sdn_model *m, int n_ctx) {
             add(&b, "determinism:   layers of type %s prefill on SGEMM, whose bits depend on the chunking: answers can differ with\n"
                     "               chunk size, graph mode or a reused prefix (--prefill-matmul kernels removes that)\n", sg);
     }
-    size_t f32 = 0;
-    for (int l = 0; l < c->n_layers; l++) {
-        const sdn_layer *y = &m->layers[l];
-        const sdn_weight *ws[] = {&y->wq, &y->wk, &y->wv, &y->wo, &y->w_gate, &y->w_up, &y->w_down};
-        for (int i = 0; i < 7; i++) f32 += (size_t)ws[i]->in * (size_t)ws[i]->out * 4;
-    }
-    add(&b, "               a session needs about %s resident (weights + KV cache); the F32 prefill layout of all layers adds %s\n",
-        mib(tok + kv, t1), mib(f32, t2));
     add(&b, "fingerprint:   %016llx\n", (unsigned long long)m->fingerprint);
     if (b.oom) {
         free(b.p);
