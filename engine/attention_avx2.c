@@ -371,3 +371,13 @@ void SDN_KFN(sdn_att_scale)(float *o, const float *acc, float s, int hd) {
     const vf vs = vf_set1(s);
     for (int d = 0; d < hd; d += W) vf_store(o + d, vf_mul(vf_load(acc + d), vs));
 }
+
+/* sdn_kv_f16 of n values (n a multiple of 8): clamped to +-65504 (a NaN stays NaN), then
+ * VCVTPS2PH with round to nearest even, what the scalar conversion computes (test_attention). */
+void SDN_KFN(sdn_kv_f16_row)(const float *x, uint16_t *h, int n) {
+    const __m256 lo = _mm256_set1_ps(-65504.0f), hi = _mm256_set1_ps(65504.0f);
+    for (int i = 0; i < n; i += 8) {
+        const __m256 v = _mm256_min_ps(hi, _mm256_max_ps(lo, _mm256_loadu_ps(x + i)));
+        _mm_storeu_si128((__m128i *)(void *)(h + i), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+    }
+}

@@ -80,7 +80,8 @@ typedef void (*sdn_att_scale_fn)(float *o, const float *acc, float s, int hd);
     void sdn_att_update_##v(sdn_att_q *q, int nq, const float *sc, const sdn_att_vt *v);                \
     void sdn_att_cvt_##v(const void *src, sdn_kv_type t, float *dst, size_t n);                         \
     void sdn_att_merge_##v(float *ACC, const float *acc, float ea, float eb, int hd);                   \
-    void sdn_att_scale_##v(float *o, const float *acc, float s, int hd);
+    void sdn_att_scale_##v(float *o, const float *acc, float s, int hd);                                \
+    void sdn_kv_f16_row_##v(const float *x, uint16_t *h, int n);
 SDN_ATT_KDECL(portable)
 SDN_ATT_KDECL(avx2)
 SDN_ATT_KDECL(avx2vnni)

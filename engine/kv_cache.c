@@ -8,6 +8,8 @@
 #include <string.h>
 
 #include "common/sdn_util.h"
+#include "engine/attention_kern.h"
+#include "engine/kernel_path.h"
 
 struct sdn_kv {
     sdn_kv_type tk, tv;
@@ -168,9 +170,22 @@ float sdn_kv_q8_row(const float *x, int n, int8_t *q) {
     return sdn_fp16_to_fp32(dh);
 }
 
+/* n values to F16 (sdn_kv_f16): on the SIMD paths with F16C when n is a multiple of 8, the
+ * same bits. */
+static void f16_row(const float *x, uint16_t *h, int n) {
+#if defined(__x86_64__)
+    if (n % 8 == 0 && sdn_kpath_get() != SDN_KPATH_PORTABLE) {
+        sdn_kv_f16_row_avx2(x, h, n);
+        return;
+    }
+#endif
+    for (int i = 0; i < n; i++) h[i] = sdn_kv_f16(x[i]);
+}
+
 void sdn_kv_store(sdn_kv *kv, int l, int slot0, int n, const float *k, const float *v) {
     const int hd = kv->hd, kvd = kv->n_kvh * hd;
     int8_t q[1024];
+    uint16_t hk[1024];
     for (int h = 0; h < kv->n_kvh; h++) {
         uint8_t *K = kv->k + (size_t)l * kv->k_layer_bytes + (size_t)h * kv->n_tiles * kv->k_tile_bytes;
         uint8_t *V = kv->v + (size_t)l * kv->v_layer_bytes + (size_t)h * kv->n_pos * kv->v_row_bytes;
@@ -184,7 +199,8 @@ void sdn_kv_store(sdn_kv *kv, int l, int slot0, int n, const float *k, const flo
                 for (int d = 0; d < hd; d++) ((float *)kt)[(size_t)d * SDN_KV_TILE + lane] = kr[d];
                 break;
             case SDN_KV_F16:
-                for (int d = 0; d < hd; d++) ((uint16_t *)kt)[(size_t)d * SDN_KV_TILE + lane] = sdn_kv_f16(kr[d]);
+                f16_row(kr, hk, hd);
+                for (int d = 0; d < hd; d++) ((uint16_t *)kt)[(size_t)d * SDN_KV_TILE + lane] = hk[d];
                 break;
             default:
                 q8_row(kr, hd, q, &kv->k_scale[sc + s]);
@@ -195,9 +211,7 @@ void sdn_kv_store(sdn_kv *kv, int l, int slot0, int n, const float *k, const flo
             uint8_t *vrow = V + (size_t)s * kv->v_row_bytes;
             switch (kv->tv) {
             case SDN_KV_F32: memcpy(vrow, vr, (size_t)hd * 4); break;
-            case SDN_KV_F16:
-                for (int d = 0; d < hd; d++) ((uint16_t *)vrow)[d] = sdn_kv_f16(vr[d]);
-                break;
+            case SDN_KV_F16: f16_row(vr, (uint16_t *)vrow, hd); break;
             default: q8_row(vr, hd, (int8_t *)vrow, &kv->v_scale[sc + s]); break;
             }
         }

@@ -92,6 +92,52 @@ static void test_q8_row(void **state) {
     }
 }
 
+/* The cache stores the same bytes on every kernel path (the F16 rows go through F16C on the
+ * SIMD paths, scalar code on the portable one), overflowing values included. */
+static void test_store_paths(void **state) {
+    (void)state;
+    sdn_model_config cfg = {0};
+    cfg.n_layers = 2;
+    cfg.n_kv_heads = 3;
+    cfg.head_dim = 64;
+    enum { N = 150 };
+    const int kvd = 3 * 64;
+    float *k = malloc((size_t)N * kvd * sizeof(float)), *v = malloc((size_t)N * kvd * sizeof(float));
+    sdn_rng r;
+    sdn_rng_seed(&r, 9);
+    for (int i = 0; i < N * kvd; i++) {
+        const float mag = i % 97 == 0 ? 1e6f : i % 13 == 0 ? 1e-6f : 3.0f;
+        k[i] = mag * ((float)sdn_rng_below(&r, 2000001) / 1e6f - 1.0f);
+        v[i] = mag * ((float)sdn_rng_below(&r, 2000001) / 1e6f - 1.0f);
+    }
+    const sdn_kpath paths[] = {SDN_KPATH_PORTABLE, SDN_KPATH_AVX2, SDN_KPATH_AVX512};
+    for (int t = SDN_KV_FIRST; t < SDN_KV_TYPE_COUNT; t++) {
+        sdn_kv *ref = NULL;
+        for (int p = 0; p < 3; p++) {
+            if (sdn_kpath_set(paths[p], NULL)) continue;
+            sdn_kv *kv;
+            assert_int_equal(sdn_kv_new(&cfg, (sdn_kv_type)t, (sdn_kv_type)t, N, &kv, NULL), SDN_OK);
+            for (int l = 0; l < 2; l++) sdn_kv_store(kv, l, 0, N, k, v);
+            if (!ref) {
+                ref = kv;
+                continue;
+            }
+            for (int l = 0; l < 2; l++)
+                for (int h = 0; h < 3; h++) {
+                    sdn_kv_head a, b;
+                    sdn_kv_head_get(ref, l, h, &a);
+                    sdn_kv_head_get(kv, l, h, &b);
+                    if (memcmp(a.k, b.k, a.k_tile_bytes * (size_t)a.n_tiles) || memcmp(a.v, b.v, a.v_row_bytes * (size_t)N))
+                        fail_msg("cache %s: path %s stores other bytes", sdn_kv_type_name((sdn_kv_type)t), sdn_kpath_name(paths[p]));
+                }
+            sdn_kv_free(kv);
+        }
+        sdn_kv_free(ref);
+    }
+    free(k);
+    free(v);
+}
+
 /* ---- attention against a naive reference ---- */
 
 typedef struct case_t {
@@ -321,6 +367,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_f16_conversion),
         cmocka_unit_test(test_q8_row),
+        cmocka_unit_test(test_store_paths),
         cmocka_unit_test(test_attention_reference),
         cmocka_unit_test(test_attention_paths),
     };
