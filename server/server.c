@@ -209,7 +209,7 @@ static void sse_free(void *cls) {
 
 static enum MHD_Result completion(srv *s, struct MHD_Connection *c, conn *cs, int chat) {
     srv_error e;
-    srv_job *j = srv_parse_request(cs->body ? cs->body : "", cs->len, chat, &s->api, &e);
+    srv_job *j = srv_parse_request(cs->body ? cs->body : "", cs->len, chat, &s->api, NULL, &e);
     if (!j) return reply_error(s, c, &e);
     int q = srv_pool_submit(&s->pool, j);
     if (q) {

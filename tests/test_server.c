@@ -2,8 +2,8 @@
  * a port the OS picks, with a small generated model, and spoken to with libcurl: chat, streaming
  * (the chunks concatenate to the non-streamed text), greedy identity of speculative and plain
  * decoding against the library called directly, history through `user`, every bad-input case
- * with its status and field, 503 on a full queue, cancellation when the client hangs up, and a
- * clean exit on SIGTERM. */
+ * with its status and field (a \u0000, data after the JSON, a key twice among them), 503 on a
+ * full queue, cancellation when the client hangs up, and a clean exit on SIGTERM. */
 #include <cjson/cJSON.h>
 #include <curl/curl.h>
 #include <sqlite3.h>
@@ -363,8 +363,9 @@ static void test_bad_input(void **state) {
     (void)state;
     char *longmsg = malloc(60000);
     strcpy(longmsg, "{\"messages\":[{\"role\":\"user\",\"content\":\"");
-    for (int i = 0; i < 2000; i++) strcat(longmsg, "lighthouse keeper ");
+    for (int i = 0; i < 600; i++) strcat(longmsg, "lighthouse keeper ");
     strcat(longmsg, "\"}]}");
+
     char *longstream = malloc(strlen(longmsg) + 32);
     strcpy(longstream, longmsg);
     strcpy(longstream + strlen(longstream) - 1, ",\"stream\":true}");
@@ -405,6 +406,14 @@ static void test_bad_input(void **state) {
         {"/v1/completions", "{\"prompt\":[1,-2]}", KEY, 400, "prompt[1]"},
         {"/v1/chat/completions", longmsg, KEY, 400, "messages"}, /* longer than the 1024-token context */
         {"/v1/chat/completions", longstream, KEY, 400, "messages"}, /* the same, streamed: refused before the stream starts */
+        /* nothing is changed without a word: a NUL cut the text, data after the JSON and a second
+         * key were ignored */
+        {"/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"a\\u0000bbbb\"}]}", KEY, 400, "messages[0].content"},
+        {"/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]} xyz", KEY, 400, NULL},
+        {"/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\",\"role\":\"system\"}]}", KEY, 400, "messages[0].role"},
+        {"/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"max_tokens\":2,\"max_tokens\":900}", KEY, 400,
+         "max_tokens"},
+        {"/v1/completions", "{\"prompt\":\"Once\\u0000 upon\"}", KEY, 400, "prompt"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const bad_case *c = &cases[i];
