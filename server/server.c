@@ -1,7 +1,7 @@
 /* server.c - the HTTP side of `sdnpu serve`: libmicrohttpd in thread-per-connection mode behind
  * the gate (gate.c: accept, connection caps, request heads checked), routing, API-key check,
  * admission and the body budget, server-sent events, and the process life cycle (check the
- * load, listen, serve until SIGTERM/SIGINT, drain, free).
+ * history store, load, listen, serve until SIGTERM/SIGINT, drain, free).
  *
  * A request is decided as early as it can be: everything but a POST to a completion endpoint
  * is answered as soon as its head is in; a completion request whose place or body cannot be
@@ -18,6 +18,8 @@
  * (or its end, or its error) is known, so a request the library refuses still gets a 4xx. */
 #include "server/server.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <malloc.h>
 #include <microhttpd.h>
 #include <signal.h>
@@ -25,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -495,6 +498,46 @@ static void default_model_id(const char *arg, char *out, size_t cap) {
     if (n > 5 && !strcmp(out + n - 5, ".gguf")) out[n - 5] = 0;
 }
 
+/* The history store, checked before anything is loaded: an existing file must open for
+ * writing and its folder must take new files (SQLite keeps a WAL store's -wal and -shm files
+ * beside it). Without this check SQLite opens a file it cannot write read-only, creates -wal and
+ * -shm files beside it all the same, and every answer's store fails after its work. Nothing
+ * is created or changed here. Returns 0, or -1 with the reason in msg. */
+static int check_history(const char *path, char *msg, size_t cap) {
+    char dir[4096];
+    const char *slash = strrchr(path, '/');
+    if (!slash) snprintf(dir, sizeof dir, ".");
+    else if (slash == path) snprintf(dir, sizeof dir, "/");
+    else snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+    struct stat st;
+    if (stat(path, &st) == 0) {
+        if (!S_ISREG(st.st_mode)) {
+            snprintf(msg, cap, "option --history %s: not a regular file", path);
+            return -1;
+        }
+        int fd = open(path, O_RDWR | O_CLOEXEC);
+        if (fd < 0) {
+            snprintf(msg, cap,
+                     "option --history %s: the history store cannot be written (%s); the server stores the answers of requests with "
+                     "a `user` there. Make it writable by this process, or start without --history",
+                     path, strerror(errno));
+            return -1;
+        }
+        close(fd);
+    } else if (errno != ENOENT) {
+        snprintf(msg, cap, "option --history %s: %s", path, strerror(errno));
+        return -1;
+    }
+    if (faccessat(AT_FDCWD, dir, W_OK | X_OK, AT_EACCESS)) {
+        snprintf(msg, cap,
+                 "option --history %s: its folder %s does not take new files (%s); SQLite creates the store and its -wal and -shm "
+                 "files there. Use a writable folder, or start without --history",
+                 path, dir, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
 int srv_run(const srv_options *o) {
     srv s;
     memset(&s, 0, sizeof s);
@@ -512,6 +555,10 @@ int srv_run(const srv_options *o) {
     mallopt(M_MMAP_THRESHOLD, 256 * 1024);
 
     char msg[1200];
+    if (o->history && check_history(o->history, msg, sizeof msg)) {
+        fprintf(stderr, "sdnpu serve: %s\n", msg);
+        return 1;
+    }
     if (o->model_id) snprintf(s.model_id, sizeof s.model_id, "%s", o->model_id);
     else default_model_id(o->model, s.model_id, sizeof s.model_id);
     sdnpu_model *m = NULL;

@@ -32,11 +32,11 @@ typedef struct srv_options {
 /* Defaults as above. */
 void srv_options_init(srv_options *o);
 
-/* Load the model, create the slots, listen, and serve until SIGTERM or SIGINT; then stop
- * accepting, let running requests finish (up to drain_s, then cancel them), free everything.
- * Prints "sdnpu serve: listening on http://HOST:PORT ..." on stderr once ready. Returns the
- * process exit code: 0 after a clean shutdown, 1 when it cannot start (the message on stderr
- * names the option). */
+/* Check that the history store can be written (before anything is loaded), load the model,
+ * create the slots, listen, and serve until SIGTERM or SIGINT; then stop accepting, let running
+ * requests finish (up to drain_s, then cancel them), free everything. Prints "sdnpu serve:
+ * listening on http://HOST:PORT ..." on stderr once ready. Returns the process exit code: 0
+ * after a clean shutdown, 1 when it cannot start (the message on stderr names the option). */
 int srv_run(const srv_options *o);
 
 #endif

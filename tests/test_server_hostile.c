@@ -4,8 +4,9 @@
  * loopback addresses beyond the per-client cap while /health and a chat request from 127.0.0.1
  * must be answered within a second; a full connection table answered 503 at once; an answer
  * that takes longer than the idle timeout still delivered; 32 concurrent oversized bodies with
- * the server's peak resident memory checked against its stated bound. Every attack is bounded
- * in count and time (a few seconds each). */
+ * the server's peak resident memory checked against its stated bound; a history store the
+ * server cannot write refused at startup with no files created beside it. Every attack is
+ * bounded in count and time (a few seconds each). */
 #include <arpa/inet.h>
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -620,6 +621,105 @@ static void test_memory_bound(void **state) {
     stop(&s);
 }
 
+/* ---- the history store ---- */
+
+/* Start the server on history store db, expecting it to refuse: its exit status and log. */
+static int refused_start(const char *db, char *log, size_t cap) {
+    server s;
+    spawn(&s, "hostile-store.log", 1, (const char *const[]){"--history", db, NULL});
+    int st = 0;
+    double t0 = now_s();
+    while (waitpid(s.pid, &st, WNOHANG) != s.pid) {
+        FILE *f = fopen(s.log, "r");
+        char line[1024];
+        int listening = 0;
+        while (f && fgets(line, sizeof line, f)) listening |= strstr(line, "listening on") != NULL;
+        if (f) fclose(f);
+        if (listening || now_s() - t0 > 60) {
+            kill(s.pid, SIGKILL);
+            waitpid(s.pid, &st, 0);
+            fail_msg("the server did not refuse the history store %s (log %s)", db, s.log);
+        }
+        usleep(20000);
+    }
+    FILE *f = fopen(s.log, "r");
+    size_t n = f ? fread(log, 1, cap - 1, f) : 0;
+    log[n] = 0;
+    if (f) fclose(f);
+    if (WIFEXITED(st) && WEXITSTATUS(st) == 125) fail_msg("cannot drop CAP_DAC_OVERRIDE to make a file unwritable for root: %s", log);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* The folder holds only the store (no -wal, -shm, journal or temporary file). */
+static void only_the_store(const char *dir) {
+    char cmd[800];
+    snprintf(cmd, sizeof cmd, "ls -A '%s'", dir);
+    FILE *p = popen(cmd, "r");
+    char line[256], all[1024] = "";
+    int n = 0;
+    while (p && fgets(line, sizeof line, p)) n++, strncat(all, line, sizeof all - strlen(all) - 1);
+    if (p) pclose(p);
+    if (n != 1 || strcmp(all, "answers.sqlite\n")) fail_msg("files beside the store: %s", all);
+}
+
+static char *slurp(const char *path, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    char *b = malloc(1 << 20);
+    *n = fread(b, 1, 1 << 20, f);
+    fclose(f);
+    return b;
+}
+
+/* A store the server cannot write is refused at startup, before the model is loaded, with a
+ * message naming --history; nothing is created beside it and the file is unchanged. */
+static void test_readonly_store(void **state) {
+    (void)state;
+    char dir[600], db[700], log[4096];
+    snprintf(dir, sizeof dir, "%s", tu_tmp("store"));
+    mkdir(dir, 0755);
+    snprintf(db, sizeof db, "%s/answers.sqlite", dir);
+    /* a real store, created by the library */
+    sdnpu_model *m = NULL;
+    sdnpu_context *c = NULL;
+    sdnpu_context_params cp;
+    sdnpu_context_params_init(&cp);
+    cp.history_path = db;
+    sdnpu_error e = {0};
+    assert_int_equal(sdnpu_model_load(model_path(), NULL, &m, &e), SDNPU_OK);
+    assert_int_equal(sdnpu_context_new(m, &cp, &c, &e), SDNPU_OK);
+    sdnpu_context_free(c);
+    sdnpu_model_free(m);
+    only_the_store(dir);
+    size_t n0, n1;
+    char *before = slurp(db, &n0);
+
+    /* the file read-only */
+    chmod(db, 0444);
+    assert_int_equal(refused_start(db, log, sizeof log), 1);
+    if (!strstr(log, "--history") || !strstr(log, "cannot be written")) fail_msg("the refusal does not say why: %s", log);
+    assert_null(strstr(log, "listening"));
+    only_the_store(dir);
+    char *after = slurp(db, &n1);
+    assert_true(n0 == n1 && !memcmp(before, after, n0));
+    free(after);
+
+    /* the file writable, its folder not (SQLite's -wal and -shm files go there) */
+    chmod(db, 0644);
+    chmod(dir, 0555);
+    int st = refused_start(db, log, sizeof log);
+    chmod(dir, 0755);
+    assert_int_equal(st, 1);
+    if (!strstr(log, "--history") || !strstr(log, "folder")) fail_msg("the refusal does not say why: %s", log);
+    only_the_store(dir);
+    free(before);
+
+    /* the same store, writable: the server starts on it */
+    server s;
+    start(&s, "hostile-store-ok.log", (const char *const[]){"--history", db, NULL});
+    stop(&s);
+}
+
 int main(void) {
     model_path(); /* write the model once, before any server starts */
     const struct CMUnitTest tests[] = {
@@ -627,6 +727,7 @@ int main(void) {
         cmocka_unit_test(test_slow_and_idle_clients),
         cmocka_unit_test(test_server_full),
         cmocka_unit_test(test_memory_bound),
+        cmocka_unit_test(test_readonly_store),
     };
     return cmocka_run_group_tests_name("server hostile", tests, NULL, NULL);
 }
