@@ -9,8 +9,10 @@
  *
  * Admission counts places (running + queued + reserved <= slots + queue), so a request is
  * refused before its body is parsed; the body budget counts bytes of bodies and parsed requests
- * under the same mutex. When the budget is empty again after large requests, malloc_trim gives
- * the freed pages back to the system (glibc keeps them per thread arena otherwise). */
+ * under the same mutex. When a large body or parsed request was freed, malloc_trim gives the
+ * freed pages back to the system: glibc keeps them in the arena of the thread that allocated
+ * them, where no other thread's next request could reuse them, and resident memory would grow
+ * past the budget. */
 #include "server/pool.h"
 
 #include <cjson/cJSON.h>
@@ -50,7 +52,7 @@ char *srv_job_own(srv_job *j, char *s) {
 }
 
 static void job_free(srv_pool *p, srv_job *j) {
-    if (j->charged) srv_pool_uncharge(p, j->charged);
+    size_t charged = j->charged;
     cJSON_Delete(j->json);
     for (int i = 0; i < j->n_owned; i++) free(j->owned[i]);
     free(j->owned);
@@ -60,6 +62,7 @@ static void job_free(srv_pool *p, srv_job *j) {
     free(j->text);
     sdnpu_result_free(&j->res);
     free(j);
+    if (charged) srv_pool_uncharge(p, charged); /* after the free: it may trim the heap */
 }
 
 void srv_job_unref(srv_pool *p, srv_job *j) {
@@ -280,7 +283,7 @@ void srv_pool_uncharge(srv_pool *p, size_t bytes) {
     pthread_mutex_lock(&p->mu);
     p->budget_used -= bytes;
     p->since_trim += bytes;
-    int trim = p->budget_used == 0 && p->since_trim >= (16u << 20);
+    int trim = bytes >= (1u << 20) || p->since_trim >= (8u << 20);
     if (trim) p->since_trim = 0;
     pthread_mutex_unlock(&p->mu);
     if (trim) malloc_trim(0);

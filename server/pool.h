@@ -96,7 +96,7 @@ int srv_pool_submit(srv_pool *p, srv_job *j);
 /* Take bytes from the budget: 0, or -1 (nothing taken; counted as busy_budget when count) when
  * the budget cannot hold them. */
 int srv_pool_charge(srv_pool *p, size_t bytes, int count);
-/* Give bytes back. */
+/* Give bytes back (after freeing them: a large amount also trims the heap). */
 void srv_pool_uncharge(srv_pool *p, size_t bytes);
 /* Wait until the job is done, or (want_text) has text not yet taken, or the client on socket fd
  * (-1: not watched) hung up, which cancels the job. Returns 0, or -1 when the client is gone. */
