@@ -279,6 +279,14 @@ int srv_pool_charge(srv_pool *p, size_t bytes, int count) {
     return ok ? 0 : -1;
 }
 
+int srv_pool_fits(srv_pool *p, size_t bytes) {
+    pthread_mutex_lock(&p->mu);
+    int ok = bytes <= p->budget - p->budget_used;
+    if (!ok) p->m.busy_budget++;
+    pthread_mutex_unlock(&p->mu);
+    return ok;
+}
+
 void srv_pool_uncharge(srv_pool *p, size_t bytes) {
     pthread_mutex_lock(&p->mu);
     p->budget_used -= bytes;

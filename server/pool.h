@@ -96,6 +96,8 @@ int srv_pool_submit(srv_pool *p, srv_job *j);
 /* Take bytes from the budget: 0, or -1 (nothing taken; counted as busy_budget when count) when
  * the budget cannot hold them. */
 int srv_pool_charge(srv_pool *p, size_t bytes, int count);
+/* Whether the budget could take bytes now (nothing taken; a no is counted as busy_budget). */
+int srv_pool_fits(srv_pool *p, size_t bytes);
 /* Give bytes back (after freeing them: a large amount also trims the heap). */
 void srv_pool_uncharge(srv_pool *p, size_t bytes);
 /* Wait until the job is done, or (want_text) has text not yet taken, or the client on socket fd

@@ -379,8 +379,7 @@ static enum MHD_Result admit_body(srv *s, struct MHD_Connection *c, conn *cs) {
     const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
     unsigned long long n = cl ? strtoull(cl, NULL, 10) : 0; /* digits only: the gate checked it */
     if (n > s->o->max_body) return too_large(s, c, cs);
-    if (n && srv_pool_charge(&s->pool, (size_t)n, 1)) return fail(s, c, 503, "server_error", NULL, budget_msg);
-    if (n) srv_pool_uncharge(&s->pool, (size_t)n); /* a check only: the body is charged as it arrives */
+    if (!srv_pool_fits(&s->pool, (size_t)n)) return fail(s, c, 503, "server_error", NULL, budget_msg); /* charged as it arrives */
     cs->expect_body = 1;
     return MHD_YES;
 }
