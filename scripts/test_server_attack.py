@@ -76,11 +76,10 @@ def request(method, path, body=None):
 
 
 def health_prober(stop, lat):
+    """/health every 0.2 s: the seconds each answer took (a failed one counts as 99)."""
     while not stop.is_set():
         st, _, took = exchange(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n", timeout=10)
-        lat.append(took)
-        if st != 200:
-            failures.append(f"/health answered {st}")
+        lat.append(took if st == 200 else 99.0)
         time.sleep(0.2)
 
 
@@ -180,12 +179,12 @@ peak1 = mem("VmHWM")
 print(f"attack: {len(attackers)} slow/idle/slow-body connections from 3 addresses for {seconds:.0f} s "
       f"(up to {held_max} open at once); answered them: {dict(sorted(outcomes.items()))}")
 print(f"attack: {len(chat_lat)} chat requests served meanwhile ({len(chat_fail)} failed: {chat_fail[:5]}), "
-      f"p50 {pct(chat_lat, .5):.3f} s, p99 {pct(chat_lat, .99):.3f} s; /health p50 {pct(health_lat, .5) * 1000:.1f} ms, "
-      f"max {max(health_lat) * 1000:.1f} ms over {len(health_lat)} probes")
+      f"p50 {pct(chat_lat, .5):.3f} s, p99 {pct(chat_lat, .99):.3f} s; /health answered {sum(x < 99 for x in health_lat)} of "
+      f"{len(health_lat)} probes, p50 {pct(health_lat, .5) * 1000:.1f} ms, max {max(health_lat) * 1000:.1f} ms")
 if chat_fail:
     failures.append(f"{len(chat_fail)} chat requests failed under attack")
 if max(health_lat) > 1.0:
-    failures.append(f"/health took {max(health_lat):.2f} s under attack")
+    failures.append(f"/health failed or took longer than a second under attack (max {max(health_lat):.2f} s)")
 
 # ---- phase 2: oversized bodies ----
 def big(n, length):
@@ -216,17 +215,17 @@ prober.join()
 peak = mem("VmHWM")
 after = mem("VmRSS")
 st, m, _ = exchange(b"GET /metrics HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + key.encode() + b"\r\n\r\n")
-budget = next(int(line.split()[1]) for line in m.decode().splitlines() if line.startswith("sdnpu_body_budget_bytes "))
+budget = next((int(line.split()[1]) for line in m.decode().splitlines() if line.startswith("sdnpu_body_budget_bytes ")), 0)
 bound = idle_rss + budget + 256 * 1024 * (3 * conns + 64)
 print(f"bodies: 64 bodies of 7.5 and 6.6 MB, 32 at once, answered {dict(sorted(statuses.items()))} in {took:.1f} s; "
-      f"/health max {max(health2) * 1000:.1f} ms meanwhile")
+      f"/health answered {sum(x < 99 for x in health2)} of {len(health2)} probes meanwhile, max {max(health2) * 1000:.1f} ms")
 print(f"memory: resident {idle_rss / 2**20:.0f} MB before the attacks, peak {peak / 2**20:.0f} MB "
       f"(after phase 1: {peak1 / 2**20:.0f} MB; bound idle + budget + 256 KiB per connection: {bound / 2**20:.0f} MB), "
       f"{after / 2**20:.0f} MB after")
 if set(statuses) - {400, 413, 503}:
     failures.append(f"oversized bodies answered {statuses}")
 if max(health2) > 1.0:
-    failures.append(f"/health took {max(health2):.2f} s during the oversized bodies")
+    failures.append(f"/health failed or took longer than a second during the oversized bodies (max {max(health2):.2f} s)")
 if peak > bound:
     failures.append(f"peak resident memory {peak / 2**20:.0f} MB above {bound / 2**20:.0f} MB")
 if failures:
