@@ -24,9 +24,10 @@ typedef struct srv_json_scan {
  * it afterwards). Returns 0, or -1 when it stopped. */
 int srv_json_scan_body(const char *body, size_t len, size_t max_values, int max_depth, srv_json_scan *s);
 
-/* An upper bound of the bytes cJSON allocates for the tree of a scanned body of len bytes:
- * a 64-byte node per value, a string per value and key (their text is at most the body's),
- * each with the allocator's overhead. */
+/* An upper bound of the bytes cJSON allocates while it parses a scanned body of len bytes,
+ * whether or not the body is valid JSON: a 64-byte node per value (and one per open level of a
+ * malformed body), a string per value and key (their text is at most the body's), each with
+ * the allocator's overhead. */
 size_t srv_json_tree_bytes(const srv_json_scan *s, size_t len);
 
 #endif
