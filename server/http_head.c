@@ -23,6 +23,10 @@ static int refuse(srv_head_verdict *v, int status, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(v->message, sizeof v->message, fmt, ap);
     va_end(ap);
+    /* a message quotes bytes of the head: anything but printable ASCII is shown as '?', so the
+     * answer stays text (found by fuzz_server_request: a Content-Length of bytes 0xff) */
+    for (char *c = v->message; *c; c++)
+        if ((unsigned char)*c < 0x20 || (unsigned char)*c > 0x7e) *c = '?';
     return status;
 }
 

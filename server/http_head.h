@@ -16,7 +16,7 @@ typedef struct srv_head_verdict {
     int status;        /* 0: not complete yet (nothing wrong so far); 200: a complete head that is
                           acceptable; else the error status to answer: 400, 414, 431, 501, 505 */
     size_t len;        /* status 200: the head's length in bytes, its empty line included */
-    char message[200]; /* status >= 400: what is wrong, for the client */
+    char message[200]; /* status >= 400: what is wrong, for the client (printable ASCII) */
 } srv_head_verdict;
 
 /* Check the first n bytes a client sent on a connection (buf need not be NUL-terminated).

@@ -354,6 +354,10 @@ static void test_http_head(void **state) {
     big[at + 9000] = 0;
     assert_int_equal(srv_http_head_check(big, strlen(big), 8192, &v), 431);
     free(big);
+    /* a message quoting the head stays printable ASCII (found by fuzz_server_request) */
+    const char *ff = "GET / HTTP/1.0\nContent-Length: \xff\xfe x\n\n";
+    assert_int_equal(srv_http_head_check(ff, strlen(ff), 8192, &v), 400);
+    for (const char *c = v.message; *c; c++) assert_true(*c >= 0x20 && *c <= 0x7e);
     /* an error is known before the line ends */
     assert_int_equal(srv_http_head_check("\x16", 1, 8192, &v), 400);
     assert_int_equal(srv_http_head_check("GET", 3, 8192, &v), 0);
