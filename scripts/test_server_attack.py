@@ -219,15 +219,15 @@ budget = next((int(line.split()[1]) for line in m.decode().splitlines() if line.
 bound = idle_rss + budget + 256 * 1024 * (3 * conns + 64)
 print(f"bodies: 64 bodies of 7.5 and 6.6 MB, 32 at once, answered {dict(sorted(statuses.items()))} in {took:.1f} s; "
       f"/health answered {sum(x < 99 for x in health2)} of {len(health2)} probes meanwhile, max {max(health2) * 1000:.1f} ms")
-print(f"memory: resident {idle_rss / 2**20:.0f} MB before the attacks, peak {peak / 2**20:.0f} MB "
-      f"(after phase 1: {peak1 / 2**20:.0f} MB; bound idle + budget + 256 KiB per connection: {bound / 2**20:.0f} MB), "
-      f"{after / 2**20:.0f} MB after")
+print(f"memory: resident {idle_rss / 2**20:.0f} MiB before the attacks, peak {peak / 2**20:.0f} MiB "
+      f"(after phase 1: {peak1 / 2**20:.0f} MiB; bound idle + budget + 256 KiB per connection: {bound / 2**20:.0f} MiB), "
+      f"{after / 2**20:.0f} MiB after")
 if set(statuses) - {400, 413, 503}:
     failures.append(f"oversized bodies answered {statuses}")
 if max(health2) > 1.0:
     failures.append(f"/health failed or took longer than a second during the oversized bodies (max {max(health2):.2f} s)")
 if peak > bound:
-    failures.append(f"peak resident memory {peak / 2**20:.0f} MB above {bound / 2**20:.0f} MB")
+    failures.append(f"peak resident memory {peak / 2**20:.0f} MiB above {bound / 2**20:.0f} MiB")
 if failures:
     print("FAILED:", "; ".join(failures))
     sys.exit(1)

@@ -626,15 +626,15 @@ static void test_memory_bound(void **state) {
     }
     double peak = proc_kb(s.pid, "VmHWM:"), after = proc_kb(s.pid, "VmRSS:");
     double bound = idle + budget + conns * 256 * 1024;
-    print_message("bodies of %.1f and %.1f MB, 32 at once: %d x 413, %d x 400, %d x 503; resident %.0f MB idle, peak %.0f MB (bound %.0f MB), "
-                  "%.0f MB after\n",
+    print_message("bodies of %.1f and %.1f MB, 32 at once: %d x 413, %d x 400, %d x 503; resident %.0f MiB idle, peak %.0f MiB (bound %.0f MiB), "
+                  "%.0f MiB after\n",
                   n1 / 1e6, n2 / 1e6, seen[413], seen[400], seen[503], idle / 1048576, peak / 1048576, bound / 1048576, after / 1048576);
 #if defined(__SANITIZE_ADDRESS__)
     /* AddressSanitizer's allocator keeps freed memory in quarantine (256 MB by default) and
      * adds shadow memory: the bound is glibc malloc's, checked in the plain build */
     print_message("AddressSanitizer build: the resident-memory bound is not checked\n");
 #else
-    if (peak > bound) fail_msg("peak resident memory %.0f MB is above the bound %.0f MB", peak / 1048576, bound / 1048576);
+    if (peak > bound) fail_msg("peak resident memory %.0f MiB is above the bound %.0f MiB", peak / 1048576, bound / 1048576);
 #endif
     /* one at a time, nothing competes for the budget: refused from the scan, refused after parsing */
     bigpost one = {.s = &s, .body = b1, .n = n1};
