@@ -3,9 +3,11 @@
 # loopback (CI runs it after the tests): the official `openai` Python client from the package
 # index (in a venv: chat, streaming, history, errors, and a bounded load run with zero failed
 # requests, p50/p99 latency and throughput printed), then curl (health, models, chat, stream,
-# 401), then SIGTERM: the server must exit 0.
+# 401), then hostile clients (scripts/test_server_attack.py: slow and idle connections while
+# chat and /health must be served, then 64 oversized bodies with the resident memory bounded),
+# then SIGTERM: the server must exit 0.
 #   usage: scripts/test-server.sh [BUILD_DIR]   (default ./build, already built)
-#   env:   LOAD_REQUESTS (200), LOAD_CONCURRENCY (8), SDNPU_SERVER_SLOTS (2)
+#   env:   LOAD_REQUESTS (200), LOAD_CONCURRENCY (8), SDNPU_SERVER_SLOTS (2), ATTACK_SECONDS (8)
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="$(cd "${1:-$root/build}" && pwd)"
@@ -60,6 +62,9 @@ code="$(curl -s --noproxy '*' -o /dev/null -w '%{http_code}' "${auth[@]}" -d '{"
 [ "$code" = 400 ] || fail "malformed JSON: status $code, want 400"
 curl -sf --noproxy '*' "${auth[@]}" "$base/metrics" | grep -E '^sdnpu_(requests_total\{code="(200|503)"\}|tokens_per_second|mean_accepted)'
 echo "test-server: curl checks passed"
+
+# hostile clients (about 10 s): the figures of docs/server.md, "Limits"
+python3 "$root/scripts/test_server_attack.py" "$base/v1" "$key" smollm2-135m-instruct "$pid" "${ATTACK_SECONDS:-8}"
 
 kill -TERM "$pid"
 rc=0

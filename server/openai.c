@@ -1,10 +1,13 @@
 /* openai.c - request bodies in, JSON answers out, in the OpenAI wire format.
  *
- * A body is parsed with cJSON, every string in it is checked to be UTF-8 (cJSON passes bytes
- * through), and each field the server reads is checked for its type and range, so that an
- * error names the field (`messages[1].content`, `sdnpu.method`) the way OpenAI's `param` does.
- * Fields the server does not use (presence_penalty, logprobs, tools, ...) are ignored. The
- * strings of the resulting sdnpu_request point into the parsed tree, which the job keeps. */
+ * A body is scanned first (json_scan.c: its size as a tree, and strings a parse would change:
+ * \u0000, raw control characters), then parsed with cJSON; nothing may follow the JSON value,
+ * no object may hold a key twice (cJSON would keep the first silently), every string must be
+ * UTF-8 (cJSON passes bytes through), and each field the server reads is checked for its type
+ * and range, so that an error names the field (`messages[1].content`, `sdnpu.method`) the way
+ * OpenAI's `param` does. Fields the server does not use (presence_penalty, logprobs, tools,
+ * ...) are ignored. The strings of the resulting sdnpu_request point into the parsed tree,
+ * which the job keeps. */
 #include "server/openai.h"
 
 #include <cjson/cJSON.h>
@@ -93,21 +96,76 @@ static char *utf8_clean(const char *s, size_t n) {
     return o;
 }
 
-/* The first string (key or value) of the tree that is not UTF-8: its path in `path`. */
-static int find_bad_utf8(const cJSON *it, char *path, size_t cap) {
+/* An object's keys in order, for finding one that appears twice. */
+static int cmp_key(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
+
+/* A key that appears twice among the members of object o (NULL: none). Small objects are
+ * compared pairwise, large ones sorted (a hostile object may hold many thousands of keys). */
+static const char *duplicate_key(const cJSON *o, int *oom) {
+    int n = 0;
+    for (const cJSON *c = o->child; c; c = c->next) n++;
+    if (n <= 16) {
+        for (const cJSON *c = o->child; c; c = c->next)
+            for (const cJSON *d = o->child; d != c; d = d->next)
+                if (c->string && d->string && !strcmp(c->string, d->string)) return c->string;
+        return NULL;
+    }
+    const char **keys = malloc(sizeof *keys * (size_t)n);
+    if (!keys) {
+        *oom = 1;
+        return NULL;
+    }
+    int k = 0;
+    for (const cJSON *c = o->child; c; c = c->next) keys[k++] = c->string ? c->string : "";
+    qsort(keys, (size_t)n, sizeof *keys, cmp_key);
+    const char *dup = NULL;
+    for (int i = 1; i < n && !dup; i++)
+        if (!strcmp(keys[i - 1], keys[i])) dup = keys[i];
+    free(keys);
+    return dup;
+}
+
+/* Every string of the tree (keys too) UTF-8 and no object with a key twice: 0, or -1 with e
+ * naming the first that is not (its path built in `path`). */
+static int check_tree(const cJSON *it, char *path, size_t cap, srv_error *e) {
     size_t base = strlen(path);
+    if (cJSON_IsObject(it)) {
+        int oom = 0;
+        const char *dup = duplicate_key(it, &oom);
+        if (oom) return srv_fail(e, 500, "server_error", NULL, "out of memory");
+        if (dup && srv_utf8_valid(dup, strlen(dup))) {
+            snprintf(path + base, cap - base, "%s%s", base ? "." : "", dup);
+            return BAD(e, path, "'%s' appears twice in one object: a key may appear once", path);
+        }
+    }
     int i = 0;
     for (const cJSON *c = it->child; c; c = c->next, i++) {
         if (cJSON_IsObject(it)) {
-            if (c->string && !srv_utf8_valid(c->string, strlen(c->string))) return 1;
+            if (c->string && !srv_utf8_valid(c->string, strlen(c->string)))
+                return BAD(e, path, "a key of '%s' is not valid UTF-8", path[0] ? path : "(body)");
             snprintf(path + base, cap - base, "%s%s", base ? "." : "", c->string ? c->string : "");
         } else {
             snprintf(path + base, cap - base, "[%d]", i);
         }
-        if (cJSON_IsString(c) && !srv_utf8_valid(c->valuestring, strlen(c->valuestring))) return 1;
-        if ((cJSON_IsObject(c) || cJSON_IsArray(c)) && find_bad_utf8(c, path, cap)) return 1;
+        if (cJSON_IsString(c) && !srv_utf8_valid(c->valuestring, strlen(c->valuestring))) return BAD(e, path, "'%s' is not valid UTF-8", path);
+        if ((cJSON_IsObject(c) || cJSON_IsArray(c)) && check_tree(c, path, cap, e)) return -1;
         path[base] = 0;
     }
+    return 0;
+}
+
+/* Characters (code points) of a UTF-8 string. */
+static size_t utf8_chars(const char *s) {
+    size_t n = 0;
+    for (const unsigned char *u = (const unsigned char *)s; *u; u++) n += (*u & 0xC0) != 0x80;
+    return n;
+}
+
+/* Add a text field's characters to the request's total: 0, or -1 past cfg->max_chars. */
+static int count_chars(const srv_api_config *cfg, size_t *total, const char *text, const char *param, srv_error *e) {
+    *total += utf8_chars(text);
+    if (cfg->max_chars && *total > cfg->max_chars)
+        return BAD(e, param, "the request's text is longer than %zu characters, the server's limit (passed at '%s')", cfg->max_chars, param);
     return 0;
 }
 
@@ -181,18 +239,27 @@ static int message_content(srv_job *j, const cJSON *c, int i, const char **out, 
     }
     char *s = srv_job_own(j, malloc(total));
     if (!s) return srv_fail(e, 500, "server_error", NULL, "out of memory");
-    s[0] = 0;
-    for (const cJSON *part = c->child; part; part = part->next) strcat(s, cJSON_GetObjectItemCaseSensitive(part, "text")->valuestring);
+    size_t at = 0;
+    for (const cJSON *part = c->child; part; part = part->next) {
+        const char *t = cJSON_GetObjectItemCaseSensitive(part, "text")->valuestring;
+        size_t n = strlen(t);
+        memcpy(s + at, t, n);
+        at += n;
+    }
+    s[at] = 0;
     *out = s;
     return 0;
 }
 
-static int parse_messages(srv_job *j, const cJSON *body, srv_error *e) {
+static int parse_messages(srv_job *j, const cJSON *body, const srv_api_config *cfg, srv_error *e) {
     const cJSON *ms = cJSON_GetObjectItemCaseSensitive(body, "messages");
     if (!ms || cJSON_IsNull(ms)) return BAD(e, "messages", "'messages' is required");
     if (!cJSON_IsArray(ms)) return BAD(e, "messages", "'messages' must be an array");
     int n = cJSON_GetArraySize(ms);
     if (n == 0) return BAD(e, "messages", "'messages' must hold at least one message");
+    if (cfg->max_messages && n > cfg->max_messages)
+        return BAD(e, "messages", "'messages' holds %d messages, more than the server's limit of %d", n, cfg->max_messages);
+    size_t chars = 0;
     if (!(j->messages = calloc((size_t)n, sizeof *j->messages))) return srv_fail(e, 500, "server_error", NULL, "out of memory");
     int i = 0;
     for (const cJSON *m = ms->child; m; m = m->next, i++) {
@@ -213,19 +280,23 @@ static int parse_messages(srv_job *j, const cJSON *body, srv_error *e) {
             return BAD(e, param, "'%s' is required", param);
         }
         if (message_content(j, c, i, &j->messages[i].content, e)) return -1;
+        snprintf(param, sizeof param, "messages[%d].content", i);
+        if (count_chars(cfg, &chars, j->messages[i].content, param, e)) return -1;
     }
     j->r.messages = j->messages;
     j->r.n_messages = n;
     return 0;
 }
 
-static int parse_prompt(srv_job *j, const cJSON *body, srv_error *e) {
+static int parse_prompt(srv_job *j, const cJSON *body, const srv_api_config *cfg, srv_error *e) {
     const cJSON *p = cJSON_GetObjectItemCaseSensitive(body, "prompt");
     if (!p || cJSON_IsNull(p)) return BAD(e, "prompt", "'prompt' is required");
     if (cJSON_IsArray(p) && cJSON_GetArraySize(p) == 1 && cJSON_IsString(p->child)) p = p->child;
     j->r.chat_template = "none"; /* a completion continues the text as it is */
     if (cJSON_IsString(p)) {
         if (!p->valuestring[0]) return BAD(e, "prompt", "'prompt' is empty");
+        size_t chars = 0;
+        if (count_chars(cfg, &chars, p->valuestring, "prompt", e)) return -1;
         j->r.prompt = p->valuestring;
         return 0;
     }
@@ -335,7 +406,7 @@ static int parse_fields(srv_job *j, const cJSON *body, int chat, const srv_api_c
     if (get_str(body, "model", "model", 4096, &model, e) < 0) return -1;
     if (model && strcmp(model, cfg->model_id) != 0 && !(cfg->model_path && !strcmp(model, cfg->model_path)))
         return srv_fail(e, 404, "invalid_request_error", "model", "the model '%s' does not exist: this server has '%s'", model, cfg->model_id);
-    if (chat ? parse_messages(j, body, e) : parse_prompt(j, body, e)) return -1;
+    if (chat ? parse_messages(j, body, cfg, e) : parse_prompt(j, body, cfg, e)) return -1;
     const char *mt = field(body, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
     if ((rc = get_int(body, mt, mt, 1, cfg->n_ctx, &v, e)) < 0) return -1;
     if (rc) j->r.max_tokens = (int)v;
@@ -367,7 +438,29 @@ static int parse_fields(srv_job *j, const cJSON *body, int chat, const srv_api_c
     return parse_ext(j, body, e);
 }
 
-srv_job *srv_parse_request(const char *body, size_t len, int chat, const srv_api_config *cfg, srv_error *e) {
+int srv_scan_request(const char *body, size_t len, const srv_api_config *cfg, srv_json_scan *s, srv_error *e) {
+    if (!srv_json_scan_body(body, len, cfg->max_values ? cfg->max_values : (size_t)-1, SRV_MAX_DEPTH, s)) return 0;
+    if (s->depth > SRV_MAX_DEPTH) return BAD(e, "", "the request body nests JSON values deeper than %d levels", SRV_MAX_DEPTH);
+    return srv_fail(e, 413, "invalid_request_error", NULL, "the request body holds more than %zu JSON values, the server's limit", cfg->max_values);
+}
+
+/* The scan's finding on a string the parse would change, as an error. */
+static void bad_string(const srv_json_scan *s, srv_error *e) {
+    const char *p = s->bad_path;
+    char what[64];
+    if (s->bad_string == 1) snprintf(what, sizeof what, "the escape \\u0000 (a NUL character)");
+    else snprintf(what, sizeof what, "a raw control character (byte 0x%02x, which JSON requires escaped)", s->bad_byte);
+    if (s->bad_in_key) BAD(e, p, "a key of '%s' holds %s", p[0] ? p : "(body)", what);
+    else if (s->bad_string == 1) BAD(e, p, "'%s' holds %s: text may not contain NUL characters", p[0] ? p : "(body)", what);
+    else BAD(e, p, "'%s' holds %s", p[0] ? p : "(body)", what);
+}
+
+srv_job *srv_parse_request(const char *body, size_t len, int chat, const srv_api_config *cfg, const srv_json_scan *scan, srv_error *e) {
+    srv_json_scan own;
+    if (!scan) {
+        if (srv_scan_request(body, len, cfg, &own, e)) return NULL;
+        scan = &own;
+    }
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithLengthOpts(body, len, &end, 0);
     if (!root) {
@@ -383,9 +476,13 @@ srv_job *srv_parse_request(const char *body, size_t len, int chat, const srv_api
     }
     j->json = root;
     j->chat = chat;
+    size_t at = end && end >= body ? (size_t)(end - body) : len;
+    while (at < len && (body[at] == ' ' || body[at] == '\t' || body[at] == '\n' || body[at] == '\r')) at++;
     char path[256] = "";
-    if (!cJSON_IsObject(root)) BAD(e, "", "the request body must be a JSON object");
-    else if (find_bad_utf8(root, path, sizeof path)) BAD(e, path, "'%s' is not valid UTF-8", path[0] ? path : "(body)");
+    if (at < len) BAD(e, "", "the request body goes on after its JSON value (at byte %zu): one JSON object is expected", at);
+    else if (!cJSON_IsObject(root)) BAD(e, "", "the request body must be a JSON object");
+    else if (scan->bad_string) bad_string(scan, e);
+    else if (check_tree(root, path, sizeof path, e)) (void)0;
     else if (!parse_fields(j, root, chat, cfg, e)) return j;
     j->refs = 1;
     /* a job that never ran: free it through a throwaway pool-less path */

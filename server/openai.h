@@ -6,6 +6,7 @@
 
 #include <stddef.h>
 
+#include "server/json_scan.h"
 #include "server/pool.h"
 
 /* What the parser needs to know about the server. */
@@ -14,7 +15,13 @@ typedef struct srv_api_config {
     const char *model_path; /* also accepted as "model" */
     int n_ctx;              /* KV cache tokens of a slot: max_tokens is at most this */
     int has_history;        /* a history store is open: `user` / `task_group` become task groups */
+    size_t max_values;      /* JSON values in one body at most (0: no limit) */
+    int max_messages;       /* entries of `messages` at most (0: no limit) */
+    size_t max_chars;       /* characters of text (message contents, prompt) at most (0: no limit) */
 } srv_api_config;
+
+/* Nesting of JSON values a body may have at most. */
+#define SRV_MAX_DEPTH 64
 
 /* An error answer: HTTP status, OpenAI error type, the field at fault ("" when none). */
 typedef struct srv_error {
@@ -28,10 +35,19 @@ typedef struct srv_error {
 int srv_fail(srv_error *e, int status, const char *type, const char *param, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
 
+/* Scan a request body before it is parsed (json_scan.h): 0, or -1 with e filled when it holds
+ * more than cfg->max_values JSON values (413) or nests deeper than SRV_MAX_DEPTH (400). The
+ * bytes its parse takes at most are srv_json_tree_bytes(s, len). */
+int srv_scan_request(const char *body, size_t len, const srv_api_config *cfg, srv_json_scan *s, srv_error *e);
+
 /* Parse and check a request body of /v1/chat/completions (chat = 1) or /v1/completions
- * (chat = 0). Returns a job with one reference, or NULL with e filled (400 malformed JSON,
- * wrong types, out-of-range values, invalid UTF-8; 404 unknown model; 500 out of memory). */
-srv_job *srv_parse_request(const char *body, size_t len, int chat, const srv_api_config *cfg, srv_error *e);
+ * (chat = 0); scan is the body's srv_scan_request result (NULL: scanned here). Returns a job
+ * with one reference, or NULL with e filled: 400 for malformed JSON, data after the JSON
+ * value, a key twice in one object, a string holding \u0000 or a raw control character,
+ * invalid UTF-8, wrong types, out-of-range values, more messages or characters than the
+ * limits (cfg); 413 for too many JSON values; 404 unknown model; 500 out of memory. The error's
+ * param names the field at fault. */
+srv_job *srv_parse_request(const char *body, size_t len, int chat, const srv_api_config *cfg, const srv_json_scan *scan, srv_error *e);
 
 /* The error of a failed sdnpu_generate as an answer: SDNPU_EINVAL -> 400 naming the field its
  * message names (a prompt longer than the context -> messages / prompt), else 500. */

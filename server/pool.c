@@ -5,11 +5,19 @@
  * pops the oldest job, runs sdnpu_generate on its own context and streams text into the job;
  * its on_text callback returns nonzero once the job is cancelled (client gone, shutdown), which
  * ends the request at the next token. A waiting connection thread checks its socket for a hang-up
- * every 50 ms: microhttpd does not watch a connection whose handler is busy. */
+ * every 50 ms: microhttpd does not watch a connection whose handler is busy.
+ *
+ * Admission counts places (running + queued + reserved <= slots + queue), so a request is
+ * refused before its body is parsed; the body budget counts bytes of bodies and parsed requests
+ * under the same mutex. When a large body or parsed request was freed, malloc_trim gives the
+ * freed pages back to the system: glibc keeps them in the arena of the thread that allocated
+ * them, where no other thread's next request could reuse them, and resident memory would grow
+ * past the budget. */
 #include "server/pool.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <malloc.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,7 +25,7 @@
 #include <sys/socket.h>
 #include <time.h>
 
-const int srv_codes[SRV_N_CODES] = {200, 400, 401, 404, 405, 413, 500, 503, 429, 0};
+const int srv_codes[SRV_N_CODES] = {200, 400, 401, 404, 405, 408, 413, 414, 429, 431, 500, 501, 503, 505, 0};
 
 static double now_s(void) {
     struct timespec ts;
@@ -43,7 +51,8 @@ char *srv_job_own(srv_job *j, char *s) {
     return s;
 }
 
-static void job_free(srv_job *j) {
+static void job_free(srv_pool *p, srv_job *j) {
+    size_t charged = j->charged;
     cJSON_Delete(j->json);
     for (int i = 0; i < j->n_owned; i++) free(j->owned[i]);
     free(j->owned);
@@ -53,6 +62,7 @@ static void job_free(srv_job *j) {
     free(j->text);
     sdnpu_result_free(&j->res);
     free(j);
+    if (charged) srv_pool_uncharge(p, charged); /* after the free: it may trim the heap */
 }
 
 void srv_job_unref(srv_pool *p, srv_job *j) {
@@ -60,7 +70,7 @@ void srv_job_unref(srv_pool *p, srv_job *j) {
     pthread_mutex_lock(&p->mu);
     int last = --j->refs == 0;
     pthread_mutex_unlock(&p->mu);
-    if (last) job_free(j);
+    if (last) job_free(p, j);
 }
 
 /* Streaming callback of a slot: append the text to the job, wake its connection; stop when
@@ -104,7 +114,7 @@ static void *slot_main(void *arg) {
         while (p->qlen == 0 && !p->stopping) pthread_cond_wait(&p->work, &p->mu);
         if (p->qlen == 0) break; /* stopping with nothing queued */
         srv_job *j = p->queue[p->qhead];
-        p->qhead = (p->qhead + 1) % p->qcap;
+        p->qhead = (p->qhead + 1) % (p->n_slots + p->qcap);
         p->qlen--;
         j->started = 1;
         j->t_start = now_s();
@@ -147,7 +157,7 @@ static void *slot_main(void *arg) {
         int last = --j->refs == 0;
         if (last) {
             pthread_mutex_unlock(&p->mu);
-            job_free(j);
+            job_free(p, j);
             pthread_mutex_lock(&p->mu);
         }
     }
@@ -166,7 +176,7 @@ int srv_pool_start(srv_pool *p, sdnpu_model *m, const sdnpu_context_params *cp, 
     pthread_condattr_destroy(&ca);
     p->n_slots = n_slots;
     p->qcap = qcap > 0 ? qcap : 1;
-    p->queue = calloc((size_t)p->qcap, sizeof *p->queue);
+    p->queue = calloc((size_t)(n_slots + p->qcap), sizeof *p->queue);
     p->running = calloc((size_t)n_slots, sizeof *p->running);
     p->ctx = calloc((size_t)n_slots, sizeof *p->ctx);
     p->threads = calloc((size_t)n_slots, sizeof *p->threads);
@@ -216,11 +226,37 @@ int srv_pool_start(srv_pool *p, sdnpu_model *m, const sdnpu_context_params *cp, 
     return 0;
 }
 
+static int places_taken(const srv_pool *p) { return p->stopping ? 2 : p->busy + p->qlen + p->reserved >= p->n_slots + p->qcap ? 1 : 0; }
+
+int srv_pool_admissible(srv_pool *p) {
+    pthread_mutex_lock(&p->mu);
+    int rc = places_taken(p);
+    if (rc == 1) p->m.busy_queue++;
+    pthread_mutex_unlock(&p->mu);
+    return rc;
+}
+
+int srv_pool_reserve(srv_pool *p) {
+    pthread_mutex_lock(&p->mu);
+    int rc = places_taken(p);
+    if (!rc) p->reserved++;
+    else if (rc == 1) p->m.busy_queue++;
+    pthread_mutex_unlock(&p->mu);
+    return rc;
+}
+
+void srv_pool_unreserve(srv_pool *p) {
+    pthread_mutex_lock(&p->mu);
+    p->reserved--;
+    pthread_mutex_unlock(&p->mu);
+}
+
 int srv_pool_submit(srv_pool *p, srv_job *j) {
     pthread_mutex_lock(&p->mu);
-    int rc = p->stopping ? 2 : p->qlen == p->qcap ? 1 : 0;
+    p->reserved--;
+    int rc = p->stopping ? 2 : 0;
     if (!rc) {
-        p->queue[(p->qhead + p->qlen) % p->qcap] = j;
+        p->queue[(p->qhead + p->qlen) % (p->n_slots + p->qcap)] = j;
         p->qlen++;
         j->refs++;
         j->t_submit = now_s();
@@ -228,6 +264,37 @@ int srv_pool_submit(srv_pool *p, srv_job *j) {
     }
     pthread_mutex_unlock(&p->mu);
     return rc;
+}
+
+int srv_pool_charge(srv_pool *p, size_t bytes, int count) {
+    pthread_mutex_lock(&p->mu);
+    int ok = bytes <= p->budget - p->budget_used;
+    if (ok) {
+        p->budget_used += bytes;
+        if (p->budget_used > p->budget_peak) p->budget_peak = p->budget_used;
+    } else if (count) {
+        p->m.busy_budget++;
+    }
+    pthread_mutex_unlock(&p->mu);
+    return ok ? 0 : -1;
+}
+
+int srv_pool_fits(srv_pool *p, size_t bytes) {
+    pthread_mutex_lock(&p->mu);
+    int ok = bytes <= p->budget - p->budget_used;
+    if (!ok) p->m.busy_budget++;
+    pthread_mutex_unlock(&p->mu);
+    return ok;
+}
+
+void srv_pool_uncharge(srv_pool *p, size_t bytes) {
+    pthread_mutex_lock(&p->mu);
+    p->budget_used -= bytes;
+    p->since_trim += bytes;
+    int trim = bytes >= (1u << 20) || p->since_trim >= (8u << 20);
+    if (trim) p->since_trim = 0;
+    pthread_mutex_unlock(&p->mu);
+    if (trim) malloc_trim(0);
 }
 
 /* 1 when the peer of socket fd has closed its end (or the socket failed). */
@@ -263,14 +330,18 @@ void srv_pool_stop(srv_pool *p, double drain_s) {
     /* queued jobs are not started: they end at once as cancelled by the shutdown */
     while (p->qlen > 0) {
         srv_job *j = p->queue[p->qhead];
-        p->qhead = (p->qhead + 1) % p->qcap;
+        p->qhead = (p->qhead + 1) % (p->n_slots + p->qcap);
         p->qlen--;
         j->cancel = SRV_SHUTDOWN;
         j->res.finish = SDNPU_FINISH_CANCELLED;
         j->done = 1;
         p->m.cancelled++;
         int last = --j->refs == 0;
-        if (last) job_free(j);
+        if (last) {
+            pthread_mutex_unlock(&p->mu);
+            job_free(p, j);
+            pthread_mutex_lock(&p->mu);
+        }
     }
     pthread_cond_broadcast(&p->work);
     pthread_cond_broadcast(&p->event);
@@ -314,6 +385,7 @@ char *srv_pool_metrics(srv_pool *p) {
     pthread_mutex_lock(&p->mu);
     srv_metrics m = p->m;
     int qlen = p->qlen, busy = p->busy, slots = p->n_slots, qcap = p->qcap;
+    size_t budget = p->budget, used = p->budget_used, peak = p->budget_peak;
     pthread_mutex_unlock(&p->mu);
     fprintf(f, "# HELP sdnpu_requests_total HTTP requests answered, by status code.\n# TYPE sdnpu_requests_total counter\n");
     for (int i = 0; i < SRV_N_CODES; i++)
@@ -347,6 +419,14 @@ char *srv_pool_metrics(srv_pool *p) {
                "sdnpu_queue_capacity %d\n", qcap);
     fprintf(f, "# HELP sdnpu_slots_busy Slots running a request.\n# TYPE sdnpu_slots_busy gauge\nsdnpu_slots_busy %d\n", busy);
     fprintf(f, "# HELP sdnpu_slots Slots (contexts) of the server.\n# TYPE sdnpu_slots gauge\nsdnpu_slots %d\n", slots);
+    fprintf(f, "# HELP sdnpu_requests_busy_total Requests answered 503 because every slot and queue place was taken (queue) or the body budget could not hold them (body_budget).\n"
+               "# TYPE sdnpu_requests_busy_total counter\nsdnpu_requests_busy_total{reason=\"queue\"} %ld\n"
+               "sdnpu_requests_busy_total{reason=\"body_budget\"} %ld\n", m.busy_queue, m.busy_budget);
+    fprintf(f, "# HELP sdnpu_body_budget_bytes Bytes of request bodies and parsed requests the server holds at most (--body-budget).\n"
+               "# TYPE sdnpu_body_budget_bytes gauge\nsdnpu_body_budget_bytes %zu\n", budget);
+    fprintf(f, "# HELP sdnpu_body_bytes Bytes of the body budget in use now.\n# TYPE sdnpu_body_bytes gauge\nsdnpu_body_bytes %zu\n", used);
+    fprintf(f, "# HELP sdnpu_body_bytes_peak The most bytes of the body budget in use at once since the start.\n"
+               "# TYPE sdnpu_body_bytes_peak gauge\nsdnpu_body_bytes_peak %zu\n", peak);
     if (fclose(f)) {
         free(buf);
         return NULL;

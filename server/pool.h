@@ -1,7 +1,9 @@
 /* pool.h - the server's request pool: a bounded queue of jobs feeding N slots, each slot a
- * worker thread with its own sdnpu_context over the one shared sdnpu_model, plus the counters
- * behind GET /metrics. A job is one parsed request and its progress (streamed text, result);
- * connection threads wait on it while a slot runs it. Uses only the public API (sdnpu.h). */
+ * worker thread with its own sdnpu_context over the one shared sdnpu_model, the admission of
+ * requests (a place among slots + queue, reserved before a body is parsed) and the budget of
+ * memory for request bodies and parsed requests, plus the counters behind GET /metrics. A job
+ * is one parsed request and its progress (streamed text, result); connection threads wait on
+ * it while a slot runs it. Uses only the public API (sdnpu.h). */
 #ifndef SDN_SERVER_POOL_H
 #define SDN_SERVER_POOL_H
 
@@ -33,9 +35,10 @@ typedef struct srv_job {
     sdnpu_error err;
     sdnpu_result res;
     double t_submit, t_start, t_done; /* queued, taken by a slot, finished (monotonic seconds) */
+    size_t charged;         /* bytes of the pool's body budget the job holds (given back when it is freed) */
 } srv_job;
 
-#define SRV_N_CODES 10
+#define SRV_N_CODES 15
 
 typedef struct srv_metrics {
     long by_code[SRV_N_CODES];    /* answered requests by status (srv_codes[] order, last: other) */
@@ -43,6 +46,8 @@ typedef struct srv_metrics {
     long completed;               /* requests that generated an answer */
     long prompt_tokens, generated_tokens, steps, drafted, accepted, history_answers;
     double decode_s;
+    long busy_queue;              /* 503: every slot and queue place taken */
+    long busy_budget;             /* 503: the body budget could not hold the request */
 } srv_metrics;
 
 extern const int srv_codes[SRV_N_CODES];
@@ -51,9 +56,11 @@ typedef struct srv_pool {
     pthread_mutex_t mu;
     pthread_cond_t work;   /* a job was queued, or the pool stops */
     pthread_cond_t event;  /* a job made progress (text, done) */
-    srv_job **queue;
+    srv_job **queue;       /* ring of n_slots + qcap entries (a free slot takes its job from here) */
     int qcap, qhead, qlen;
     int n_slots, busy, stopping, started_threads;
+    int reserved;          /* places reserved by requests being parsed (srv_pool_reserve) */
+    size_t budget, budget_used, budget_peak, since_trim; /* the body budget (bytes) */
     srv_job **running;     /* per slot */
     sdnpu_context **ctx;   /* per slot */
     pthread_t *threads;
@@ -68,10 +75,31 @@ char *srv_job_own(srv_job *j, char *s);
 void srv_job_unref(srv_pool *p, srv_job *j);
 
 /* Create the slots' contexts (n_slots contexts with params cp over model m), the queue of
- * qcap jobs and the worker threads. Returns 0, or -1 with a message in msg. */
+ * qcap jobs and the worker threads. Returns 0, or -1 with a message in msg. The body budget is
+ * p->budget, to be set before requests arrive (0: none can be taken). */
 int srv_pool_start(srv_pool *p, sdnpu_model *m, const sdnpu_context_params *cp, int n_slots, int qcap, char *msg, size_t msgcap);
-/* Queue a job (the pool takes a reference). 0: queued; 1: the queue is full; 2: the pool is stopping. */
+
+/* Admission. A request holds a place from before its body is parsed until its job is done:
+ * requests running, queued or reserved are at most n_slots + qcap. */
+/* Whether a place is free now (nothing reserved): 0 yes; 1 every place is taken; 2 stopping. */
+int srv_pool_admissible(srv_pool *p);
+/* Reserve a place: 0 reserved; 1 every place is taken (counted as busy_queue); 2 stopping. */
+int srv_pool_reserve(srv_pool *p);
+/* Give a reserved place back (the request was refused). */
+void srv_pool_unreserve(srv_pool *p);
+/* Queue a job on the place the caller reserved (the pool takes a reference). 0: queued;
+ * 2: the pool is stopping (the place is given back, the job not queued). */
 int srv_pool_submit(srv_pool *p, srv_job *j);
+
+/* The body budget: bytes of request bodies being received and of parsed requests, held from
+ * the first body byte until the job is freed (a job gives back j->charged). */
+/* Take bytes from the budget: 0, or -1 (nothing taken; counted as busy_budget when count) when
+ * the budget cannot hold them. */
+int srv_pool_charge(srv_pool *p, size_t bytes, int count);
+/* Whether the budget could take bytes now (nothing taken; a no is counted as busy_budget). */
+int srv_pool_fits(srv_pool *p, size_t bytes);
+/* Give bytes back (after freeing them: a large amount also trims the heap). */
+void srv_pool_uncharge(srv_pool *p, size_t bytes);
 /* Wait until the job is done, or (want_text) has text not yet taken, or the client on socket fd
  * (-1: not watched) hung up, which cancels the job. Returns 0, or -1 when the client is gone. */
 int srv_job_wait(srv_pool *p, srv_job *j, int fd, int want_text);

@@ -18,15 +18,25 @@ typedef struct srv_options {
     int threads;          /* compute threads per slot (0: the library's default, 2) */
     size_t max_body;      /* largest request body in bytes (8 MiB); larger ones get 413 */
     double drain_s;       /* on SIGTERM/SIGINT, running requests may finish for this long (10 s) */
+    /* what a client may take (docs/server.md, "Limits") */
+    int request_timeout;  /* seconds from a connection's accept until its request (head and body) is in (30) */
+    int idle_timeout;     /* seconds a connection may stay silent while its request arrives or its answer is sent (10) */
+    int max_conns;        /* open connections at most (256); more get 503 at once */
+    int max_per_client;   /* open connections from one client address at most (32; 0: no cap) */
+    size_t body_budget;   /* bytes of request bodies and parsed requests held at once (0: 64 MiB, or more when
+                             one request of --max-body needs more); beyond it requests get 503 */
+    int max_messages;     /* entries of `messages` at most (2048) */
+    long max_chars;       /* characters of text in one request at most (0: 32 per token of context) */
 } srv_options;
 
 /* Defaults as above. */
 void srv_options_init(srv_options *o);
 
-/* Load the model, create the slots, listen, and serve until SIGTERM or SIGINT; then stop
- * accepting, let running requests finish (up to drain_s, then cancel them), free everything.
- * Prints "sdnpu serve: listening on http://HOST:PORT ..." on stderr once ready.
- * Returns the process exit code: 0 after a clean shutdown, 1 when it cannot start. */
+/* Check that the history store can be written (before anything is loaded), load the model,
+ * create the slots, listen, and serve until SIGTERM or SIGINT; then stop accepting, let running
+ * requests finish (up to drain_s, then cancel them), free everything. Prints "sdnpu serve:
+ * listening on http://HOST:PORT ..." on stderr once ready. Returns the process exit code: 0
+ * after a clean shutdown, 1 when it cannot start (the message on stderr names the option). */
 int srv_run(const srv_options *o);
 
 #endif

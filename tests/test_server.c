@@ -2,8 +2,9 @@
  * a port the OS picks, with a small generated model, and spoken to with libcurl: chat, streaming
  * (the chunks concatenate to the non-streamed text), greedy identity of speculative and plain
  * decoding against the library called directly, history through `user`, every bad-input case
- * with its status and field, 503 on a full queue, cancellation when the client hangs up, and a
- * clean exit on SIGTERM. */
+ * with its status and field (a \u0000, data after the JSON, a key twice among them), 503 on a
+ * full queue, cancellation when the client hangs up, and a clean exit on SIGTERM.
+ * test_server_hostile.c holds the raw-socket cases (framing, slow clients, memory, store). */
 #include <cjson/cJSON.h>
 #include <curl/curl.h>
 #include <sqlite3.h>
@@ -363,8 +364,12 @@ static void test_bad_input(void **state) {
     (void)state;
     char *longmsg = malloc(60000);
     strcpy(longmsg, "{\"messages\":[{\"role\":\"user\",\"content\":\"");
-    for (int i = 0; i < 2000; i++) strcat(longmsg, "lighthouse keeper ");
+    for (int i = 0; i < 600; i++) strcat(longmsg, "lighthouse keeper "); /* within --max-chars, beyond the context */
     strcat(longmsg, "\"}]}");
+    char *verylong = malloc(60000);
+    strcpy(verylong, "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"},{\"role\":\"user\",\"content\":\"");
+    for (int i = 0; i < 2000; i++) strcat(verylong, "lighthouse keeper "); /* more characters than can fit the context */
+    strcat(verylong, "\"}]}");
     char *longstream = malloc(strlen(longmsg) + 32);
     strcpy(longstream, longmsg);
     strcpy(longstream + strlen(longstream) - 1, ",\"stream\":true}");
@@ -405,6 +410,15 @@ static void test_bad_input(void **state) {
         {"/v1/completions", "{\"prompt\":[1,-2]}", KEY, 400, "prompt[1]"},
         {"/v1/chat/completions", longmsg, KEY, 400, "messages"}, /* longer than the 1024-token context */
         {"/v1/chat/completions", longstream, KEY, 400, "messages"}, /* the same, streamed: refused before the stream starts */
+        {"/v1/chat/completions", verylong, KEY, 400, "messages[1].content"}, /* past --max-chars: refused before tokenizing */
+        /* nothing is changed without a word: a NUL cut the text, data after the JSON and a second
+         * key were ignored */
+        {"/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"a\\u0000bbbb\"}]}", KEY, 400, "messages[0].content"},
+        {"/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]} xyz", KEY, 400, NULL},
+        {"/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\",\"role\":\"system\"}]}", KEY, 400, "messages[0].role"},
+        {"/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"max_tokens\":2,\"max_tokens\":900}", KEY, 400,
+         "max_tokens"},
+        {"/v1/completions", "{\"prompt\":\"Once\\u0000 upon\"}", KEY, 400, "prompt"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const bad_case *c = &cases[i];
@@ -427,6 +441,7 @@ static void test_bad_input(void **state) {
     }
     free(longmsg);
     free(longstream);
+    free(verylong);
 
     /* over the body limit (64 KiB here): with Content-Length, and the same streamed in chunks */
     size_t big = 100000;

@@ -1,5 +1,6 @@
 /* cmd_serve.c - `sdnpu serve`: parse the options (the table vocabulary of opts.h) and run the
  * OpenAI-compatible HTTP server of server/ (docs/server.md) until SIGTERM or SIGINT. */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,7 @@ int cmd_serve(int argc, char **argv) {
     o.api_key = getenv("SDNPU_API_KEY");
     if (o.api_key && !*o.api_key) o.api_key = NULL;
     int max_body = (int)o.max_body;
+    uint64_t body_budget = 0, max_chars = 0;
     const cli_opt table[] = {
         {.name = "--model", .kind = CLI_STR, .dest = &o.model, .arg = "M", .help = "model file or known model name (pulled on first use)"},
         {.name = "--host", .kind = CLI_STR, .dest = &o.host, .arg = "ADDR", .help = "address to listen on (default 127.0.0.1)"},
@@ -33,6 +35,20 @@ int cmd_serve(int argc, char **argv) {
          .help = "compute threads per slot (default 2; slots x threads should not exceed the cores)"},
         {.name = "--max-body", .kind = CLI_INT, .dest = &max_body, .lo = 1024, .hi = 1 << 30, .arg = "BYTES",
          .help = "largest request body (default 8388608); larger ones get 413"},
+        {.name = "--request-timeout", .kind = CLI_INT, .dest = &o.request_timeout, .lo = 1, .hi = 86400, .arg = "S",
+         .help = "seconds a client has from connecting to send its whole request, head and body (default 30); then 408 or closed"},
+        {.name = "--idle-timeout", .kind = CLI_INT, .dest = &o.idle_timeout, .lo = 1, .hi = 86400, .arg = "S",
+         .help = "seconds a connection may stay silent while its request arrives or its answer is sent (default 10)"},
+        {.name = "--max-conns", .kind = CLI_INT, .dest = &o.max_conns, .lo = 1, .hi = 65536, .arg = "N",
+         .help = "open connections at most (default 256); more get 503 at once"},
+        {.name = "--max-conns-per-client", .kind = CLI_INT, .dest = &o.max_per_client, .lo = 0, .hi = 65536, .arg = "N",
+         .help = "open connections from one client address at most (default 32; 0: no cap); more get 503 at once"},
+        {.name = "--body-budget", .kind = CLI_U64, .dest = &body_budget, .lo = 1 << 20, .hi = (double)(1ull << 40), .arg = "BYTES",
+         .help = "bytes of request bodies and parsed requests held at once (default 64 MiB, more when --max-body needs it); beyond: 503"},
+        {.name = "--max-messages", .kind = CLI_INT, .dest = &o.max_messages, .lo = 1, .hi = 1 << 20, .arg = "N",
+         .help = "messages in one chat request at most (default 2048); more: 400"},
+        {.name = "--max-chars", .kind = CLI_U64, .dest = &max_chars, .lo = 1, .hi = (double)(1ull << 40), .arg = "N",
+         .help = "characters of text in one request at most (default: context tokens x the model's longest token); more: 400"},
         {.name = "--drain", .kind = CLI_DOUBLE, .dest = &o.drain_s, .lo = 0, .hi = 3600, .arg = "S",
          .help = "on SIGTERM/SIGINT, seconds running requests may still finish (default 10)"},
         {.name = "--model-id", .kind = CLI_STR, .dest = &o.model_id, .arg = "NAME",
@@ -55,5 +71,7 @@ int cmd_serve(int argc, char **argv) {
         return CLI_EXIT_USAGE;
     }
     o.max_body = (size_t)max_body;
+    o.body_budget = (size_t)body_budget;
+    o.max_chars = (long)max_chars;
     return srv_run(&o);
 }
