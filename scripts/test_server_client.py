@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """test_server_client.py - `sdnpu serve` against the official `openai` Python client (run by
-scripts/test-server.sh in a venv): chat, streaming, history through `user`, errors, and a bounded
+scripts/test-server.sh in a venv): chat, streaming, history through `user`, errors, the same
+request answered byte for byte the same before and after other requests, and a bounded
 load run (N requests, C concurrent, no retries) that must have zero failures; prints p50/p99
 latency and throughput.
 
@@ -99,7 +100,28 @@ expect(openai.BadRequestError, "messages",
 bad = openai.OpenAI(base_url=base, api_key="wrong-" + key, max_retries=0)
 expect(openai.AuthenticationError, None, lambda: bad.chat.completions.create(model=model, messages=msgs))
 
-# 7. load run: n_req requests, conc at a time, short answers, no retries
+# 7. the same request gives the same bytes whatever the slots served before (issue 28): a
+# document request on fresh slots, then after other requests (which leave the chat template's
+# first tokens in the slots' KV caches for reuse), plain and speculative
+doc = ("The harbour commission met on Tuesday to review the lighthouse on Gull Rock. Built in 1871 from granite "
+       "quarried on the island, the tower was repaired in 1903 after a storm cracked its lantern room, and again "
+       "in 1950 when the keepers' house was rebuilt. The commission heard that the lamp was converted to solar power "
+       "in 2009, that visitors may climb the tower on Sundays from May to September, and that the council has voted "
+       "to restore the keepers' house as a small museum. Funding will come from the harbour fund and a state grant; "
+       "work is to begin next spring and last about eight months. ") * 3
+dmsgs = [{"role": "user", "content": "Document:\n" + doc + "\n\nSummarize the document in two sentences."}]
+first = client.chat.completions.create(model=model, messages=dmsgs, max_tokens=40, temperature=0,
+                                       extra_body={"sdnpu": {"method": "none"}}).choices[0].message.content
+for q in ("Say hello.", "What is 2 + 2?", "Name a colour.", "Write one word."):
+    client.chat.completions.create(model=model, max_tokens=8, temperature=0,
+                                   messages=[{"role": "user", "content": q}])
+again = [client.chat.completions.create(model=model, messages=dmsgs, max_tokens=40, temperature=0,
+                                        extra_body={"sdnpu": {"method": m}}) for m in ("none", "sdnpu", "none")]
+print(f"determinism: {first[:60]!r}..., reused prompt tokens {[a.model_extra['sdnpu'].get('reused_prompt_tokens') for a in again]}")
+check(all(a.choices[0].message.content == first for a in again),
+      "the same request after other requests gives the same bytes (plain and speculative)")
+
+# 8. load run: n_req requests, conc at a time, short answers, no retries
 questions = ["When was the lighthouse built?", "When was the lamp repaired?", "What did the council vote?",
              "Who may visit on Sundays?", "Summarize the text in five words."]
 
