@@ -352,6 +352,11 @@ static void run_task(att_job *j, att_thread *t, int h, int r0, int r1, int s0, i
         int T0 = S * TILES_PER_SUPER, T1 = T0 + TILES_PER_SUPER;
         if (T0 < lo_min / SDN_KV_TILE) T0 = lo_min / SDN_KV_TILE;
         if (T1 > hi_max / SDN_KV_TILE + 1) T1 = hi_max / SDN_KV_TILE + 1;
+        if (T0 < T1) { /* the first tile's keys and values: the kernels prefetch each next one */
+            const uint8_t *k0 = kh.k + (size_t)T0 * kh.k_tile_bytes, *v0 = kh.v + (size_t)T0 * SDN_KV_TILE * kh.v_row_bytes;
+            for (size_t o = 0; o < kh.k_tile_bytes; o += 64) __builtin_prefetch(k0 + o);
+            for (size_t o = 0; o < SDN_KV_TILE * kh.v_row_bytes; o += 64) __builtin_prefetch(v0 + o);
+        }
         for (int T = T0; T < T1; T++) {
             const int p0 = T * SDN_KV_TILE;
             int any_c = 0, any_x = 0;
