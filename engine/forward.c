@@ -105,7 +105,7 @@ int sdn_ctx_new(const sdn_model *m, const sdn_ctx_params *p, sdn_ctx **out, sdn_
     sdn_ctx *c = calloc(1, sizeof *c);
     if (!c) return sdn_fail(err, SDN_ENOMEM, "out of memory");
     c->m = m;
-    c->n_ctx = p && p->n_ctx > 0 ? p->n_ctx : (cfg->ctx_len < 4096 ? cfg->ctx_len : 4096);
+    c->n_ctx = p && p->n_ctx > 0 ? p->n_ctx : (cfg->ctx_len < SDN_DEFAULT_N_CTX ? cfg->ctx_len : SDN_DEFAULT_N_CTX);
     c->n_threads = p && p->n_threads > 0 ? p->n_threads : 1;
     c->max_batch = p && p->max_batch > 0 ? p->max_batch : 256;
     if (c->max_batch < SDN_INVARIANT_MAX_ROWS) c->max_batch = SDN_INVARIANT_MAX_ROWS;

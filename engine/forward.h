@@ -24,6 +24,8 @@
 #include "engine/model.h"
 
 #define SDN_INVARIANT_MAX_ROWS 64
+/* The default KV cache size in positions: min(the model's trained length, this). */
+#define SDN_DEFAULT_N_CTX 8192
 
 typedef struct sdn_ctx sdn_ctx;
 
@@ -37,7 +39,7 @@ typedef struct sdn_ctx sdn_ctx;
  * pass (if it sets its own count, sdnpu's next pass sets 1 again). A context is used by one
  * thread at a time. */
 typedef struct sdn_ctx_params {
-    int n_ctx;     /* KV cache capacity in tokens (0: min(model ctx_len, 4096)) */
+    int n_ctx;     /* KV cache capacity in tokens (0: min(model ctx_len, SDN_DEFAULT_N_CTX)) */
     int n_threads; /* worker threads incl. the caller (0: 1) */
     int max_batch; /* largest batch sdn_forward accepts (0: 256) */
     int file_layout; /* 0 (default): make the model's decode layout resident (layout.h,

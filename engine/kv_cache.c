@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "common/sdn_util.h"
 #include "engine/attention_kern.h"
@@ -85,12 +86,16 @@ size_t sdn_kv_cache_bytes(const sdn_model_config *cfg, sdn_kv_type tk, sdn_kv_ty
            (elem_row_bytes(tk, cfg->head_dim, 1) + elem_row_bytes(tv, cfg->head_dim, 0));
 }
 
+/* Zero-filled memory from the system (anonymous pages: resident only once written, so a
+ * large context costs memory as it fills, not when it is made). */
 static void *zalloc(size_t n) {
     if (n == 0) return NULL;
-    void *p = NULL;
-    if (posix_memalign(&p, 64, n)) return NULL;
-    memset(p, 0, n);
-    return p;
+    void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+static void zfree(void *p, size_t n) {
+    if (p) munmap(p, n);
 }
 
 int sdn_kv_new(const sdn_model_config *cfg, sdn_kv_type tk, sdn_kv_type tv, int n_ctx, sdn_kv **out, sdn_err *err) {
@@ -131,10 +136,11 @@ int sdn_kv_new(const sdn_model_config *cfg, sdn_kv_type tk, sdn_kv_type tv, int 
 
 void sdn_kv_free(sdn_kv *kv) {
     if (!kv) return;
-    free(kv->k);
-    free(kv->v);
-    free(kv->k_scale);
-    free(kv->v_scale);
+    const size_t scales = (size_t)kv->n_layers * kv->n_kvh * kv->n_pos * sizeof(uint16_t);
+    zfree(kv->k, kv->k_layer_bytes * kv->n_layers);
+    zfree(kv->v, kv->v_layer_bytes * kv->n_layers);
+    zfree(kv->k_scale, scales);
+    zfree(kv->v_scale, scales);
     free(kv);
 }
 

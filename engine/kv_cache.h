@@ -20,7 +20,8 @@
  *           of one position per 32-bit lane, the operand shape of VPDPBUSD), the head
  *           dimension padded to a multiple of 4 with zeros; q8 scales [slot]
  *   values  one row per slot: [slot][head_dim] elements; q8 scales [slot]
- * Memory is zero-filled at creation, so lanes never written hold finite values.
+ * Memory is zero-filled at creation (anonymous pages, resident once written), so lanes never
+ * written hold finite values.
  *
  * The attention kernels (engine/attention.h) read this layout through the accessors below;
  * nothing else touches the bytes. */

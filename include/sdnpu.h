@@ -148,8 +148,11 @@ SDNPU_API int sdnpu_detokenize(const sdnpu_model *m, const int32_t *ids, int n_i
 
 typedef struct sdnpu_context sdnpu_context;
 
+/* The default KV cache size of a context: min(the model's trained length, this) positions. */
+#define SDNPU_DEFAULT_N_CTX 8192
+
 typedef struct sdnpu_context_params {
-    int n_ctx;                /* KV cache size in tokens (0, default: min(trained length, 4096)) */
+    int n_ctx;                /* KV cache size in tokens (0, default: min(trained length, SDNPU_DEFAULT_N_CTX)) */
     int n_threads;            /* compute threads (0, default: 2) */
     const char *history_path; /* SQLite history store of earlier answers per task group (created
                                  when missing); NULL (default): none */
@@ -179,7 +182,7 @@ SDNPU_API void sdnpu_context_params_init(sdnpu_context_params *p);
 SDNPU_API int sdnpu_context_new(sdnpu_model *m, const sdnpu_context_params *p, sdnpu_context **out, sdnpu_error *err);
 SDNPU_API void sdnpu_context_free(sdnpu_context *c);
 /* Size of the context's KV cache in tokens: the most a request's prompt plus its answer can
- * hold (n_ctx, or its default min(trained length, 4096)). A server checks max_tokens with it. */
+ * hold (n_ctx, or its default min(trained length, SDNPU_DEFAULT_N_CTX)). A server checks max_tokens with it. */
 SDNPU_API int sdnpu_context_n_ctx(const sdnpu_context *c);
 /* The graph runtime's account of the last request (layout switches, waits, time to first
  * token) as text, malloc'd (sdnpu_free). SDNPU_ESTATE when the context has no graphs or has

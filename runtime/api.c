@@ -29,6 +29,8 @@
 #include "runtime/graph_setup.h"
 #include "runtime/verify_cost.h"
 
+_Static_assert(SDNPU_DEFAULT_N_CTX == SDN_DEFAULT_N_CTX, "the public and the engine's default context size");
+
 _Static_assert(sizeof(sdnpu_error) == sizeof(sdn_err), "sdnpu_error mirrors sdn_err");
 _Static_assert((int)SDNPU_EINVAL == (int)SDN_EINVAL && (int)SDNPU_ESTATE == (int)SDN_ESTATE && (int)SDNPU_EDB == (int)SDN_EDB, "status codes mirror sdn_err.h");
 _Static_assert(SDNPU_ACCEPT_HIST == SDN_ACCEPT_HIST, "histogram sizes agree");
@@ -119,7 +121,7 @@ int sdnpu_model_has_tokenizer(const sdnpu_model *m) { return sdn_model_tokenizer
 void sdnpu_model_get_info(const sdnpu_model *m, sdnpu_model_info *out) { *out = m->info; }
 
 char *sdnpu_model_describe(const sdnpu_model *m, int n_ctx) {
-    if (n_ctx <= 0) n_ctx = m->info.context_length < 4096 ? m->info.context_length : 4096;
+    if (n_ctx <= 0) n_ctx = m->info.context_length < SDNPU_DEFAULT_N_CTX ? m->info.context_length : SDNPU_DEFAULT_N_CTX;
     return sdn_model_describe(m->m, n_ctx);
 }
 
@@ -257,7 +259,7 @@ void sdnpu_context_free(sdnpu_context *c) {
 int sdnpu_context_n_ctx(const sdnpu_context *c) {
     if (c->ctx) return sdn_ctx_n_ctx(c->ctx);
     if (c->p.n_ctx > 0) return c->p.n_ctx;
-    return c->model->info.context_length < 4096 ? c->model->info.context_length : 4096;
+    return c->model->info.context_length < SDNPU_DEFAULT_N_CTX ? c->model->info.context_length : SDNPU_DEFAULT_N_CTX;
 }
 
 int sdnpu_graph_report(const sdnpu_context *c, char **text, sdnpu_error *err) {

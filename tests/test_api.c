@@ -611,7 +611,7 @@ static void test_shared_model_threads(void **state) {
     sdnpu_model_free(m);
 }
 
-/* sdnpu_context_n_ctx: the default (min(trained length, 4096)) and an explicit n_ctx; a prompt
+/* sdnpu_context_n_ctx: the default (min(trained length, 8192)) and an explicit n_ctx; a prompt
  * of more tokens than that is refused with SDNPU_EINVAL. */
 static void test_context_n_ctx(void **state) {
     (void)state;
@@ -621,7 +621,7 @@ static void test_context_n_ctx(void **state) {
     sdnpu_context *c = NULL;
     sdnpu_error e = {0};
     assert_int_equal(sdnpu_context_new(m, NULL, &c, &e), SDNPU_OK);
-    assert_int_equal(sdnpu_context_n_ctx(c), mi.context_length < 4096 ? mi.context_length : 4096);
+    assert_int_equal(sdnpu_context_n_ctx(c), mi.context_length < SDNPU_DEFAULT_N_CTX ? mi.context_length : SDNPU_DEFAULT_N_CTX);
     sdnpu_context_free(c);
     sdnpu_context_params cp;
     sdnpu_context_params_init(&cp);

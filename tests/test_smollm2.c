@@ -107,12 +107,17 @@ static void test_prompt_ids(void **state) {
     for (int k = 0; k < 4; k++) assert_true(tasks[k] >= 10);
 }
 
-/* Teacher-forced logits of the answer positions with the given path; returns agreement. */
-static void teacher_forced(int invariant, int *agree, int *total, float *max_diff, const char **worst_id) {
-    sdn_ctx *c = tu_ctx(g_model, 4096, 2, 256);
+/* Teacher-forced logits of the answer positions of golden file g with the given path and KV
+ * cache type; returns agreement. */
+static void teacher_forced(const sg_golden *g, int stride, int kv_type, int invariant, int *agree, int *total, float *max_diff,
+                           const char **worst_id) {
+    int n_ctx = 4096;
+    for (int r = 0; r < g->n; r++)
+        if (g->req[r].n_prompt + g->req[r].n_answer + 64 > n_ctx) n_ctx = g->req[r].n_prompt + g->req[r].n_answer + 64;
+    sdn_ctx *c = tu_ctx_kv(g_model, n_ctx, 2, 256, kv_type, kv_type);
     int V = sdn_model_cfg(g_model)->vocab;
-    for (int r = 0; r < g_gold->n; r++) {
-        const sg_request *q = &g_gold->req[r];
+    for (int r = 0; r < g->n; r += stride) {
+        const sg_request *q = &g->req[r];
         int np = q->n_prompt, na = q->n_answer;
         int n_pos = q->n_top; /* positions np-1 .. np-1+n_pos-1 predict answer[0..n_pos) (the last may predict EOG) */
         int n = np + na;
@@ -165,27 +170,69 @@ static void teacher_forced(int invariant, int *agree, int *total, float *max_dif
     sdn_ctx_free(c);
 }
 
+/* llama.cpp's F32-cache golden file against sdnpu's f32 cache, on both paths. */
 static void test_teacher_forced(void **state) {
     (void)state;
     REQUIRE();
     double rate[3];
-    int total[3];
+    int total[3], agree[3];
     const char *names[3] = {"prompt and answer on the prefill path (SGEMM)", "prompt on the prefill path, answer on the decode path",
                             "prompt and answer on the batch-invariant decode path"};
     for (int inv = 1; inv <= 2; inv++) {
-        int agree = 0;
         float md = 0;
         const char *worst = "";
-        total[inv] = 0;
-        teacher_forced(inv, &agree, &total[inv], &md, &worst);
-        rate[inv] = total[inv] ? (double)agree / total[inv] : 0;
-        print_message("teacher-forced top-1 agreement with llama.cpp (%s): %d / %d = %.2f%%; largest logit difference over "
+        total[inv] = agree[inv] = 0;
+        teacher_forced(g_gold, 1, SDN_KV_F32, inv, &agree[inv], &total[inv], &md, &worst);
+        rate[inv] = total[inv] ? (double)agree[inv] / total[inv] : 0;
+        print_message("teacher-forced top-1 agreement with llama.cpp, f32 caches (%s): %d / %d = %.2f%%; largest logit difference over "
                       "llama.cpp's top-8: %.4f (%s)\n",
-                      names[inv], agree, total[inv], 100 * rate[inv], md, worst);
+                      names[inv], agree[inv], total[inv], 100 * rate[inv], md, worst);
     }
     for (int inv = 1; inv <= 2; inv++) {
         assert_true(total[inv] >= 40 * 16);
         assert_true(rate[inv] >= MIN_AGREE);
+    }
+    /* the attention is the same on both paths now (engine/attention.h): so is every logit */
+    assert_int_equal(agree[1], agree[2]);
+}
+
+/* Each KV cache type against llama.cpp with the same cache type (-ctk/-ctv: f16, q8_0, with
+ * its flash attention), on every other of the 48 requests (f16, q8; the suite's time) and on
+ * six long documents (every type): agreement >= MIN_AGREE, and no more than half a point
+ * below the f32 figure of the same requests. */
+static void test_cache_types(void **state) {
+    (void)state;
+    REQUIRE();
+    static const struct { const char *file; int type, stride; } sets[] = {
+        {"tests/golden/smollm2/llamacpp-f16.jsonl", SDN_KV_F16, 2}, {"tests/golden/smollm2/llamacpp-q8_0.jsonl", SDN_KV_Q8, 2},
+        {"tests/golden/smollm2/longdoc-f32.jsonl", SDN_KV_F32, 1},  {"tests/golden/smollm2/longdoc-f16.jsonl", SDN_KV_F16, 1},
+        {"tests/golden/smollm2/longdoc-q8_0.jsonl", SDN_KV_Q8, 1},
+    };
+    double f32_rate[2] = {0, 0}; /* the task requests (every other, f32 golden file), the long documents */
+    {
+        int agree = 0, total = 0;
+        float md = 0;
+        const char *worst = "";
+        teacher_forced(g_gold, 2, SDN_KV_F32, 1, &agree, &total, &md, &worst);
+        f32_rate[0] = (double)agree / total;
+    }
+    for (size_t k = 0; k < sizeof sets / sizeof sets[0]; k++) {
+        sg_golden *g = sg_load(tu_source_path(sets[k].file));
+        int agree = 0, total = 0;
+        float md = 0;
+        const char *worst = "";
+        teacher_forced(g, sets[k].stride, sets[k].type, 1, &agree, &total, &md, &worst);
+        const double rate = (double)agree / total;
+        const int longdoc = strstr(sets[k].file, "longdoc") != NULL;
+        if (longdoc && sets[k].type == SDN_KV_F32) f32_rate[1] = rate;
+        print_message("%s (%d requests), sdnpu cache %s: teacher-forced top-1 agreement %d / %d = %.2f%% (f32: %.2f%%); largest logit "
+                      "difference over llama.cpp's top-8: %.4f (%s)\n",
+                      sets[k].file + strlen("tests/golden/smollm2/"), (g->n + sets[k].stride - 1) / sets[k].stride, sdn_kv_type_name((sdn_kv_type)sets[k].type), agree, total, 100 * rate,
+                      100 * f32_rate[longdoc], md, worst);
+        assert_true(total >= g->n / sets[k].stride * 16);
+        assert_true(rate >= MIN_AGREE);
+        assert_true(rate >= f32_rate[longdoc] - 0.005);
+        sg_free(g);
     }
 }
 
@@ -396,6 +443,7 @@ int main(void) {
         cmocka_unit_test(test_eog_and_template),
         cmocka_unit_test(test_greedy_vs_llamacpp),
         cmocka_unit_test(test_teacher_forced),
+        cmocka_unit_test(test_cache_types),
         cmocka_unit_test(test_exact_reference),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

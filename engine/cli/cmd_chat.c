@@ -74,7 +74,7 @@ int cmd_chat(int argc, char **argv) {
         {.name = "--repeat-last-n", .kind = CLI_INT, .dest = &repeat_last_n, .lo = 0, .hi = 1 << 20, .arg = "N", .help = "window of --repeat-penalty in tokens (default 64)"},
         {.name = "--spec", .kind = CLI_STR, .dest = &spec, .arg = "METHOD", .help = "drafting method (default pld: drafts from the conversation, keeps the KV cache)"},
         {.name = "--threads", .kind = CLI_INT, .dest = &threads, .lo = 1, .hi = 256, .arg = "N", .help = threads_help},
-        {.name = "--ctx", .kind = CLI_INT, .dest = &n_ctx, .lo = 2, .hi = 1 << 22, .arg = "N", .help = "KV cache size: the conversation's length at most (default min(trained, 4096))"},
+        {.name = "--ctx", .kind = CLI_INT, .dest = &n_ctx, .lo = 2, .hi = 1 << 22, .arg = "N", .help = "KV cache size: the conversation's length at most (default min(trained, 8192))"},
         {.name = "--tokenizer", .kind = CLI_STR, .dest = &tokenizer, .arg = "FILE", .help = "llama2.c tokenizer.bin (for llama2.c checkpoints)"},
         {.name = "--quiet", .kind = CLI_FLAG, .dest = &quiet, .help = "no banner, prompts or statistics: answers only"},
         {NULL},

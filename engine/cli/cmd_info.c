@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sdnpu.h"
 #include "engine/cli/cli.h"
 #include "engine/cli/opts.h"
 #include "engine/chat_template.h"
@@ -53,7 +54,7 @@ static int describe(const char *path, const char *tok, int n_ctx_opt) {
         }
     }
     int trained = sdn_model_cfg(m)->ctx_len, n_ctx = n_ctx_opt;
-    if (n_ctx == 0) n_ctx = trained < 4096 ? trained : 4096;
+    if (n_ctx == 0) n_ctx = trained < SDNPU_DEFAULT_N_CTX ? trained : SDNPU_DEFAULT_N_CTX;
     if (n_ctx > trained)
         fprintf(stderr, "sdnpu info: warning: --ctx %d is past %s's trained context length of %d tokens\n", n_ctx, path, trained);
     char *d = sdn_model_describe(m, n_ctx);
@@ -66,12 +67,12 @@ static int describe(const char *path, const char *tok, int n_ctx_opt) {
 
 int cmd_info(int argc, char **argv) {
     const char *tok = NULL;
-    int n_ctx = 0; /* 0: the engine's default, min(trained context, 4096) */
+    int n_ctx = 0; /* 0: the engine's default, min(trained context, 8192) */
     cli_list models = {0};
     const cli_opt table[] = {
         {.name = "--model", .kind = CLI_LIST, .dest = &models, .arg = "M", .help = "model file or known model name (repeatable; also positional)"},
         {.name = "--tokenizer", .kind = CLI_STR, .dest = &tok, .arg = "FILE", .help = "llama2.c tokenizer.bin (for llama2.c checkpoints)"},
-        {.name = "--ctx", .kind = CLI_INT, .dest = &n_ctx, .lo = 2, .hi = 1 << 22, .arg = "N", .help = "KV cache size for the memory figures (default min(trained length, 4096))"},
+        {.name = "--ctx", .kind = CLI_INT, .dest = &n_ctx, .lo = 2, .hi = 1 << 22, .arg = "N", .help = "KV cache size for the memory figures (default min(trained length, 8192))"},
         {NULL},
     };
     const cli_cmd cmd = {.name = "info", .synopsis = "--model M [--model M2 ...] [options]   (or: sdnpu info M [M2 ...])",

@@ -30,7 +30,7 @@ int cmd_serve(int argc, char **argv) {
         {.name = "--queue", .kind = CLI_INT, .dest = &o.queue, .lo = 1, .hi = 100000, .arg = "N",
          .help = "requests that may wait for a slot (default 16); more get 503"},
         {.name = "--ctx", .kind = CLI_INT, .dest = &o.n_ctx, .lo = 2, .hi = 1 << 22, .arg = "N",
-         .help = "KV cache tokens per slot (default min(trained length, 4096))"},
+         .help = "KV cache tokens per slot (default min(trained length, 8192))"},
         {.name = "--threads", .kind = CLI_INT, .dest = &o.threads, .lo = 1, .hi = 256, .arg = "N",
          .help = "compute threads per slot (default 2; slots x threads should not exceed the cores)"},
         {.name = "--max-body", .kind = CLI_INT, .dest = &max_body, .lo = 1024, .hi = 1 << 30, .arg = "BYTES",

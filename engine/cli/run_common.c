@@ -69,7 +69,7 @@ int sdn_run_opts_table(sdn_run_opts *o, cli_opt *t, int cap) {
         {.name = "--profile-db", .kind = CLI_STR, .dest = &o->profile_db, .arg = "FILE", .help = "graph profile cache (default $SDNPU_CACHE/profiles.sqlite)"},
         {.name = "--graph-pin", .kind = CLI_FLAG, .dest = &o->graph_pin, .help = "compute threads on CPUs 0..threads-1, the graph loader on the others"},
         {.name = "--threads", .kind = CLI_INT, .dest = &o->threads, .lo = 1, .hi = 256, .arg = "N", .help = threads_help},
-        {.name = "--ctx", .kind = CLI_INT, .dest = &o->n_ctx, .lo = 2, .hi = big, .arg = "N", .help = "KV cache size in tokens (default min(trained length, 4096); past the trained length: a warning)"},
+        {.name = "--ctx", .kind = CLI_INT, .dest = &o->n_ctx, .lo = 2, .hi = big, .arg = "N", .help = "KV cache size in tokens (default min(trained length, 8192); past the trained length: a warning)"},
         {.name = "--tokenizer", .kind = CLI_STR, .dest = &o->tokenizer_path, .arg = "FILE", .help = "llama2.c tokenizer.bin (for llama2.c checkpoints)"},
         {.name = "--quiet", .kind = CLI_FLAG, .dest = &o->quiet, .help = "print only the generated text"},
         {.name = "--stats-json", .kind = CLI_STR, .dest = &o->stats_json, .arg = "FILE", .help = "write the run's statistics as JSON (checked writable first)"},
@@ -254,7 +254,7 @@ static int run_pass(const sdn_run_opts *o, sdnpu_model *m, sdnpu_request rq, con
  * with BOM) or refused naming the byte offset; none may hold more text than the context can
  * take (the raw file may be up to twice that: UTF-16). */
 static int read_contexts(const sdn_run_opts *o, const sdnpu_model_info *mi, char ***docs_out) {
-    int n_ctx = o->n_ctx > 0 ? o->n_ctx : (mi->context_length < 4096 ? mi->context_length : 4096);
+    int n_ctx = o->n_ctx > 0 ? o->n_ctx : (mi->context_length < SDNPU_DEFAULT_N_CTX ? mi->context_length : SDNPU_DEFAULT_N_CTX);
     size_t cap = mi->max_token_bytes > 0 ? (size_t)n_ctx * (size_t)mi->max_token_bytes : SIZE_MAX / 4;
     char why[224];
     snprintf(why, sizeof why, "more text than %d tokens can hold (raise --ctx, up to the model's trained %d, or shorten the context)", n_ctx,
