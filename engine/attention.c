@@ -35,10 +35,15 @@ void sdn_att_scores_portable(const sdn_att_kt *t, const sdn_att_q *q, int nq, fl
         if (t->tk == SDN_KV_Q8) {
             const uint8_t *k = t->k;
             for (int j = 0; j < 64; j++) {
-                int32_t acc = 0;
-                for (int g = 0; g < t->hd4 / 4; g++)
-                    for (int b = 0; b < 4; b++) acc += (int32_t)k[((size_t)g * 64 + j) * 4 + b] * q[i].q8[g * 4 + b];
-                s[j] = (float)(acc - q[i].q8bias) * (sdn_kv_h2f(t->ks[j]) * q[i].qs);
+                float sj = 0.0f;
+                for (int kb = 0; kb < t->kblocks; kb++) {
+                    int32_t acc = 0;
+                    for (int g = kb * (SDN_KV_KBLOCK / 4); g < (kb + 1) * (SDN_KV_KBLOCK / 4); g++)
+                        for (int b = 0; b < 4; b++) acc += (int32_t)k[((size_t)g * 64 + j) * 4 + b] * q[i].q8[g * 4 + b];
+                    const float w = sdn_kv_h2f(t->ks[(size_t)kb * 64 + j]) * q[i].q8s[kb], dot = (float)(acc - q[i].q8bias[kb]);
+                    sj = kb ? fmaf(dot, w, sj) : dot * w;
+                }
+                s[j] = sj;
             }
         } else {
             for (int j = 0; j < 64; j++) {
@@ -158,8 +163,9 @@ struct sdn_att_ws {
     int32_t *ext_pos, *ext_slot;        /* [max_inv_rows][max_inv_rows] a row's visible batch entries, by position */
     int32_t *n_ext;                     /* [max_batch] */
     int8_t *q8;                         /* [max_batch][n_heads][hd4] queries quantized (q8 keys) */
-    int32_t *q8bias;                    /* [max_batch][n_heads] 128 * sum of the query's bytes */
-    float *q8s;                         /* [max_batch][n_heads] its scale times the score scale */
+    int32_t *q8bias;                    /* [max_batch][n_heads][kblocks] 128 * the sum of a block's bytes */
+    float *q8s;                         /* [max_batch][n_heads][kblocks] its scale times the score scale */
+    int kblocks;
     int max_batch;
 };
 
@@ -184,7 +190,8 @@ int sdn_att_ws_new(int n_threads, int max_batch, int n_heads, int n_kv_heads, in
     const int grp = n_heads / n_kv_heads, inv = max_batch < 64 ? max_batch : 64;
     ws->n_threads = n_threads;
     ws->hd = head_dim;
-    ws->hd4 = (head_dim + 3) / 4 * 4;
+    ws->hd4 = (head_dim + SDN_KV_KBLOCK - 1) / SDN_KV_KBLOCK * SDN_KV_KBLOCK;
+    ws->kblocks = ws->hd4 / SDN_KV_KBLOCK;
     ws->n_heads = n_heads;
     ws->max_inv_rows = inv;
     ws->max_batch = max_batch;
@@ -220,8 +227,8 @@ int sdn_att_ws_new(int n_threads, int max_batch, int n_heads, int n_kv_heads, in
     ws->ext_pos = malloc((size_t)inv * inv * sizeof(int32_t));
     ws->ext_slot = malloc((size_t)inv * inv * sizeof(int32_t));
     ws->q8 = calloc((size_t)max_batch * n_heads * ws->hd4, 1);
-    ws->q8bias = malloc((size_t)max_batch * n_heads * sizeof(int32_t));
-    ws->q8s = malloc((size_t)max_batch * n_heads * sizeof(float));
+    ws->q8bias = malloc((size_t)max_batch * n_heads * ws->kblocks * sizeof(int32_t));
+    ws->q8s = malloc((size_t)max_batch * n_heads * ws->kblocks * sizeof(float));
     ok = ok && ws->q8 && ws->q8bias && ws->q8s && ws->rpos && ws->rlo && ws->rclim && ws->rmax && ws->n_ext && ws->ext_pos && ws->ext_slot;
     if (!ok) {
         sdn_att_ws_free(ws);
@@ -263,14 +270,14 @@ static void setup_queries(const att_job *j, att_thread *t, int h, int r0, int r1
             if (sdn_kv_type_k(a->kv) == SDN_KV_Q8) { /* quantized once per call (q8_worker) */
                 const size_t k = (size_t)r * a->n_heads + (size_t)(h * j->grp + g);
                 Q->q8 = j->ws->q8 + k * hd4;
-                Q->q8bias = j->ws->q8bias[k];
-                Q->qs = j->ws->q8s[k];
+                Q->q8bias = j->ws->q8bias + k * j->ws->kblocks;
+                Q->q8s = j->ws->q8s + k * j->ws->kblocks;
             }
         }
 }
 
-/* q8 keys: every (row, head) query quantized symmetrically to 8 bits (its scale times the
- * score scale kept), the sum of its bytes for the keys' offset. */
+/* q8 keys: every (row, head) query quantized symmetrically to 8 bits per block of 32 (each
+ * block's scale times the score scale kept), and each block's byte sum for the keys' offset. */
 static void q8_worker(void *arg, int ith, int nth) {
     const att_job *j = arg;
     const sdn_att_args *a = j->a;
@@ -280,20 +287,23 @@ static void q8_worker(void *arg, int ith, int nth) {
     for (long k = b; k < e; k++) {
         const float *q = a->q + (size_t)(k / a->n_heads) * a->ldq + (size_t)(k % a->n_heads) * hd;
         int8_t *q8 = j->ws->q8 + (size_t)k * hd4;
-        float amax = 0.0f;
-        for (int d = 0; d < hd; d++)
-            if (fabsf(q[d]) > amax) amax = fabsf(q[d]);
-        const float sq = amax / 127.0f;
-        int32_t sum = 0;
-        for (int d = 0; d < hd4; d++) {
-            float v = d < hd && sq > 0.0f ? sdn_kv_round(q[d] / sq) : 0.0f;
-            if (!(v >= -127.0f)) v = -127.0f;
-            if (v > 127.0f) v = 127.0f;
-            q8[d] = (int8_t)v;
-            sum += q8[d];
+        for (int kb = 0; kb < j->ws->kblocks; kb++) {
+            const int d0 = kb * SDN_KV_KBLOCK, d1 = d0 + SDN_KV_KBLOCK;
+            float amax = 0.0f;
+            for (int d = d0; d < d1 && d < hd; d++)
+                if (fabsf(q[d]) > amax) amax = fabsf(q[d]);
+            const float sq = amax / 127.0f;
+            int32_t sum = 0;
+            for (int d = d0; d < d1; d++) {
+                float v = d < hd && sq > 0.0f ? sdn_kv_round(q[d] / sq) : 0.0f;
+                if (!(v >= -127.0f)) v = -127.0f;
+                if (v > 127.0f) v = 127.0f;
+                q8[d] = (int8_t)v;
+                sum += q8[d];
+            }
+            j->ws->q8bias[(size_t)k * j->ws->kblocks + kb] = 128 * sum;
+            j->ws->q8s[(size_t)k * j->ws->kblocks + kb] = sq * a->scale;
         }
-        j->ws->q8bias[k] = 128 * sum;
-        j->ws->q8s[k] = sq * a->scale;
     }
 }
 
@@ -326,7 +336,7 @@ static void run_task(att_job *j, att_thread *t, int h, int r0, int r1, int s0, i
     sdn_kv_head kh;
     sdn_kv_head_get(a->kv, a->layer, h, &kh);
     setup_queries(j, t, h, r0, r1);
-    sdn_att_kt kt = {.tk = kh.tk, .hd = hd, .hd4 = kh.hd4, .pf_bytes = kh.k_tile_bytes};
+    sdn_att_kt kt = {.tk = kh.tk, .hd = hd, .hd4 = kh.hd4, .kblocks = kh.kblocks, .pf_bytes = kh.k_tile_bytes};
     sdn_att_vt vt;
     vt.hd = hd;
     vt.scaled = kh.tv == SDN_KV_Q8;
@@ -336,7 +346,7 @@ static void run_task(att_job *j, att_thread *t, int h, int r0, int r1, int s0, i
         const int tb1 = (kv_base + a->n - 1) / SDN_KV_TILE;
         for (int tb = tb0; tb <= tb1; tb++) {
             kt.k = kh.k + (size_t)tb * kh.k_tile_bytes;
-            kt.ks = kh.k_scale ? kh.k_scale + (size_t)tb * SDN_KV_TILE : NULL;
+            kt.ks = kh.k_scale ? kh.k_scale + (size_t)tb * kh.kblocks * SDN_KV_TILE : NULL;
             kt.pf = NULL;
             j->k.scores(&kt, t->q, nq, t->sc);
             for (int i = 0; i < nq; i++) memcpy(t->scb + (size_t)i * 128 + (tb - tb0) * 64, t->sc + (size_t)i * 64, 64 * sizeof(float));
@@ -384,7 +394,7 @@ static void run_task(att_job *j, att_thread *t, int h, int r0, int r1, int s0, i
             if (any_c || T == tb0) {
                 kt.tk = kh.tk;
                 kt.k = kh.k + (size_t)T * kh.k_tile_bytes;
-                kt.ks = kh.k_scale ? kh.k_scale + (size_t)p0 : NULL;
+                kt.ks = kh.k_scale ? kh.k_scale + (size_t)T * kh.kblocks * SDN_KV_TILE : NULL;
                 if (j->tree && T >= tb0 && T - tb0 < 2) {
                     for (int i = 0; i < nq; i++) memcpy(t->sc + (size_t)i * 64, t->scb + (size_t)i * 128 + (T - tb0) * 64, 64 * sizeof(float));
                 } else {

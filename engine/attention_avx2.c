@@ -38,6 +38,7 @@ typedef __m512 vf;
 #define vf_keep0(m, v) _mm512_maskz_mov_ps((__mmask16)(m), v)
 #define vf_keepninf(m, v) _mm512_mask_mov_ps(_mm512_set1_ps(-INFINITY), (__mmask16)(m), v)
 #define QB_SCORES 6 /* queries per score block: 6 x 4 accumulators + 4 key vectors */
+#define QB_Q8 3     /* q8 keys: 3 x (4 integer + 4 float accumulators) + 4 key vectors */
 #define QB_PV 6
 static inline __m256 vf_lo8(vf v) { return _mm512_castps512_ps256(v); }
 static inline __m256 vf_fold8(vf v) { return _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1)); }
@@ -66,6 +67,7 @@ static inline __m256 mask8(unsigned m) {
 #define vf_keep0(m, v) _mm256_and_ps(mask8(m), v)
 #define vf_keepninf(m, v) _mm256_blendv_ps(_mm256_set1_ps(-INFINITY), v, mask8(m))
 #define QB_SCORES 2 /* 16 registers: 2 x 4 accumulators + 4 key vectors */
+#define QB_Q8 1
 #define QB_PV 2
 static inline __m256 vf_fold8(vf v) { return v; }
 static inline float vf_hmax(vf v) {
@@ -187,38 +189,47 @@ INLINE __m256i dot_nv(__m256i acc, __m256i ku, __m256i q) {
 #endif
 #endif
 
-/* Q8 keys: lanes [l0, l0 + 4W) of nb queries. */
+/* Q8 keys: lanes [l0, l0 + 4W) of nb queries, block of 32 elements by block: each block's
+ * exact int32 dot products, then scaled and summed into the float scores in block order. */
 INLINE void scores_q8_blk(const sdn_att_kt *t, const sdn_att_q *q, float *sc, int l0, const int nb, const uint8_t *pf) {
-    vi acc[QB_SCORES][4];
+    vf s[QB_Q8][4];
     for (int b = 0; b < nb; b++)
-        for (int c = 0; c < 4; c++) acc[b][c] = vi_zero();
-    const uint8_t *k = (const uint8_t *)t->k + (size_t)l0 * 4;
+        for (int c = 0; c < 4; c++) s[b][c] = vf_zero(); /* (set by the first block) */
     const size_t pf_step = pf ? (t->pf_bytes / (size_t)(t->hd4 / 4) + 63) / 64 * 64 : 0;
-    for (int g = 0; g < t->hd4 / 4; g++, k += 64 * 4) {
-        if (pf)
-            for (size_t o = 0; o < pf_step; o += 64) _mm_prefetch((const char *)pf + (size_t)g * pf_step + o, _MM_HINT_T0);
-        const vi k0 = vi_load(k), k1 = vi_load(k + 4 * W), k2 = vi_load(k + 8 * W), k3 = vi_load(k + 12 * W);
+    for (int kb = 0; kb < t->kblocks; kb++) {
+        vi acc[QB_Q8][4];
+        for (int b = 0; b < nb; b++)
+            for (int c = 0; c < 4; c++) acc[b][c] = vi_zero();
+        const int g0 = kb * (SDN_KV_KBLOCK / 4);
+        const uint8_t *k = (const uint8_t *)t->k + (size_t)g0 * 64 * 4 + (size_t)l0 * 4;
+        for (int g = g0; g < g0 + SDN_KV_KBLOCK / 4; g++, k += 64 * 4) {
+            if (pf)
+                for (size_t o = 0; o < pf_step; o += 64) _mm_prefetch((const char *)pf + (size_t)g * pf_step + o, _MM_HINT_T0);
+            const vi k0 = vi_load(k), k1 = vi_load(k + 4 * W), k2 = vi_load(k + 8 * W), k3 = vi_load(k + 12 * W);
+            for (int b = 0; b < nb; b++) {
+                int32_t q4;
+                memcpy(&q4, q[b].q8 + 4 * g, 4);
+                const vi qv = vi_set1(q4);
+                acc[b][0] = vi_dot(acc[b][0], k0, qv);
+                acc[b][1] = vi_dot(acc[b][1], k1, qv);
+                acc[b][2] = vi_dot(acc[b][2], k2, qv);
+                acc[b][3] = vi_dot(acc[b][3], k3, qv);
+            }
+        }
         for (int b = 0; b < nb; b++) {
-            int32_t q4;
-            memcpy(&q4, q[b].q8 + 4 * g, 4);
-            const vi qv = vi_set1(q4);
-            acc[b][0] = vi_dot(acc[b][0], k0, qv);
-            acc[b][1] = vi_dot(acc[b][1], k1, qv);
-            acc[b][2] = vi_dot(acc[b][2], k2, qv);
-            acc[b][3] = vi_dot(acc[b][3], k3, qv);
-        }
-    }
-    for (int b = 0; b < nb; b++) {
-        const vf qs = vf_set1(q[b].qs);
-        for (int c = 0; c < 4; c++) {
-            vi a = acc[b][c];
+            const vf qs = vf_set1(q[b].q8s[kb]);
+            for (int c = 0; c < 4; c++) {
+                vi a = acc[b][c];
 #if Q8_BIASED
-            a = vi_sub(a, vi_set1(q[b].q8bias));
+                a = vi_sub(a, vi_set1(q[b].q8bias[kb]));
 #endif
-            const vf ks = vf_f16(t->ks + l0 + c * W);
-            vf_store(sc + (size_t)b * 64 + l0 + c * W, vf_mul(vi_cvt(a), vf_mul(ks, qs)));
+                const vf w = vf_mul(vf_f16(t->ks + (size_t)kb * 64 + l0 + c * W), qs), dot = vi_cvt(a);
+                s[b][c] = kb ? vf_fma(dot, w, s[b][c]) : vf_mul(dot, w);
+            }
         }
     }
+    for (int b = 0; b < nb; b++)
+        for (int c = 0; c < 4; c++) vf_store(sc + (size_t)b * 64 + l0 + c * W, s[b][c]);
 }
 
 void SDN_KFN(sdn_att_scores)(const sdn_att_kt *t, const sdn_att_q *q, int nq, float *sc) {
@@ -227,15 +238,16 @@ void SDN_KFN(sdn_att_scores)(const sdn_att_kt *t, const sdn_att_q *q, int nq, fl
             const int nb = nq - i < QB_SCORES ? nq - i : QB_SCORES;
             const uint8_t *pf = l0 == 0 && i == 0 ? t->pf : NULL;
             if (t->tk == SDN_KV_Q8) {
-                switch (nb) {
-                case 1: scores_q8_blk(t, q + i, sc + (size_t)i * 64, l0, 1, pf); break;
-#if QB_SCORES > 2
-                case 2: scores_q8_blk(t, q + i, sc + (size_t)i * 64, l0, 2, pf); break;
-                case 3: scores_q8_blk(t, q + i, sc + (size_t)i * 64, l0, 3, pf); break;
-                case 4: scores_q8_blk(t, q + i, sc + (size_t)i * 64, l0, 4, pf); break;
-                case 5: scores_q8_blk(t, q + i, sc + (size_t)i * 64, l0, 5, pf); break;
+                for (int i8 = i; i8 < i + nb; i8 += QB_Q8) {
+                    const int n8 = i + nb - i8 < QB_Q8 ? i + nb - i8 : QB_Q8;
+                    const uint8_t *pf8 = i8 == i ? pf : NULL;
+                    switch (n8) {
+                    case 1: scores_q8_blk(t, q + i8, sc + (size_t)i8 * 64, l0, 1, pf8); break;
+#if QB_Q8 > 2
+                    case 2: scores_q8_blk(t, q + i8, sc + (size_t)i8 * 64, l0, 2, pf8); break;
 #endif
-                default: scores_q8_blk(t, q + i, sc + (size_t)i * 64, l0, QB_SCORES, pf); break;
+                    default: scores_q8_blk(t, q + i8, sc + (size_t)i8 * 64, l0, QB_Q8, pf8); break;
+                    }
                 }
             } else {
                 switch (nb) {

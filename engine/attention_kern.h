@@ -5,7 +5,9 @@
  * Every path computes the same bits: the kernels only change which lanes are computed
  * together, never an operation or its order. Per query and tile of 64 positions:
  *   score     f32/f16 keys: s_j = (fma chain over d = 0 .. hd-1 of q[d] * k_j[d], from 0) * qs
- *             q8 keys:      s_j = (float)(sum_d q8[d] * k8_j[d]) * (ks_j * qs)   (exact int32 sum)
+ *             q8 keys:      per block b of 32 elements, the exact int32 dot_b = sum over the
+ *                           block of q8[d] * k8_j[d], and w_b = ks_jb * qs_b; then
+ *                           s_j = (float)dot_0 * w_0, s_j = fma((float)dot_b, w_b, s_j) for b >= 1
  *   update    over the query's visible lanes (a 64-bit mask): mt = max s_j; when the running
  *             max m is -inf, m = mt; else if mt > m: a = att_exp(m - mt), acc[d] *= a, l *= a,
  *             m = mt; then p_j = att_exp(s_j - m) for visible lanes, 0 for the others;
@@ -30,9 +32,10 @@
 /* One query (a row's head) as the kernels see it. */
 typedef struct sdn_att_q {
     const float *q;   /* f32/f16 keys: the query, hd floats */
-    const int8_t *q8; /* q8 keys: the quantized query, hd4 bytes (zero-padded) */
-    int32_t q8bias;   /* q8 keys: 128 * sum of q8 (the stored keys' offset, removed exactly) */
-    float qs;         /* score scale (see above) */
+    const int8_t *q8; /* q8 keys: the quantized query, hd4 bytes (zero-padded), a scale per block of 32 */
+    const int32_t *q8bias; /* q8 keys: per block, 128 * the sum of its bytes (the keys' offset, removed exactly) */
+    const float *q8s; /* q8 keys: per block, its scale times the score scale (qs_b) */
+    float qs;         /* f32/f16 keys: the score scale */
     uint64_t vis;     /* visible lanes of the tile being processed */
     float m, l;       /* running max and sum of the current super-tile */
     float *acc;       /* [hd] running output of the current super-tile */
@@ -41,9 +44,9 @@ typedef struct sdn_att_q {
 /* One key tile of the cache (kv_cache.h layout): 64 slots. */
 typedef struct sdn_att_kt {
     sdn_kv_type tk;
-    int hd, hd4;
+    int hd, hd4, kblocks;
     const void *k;       /* the tile */
-    const uint16_t *ks;  /* q8: the 64 slots' F16 scales */
+    const uint16_t *ks;  /* q8: the 64 slots' F16 scales of each block: [block][64] */
     const uint8_t *pf;   /* the next tile's keys, prefetched while this one is computed (or NULL) */
     size_t pf_bytes;
 } sdn_att_kt;

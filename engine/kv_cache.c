@@ -14,11 +14,11 @@
 
 struct sdn_kv {
     sdn_kv_type tk, tv;
-    int n_layers, n_kvh, hd, hd4, n_tiles, n_pos; /* n_pos = n_tiles * SDN_KV_TILE */
+    int n_layers, n_kvh, hd, hd4, kblocks, n_tiles, n_pos; /* n_pos = n_tiles * SDN_KV_TILE */
     size_t k_tile_bytes, v_row_bytes;
     size_t k_layer_bytes, v_layer_bytes; /* per layer: all heads */
     uint8_t *k, *v;                      /* [layer][head][tile] / [layer][head][slot] */
-    uint16_t *k_scale, *v_scale;         /* q8: [layer][head][slot] */
+    uint16_t *k_scale, *v_scale;         /* q8: [layer][head][tile][block][64] and [layer][head][slot] */
 };
 
 static const char *kv_names[SDN_KV_TYPE_COUNT] = {"auto", "f16", "f32", "q8"};
@@ -72,7 +72,10 @@ static size_t elem_row_bytes(sdn_kv_type t, int hd, int is_key) {
     switch (t) {
     case SDN_KV_F32: return (size_t)hd * 4;
     case SDN_KV_F16: return (size_t)hd * 2;
-    default: return (size_t)(is_key ? (hd + 3) / 4 * 4 : hd) + 2; /* bytes + the F16 scale */
+    default: { /* bytes + the F16 scales */
+        const size_t hd4 = (size_t)(hd + SDN_KV_KBLOCK - 1) / SDN_KV_KBLOCK * SDN_KV_KBLOCK;
+        return is_key ? hd4 + 2 * (hd4 / SDN_KV_KBLOCK) : (size_t)hd + 2;
+    }
     }
 }
 
@@ -111,7 +114,8 @@ int sdn_kv_new(const sdn_model_config *cfg, sdn_kv_type tk, sdn_kv_type tv, int 
     kv->n_layers = cfg->n_layers;
     kv->n_kvh = cfg->n_kv_heads;
     kv->hd = cfg->head_dim;
-    kv->hd4 = (cfg->head_dim + 3) / 4 * 4;
+    kv->hd4 = (cfg->head_dim + SDN_KV_KBLOCK - 1) / SDN_KV_KBLOCK * SDN_KV_KBLOCK;
+    kv->kblocks = kv->hd4 / SDN_KV_KBLOCK;
     kv->n_tiles = (n_ctx + SDN_KV_TILE - 1) / SDN_KV_TILE;
     kv->n_pos = kv->n_tiles * SDN_KV_TILE;
     size_t kel = tk == SDN_KV_F32 ? 4 : tk == SDN_KV_F16 ? 2 : 1, vel = tv == SDN_KV_F32 ? 4 : tv == SDN_KV_F16 ? 2 : 1;
@@ -122,7 +126,7 @@ int sdn_kv_new(const sdn_model_config *cfg, sdn_kv_type tk, sdn_kv_type tv, int 
     size_t scales = (size_t)kv->n_layers * kv->n_kvh * kv->n_pos * sizeof(uint16_t);
     kv->k = zalloc(kv->k_layer_bytes * kv->n_layers);
     kv->v = zalloc(kv->v_layer_bytes * kv->n_layers);
-    if (tk == SDN_KV_Q8) kv->k_scale = zalloc(scales);
+    if (tk == SDN_KV_Q8) kv->k_scale = zalloc(scales * kv->kblocks);
     if (tv == SDN_KV_Q8) kv->v_scale = zalloc(scales);
     if (!kv->k || !kv->v || (tk == SDN_KV_Q8 && !kv->k_scale) || (tv == SDN_KV_Q8 && !kv->v_scale)) {
         size_t need = sdn_kv_cache_bytes(cfg, tk, tv, n_ctx);
@@ -139,7 +143,7 @@ void sdn_kv_free(sdn_kv *kv) {
     const size_t scales = (size_t)kv->n_layers * kv->n_kvh * kv->n_pos * sizeof(uint16_t);
     zfree(kv->k, kv->k_layer_bytes * kv->n_layers);
     zfree(kv->v, kv->v_layer_bytes * kv->n_layers);
-    zfree(kv->k_scale, scales);
+    zfree(kv->k_scale, scales * kv->kblocks);
     zfree(kv->v_scale, scales);
     free(kv);
 }
@@ -209,7 +213,11 @@ void sdn_kv_store(sdn_kv *kv, int l, int slot0, int n, const float *k, const flo
                 for (int d = 0; d < hd; d++) ((uint16_t *)kt)[(size_t)d * SDN_KV_TILE + lane] = hk[d];
                 break;
             default:
-                q8_row(kr, hd, q, &kv->k_scale[sc + s]);
+                for (int b = 0; b < kv->kblocks; b++) { /* blocks of 32 (the last zero-padded) */
+                    const int d0 = b * SDN_KV_KBLOCK, nd = hd - d0 < SDN_KV_KBLOCK ? hd - d0 : SDN_KV_KBLOCK;
+                    q8_row(kr + d0, nd, q + d0, &kv->k_scale[(sc / SDN_KV_TILE + s / SDN_KV_TILE) * kv->kblocks * SDN_KV_TILE +
+                                                            (size_t)b * SDN_KV_TILE + lane]);
+                }
                 for (int d = 0; d < kv->hd4; d++)
                     kt[((size_t)(d / 4) * SDN_KV_TILE + lane) * 4 + d % 4] = (uint8_t)((d < hd ? q[d] : 0) + 128);
                 break;
@@ -241,7 +249,10 @@ void sdn_kv_move(sdn_kv *kv, int dst, int src) {
             uint8_t *V = kv->v + (size_t)l * kv->v_layer_bytes + (size_t)h * kv->n_pos * kv->v_row_bytes;
             memcpy(V + (size_t)dst * kv->v_row_bytes, V + (size_t)src * kv->v_row_bytes, kv->v_row_bytes);
             size_t sc = ((size_t)l * kv->n_kvh + h) * kv->n_pos;
-            if (kv->k_scale) kv->k_scale[sc + dst] = kv->k_scale[sc + src];
+            if (kv->k_scale)
+                for (int b = 0; b < kv->kblocks; b++)
+                    kv->k_scale[(sc / SDN_KV_TILE + dst / SDN_KV_TILE) * kv->kblocks * SDN_KV_TILE + (size_t)b * SDN_KV_TILE + ld] =
+                        kv->k_scale[(sc / SDN_KV_TILE + src / SDN_KV_TILE) * kv->kblocks * SDN_KV_TILE + (size_t)b * SDN_KV_TILE + ls];
             if (kv->v_scale) kv->v_scale[sc + dst] = kv->v_scale[sc + src];
         }
 }
@@ -255,7 +266,8 @@ void sdn_kv_head_get(const sdn_kv *kv, int l, int h, sdn_kv_head *out) {
     out->n_tiles = kv->n_tiles;
     out->k = kv->k + (size_t)l * kv->k_layer_bytes + (size_t)h * kv->n_tiles * kv->k_tile_bytes;
     out->k_tile_bytes = kv->k_tile_bytes;
-    out->k_scale = kv->k_scale ? kv->k_scale + sc : NULL;
+    out->k_scale = kv->k_scale ? kv->k_scale + sc * kv->kblocks : NULL;
+    out->kblocks = kv->kblocks;
     out->v = kv->v + (size_t)l * kv->v_layer_bytes + (size_t)h * kv->n_pos * kv->v_row_bytes;
     out->v_row_bytes = kv->v_row_bytes;
     out->v_scale = kv->v_scale ? kv->v_scale + sc : NULL;

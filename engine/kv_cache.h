@@ -5,20 +5,21 @@
  *   f32  4 bytes per element: the exact values the forward pass computed (the reference)
  *   f16  2 bytes (IEEE binary16, round to nearest even, saturated at +-65504 so the cache
  *        never holds an infinity): the default; attention converts back to F32 (exact)
- *   q8   1 byte per element plus one F16 scale per (position, KV head) row: 8.25 bits per
- *        element for a 64-element head. A row is quantized symmetrically: d = max|x| / 127
- *        rounded to F16, x8 = round-to-nearest-even(x / d) clamped to [-127, 127]. Keys are
- *        stored as unsigned bytes x8 + 128 (the int8 dot-product instructions multiply
- *        unsigned by signed bytes; engine/attention.c undoes the offset exactly); values as
- *        signed bytes. Quantization is scalar C shared by every kernel path, so every path
- *        stores the same bytes.
+ *   q8   1 byte per element plus F16 scales: keys one per block of 32 elements of a head
+ *        row (SDN_KV_KBLOCK; as llama.cpp's q8_0), values one per head row: 8.375 bits per
+ *        element for a 64-element head. A block (row) is quantized symmetrically: d =
+ *        max|x| / 127 rounded to F16, x8 = round-to-nearest-even(x / d) clamped to
+ *        [-127, 127]. Keys are stored as unsigned bytes x8 + 128 (the int8 dot-product
+ *        instructions multiply unsigned by signed bytes; engine/attention.c undoes the offset
+ *        exactly); values as signed bytes. Quantization is scalar C shared by every kernel
+ *        path, so every path stores the same bytes.
  *
  * Layout, per layer and KV head, in tiles of SDN_KV_TILE = 64 positions (slot s is lane
  * s % 64 of tile s / 64):
  *   keys    transposed in each tile, so one SIMD vector holds one element of 16 (or 8)
  *           consecutive positions: f32/f16 [d][64]; q8 [d/4][64][4] (4 consecutive elements
  *           of one position per 32-bit lane, the operand shape of VPDPBUSD), the head
- *           dimension padded to a multiple of 4 with zeros; q8 scales [slot]
+ *           dimension padded to a multiple of 32 with zeros; q8 scales [tile][block][64]
  *   values  one row per slot: [slot][head_dim] elements; q8 scales [slot]
  * Memory is zero-filled at creation (anonymous pages, resident once written), so lanes never
  * written hold finite values.
@@ -36,6 +37,7 @@
 #include "engine/model.h"
 
 #define SDN_KV_TILE 64
+#define SDN_KV_KBLOCK 32 /* q8 keys: elements per scale */
 
 /* SDN_KV_AUTO (0, what zero-initialized parameters ask for) is the process default below. */
 typedef enum sdn_kv_type { SDN_KV_AUTO = 0, SDN_KV_F16 = 1, SDN_KV_F32 = 2, SDN_KV_Q8 = 3, SDN_KV_TYPE_COUNT = 4 } sdn_kv_type;
@@ -80,11 +82,12 @@ void sdn_kv_move(sdn_kv *kv, int dst, int src);
 /* Read access for the attention kernels, layer l, KV head h. */
 typedef struct sdn_kv_head {
     sdn_kv_type tk, tv;
-    int hd, hd4;              /* head dim, and rounded up to a multiple of 4 (q8 keys) */
+    int hd, hd4;              /* head dim, and rounded up to a multiple of SDN_KV_KBLOCK (q8 keys) */
+    int kblocks;              /* q8 keys: scale blocks per head row (hd4 / SDN_KV_KBLOCK) */
     int n_tiles;              /* tiles of the cache (positions / SDN_KV_TILE) */
     const uint8_t *k;         /* tile t at k + t * k_tile_bytes */
     size_t k_tile_bytes;
-    const uint16_t *k_scale;  /* q8: [slot] F16 scales, else NULL */
+    const uint16_t *k_scale;  /* q8: [tile][block][64] F16 scales, else NULL */
     const uint8_t *v;         /* slot s at v + s * v_row_bytes */
     size_t v_row_bytes;
     const uint16_t *v_scale;  /* q8: [slot] F16 scales, else NULL */

@@ -153,7 +153,9 @@ static double stored_k(const sdn_kv *kv, int h, int s, int d) {
     switch (kh.tk) {
     case SDN_KV_F32: return ((const float *)t)[(size_t)d * 64 + lane];
     case SDN_KV_F16: return sdn_fp16_to_fp32(((const uint16_t *)t)[(size_t)d * 64 + lane]);
-    default: return ((int)t[((size_t)(d / 4) * 64 + lane) * 4 + d % 4] - 128) * (double)sdn_fp16_to_fp32(kh.k_scale[s]);
+    default:
+        return ((int)t[((size_t)(d / 4) * 64 + lane) * 4 + d % 4] - 128) *
+               (double)sdn_fp16_to_fp32(kh.k_scale[((size_t)(s / SDN_KV_TILE) * kh.kblocks + d / SDN_KV_KBLOCK) * SDN_KV_TILE + lane]);
     }
 }
 
