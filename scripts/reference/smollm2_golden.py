@@ -14,6 +14,11 @@ exact GGUF file sdnpu pulls:
   * at every answer position, the top --topk logits (ids and values) that predicted it: the
     teacher-forced reference for sdnpu's top-1 agreement and logit differences.
 
+--cache-type f16 / q8_0 records the references of sdnpu's f16 and q8 KV caches (llama.cpp's
+-ctk/-ctv, with its flash attention, which a quantized value cache needs) into
+tests/golden/smollm2/llamacpp-f16.jsonl and -q8_0.jsonl; --longdoc N records N long documents
+(datasets/longdoc) instead of the task files, into tests/golden/smollm2/longdoc-*.jsonl.
+
 Run with OMP_WAIT_POLICY=passive on a shared machine (ggml's OpenMP threads otherwise spin
 and the run takes 10x longer). Usage (the reference is built from the package index's source distribution; record the flags):
   python3 -m venv /root/refvenv
@@ -34,6 +39,26 @@ import numpy as np
 import llama_cpp
 
 from llamacpp_info import compiler, cpu_model
+
+# ggml type ids of the KV cache types (ggml.h: GGML_TYPE_F32 0, F16 1, Q8_0 8)
+GGML_TYPES = {"f32": 0, "f16": 1, "q8_0": 8}
+LONGDOC = [("longdoc/longdoc.jsonl", 0)]
+
+
+def longdoc_pick(rows, n):
+    """n long-document records: the shortest of each length band in turn (~2K, ~4K, ~6-8K), then
+    the next shortest of each, so a few records cover the lengths."""
+    bands = {}
+    for r in sorted(rows, key=lambda r: len(r["context"])):
+        bands.setdefault(r["meta"]["length_band"], []).append(r)
+    out, k = [], 0
+    while len(out) < n and any(k < len(b) for b in bands.values()):
+        for band in sorted(bands):
+            if k < len(bands[band]) and len(out) < n:
+                out.append(bands[band][k])
+        k += 1
+    return out
+
 
 TASKS = [  # (file under datasets/, rows taken in file order)
     ("summary/summary_specbench.jsonl", 12),
@@ -89,13 +114,22 @@ def main():
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--cmake-args", default=os.environ.get("CMAKE_ARGS", ""))
     ap.add_argument("--chat-only", action="store_true", help="replace only the chat lines of an existing --out file")
+    ap.add_argument("--cache-type", default="f32", choices=sorted(GGML_TYPES),
+                    help="llama.cpp's KV cache type for keys and values (default f32: the reference for sdnpu's f32 cache; "
+                         "f16 and q8_0 are the references for its f16 and q8 caches)")
+    ap.add_argument("--longdoc", type=int, default=0,
+                    help="instead of the task files: this many records of datasets/longdoc/longdoc.jsonl, the shortest of "
+                         "each length band first (long documents, 2-8K tokens)")
     a = ap.parse_args()
 
-    # KV cache in F32 (llama.cpp's default is F16, whose rounding alone moves logits by tenths)
-    # and no flash attention: the reference then differs from exact arithmetic only by its
-    # 8-bit activation quantization and summation order, like sdnpu.
-    llm = llama_cpp.Llama(model_path=a.model, n_ctx=4096, n_batch=512, n_threads=a.threads, logits_all=False, verbose=False,
-                          type_k=0, type_v=0, flash_attn=False)
+    # KV cache in F32 by default (llama.cpp's default is F16, whose rounding alone moves logits
+    # by tenths) and no flash attention: the reference then differs from exact arithmetic only
+    # by its 8-bit activation quantization and summation order, like sdnpu. A q8_0 value cache
+    # needs llama.cpp's flash attention, which the f16 and q8_0 references then use.
+    fa = a.cache_type != "f32"
+    n_ctx = 10240 if a.longdoc else 4096
+    llm = llama_cpp.Llama(model_path=a.model, n_ctx=n_ctx, n_batch=512, n_threads=a.threads, logits_all=False, verbose=False,
+                          type_k=GGML_TYPES[a.cache_type], type_v=GGML_TYPES[a.cache_type], flash_attn=fa)
     meta = llm.metadata
     template = meta["tokenizer.chat_template"]
     vocab = llm.n_vocab()
@@ -115,8 +149,8 @@ def main():
         "compiler": compiler(),
         "cpu": cpu_model(),
         "threads": a.threads,
-        "kv_cache": "F32",
-        "flash_attn": False,
+        "kv_cache": a.cache_type.upper(),
+        "flash_attn": fa,
         "max_new": a.max_new,
         "topk": a.topk,
         "made_by": "scripts/reference/smollm2_golden.py",
@@ -132,9 +166,10 @@ def main():
                 f.write(json.dumps(c, ensure_ascii=False) + "\n")
         return
     rows_out = []
-    for rel, n in TASKS:
+    for rel, n in (LONGDOC if a.longdoc else TASKS):
         with open(os.path.join(a.shared, "datasets", rel), encoding="utf-8") as f:
-            rows = [json.loads(l) for l in f if l.strip()][:n]
+            rows = [json.loads(l) for l in f if l.strip()]
+        rows = longdoc_pick(rows, a.longdoc) if a.longdoc else rows[:n]
         for row in rows:
             user = user_message(row)
             text = render(template, [{"role": "user", "content": user}], bos_s, eos_s)
