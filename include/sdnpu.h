@@ -165,7 +165,7 @@ typedef struct sdnpu_context_params {
                                  the others (needs more CPUs than n_threads) */
     int verbose;              /* 1: notes on stderr (verify cost curve or graph profile measured) */
     const char *cache_type_k; /* KV cache key type: "f16" (2 bytes an element), "f32" (4, the exact
-                                 values), "q8" (8-bit with a scale per head row, ~1 byte); NULL
+                                 values), "q8" (8-bit with F16 scales, ~1.06 bytes); NULL
                                  (default): $SDN_CACHE_TYPE_K, else "f16". Every type keeps greedy
                                  output independent of batching and prefill chunking (docs/engine.md) */
     const char *cache_type_v; /* the same for values ($SDN_CACHE_TYPE_V) */
