@@ -260,7 +260,6 @@ static void setup_queries(const att_job *j, att_thread *t, int h, int r0, int r1
     const sdn_att_args *a = j->a;
     const int hd = a->head_dim, hd4 = j->ws->hd4;
     int nq = 0;
-    (void)t;
     for (int r = r0; r < r1; r++)
         for (int g = 0; g < j->grp; g++, nq++) {
             sdn_att_q *Q = &t->q[nq];

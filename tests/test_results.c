@@ -22,12 +22,46 @@
 #include "bench/projection.h"
 #include "datasets/progress.h"
 #include "bench/results.h"
+#include "runtime/decode.h"
+#include "runtime/verify_cost.h"
 #include "support/test_util.h"
 
 static const char *k_profile =
     "{\n  \"format\": \"sdnpu-verify-cost\", \"version\": 1, \"model\": \"m.gguf\", \"shape\": \"test\", \"threads\": 2,\n"
     "  \"tree_sizes\": [1, 3, 7, 15],\n  \"step_ms\": [11.0, 12.0, 14.0, 20.0],\n  \"plain_step_ms\": 10.0,\n"
     "  \"draft_ms_per_step\": 0.5, \"rows\": [2, 4, 8, 16]\n}\n";
+
+/* The verify cost curve by KV length (runtime/verify_cost.h): the near curve up to its
+ * length, linear between the two lengths and beyond, never under 5% of the near curve; the
+ * default budget drafts fewer tokens where a step's cost grows faster with its size. */
+static void test_vcurve(void **state) {
+    (void)state;
+    sdn_vcurve c = {.len_near = 64, .len_far = 2048};
+    for (int d = 0; d < SDN_INVARIANT_MAX_ROWS; d++) {
+        c.near[d] = 10.0 + d;
+        c.far[d] = 20.0 + 3.0 * d;
+    }
+    double ms[SDN_INVARIANT_MAX_ROWS];
+    sdn_vcurve_at(&c, 10, ms);
+    assert_true(ms[0] == 10.0 && ms[5] == 15.0);
+    sdn_vcurve_at(&c, 64, ms);
+    assert_true(ms[7] == 17.0);
+    sdn_vcurve_at(&c, 1056, ms); /* halfway */
+    assert_true(fabs(ms[0] - 15.0) < 1e-9 && fabs(ms[4] - (14.0 + 32.0) / 2) < 1e-9);
+    sdn_vcurve_at(&c, 4032, ms); /* twice the span beyond the far length: extrapolated */
+    assert_true(fabs(ms[0] - 30.0) < 1e-9 && fabs(ms[10] - (20.0 + 2 * 30.0)) < 1e-9);
+    int near_budget, far_budget;
+    sdn_vcurve_at(&c, 64, ms);
+    near_budget = sdn_draft_budget(ms, 63, 0.8);
+    sdn_vcurve_at(&c, 8000, ms);
+    far_budget = sdn_draft_budget(ms, 63, 0.8);
+    print_message("draft budget at acceptance 0.8: %d tokens after 64 positions, %d after 8000\n", near_budget, far_budget);
+    assert_true(far_budget < near_budget);
+    /* a far curve cheaper than the near one (noise) never drives a step's cost to zero */
+    for (int d = 0; d < SDN_INVARIANT_MAX_ROWS; d++) c.far[d] = 1.0;
+    sdn_vcurve_at(&c, 100000, ms);
+    assert_true(ms[0] >= 0.5 - 1e-12);
+}
 
 static void test_cost_profile(void **state) {
     (void)state;
@@ -380,7 +414,7 @@ static void test_progress(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_cost_profile), cmocka_unit_test(test_cost_malformed), cmocka_unit_test(test_outputs), cmocka_unit_test(test_db_upgrade),
+        cmocka_unit_test(test_vcurve), cmocka_unit_test(test_cost_profile), cmocka_unit_test(test_cost_malformed), cmocka_unit_test(test_outputs), cmocka_unit_test(test_db_upgrade),
         cmocka_unit_test(test_svg),          cmocka_unit_test(test_progress), cmocka_unit_test(test_provenance_and_nulls),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
