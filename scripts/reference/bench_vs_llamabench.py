@@ -13,12 +13,13 @@ round, and per depth / prompt size within a round):
   decode   sdnpu bench-model --max-tokens G (G one-token steps after the P-token prompt)
            vs llama-bench -p 0 -n G -d P             (G one-token steps after P tokens)
            for every prompt size P of --prompts (one sdnpu bench-model run gives both)
-Cache types: f16, q8, f32 (sdnpu's --cache-type-k/-v names), given to llama.cpp as f16, q8_0,
-f32. llama.cpp needs flash attention for a quantized V cache, so llama-bench runs with -fa 1
-for every cache type (f16 and f32 included): the comparison is like for like across types.
-(-fa auto, llama.cpp's default, also chooses flash attention on the CPU. --llama-fa 0 runs f16
-and f32 without it, q8 keeps -fa 1: on some builds and machines llama.cpp's CPU flash attention
-is slower than its plain attention, so that is llama.cpp's best case for those types.)
+Cache types: f16, q8 (sdnpu's --cache-type-k/-v names), given to llama.cpp as f16, q8_0
+(llama-bench has no f32 KV cache type; sdnpu's f32 is measured on its own). llama.cpp needs
+flash attention for a quantized V cache, so by default llama-bench runs with -fa 1 for every
+cache type: the comparison is like for like across types. (-fa auto, llama.cpp's default,
+also chooses flash attention on the CPU. --llama-fa 0 runs f16 without it, q8 keeps -fa 1:
+on some builds and machines llama.cpp's CPU flash attention is slower than its plain
+attention, so that is llama.cpp's best case for f16.)
 Prints, per cache type, the median ms per step (curve, with T(r)/T(1) and llama.cpp / sdnpu)
 and tok/s (prefill, decode) of each program and the ratios; --json writes them all. llama-bench
 is not part of sdnpu and is never needed by its tests: build it yourself (cmake, GGML_NATIVE=ON,
@@ -28,7 +29,7 @@ target llama-bench) and pass its path.
       --llama-bench ~/llama.cpp/build/bin/llama-bench --model FILE --reps 3
   python3 scripts/reference/bench_vs_llamabench.py --sdnpu build/sdnpu \\
       --llama-bench ~/llama.cpp/build/bin/llama-bench --model FILE --threads 2 --rows 1,16 \\
-      --depths 256,2048,4096,8192 --prompts 256,4096 --cache-types f16,q8,f32 --json OUT
+      --depths 256,2048,4096,8192 --prompts 256,4096 --cache-types f16,q8 --json OUT
 """
 import argparse
 import json
@@ -39,7 +40,9 @@ import sys
 import tempfile
 
 # --cache-types value -> (sdnpu's --cache-type-k/-v name, llama.cpp's -ctk/-ctv name)
-CACHE_TYPES = {"f16": ("f16", "f16"), "q8": ("q8", "q8_0"), "q8_0": ("q8", "q8_0"), "f32": ("f32", "f32")}
+CACHE_TYPES = {"f16": ("f16", "f16"), "q8": ("q8", "q8_0"), "q8_0": ("q8", "q8_0")}
+# llama-bench's -ctk/-ctv take f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1 and iq4_nl (its
+# ggml_type_from_name), not f32: sdnpu's f32 cache has no llama-bench counterpart
 
 
 def run(cmd, stdout=subprocess.PIPE):
@@ -110,10 +113,10 @@ def main():
     ap.add_argument("--prompts", help="prefill sizes, comma-separated (default: --prompt); decode is measured after each "
                     "(sdnpu bench-model takes 8..8192)")
     ap.add_argument("--gen", type=int, default=64, help="decode steps after each prompt (default 64)")
-    ap.add_argument("--cache-types", default="f16", help="KV cache types, comma-separated: f16, q8, f32 (default f16); "
-                    "llama.cpp gets f16, q8_0, f32 and -fa 1")
+    ap.add_argument("--cache-types", default="f16", help="KV cache types, comma-separated: f16, q8 (default f16); "
+                    "llama.cpp gets f16, q8_0 (llama-bench has no f32 cache)")
     ap.add_argument("--llama-fa", default="1", choices=("1", "0", "auto"),
-                    help="llama-bench -fa for the f16 and f32 caches (default 1; q8 always gets 1)")
+                    help="llama-bench -fa for the f16 cache (default 1; q8 always gets 1)")
     ap.add_argument("--reps", type=int, default=3, help="interleaved rounds (each program medians 3 runs per round)")
     ap.add_argument("--no-curve", action="store_true", help="skip the verify-step curve")
     ap.add_argument("--no-speed", action="store_true", help="skip prefill and decode")
@@ -128,8 +131,11 @@ def main():
     prompts = int_list(a.prompts) if a.prompts else [a.prompt]
     ctypes = [c.strip() for c in a.cache_types.split(",") if c.strip()]
     for c in ctypes:
+        if c == "f32":
+            ap.error("--cache-types: llama-bench has no f32 KV cache (its -ctk takes f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, "
+                     "iq4_nl); measure sdnpu's f32 cache with bench-verify and bench-model alone")
         if c not in CACHE_TYPES:
-            ap.error("--cache-types: unknown type %r (f16, q8, f32)" % c)
+            ap.error("--cache-types: unknown type %r (f16, q8)" % c)
     ctypes = [{"q8_0": "q8"}.get(c, c) for c in ctypes]
     if any(not 1 <= r <= 64 for r in rows):
         ap.error("--rows: each 1..64")
