@@ -64,7 +64,7 @@ static void reset_peak_rss(void) {
  * the generation parameters every request then copies (prefill hook, decode shape, draft cap). */
 static int ctx_for(sdn_model *m, const sdn_bench_opts *o, sdn_ctx **c, sdn_gs **gs, sdn_gen_params *gtmpl, sdn_err *err) {
     int n_ctx = o->n_ctx > 0 ? o->n_ctx : sdn_model_cfg(m)->ctx_len;
-    if (n_ctx > 4096 && o->n_ctx <= 0) n_ctx = 4096;
+    if (n_ctx > SDN_DEFAULT_N_CTX && o->n_ctx <= 0) n_ctx = SDN_DEFAULT_N_CTX; /* the engine's default */
     sdn_ctx_params cp = {.n_ctx = n_ctx, .n_threads = o->threads > 0 ? o->threads : 2};
     memset(gtmpl, 0, sizeof *gtmpl);
     gtmpl->caps = o->caps;
