@@ -798,6 +798,25 @@ void sdn_kv_commit(sdn_ctx *c, int n) {
     c->n_kv += n;
 }
 
+int sdn_kv_fill_synthetic(sdn_ctx *c, int n, uint64_t seed, sdn_err *err) {
+    if (n < 0 || c->n_kv + n > c->n_ctx)
+        return sdn_fail(err, SDN_EINVAL, "synthetic KV fill: %d + %d entries exceed the context size %d", c->n_kv, n, c->n_ctx);
+    const int chunk = 64;
+    float *k = malloc((size_t)chunk * c->kvd * sizeof *k), *v = malloc((size_t)chunk * c->kvd * sizeof *v);
+    if (!k || !v) { free(k); free(v); return sdn_fail(err, SDN_ENOMEM, "out of memory"); }
+    sdn_rng rng;
+    sdn_rng_seed(&rng, seed);
+    for (int l = 0; l < c->m->cfg.n_layers; l++)
+        for (int i = 0; i < n; i += chunk) {
+            int m = n - i < chunk ? n - i : chunk;
+            for (size_t j = 0; j < (size_t)m * c->kvd; j++) k[j] = 2.0f * sdn_rng_float(&rng) - 1.0f, v[j] = 2.0f * sdn_rng_float(&rng) - 1.0f;
+            sdn_kv_store(c->kv, l, c->n_kv + i, m, k, v);
+        }
+    free(k); free(v);
+    sdn_kv_commit(c, n);
+    return SDN_OK;
+}
+
 int sdn_forward(sdn_ctx *c, const sdn_batch *b, float *logits, sdn_err *err) {
     int rc = check_batch(c, b, err);
     if (rc) return rc;

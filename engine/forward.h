@@ -127,5 +127,10 @@ int sdn_fwd_layers(sdn_ctx *c, const sdn_batch *b, int kv_base, int l0, int l1, 
 int sdn_fwd_head(sdn_ctx *c, const sdn_batch *b, const float *x, float *logits, sdn_path path, sdn_err *err);
 /* Commit n more KV entries (after all layers of a batch ran). */
 void sdn_kv_commit(sdn_ctx *c, int n);
+/* Timing only: append n entries holding pseudo-random keys and values (uniform in [-1, 1),
+ * stored in the cache's types) without running the model, so a cost measurement after
+ * thousands of positions does not pay their prefill. The entries count as unknown tokens,
+ * like sdn_kv_commit's. Returns SDN_EINVAL when they do not fit. */
+int sdn_kv_fill_synthetic(sdn_ctx *c, int n, uint64_t seed, sdn_err *err);
 
 #endif

@@ -37,6 +37,14 @@ extern char **environ;
  * about 2 s on 2 busy cores). */
 #define CMD_TIMEOUT_S 60
 
+/* The time limit of one command: CMD_TIMEOUT_S times SDN_TEST_TIME_SCALE (a positive
+ * integer; .ci/sanitize sets 4, since ASan builds run several times slower). */
+static int cmd_timeout_s(void) {
+    const char *e = getenv("SDN_TEST_TIME_SCALE");
+    int k = e ? atoi(e) : 1;
+    return CMD_TIMEOUT_S * (k >= 1 && k <= 100 ? k : 1);
+}
+
 typedef struct {
     int rc;    /* exit code; -1 when killed by a signal or the timeout */
     char *out; /* stdout, NUL-terminated */
@@ -98,7 +106,7 @@ static cmd_result run_argv(const char *const *args) {
         if (w == pid) break;
         if (w < 0 && errno != EINTR) fail_msg("waitpid: %s", strerror(errno));
         clock_gettime(CLOCK_MONOTONIC, &t1);
-        if (t1.tv_sec - t0.tv_sec > CMD_TIMEOUT_S) {
+        if (t1.tv_sec - t0.tv_sec > cmd_timeout_s()) {
             kill(pid, SIGKILL);
             waitpid(pid, &status, 0);
             timed_out = 1;
@@ -108,13 +116,12 @@ static cmd_result run_argv(const char *const *args) {
         nanosleep(&nap, NULL);
     }
     cmd_result r = {.rc = !timed_out && WIFEXITED(status) ? WEXITSTATUS(status) : -1, .out = slurp(po), .err = slurp(pe)};
-    if (timed_out) {
+    if (timed_out || WIFSIGNALED(status)) {
         print_message("stderr:\n%s\n", r.err);
-        fail_msg("sdnpu %s ... did not finish within %d s", argv[1], CMD_TIMEOUT_S);
-    }
-    if (WIFSIGNALED(status)) {
-        print_message("stderr:\n%s\n", r.err);
-        fail_msg("sdnpu %s ... killed by signal %d", argv[1], WTERMSIG(status));
+        int sig = timed_out ? 0 : WTERMSIG(status);
+        cmd_free(&r); /* fail_msg does not return */
+        if (timed_out) fail_msg("sdnpu %s ... did not finish within %d s", argv[1], cmd_timeout_s());
+        fail_msg("sdnpu %s ... killed by signal %d", argv[1], sig);
     }
     return r;
 }

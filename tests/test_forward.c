@@ -522,6 +522,21 @@ static void test_bad_batches(void **state) {
     assert_int_equal(sdn_forward(c, &ok, NULL, &e), SDN_OK);
     sdn_err_clear(&e);
     assert_int_equal(sdn_kv_keep(c, 0, keep, 2, &e), SDN_EINVAL);
+    /* the timing-only synthetic fill: refused past the context, else n entries of unknown
+     * tokens that a step attends like any others (finite logits) */
+    sdn_err_clear(&e);
+    assert_int_equal(sdn_kv_fill_synthetic(c, 14, 1, &e), SDN_EINVAL);
+    assert_non_null(strstr(e.msg, "context size"));
+    assert_int_equal(sdn_kv_len(c), 3);
+    assert_int_equal(sdn_kv_fill_synthetic(c, 11, 1, &e), SDN_OK);
+    assert_int_equal(sdn_kv_len(c), 14);
+    assert_int_equal(sdn_kv_common_prefix(c, t, 3), 3);
+    int V = sdn_model_cfg(m)->vocab;
+    float *lg = malloc((size_t)V * sizeof *lg);
+    sdn_batch one = {.n = 1, .tokens = t, .logit_rows = &row, .n_logits = 1, .invariant = 1};
+    assert_int_equal(sdn_forward(c, &one, lg, &e), SDN_OK);
+    for (int i = 0; i < V; i++) assert_true(isfinite(lg[i]));
+    free(lg);
     sdn_ctx_free(c);
     sdn_model_free(m);
 }
