@@ -40,7 +40,6 @@ typedef __m512 vf;
 #define QB_SCORES 6 /* queries per score block: 6 x 4 accumulators + 4 key vectors */
 #define QB_Q8 3     /* q8 keys: 3 x (4 integer + 4 float accumulators) + 4 key vectors */
 #define QB_PV 6
-static inline __m256 vf_lo8(vf v) { return _mm512_castps512_ps256(v); }
 static inline __m256 vf_fold8(vf v) { return _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1)); }
 static inline float vf_hmax(vf v) { return _mm512_reduce_max_ps(v); }
 #else
