@@ -198,6 +198,9 @@ SDNPU_API int sdnpu_check_method(const char *method, sdnpu_error *err);
 /* SDNPU_OK when "KEY=VALUE" is a valid drafting parameter (keys: docs/drafting.md), else
  * SDNPU_EINVAL naming the key or value at fault. */
 SDNPU_API int sdnpu_check_param(const char *key_value, sdnpu_error *err);
+/* SDNPU_OK when graphs names a graph mode of sdnpu_context_params.graphs ("single", "sync",
+ * "async", "progressive", "optimal"), else SDNPU_EINVAL listing them. */
+SDNPU_API int sdnpu_check_graphs(const char *graphs, sdnpu_error *err);
 
 /* ---- requests ---- */
 

@@ -184,6 +184,12 @@ int sdnpu_check_param(const char *key_value, sdnpu_error *err) {
     return sdn_method_set_param(&mc, key_value ? key_value : "", E(err));
 }
 
+int sdnpu_check_graphs(const char *graphs, sdnpu_error *err) {
+    sdn_err_clear(E(err)); /* a reused error struct starts empty */
+    sdn_gs_mode mode;
+    return sdn_gs_mode_parse(graphs, &mode, E(err));
+}
+
 /* ---- contexts ---- */
 
 void sdnpu_context_params_init(sdnpu_context_params *p) {

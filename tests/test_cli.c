@@ -65,6 +65,8 @@ static char *slurp(const char *path) {
     return b;
 }
 
+static void expect_usage(const cmd_result *r, const char *name);
+
 static void cmd_free(cmd_result *r) {
     free(r->out);
     free(r->err);
@@ -406,9 +408,45 @@ static void test_usage_errors(void **state) {
     r = RUN("run", "--model", tu_tmp("missing.gguf"), "--prompt", "hi");
     expect_error_naming(&r, "missing.gguf", NULL);
     cmd_free(&r);
+    r = RUN("run", "--model", m, "--prompt", "hi", "--graphs", "nope");
+    expect_usage(&r, "--graphs");
+    assert_non_null(strstr(r.err, "progressive"));
+    cmd_free(&r);
     r = RUN("info", "--bogus-opt");
     assert_int_not_equal(r.rc, 0);
     cmd_free(&r);
+    /* a model whose header is wrong is not called a vocabulary: info names the field */
+    {
+        FILE *f = fopen(m, "rb");
+        assert_non_null(f);
+        fseek(f, 0, SEEK_END);
+        size_t n = (size_t)ftell(f);
+        fseek(f, 0, SEEK_SET);
+        unsigned char *b = malloc(n);
+        assert_non_null(b);
+        assert_int_equal(fread(b, 1, n, f), n);
+        fclose(f);
+        const char *key = "llama.context_length";
+        size_t l = strlen(key), at = 0;
+        for (size_t i = 8; i + l + 8 < n && !at; i++) {
+            uint64_t len;
+            uint32_t ty;
+            memcpy(&len, b + i - 8, 8);
+            memcpy(&ty, b + i + l, 4);
+            if (len == l && !memcmp(b + i, key, l) && ty == 4 /* UINT32 */) at = i + l + 4;
+        }
+        if (!at) fail_msg("%s: key %s (uint32) not found", m, key);
+        uint32_t v = 1u << 31;
+        memcpy(b + at, &v, 4);
+        assert_int_equal(tu_write_file(tu_tmp("ctx2g.gguf"), b, n), 0);
+        free(b);
+        r = RUN("info", "--model", tu_tmp("ctx2g.gguf"));
+        if (r.rc == 0 || !strstr(r.err, "context_length") || strstr(r.out, "vocabulary only")) {
+            print_message("rc %d\nstdout:\n%s\nstderr:\n%s\n", r.rc, r.out, r.err);
+            fail_msg("info on a model with context_length 2^31 did not name the field");
+        }
+        cmd_free(&r);
+    }
     r = RUN("no-such-command");
     expect_error_naming(&r, "no-such-command", NULL);
     cmd_free(&r);

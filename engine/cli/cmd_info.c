@@ -24,6 +24,8 @@ static int describe_vocab_only(const char *path) {
     char resolved[1300];
     int rc = sdn_model_resolve(path, resolved, sizeof resolved, &err);
     if (!rc) rc = sdn_gguf_open(resolved, &g, &err);
+    /* a file with tensors is a model whose loading failed: its error is the answer */
+    if (!rc && sdn_gguf_n_tensors(g) > 0) rc = -1;
     if (!rc) rc = sdn_tokenizer_from_gguf(g, &t, &err);
     sdn_gguf_close(g);
     if (rc) return -1;
