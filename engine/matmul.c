@@ -24,7 +24,11 @@
 float sdn_f16_table[65536];
 
 static pthread_once_t g_setup_once = PTHREAD_ONCE_INIT;
+#if defined(__x86_64__)
 static void setup_once(void) { sdn_f16_table_fill_avx2(); }
+#else
+static void setup_once(void) { /* no SIMD kernel reads the table on other architectures */ }
+#endif
 void sdn_kernels_setup(void) { pthread_once(&g_setup_once, setup_once); }
 
 typedef void (*prep_fn)(uint32_t, const float *, int64_t, int, int64_t, void *);
@@ -47,16 +51,22 @@ typedef struct kvariant {
 
 #define KV(v) {sdn_act_prepare_##v, sdn_matmul_float_##v, sdn_matmul_q32_##v, sdn_matmul_k_##v, sdn_matmul_cols_##v,        \
               sdn_matmul_cols_packed_##v, sdn_matmul_kcols_##v, sdn_matmul_kcols_packed_##v}
+#if defined(__x86_64__) /* the x86 kernels are built on x86-64 only (CMakeLists.txt) */
 static const kvariant kv_avx2 = KV(avx2), kv_avx2vnni = KV(avx2vnni), kv_avx512 = KV(avx512);
+#endif
 
 /* The SIMD variant of the path in use (NULL: portable). */
 static const kvariant *variant(void) {
+#if defined(__x86_64__)
     switch (sdn_kpath_get()) {
     case SDN_KPATH_AVX2: return sdn_kpath_avxvnni() ? &kv_avx2vnni : &kv_avx2;
     case SDN_KPATH_AVX512:
     case SDN_KPATH_AMX: return &kv_avx512;
     default: return NULL;
     }
+#else
+    return NULL;
+#endif
 }
 
 size_t sdn_act_bytes(uint32_t wtype, int64_t in, int n) {

@@ -187,6 +187,7 @@ void sdn_dequantize_row(uint32_t type, const void *src, float *dst, int64_t n) {
     int be = sdn_type_block_elems(type);
     if (be <= 0 || n <= 0 || n % be) return;
     int64_t nb = n / be;
+#if defined(__x86_64__) /* the x86 kernels are built on x86-64 only */
     switch (sdn_kpath_get()) {
     case SDN_KPATH_AVX2:
         if ((sdn_kpath_avxvnni() ? sdn_dequantize_row_avx2vnni : sdn_dequantize_row_avx2)(type, src, dst, n)) return;
@@ -197,6 +198,7 @@ void sdn_dequantize_row(uint32_t type, const void *src, float *dst, int64_t n) {
         break;
     default: break;
     }
+#endif
     deq_scalar(type, src, dst, n, nb);
 }
 
