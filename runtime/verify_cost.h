@@ -53,7 +53,8 @@ double sdn_cost_step_ms(const sdn_cost_profile *p, double d);
 
 /* Measure a profile on a context: for each size d in sizes (and the 1-row plain step),
  * the median over `reps` of one forward of a (d + 1)-row chain batch with the
- * batch-invariant kernels after `n_past` committed positions, logits for all rows, as a
+ * batch-invariant kernels after `n_past` committed positions (synthetic keys and values:
+ * sdn_kv_fill_synthetic), logits for all rows, as a
  * verification step runs it. The sizes are timed in rounds (each round times every size
  * once, after one warm-up round), so slow spells of a shared machine spread over all
  * sizes. The KV cache is reset. */
@@ -64,8 +65,8 @@ int sdn_cost_measure(sdn_ctx *c, const int *sizes, int n_sizes, int n_past, int 
  * after len_near (64) and len_far (2048) positions, interpolated over d. Each comes from the
  * cache file $SDNPU_CACHE/verify-cost-<model fingerprint>-<kernel path>-t<threads>-r<SDN_KERNEL_REV>
  * -k<key type>-v<value type>-L<positions>.json when it was measured on this machine, else is
- * measured now (sdn_cost_measure, 5 rounds: a few seconds, the far one after a 2048-token
- * prefill) and cached. log (optional) says which. The default draft budget reads the curve at
+ * measured now (sdn_cost_measure: the near curve at 12 sizes x 5 rounds, the far one at 7 x 3,
+ * without a prefill; about 2 s for SmolLM2 on 2 cores) and cached. log (optional) says which. The default draft budget reads the curve at
  * the request's KV length (sdn_vcurve_at). */
 #define SDN_VCURVE_NEAR 64
 #define SDN_VCURVE_FAR 2048

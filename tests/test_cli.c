@@ -51,19 +51,23 @@ typedef struct {
     char *err; /* stderr */
 } cmd_result;
 
-static char *slurp(const char *path) {
+/* The whole file, NUL-terminated; its size in *n when n is not NULL. */
+static char *slurp_n(const char *path, size_t *n) {
     FILE *f = fopen(path, "rb");
     assert_non_null(f);
     fseek(f, 0, SEEK_END);
-    long n = ftell(f);
+    long sz = ftell(f);
     fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)n + 1);
+    char *b = malloc((size_t)sz + 1);
     assert_non_null(b);
-    size_t got = fread(b, 1, (size_t)n, f);
+    size_t got = fread(b, 1, (size_t)sz, f);
     b[got] = 0;
     fclose(f);
+    if (n) *n = got;
     return b;
 }
+
+static char *slurp(const char *path) { return slurp_n(path, NULL); }
 
 static void expect_usage(const cmd_result *r, const char *name);
 
@@ -417,24 +421,10 @@ static void test_usage_errors(void **state) {
     cmd_free(&r);
     /* a model whose header is wrong is not called a vocabulary: info names the field */
     {
-        FILE *f = fopen(m, "rb");
-        assert_non_null(f);
-        fseek(f, 0, SEEK_END);
-        size_t n = (size_t)ftell(f);
-        fseek(f, 0, SEEK_SET);
-        unsigned char *b = malloc(n);
-        assert_non_null(b);
-        assert_int_equal(fread(b, 1, n, f), n);
-        fclose(f);
+        size_t n;
+        unsigned char *b = (unsigned char *)slurp_n(m, &n);
         const char *key = "llama.context_length";
-        size_t l = strlen(key), at = 0;
-        for (size_t i = 8; i + l + 8 < n && !at; i++) {
-            uint64_t len;
-            uint32_t ty;
-            memcpy(&len, b + i - 8, 8);
-            memcpy(&ty, b + i + l, 4);
-            if (len == l && !memcmp(b + i, key, l) && ty == 4 /* UINT32 */) at = i + l + 4;
-        }
+        size_t at = tu_gguf_u32_at(b, n, key);
         if (!at) fail_msg("%s: key %s (uint32) not found", m, key);
         uint32_t v = 1u << 31;
         memcpy(b + at, &v, 4);

@@ -204,14 +204,7 @@ static void test_bad_files(void **state) {
     /* issue 19: context_length 2^31 became INT_MIN through (int); now a clear error */
     {
         const char *key = "llama.context_length";
-        size_t l = strlen(key), at = 0;
-        for (size_t i = 8; i + l + 8 < n && !at; i++) {
-            uint64_t len;
-            memcpy(&len, b + i - 8, 8);
-            uint32_t ty;
-            memcpy(&ty, b + i + l, 4);
-            if (len == l && !memcmp(b + i, key, l) && ty == 4 /* UINT32 */) at = i + l + 4;
-        }
+        size_t at = tu_gguf_u32_at(b, n, key);
         if (!at) fail_msg("%s: key %s (uint32) not found", good, key);
         uint32_t v = 1u << 31;
         memcpy(c, b, n);

@@ -42,7 +42,7 @@
 #include "support/test_util.h"
 
 /* A greedy divergence is a near-tie when llama.cpp's own logits of its token and of sdnpu's
- * token differ by at most this much. Measured (test_exact_reference and the note in the
+ * token differ by at most this much. Measured (test_exact_reference and
  * docs/measurements.md): on the same Q4_1 weights, sdnpu and llama.cpp are each up to ~0.9-1.3 logits away
  * from exact double-precision arithmetic (8-bit activations, different summation orders),
  * and llama.cpp differs from itself by up to 0.9 between its batched and its one-token

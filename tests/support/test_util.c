@@ -135,6 +135,18 @@ int tu_write_file(const char *path, const void *data, size_t n) {
     return fclose(f) == 0 && w == n ? 0 : -1;
 }
 
+size_t tu_gguf_u32_at(const unsigned char *b, size_t n, const char *key) {
+    const size_t l = strlen(key);
+    for (size_t i = 8; i + l + 8 < n; i++) {
+        uint64_t len;
+        uint32_t ty;
+        memcpy(&len, b + i - 8, 8);
+        memcpy(&ty, b + i + l, 4);
+        if (len == l && !memcmp(b + i, key, l) && ty == 4 /* UINT32 */) return i + l + 4;
+    }
+    return 0;
+}
+
 sdn_model *tu_load(const char *path, const char *tokenizer) {
     sdn_model *m;
     sdn_err e = {0};

@@ -34,6 +34,9 @@ struct sdn_ctx *tu_ctx(struct sdn_model *m, int n_ctx, int threads, int max_batc
 struct sdn_ctx *tu_ctx_kv(struct sdn_model *m, int n_ctx, int threads, int max_batch, int type_k, int type_v);
 /* Write bytes to a file; returns 0 on success. */
 int tu_write_file(const char *path, const void *data, size_t n);
+/* Offset of the 4-byte value of GGUF key `key` of type UINT32 in the file image b[0..n), or 0
+ * when absent (tests patch it to make a bad header). */
+size_t tu_gguf_u32_at(const unsigned char *b, size_t n, const char *key);
 
 /* A file of the source tree (SDN_SOURCE, set by CTest), in a static rotating buffer. */
 const char *tu_source_path(const char *rel);
