@@ -264,6 +264,13 @@ typedef struct sdnpu_request {
     float repeat_penalty;      /* > 1: penalize tokens among the last repeat_last_n (llama.cpp's rule:
                                   positive logits divided, negative multiplied); 0 or 1: off */
     int repeat_last_n;         /* penalty window in tokens, prompt included (0: 64) */
+    /* Constrained answers (docs/constrained.md): at most one of the two. The answer is a
+     * sentence of the grammar / a JSON document valid against the schema (unless max_tokens
+     * cuts it short: finish SDNPU_FINISH_LENGTH). A malformed or unsupported grammar or schema
+     * is SDNPU_EINVAL naming the position or keyword. Speculative output stays identical to
+     * constrained plain decoding. */
+    const char *grammar;       /* GBNF text (llama.cpp's syntax, the documented subset), root rule "root"; NULL: none */
+    const char *json_schema;   /* JSON schema text; NULL: none */
 } sdnpu_request;
 
 SDNPU_API void sdnpu_request_init(sdnpu_request *r);

@@ -1,7 +1,7 @@
 /* test_layering.c - the module folders form layers (README "Layout"): a file may include
  * headers of its own folder and of the folders below it, never above, so there is no include
  * cycle between modules (issue 15 removed engine -> verify -> engine). The order:
- *   common < suffix_automaton < engine < draft < verify, graph_sched < datasets < runtime < bench
+ *   common < suffix_automaton < engine < grammar < draft < verify, graph_sched < datasets < runtime < bench
  * The CLI (engine/cli, bench/cli) sits above everything; include/sdnpu.h includes nothing of
  * sdnpu; the server (server/) includes only the public header. Reads the source tree ($SDN_SOURCE). */
 #include <dirent.h>
@@ -19,8 +19,8 @@ static const struct {
     const char *folder;
     int level;
 } k_layers[] = {
-    {"common", 0}, {"suffix_automaton", 1}, {"engine", 2}, {"draft", 3}, {"verify", 4},
-    {"graph_sched", 4}, {"datasets", 5}, {"runtime", 6}, {"bench", 7},
+    {"common", 0}, {"suffix_automaton", 1}, {"engine", 2}, {"grammar", 3}, {"draft", 4}, {"verify", 5},
+    {"graph_sched", 5}, {"datasets", 6}, {"runtime", 7}, {"bench", 8},
 };
 #define N_LAYERS (int)(sizeof k_layers / sizeof k_layers[0])
 
