@@ -159,8 +159,25 @@ int sdn_gstate_accept_token(sdn_gstate *s, const sdn_gvocab *v, int32_t tok) {
     return sdn_gstate_accept_bytes(s, v->bytes + v->off[tok], v->len[tok]);
 }
 
+/* Same stack sets (in any order), same partial character? */
+static int gs_equal(const sdn_gstate *a, const sdn_gstate *b) {
+    if (a->n != b->n || a->nw != b->nw || a->ended != b->ended || a->pu_need != b->pu_need || a->pu_n != b->pu_n ||
+        memcmp(a->pu, b->pu, a->pu_n))
+        return 0;
+    for (uint32_t i = 0; i < a->n; i++) {
+        const uint32_t *x = a->w + a->off[i];
+        uint32_t nx = 3 + x[0] + (x[1] + 3) / 4, j;
+        for (j = 0; j < b->n; j++)
+            if (b->hash[j] == a->hash[i] && !memcmp(b->w + b->off[j], x, sizeof(uint32_t) * nx)) break;
+        if (j == b->n) return 0;
+    }
+    return 1;
+}
+
 /* Walk the trie from s: s->allowed[tok] = 1 for every allowed token. Returns the count or
- * -1 (out of memory). */
+ * -1 (out of memory). Inside a repetition (a string's characters, digits) most bytes lead
+ * back to the very state they leave: those bytes (found once per walk) cost no step, and a
+ * step whose result equals the start state continues as the start state. */
 static int walk(const sdn_gstate *cs, const sdn_gvocab *v) {
     sdn_gstate *s = (sdn_gstate *)cs; /* scratch memory of a state owned by one thread */
     if (s->n_allowed < v->n) {
@@ -178,17 +195,30 @@ static int walk(const sdn_gstate *cs, const sdn_gvocab *v) {
         for (uint32_t k = s->n_dfs; k <= v->max_len; k++) d[k] = NULL;
         s->n_dfs = v->max_len + 1;
     }
-    for (uint32_t k = 1; k <= v->max_len; k++)
+    for (uint32_t k = 0; k <= v->max_len; k++)
         if (!s->dfs[k] && !(s->dfs[k] = gs_alloc(s->g))) return -1;
+    /* bytes that loop on s: 0 not known yet, 1 loops, 2 does not */
+    uint8_t loop[256] = {0};
+    const sdn_gstate *curbuf[257];
+    const sdn_gstate **cur = v->max_len < 256 ? curbuf : malloc(sizeof *cur * (v->max_len + 1));
+    if (!cur) return -1;
+    cur[0] = s;
     int cnt = 0;
     uint32_t i = 0;
     while (i < v->n_nodes) {
         uint32_t d = v->ndepth[i];
-        const sdn_gstate *par = d == 1 ? s : s->dfs[d - 1];
-        int r = gs_step(s->dfs[d], par, v->nbyte[i]);
-        if (r != 1) {
-            i = v->nskip[i];
-            continue;
+        const sdn_gstate *par = cur[d - 1];
+        uint8_t b = v->nbyte[i];
+        if (par == s && loop[b] == 1) cur[d] = s;
+        else {
+            int r = gs_step(s->dfs[d], par, b);
+            if (r != 1) {
+                i = v->nskip[i];
+                continue;
+            }
+            int same = (par != s || !loop[b]) && gs_equal(s->dfs[d], s);
+            if (par == s && !loop[b]) loop[b] = same ? 1 : 2;
+            cur[d] = same ? s : s->dfs[d];
         }
         for (uint32_t k = 0; k < v->ntok_n[i]; k++) {
             s->allowed[v->tok[v->ntok_off[i] + k]] = 1;
@@ -196,6 +226,7 @@ static int walk(const sdn_gstate *cs, const sdn_gvocab *v) {
         }
         i++;
     }
+    if (cur != curbuf) free(cur);
     if (sdn_gstate_can_end(s))
         for (int t = 0; t < v->n; t++)
             if (v->kind[t] == TK_EOG) {
@@ -227,6 +258,17 @@ static inline int before(float a, int32_t ia, float b, int32_t ib) { return a > 
 
 int32_t sdn_gstate_argmax(const sdn_gstate *s, const sdn_gvocab *v, const float *logits) {
     if (!s || !v || !logits || s->ended || v->n <= 0) return -1;
+    /* the unconstrained argmax first (sdn_argmax's rule): the typical case */
+    {
+        int32_t best = 0;
+        float bv = logits[0];
+        for (int32_t t = 1; t < v->n; t++)
+            if (logits[t] > bv) {
+                bv = logits[t];
+                best = t;
+            }
+        if (sdn_gstate_allows(s, v, best)) return best;
+    }
     enum { K1 = 8, K2 = 64 };
     float cv[K2];
     int32_t ci[K2];
