@@ -45,6 +45,7 @@ typedef struct gclass {
 typedef struct gpat {
     pcre2_code *re;  /* the pattern (NULL: none, length bounds only) */
     int anchored;    /* PCRE2 says it is anchored: partial matching decides viability */
+    int uniform;     /* the pattern cannot tell non-ASCII characters apart (see schema.c) */
     uint32_t min, max; /* length bounds in code points */
 } gpat;
 

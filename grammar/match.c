@@ -177,6 +177,41 @@ static int pat_complete(sdn_gstate *d, const gpat *p, const uint8_t *c, uint32_t
     return pcre2_match(p->re, c, n, 0, PCRE2_NO_UTF_CHECK, d->md, NULL) >= 0;
 }
 
+static uint8_t *pbuf(sdn_gstate *d, uint32_t need);
+
+/* Is some code point of [lo, hi] (surrogates excluded) a viable next character of the
+ * content c[0..P)? ASCII ones are tried one by one; non-ASCII ones: all of a range of up to
+ * 64 (a character missing its last byte), one representative when the pattern cannot tell
+ * non-ASCII characters apart (p->uniform), else 256 spread over the range (an
+ * under-approximation for patterns that single out rare characters: never a dead end, a
+ * few characters possibly never offered). Uses d's content buffer. */
+static int pat_range(sdn_gstate *d, const gpat *p, const uint8_t *c, uint32_t P, uint32_t lo, uint32_t hi) {
+    if (count_cps(c, P) + 1 > p->max) return 0;
+    if (!p->re || !p->anchored) return 1;
+    uint8_t *buf = pbuf(d, P + 8);
+    if (!buf) return -1;
+    if (buf != c) memmove(buf, c, P);
+    for (uint32_t cp = lo; cp <= hi && cp < 0x80; cp++) {
+        int r = pat_viable(d, p, buf, P + utf8_put(buf + P, cp));
+        if (r) return r;
+    }
+    if (hi < 0x80) return 0;
+    if (lo < 0x80) lo = 0x80;
+    uint32_t step = 1;
+    if (p->uniform) step = hi - lo + 1;
+    else if (hi - lo >= 64) step = (hi - lo) / 256 + 1;
+    for (uint32_t cp = lo; cp <= hi; cp += step) {
+        uint32_t x = cp;
+        if (x >= 0xD800 && x <= 0xDFFF) {
+            if (hi < 0xE000) continue;
+            x = 0xE000;
+        }
+        int r = pat_viable(d, p, buf, P + utf8_put(buf + P, x));
+        if (r) return r;
+    }
+    return 0;
+}
+
 /* Feed code point cp to the pattern string at the top of stack st. Returns -2 rejected,
  * -1 error, 0 continues (content in d->tmp bytes buffer, *np bytes, *naux), 1 closed. */
 static int pat_feed(sdn_gstate *d, const uint32_t *st, uint32_t cp, uint8_t *buf, uint32_t *np, uint32_t *naux) {
@@ -190,7 +225,9 @@ static int pat_feed(sdn_gstate *d, const uint32_t *st, uint32_t cp, uint8_t *buf
             int r = pat_complete(d, p, content, P);
             return r < 0 ? -1 : r ? 1 : -2;
         }
-        if (cp == '\\') {
+        if (cp == '\\') { /* some escape must lead on: any of U+0000-U+FFFF */
+            int r = pat_range(d, p, content, P, 0, 0xFFFF);
+            if (r <= 0) return r < 0 ? -1 : -2;
             memcpy(buf, content, P);
             *np = P;
             *naux = 1;
@@ -209,7 +246,7 @@ static int pat_feed(sdn_gstate *d, const uint32_t *st, uint32_t cp, uint8_t *buf
         case 'r': add = 13; break;
         case 't': add = 9; break;
         case 'u':
-            memcpy(buf, content, P);
+            memcpy(buf, content, P); /* the backslash checked U+0000-U+FFFF already */
             *np = P;
             *naux = 2;
             return 0;
@@ -220,13 +257,14 @@ static int pat_feed(sdn_gstate *d, const uint32_t *st, uint32_t cp, uint8_t *buf
         if (h < 0) return -2;
         uint32_t v = ((aux >> 8) << 4) | (uint32_t)h;
         if (mode < 5) {
-            if (mode == 2 && (v == 0xD)) {
-                /* \uD8xx-\uDFxx: surrogates are refused (as in the schema grammar) */
-            }
+            /* \uD800-\uDFFF (surrogates) are refused, as in the schema grammar's strings */
+            if (mode == 3 && v >= 0xD8 && v <= 0xDF) return -2;
+            uint32_t sh = 4 * (5 - mode), lo = v << sh, hi = lo | ((1u << sh) - 1);
+            int r = pat_range(d, p, content, P, lo, hi);
+            if (r <= 0) return r < 0 ? -1 : -2;
             memcpy(buf, content, P);
             *np = P;
             *naux = (mode + 1) | (v << 8);
-            if (mode == 3 && v >= 0xD8 && v <= 0xDF) return -2;
             return 0;
         }
         add = v;
@@ -314,23 +352,7 @@ static int range_ok(sdn_gstate *d, const uint32_t *st, uint32_t lo, uint32_t hi)
     }
     if (e->type != G_PAT) return 0;
     if ((st[2] & 0xFF) != 0) return 0; /* escapes are ASCII */
-    uint8_t *buf = pbuf(d, st[1] + 8);
-    if (!buf) return -1;
-    const gpat *p = &g->pats[e->a];
-    uint32_t P = st[1];
-    memcpy(buf, st + 3 + L, P);
-    if (hi - lo >= 64) {
-        /* wide range (first byte of a 3- or 4-byte character): the length bound only;
-         * the pattern is checked once the character is complete */
-        return count_cps(buf, P) + 1 <= p->max;
-    }
-    for (uint32_t cp = lo; cp <= hi; cp++) {
-        if (cp >= 0xD800 && cp <= 0xDFFF) continue;
-        uint32_t n = P + utf8_put(buf + P, cp);
-        int r = pat_viable(d, p, buf, n);
-        if (r) return r;
-    }
-    return 0;
+    return pat_range(d, &g->pats[e->a], (const uint8_t *)(st + 3 + L), st[1], lo, hi);
 }
 
 /* The code points a partial character pu[0..n) of total length need+n can still become. */

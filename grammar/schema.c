@@ -199,6 +199,32 @@ static int new_rule_name(C *c, char *out, size_t cap) {
     return 0;
 }
 
+/* Can the pattern tell non-ASCII characters apart? Without PCRE2_UCP, \\w \\d \\s, POSIX
+ * classes and \\b are ASCII-only, so every non-ASCII code point behaves the same unless the
+ * pattern names one: a literal non-ASCII character, a code point escape (\\x{..}, \\xHH
+ * from 80, \\o{..}, \\N{U+..}, octal), a Unicode property (\\p \\P \\X) or caseless matching
+ * (Unicode case folding). When it cannot, one representative decides for a whole range of
+ * code points (the first byte of a character the matcher has not completed yet). */
+static int uniform_pattern(const char *p) {
+    for (const unsigned char *q = (const unsigned char *)p; *q; q++) {
+        if (*q >= 0x80) return 0;
+        if (*q == '(' && q[1] == '?') {
+            const unsigned char *r = q + 2;
+            while (*r && *r != ')' && *r != ':') {
+                if (*r == 'i') return 0;
+                r++;
+            }
+        }
+        if (*q == '\\' && q[1]) {
+            unsigned char e = q[1];
+            if (e == 'p' || e == 'P' || e == 'X' || e == 'o' || e == 'N' || (e >= '0' && e <= '9') || e == 'u' || e == 'U' || e == 'c') return 0;
+            if (e == 'x' && (q[2] == '{' || (q[2] >= '8' && q[2] <= '9') || (q[2] >= 'a' && q[2] <= 'f') || (q[2] >= 'A' && q[2] <= 'F'))) return 0;
+            q++;
+        }
+    }
+    return 1;
+}
+
 static int add_pat(C *c, const char *pattern, uint32_t mn, uint32_t mx, const char *ptr) {
     if (c->n_pats >= 4096) return cfail(c, SDN_EINVAL, "too many patterns (more than 4096) at %s", ptr_show(ptr));
     if (c->n_pats == c->cap_pats) {
@@ -215,7 +241,7 @@ static int add_pat(C *c, const char *pattern, uint32_t mn, uint32_t mx, const ch
     if (pattern) {
         int ec;
         PCRE2_SIZE eo;
-        p->re = pcre2_compile((PCRE2_SPTR)pattern, PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_UCP, &ec, &eo, NULL);
+        p->re = pcre2_compile((PCRE2_SPTR)pattern, PCRE2_ZERO_TERMINATED, PCRE2_UTF, &ec, &eo, NULL);
         if (!p->re) {
             PCRE2_UCHAR m[256];
             pcre2_get_error_message(ec, m, sizeof m);
@@ -224,6 +250,7 @@ static int add_pat(C *c, const char *pattern, uint32_t mn, uint32_t mx, const ch
         uint32_t opts = 0;
         pcre2_pattern_info(p->re, PCRE2_INFO_ALLOPTIONS, &opts);
         p->anchored = (opts & PCRE2_ANCHORED) != 0;
+        p->uniform = uniform_pattern(pattern);
     }
     return (int)c->n_pats++;
 }
@@ -505,7 +532,7 @@ static int check_pattern_value(C *c, const cJSON *o, const char *s, const char *
     if (*ok && cJSON_IsString(pat)) {
         int ec;
         PCRE2_SIZE eo;
-        pcre2_code *re = pcre2_compile((PCRE2_SPTR)pat->valuestring, PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_UCP, &ec, &eo, NULL);
+        pcre2_code *re = pcre2_compile((PCRE2_SPTR)pat->valuestring, PCRE2_ZERO_TERMINATED, PCRE2_UTF, &ec, &eo, NULL);
         if (!re) return cfail(c, SDN_EINVAL, "\"pattern\" at %s does not compile", ptr_show(ptr));
         pcre2_match_data *md = pcre2_match_data_create(1, NULL);
         if (!md) { pcre2_code_free(re); return cfail(c, SDN_ENOMEM, "out of memory"); }
