@@ -259,44 +259,37 @@ static inline int before(float a, int32_t ia, float b, int32_t ib) { return a > 
 int32_t sdn_gstate_argmax(const sdn_gstate *s, const sdn_gvocab *v, const float *logits) {
     if (!s || !v || !logits || s->ended || v->n <= 0) return -1;
     /* the unconstrained argmax first (sdn_argmax's rule): the typical case */
-    {
-        int32_t best = 0;
-        float bv = logits[0];
-        for (int32_t t = 1; t < v->n; t++)
-            if (logits[t] > bv) {
-                bv = logits[t];
-                best = t;
-            }
-        if (sdn_gstate_allows(s, v, best)) return best;
-    }
-    enum { K1 = 8, K2 = 64 };
-    float cv[K2];
-    int32_t ci[K2];
-    float lastv = INFINITY;
-    int32_t lasti = -1; /* every candidate checked so far comes before (lastv, lasti) */
-    int have_last = 0;
-    for (int round = 0; round < 2; round++) {
-        int K = round ? K2 : K1, m = 0;
-        for (int32_t t = 0; t < v->n; t++) {
-            float x = logits[t];
-            if (have_last && !before(lastv, lasti, x, t)) continue; /* already checked */
-            if (m == K && !before(x, t, cv[K - 1], ci[K - 1])) continue;
-            int j = m < K ? m++ : K - 1;
-            while (j > 0 && before(x, t, cv[j - 1], ci[j - 1])) {
-                cv[j] = cv[j - 1];
-                ci[j] = ci[j - 1];
-                j--;
-            }
-            cv[j] = x;
-            ci[j] = t;
+    int32_t top_i = 0;
+    float top_v = logits[0];
+    for (int32_t t = 1; t < v->n; t++)
+        if (logits[t] > top_v) {
+            top_v = logits[t];
+            top_i = t;
         }
-        for (int j = 0; j < m; j++)
-            if (sdn_gstate_allows(s, v, ci[j])) return ci[j];
-        if (m < K) return -1; /* every token checked */
-        lastv = cv[m - 1];
-        lasti = ci[m - 1];
-        have_last = 1;
+    if (sdn_gstate_allows(s, v, top_i)) return top_i;
+    /* the next 8 in logit order (the argmax was the first) */
+    enum { K = 8 };
+    float cv[K];
+    int32_t ci[K];
+    int m = 0;
+    float thr = -INFINITY;
+    for (int32_t t = 0; t < v->n; t++) {
+        float x = logits[t];
+        if (x < thr || x > top_v || (x == top_v && t <= top_i)) continue;
+        if (m == K && !before(x, t, cv[K - 1], ci[K - 1])) continue;
+        int j = m < K ? m++ : K - 1;
+        while (j > 0 && before(x, t, cv[j - 1], ci[j - 1])) {
+            cv[j] = cv[j - 1];
+            ci[j] = ci[j - 1];
+            j--;
+        }
+        cv[j] = x;
+        ci[j] = t;
+        if (m == K) thr = cv[K - 1];
     }
+    for (int j = 0; j < m; j++)
+        if (sdn_gstate_allows(s, v, ci[j])) return ci[j];
+    if (m < K) return -1; /* every token checked */
     /* the model disagrees with the grammar: one walk of the vocabulary */
     int cnt = walk(s, v);
     int32_t best = -1;

@@ -414,6 +414,21 @@ static void test_limits(void **st) {
     assert_true(secs < 20);
     sdn_gstate_free(s);
     sdn_grammar_free(g);
+    /* a grammar whose parses multiply (2^n distinct stacks after n 'a's): -1, quickly */
+    g = gbnf("root ::= y\ny ::= \"a\" y \"b\" | \"a\" y \"c\" | \"\"");
+    s = state(g);
+    r = 1;
+    t0 = clock();
+    int k;
+    for (k = 0; k < 100 && r == 1; k++) r = sdn_gstate_accept_bytes(s, "a", 1);
+    assert_int_equal(r, -1);
+    assert_true(k > 8 && k < 20);
+    assert_true((double)(clock() - t0) / CLOCKS_PER_SEC < 5);
+    char f[8];
+    assert_int_equal(sdn_gstate_forced(s, f, sizeof f), 0); /* the state is still usable */
+    assert_int_equal(sdn_gstate_accept_bytes(s, "b", 1), 1);
+    sdn_gstate_free(s);
+    sdn_grammar_free(g);
     /* deep nesting: the stack bound answers -1 */
     g = gbnf("root ::= \"(\" root \")\" | \"x\"");
     s = state(g);
