@@ -22,6 +22,11 @@ struct sdn_gvocab {
     uint32_t n_nodes;
     uint8_t *nbyte;
     uint32_t *ndepth, *nskip, *ntok_off, *ntok_n;
+    /* the subtree of a node: its tokens are tok[nsub_a .. nsub_b), its bytes below 128 the
+     * bits of nset[2 * node .. + 1], nna = 1 when it has bytes from 128 */
+    uint32_t *nsub_a, *nsub_b;
+    uint64_t *nset;
+    uint8_t *nna;
     int32_t *tok; /* text tokens sorted by bytes */
     uint32_t max_len;
 };
@@ -37,6 +42,10 @@ void sdn_gvocab_free(sdn_gvocab *v) {
     free(v->nskip);
     free(v->ntok_off);
     free(v->ntok_n);
+    free(v->nsub_a);
+    free(v->nsub_b);
+    free(v->nset);
+    free(v->nna);
     free(v->tok);
     free(v);
 }
@@ -51,6 +60,19 @@ static int cmp_tok(const void *a, const void *b) {
     if (c) return c;
     if (lx != ly) return lx < ly ? -1 : 1;
     return x < y ? -1 : x > y;
+}
+
+/* The node at path[d] ends: where its subtree ends, and its bytes go to its parent. */
+static void close_node(sdn_gvocab *v, const uint32_t *path, uint32_t d, uint32_t next_node, uint32_t next_tok) {
+    uint32_t x = path[d];
+    v->nskip[x] = next_node;
+    v->nsub_b[x] = next_tok;
+    if (d > 0) {
+        uint32_t p = path[d - 1];
+        v->nset[2 * p] |= v->nset[2 * x];
+        v->nset[2 * p + 1] |= v->nset[2 * x + 1];
+        v->nna[p] |= v->nna[x];
+    }
 }
 
 int sdn_gvocab_new(const sdn_tokenizer *t, sdn_gvocab **out, sdn_err *err) {
@@ -100,11 +122,15 @@ int sdn_gvocab_new(const sdn_tokenizer *t, sdn_gvocab **out, sdn_err *err) {
     v->nskip = malloc(ncap * sizeof(uint32_t));
     v->ntok_off = malloc(ncap * sizeof(uint32_t));
     v->ntok_n = malloc(ncap * sizeof(uint32_t));
+    v->nsub_a = malloc(ncap * sizeof(uint32_t));
+    v->nsub_b = malloc(ncap * sizeof(uint32_t));
+    v->nset = calloc(ncap * 2, sizeof(uint64_t));
+    v->nna = calloc(ncap, 1);
     uint32_t maxl = 0;
     for (int k = 0; k < nt; k++)
         if (v->len[v->tok[k]] > maxl) maxl = v->len[v->tok[k]];
     uint32_t *path = malloc(((size_t)maxl + 1) * sizeof *path);
-    if (!v->nbyte || !v->ndepth || !v->nskip || !v->ntok_off || !v->ntok_n || !path) {
+    if (!v->nbyte || !v->ndepth || !v->nskip || !v->ntok_off || !v->ntok_n || !v->nsub_a || !v->nsub_b || !v->nset || !v->nna || !path) {
         free(path);
         goto oom;
     }
@@ -116,12 +142,15 @@ int sdn_gvocab_new(const sdn_tokenizer *t, sdn_gvocab **out, sdn_err *err) {
         uint32_t l = v->len[id], c = 0;
         if (prev)
             while (c < depth && c < l && prev[c] == b[c]) c++;
-        while (depth > c) v->nskip[path[--depth]] = nn;
+        while (depth > c) close_node(v, path, --depth, nn, (uint32_t)k);
         while (depth < l) {
             v->nbyte[nn] = b[depth];
             v->ndepth[nn] = depth + 1;
             v->ntok_off[nn] = 0;
             v->ntok_n[nn] = 0;
+            v->nsub_a[nn] = (uint32_t)k;
+            if (b[depth] < 128) v->nset[2 * nn + (b[depth] >> 6)] |= 1ull << (b[depth] & 63);
+            else v->nna[nn] = 1;
             path[depth++] = nn++;
         }
         uint32_t node = path[l - 1];
@@ -129,7 +158,7 @@ int sdn_gvocab_new(const sdn_tokenizer *t, sdn_gvocab **out, sdn_err *err) {
         v->ntok_n[node]++;
         prev = b;
     }
-    while (depth > 0) v->nskip[path[--depth]] = nn;
+    while (depth > 0) close_node(v, path, --depth, nn, (uint32_t)nt);
     free(path);
     v->n_nodes = nn;
     v->max_len = maxl;
@@ -197,8 +226,23 @@ static int walk(const sdn_gstate *cs, const sdn_gvocab *v) {
     }
     for (uint32_t k = 0; k <= v->max_len; k++)
         if (!s->dfs[k] && !(s->dfs[k] = gs_alloc(s->g))) return -1;
-    /* bytes that loop on s: 0 not known yet, 1 loops, 2 does not */
+    /* bytes that loop on s: 0 not known yet, 1 loops, 2 does not. When a letter or a space
+     * loops (inside a string), all of ASCII is tried at once: then a subtree whose bytes all
+     * loop is allowed whole, without a step (its tokens are a contiguous run). */
     uint8_t loop[256] = {0};
+    uint64_t lmask[2] = {0, 0};
+    int full = 0;
+    if (!s->pu_need) {
+        for (int probe = 0; probe < 2 && !full; probe++) {
+            uint8_t b = probe ? ' ' : 'e';
+            if (gs_step(s->dfs[0], s, b) == 1 && gs_equal(s->dfs[0], s)) full = 1;
+        }
+        if (full)
+            for (int b = 0; b < 128; b++) {
+                loop[b] = gs_step(s->dfs[0], s, (uint8_t)b) == 1 && gs_equal(s->dfs[0], s) ? 1 : 2;
+                if (loop[b] == 1) lmask[b >> 6] |= 1ull << (b & 63);
+            }
+    }
     const sdn_gstate *curbuf[257];
     const sdn_gstate **cur = v->max_len < 256 ? curbuf : malloc(sizeof *cur * (v->max_len + 1));
     if (!cur) return -1;
@@ -209,6 +253,12 @@ static int walk(const sdn_gstate *cs, const sdn_gvocab *v) {
         uint32_t d = v->ndepth[i];
         const sdn_gstate *par = cur[d - 1];
         uint8_t b = v->nbyte[i];
+        if (full && par == s && !v->nna[i] && !(v->nset[2 * i] & ~lmask[0]) && !(v->nset[2 * i + 1] & ~lmask[1])) {
+            for (uint32_t k = v->nsub_a[i]; k < v->nsub_b[i]; k++) s->allowed[v->tok[k]] = 1;
+            cnt += (int)(v->nsub_b[i] - v->nsub_a[i]);
+            i = v->nskip[i];
+            continue;
+        }
         if (par == s && loop[b] == 1) cur[d] = s;
         else {
             int r = gs_step(s->dfs[d], par, b);

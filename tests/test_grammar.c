@@ -779,8 +779,8 @@ static void test_random_documents(void **st) {
 static sdn_tokenizer *smollm2_tok(void) {
     const char *path = tu_smollm2();
     if (!path) return NULL;
-    sdn_gguf *gg;
-    sdn_tokenizer *t;
+    sdn_gguf *gg = NULL;
+    sdn_tokenizer *t = NULL;
     sdn_err e = {0};
     if (sdn_gguf_open(path, &gg, &e) || sdn_tokenizer_from_gguf(gg, &t, &e)) fail_msg("%s", e.msg);
     sdn_gguf_close(gg);
@@ -926,6 +926,22 @@ static void test_tokens_smollm2(void **st) {
     /* costs */
     float *l1 = malloc(sizeof(float) * (size_t)n), *l2 = malloc(sizeof(float) * (size_t)n);
     for (int i = 0; i < n; i++) l1[i] = (float)(rnd() % 100000) / 1000.0f;
+    {
+        sdn_gstate *a = state(g), *b = state(g);
+        const char *pre = "{\"id\": 10, \"action\": \"t";
+        sdn_gstate_accept_bytes(a, pre, strlen(pre));
+        double t0 = now_ms();
+        for (int r = 0; r < 10000; r++) sdn_gstate_copy(b, a);
+        double tc = (now_ms() - t0) / 10000 * 1e3;
+        int32_t tok = sdn_tokenizer_find(t, "ap", 2);
+        assert_true(tok >= 0 && sdn_gstate_allows(a, v, tok));
+        t0 = now_ms();
+        for (int r = 0; r < 10000; r++) (void)sdn_gstate_allows(a, v, tok);
+        double tt = (now_ms() - t0) / 10000 * 1e3;
+        print_message("sdn_gstate_copy %.3f us, sdn_gstate_allows of a 2-byte token %.3f us (after '%s')\n", tc, tt, pre);
+        sdn_gstate_free(a);
+        sdn_gstate_free(b);
+    }
     print_message("costs on the SmolLM2 vocabulary (%d tokens), DroidTask schema, best of 20:\n", n);
     for (size_t p = 0; p < sizeof prefixes / sizeof *prefixes; p++) {
         s = state(g);
