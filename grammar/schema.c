@@ -367,20 +367,39 @@ static int key_rule(C *c, const cJSON *props, const char *ptr, char *out, size_t
     return 0;
 }
 
+static int compile_members(C *c, const cJSON *o, const cJSON *props, const cJSON *req, const char *ptr, int depth, char *rule, size_t rcap);
+
 static int compile_object(C *c, const cJSON *o, const char *ptr, int depth, char *rule, size_t rcap) {
     const cJSON *props = cJSON_GetObjectItemCaseSensitive(o, "properties");
     const cJSON *req = cJSON_GetObjectItemCaseSensitive(o, "required");
-    const cJSON *addl = cJSON_GetObjectItemCaseSensitive(o, "additionalProperties");
-    char sub[1100], tmp[1100];
     if (props && !cJSON_IsObject(props)) return cfail(c, SDN_EINVAL, "\"properties\" must be an object at %s", ptr_show(ptr));
     if (req) {
         if (!cJSON_IsArray(req)) return cfail(c, SDN_EINVAL, "\"required\" must be an array of strings at %s", ptr_show(ptr));
-        for (const cJSON *r = req->child; r; r = r->next) {
+        for (const cJSON *r = req->child; r; r = r->next)
             if (!cJSON_IsString(r)) return cfail(c, SDN_EINVAL, "\"required\" must be an array of strings at %s", ptr_show(ptr));
-            if (!props || !cJSON_GetObjectItemCaseSensitive(props, r->valuestring))
-                return cfail(c, SDN_EINVAL, "required property \"%.200s\" is not in \"properties\" at %s", r->valuestring, ptr_show(ptr));
-        }
     }
+    /* a required name without a schema in "properties" is a property of any value */
+    cJSON *merged = NULL;
+    if (req)
+        for (const cJSON *r = req->child; r; r = r->next)
+            if (!props || !cJSON_GetObjectItemCaseSensitive(props, r->valuestring)) {
+                if (!merged) {
+                    merged = props ? cJSON_Duplicate(props, 1) : cJSON_CreateObject();
+                    if (!merged) return cfail(c, SDN_ENOMEM, "out of memory");
+                }
+                if (!cJSON_GetObjectItemCaseSensitive(merged, r->valuestring) && !cJSON_AddTrueToObject(merged, r->valuestring)) {
+                    cJSON_Delete(merged);
+                    return cfail(c, SDN_ENOMEM, "out of memory");
+                }
+            }
+    int rc = compile_members(c, o, merged ? merged : props, req, ptr, depth, rule, rcap);
+    cJSON_Delete(merged);
+    return rc;
+}
+
+static int compile_members(C *c, const cJSON *o, const cJSON *props, const cJSON *req, const char *ptr, int depth, char *rule, size_t rcap) {
+    const cJSON *addl = cJSON_GetObjectItemCaseSensitive(o, "additionalProperties");
+    char sub[1100], tmp[1100];
     /* extra members: value rule, or none */
     char extra_val[64] = "";
     int has_props = props && props->child;

@@ -505,7 +505,7 @@ static void test_schema_errors(void **st) {
         {"{\"$defs\":{\"x\":{\"type\":\"string\",\"contentEncoding\":\"base64\"}},\"$ref\":\"#/$defs/x\"}", "json_schema: unsupported keyword \"contentEncoding\" at /$defs/x"},
         {"{\"type\":\"object\",\"properties\":{\"a\":1}}", "json_schema: a schema must be an object or a boolean at /properties/a"},
         {"{\"type\":\"strin\"}", "json_schema: unknown type \"strin\" at /"},
-        {"{\"type\":\"object\",\"properties\":{\"a\":{}},\"required\":[\"b\"]}", "json_schema: required property \"b\" is not in \"properties\" at /"},
+        {"{\"type\":\"object\",\"required\":\"b\"}", "json_schema: \"required\" must be an array of strings at /"},
         {"{\"$ref\":\"http://example.com/s.json\"}", "json_schema: $ref \"http://example.com/s.json\" at /: only local references"},
         {"{\"$ref\":\"#/$defs/missing\"}", "json_schema: $ref \"#/$defs/missing\" at /"},
         {"{\"$defs\":{\"a\":{\"$ref\":\"#/$defs/a\"}},\"$ref\":\"#/$defs/a\"}", "json_schema: a $ref or anyOf cycle that consumes no text"},
@@ -604,6 +604,9 @@ static void test_schema_semantics(void **st) {
         {"{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}},\"additionalProperties\":{\"type\":\"boolean\"}}", "{\"a\": 1, \"a\": true}", 0},
         {"{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}},\"additionalProperties\":true}", "{\"b\": [1]}", 1},
         {"{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}},\"additionalProperties\":false}", "{\"b\"", 0},
+        {"{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}},\"required\":[\"b\"]}", "{\"b\": [null]}", 1},
+        {"{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}},\"required\":[\"b\"]}", "{\"a\": 1}", 0},
+        {"{\"required\":[\"x\",\"y\"]}", "{\"x\": 1, \"y\": {}}", 1},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         sdn_grammar *g = schema(cases[i].schema);
@@ -687,6 +690,7 @@ static const char *const rand_schemas[] = {
     "\"required\":[\"b\"],\"additionalProperties\":{\"type\":\"boolean\"}}",
     "{\"type\":\"string\",\"minLength\":3,\"maxLength\":80}",
     "{\"type\":\"string\",\"pattern\":\"\\\\d{3}\"}",
+    "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}},\"required\":[\"b\",\"a\"]}",
     "{\"type\":\"object\",\"properties\":{\"q\":{\"type\":\"string\",\"pattern\":\"^(yes|no)$\"},\"n\":{\"type\":\"number\"}},\"additionalProperties\":true}",
     "{\"definitions\":{\"v\":{\"anyOf\":[{\"type\":\"integer\"},{\"type\":\"array\",\"items\":{\"$ref\":\"#/definitions/v\"},\"maxItems\":3}]}},\"$ref\":\"#/definitions/v\"}",
 };
