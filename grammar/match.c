@@ -586,6 +586,39 @@ static int byte_ok(sdn_gstate *scr, const sdn_gstate *s, uint8_t b) {
     return 0;
 }
 
+static uint8_t utf8_lead(uint32_t cp) {
+    uint8_t b[4];
+    utf8_put(b, cp);
+    return b[0];
+}
+
+/* The bytes that can come next, a superset (set: 256 bits): the first bytes of every stack
+ * top's characters. -1 when a pattern string or a partial character needs all 256 tried. */
+static int next_bytes(const sdn_gstate *s, uint64_t set[4]) {
+    const sdn_grammar *g = s->g;
+    set[0] = set[1] = set[2] = set[3] = 0;
+    if (s->pu_need) return -1;
+    for (uint32_t i = 0; i < s->n; i++) {
+        const uint32_t *st = s->w + s->off[i];
+        uint32_t L = st[0];
+        if (!L) continue;
+        const gel *e = &g->el[st[3 + L - 1]];
+        if (e->type != G_CHAR) return -1;
+        const gclass *c = &g->cls[e->a];
+        if (c->neg) return -1; /* many characters: not forced anyway, let the exact test say */
+        const uint32_t *r = g->ranges + 2 * c->roff;
+        for (uint32_t k = 0; k < c->rn; k++) {
+            uint32_t lo = r[2 * k], hi = r[2 * k + 1];
+            for (uint32_t x = lo; x <= hi && x < 0x80; x++) set[x >> 6] |= 1ull << (x & 63);
+            if (hi >= 0x80) {
+                uint32_t a = utf8_lead(lo < 0x80 ? 0x80 : lo), b = utf8_lead(hi > 0x10FFFF ? 0x10FFFF : hi);
+                for (uint32_t x = a; x <= b; x++) set[x >> 6] |= 1ull << (x & 63);
+            }
+        }
+    }
+    return 0;
+}
+
 size_t sdn_gstate_forced(const sdn_gstate *s, char *buf, size_t cap) {
     if (!s || s->ended || gs_scratch(s)) return 0;
     sdn_gstate *a = s->scr[0], *b = s->scr[1];
@@ -594,8 +627,10 @@ size_t sdn_gstate_forced(const sdn_gstate *s, char *buf, size_t cap) {
     while (k < cap) {
         if (sdn_gstate_can_end(cur)) break;
         int cnt = 0, last = -1;
+        uint64_t set[4];
+        int all = next_bytes(cur, set) < 0;
         for (int c = 0; c < 256 && cnt < 2; c++)
-            if (byte_ok(a, cur, (uint8_t)c)) {
+            if ((all || (set[c >> 6] >> (c & 63) & 1)) && byte_ok(a, cur, (uint8_t)c)) {
                 cnt++;
                 last = c;
             }

@@ -942,7 +942,17 @@ static void test_tokens_smollm2(void **st) {
         t0 = now_ms();
         for (int r = 0; r < 10000; r++) (void)sdn_gstate_allows(a, v, tok);
         double tt = (now_ms() - t0) / 10000 * 1e3;
-        print_message("sdn_gstate_copy %.3f us, sdn_gstate_allows of a 2-byte token %.3f us (after '%s')\n", tc, tt, pre);
+        sdn_gstate_free(a);
+        a = state(g);
+        const char *pre2 = "{\"id\": 10,";
+        sdn_gstate_accept_bytes(a, pre2, strlen(pre2));
+        char fb[64];
+        size_t fl = 0;
+        t0 = now_ms();
+        for (int r = 0; r < 1000; r++) fl = sdn_gstate_forced(a, fb, sizeof fb);
+        double tf = (now_ms() - t0) / 1000 * 1e3;
+        print_message("sdn_gstate_copy %.3f us, sdn_gstate_allows of a 2-byte token %.3f us (after '%s'), sdn_gstate_forced %.1f us "
+                      "(%zu bytes after '%s')\n", tc, tt, pre, tf, fl, pre2);
         sdn_gstate_free(a);
         sdn_gstate_free(b);
     }
