@@ -252,7 +252,7 @@ static int add_class(P *p, const uint32_t *pairs, uint32_t npairs, int neg) {
     /* sort and merge */
     uint32_t *q = malloc(sizeof(uint32_t) * 2 * (npairs ? npairs : 1));
     if (!q) return oom(p);
-    memcpy(q, pairs, sizeof(uint32_t) * 2 * npairs);
+    if (npairs) memcpy(q, pairs, sizeof(uint32_t) * 2 * npairs);
     for (uint32_t i = 1; i < npairs; i++) /* insertion sort: classes are small */
         for (uint32_t j = i; j > 0 && q[2 * j] < q[2 * (j - 1)]; j--) {
             uint32_t a = q[2 * j], b = q[2 * j + 1];
@@ -727,7 +727,7 @@ int g_parse(const char *text, size_t len, int allow_internal, gpat *pats, uint32
     uint32_t k = 2;
     for (uint32_t r = 0; r < p.nr; r++) {
         g->rule_start[r] = k;
-        memcpy(g->el + k, p.r[r].el, sizeof(gel) * p.r[r].n);
+        if (p.r[r].n) memcpy(g->el + k, p.r[r].el, sizeof(gel) * p.r[r].n);
         k += p.r[r].n;
         g->el[k++] = (gel){G_END, 0};
         g->names[r] = p.r[r].name;

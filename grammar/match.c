@@ -85,7 +85,7 @@ static int add_stack(sdn_gstate *d, const uint32_t *el, uint32_t L, uint32_t P, 
     o[0] = L;
     o[1] = P;
     o[2] = aux;
-    memcpy(o + 3, el, sizeof(uint32_t) * L);
+    if (L) memcpy(o + 3, el, sizeof(uint32_t) * L);
     if (P) {
         o[3 + L + (P - 1) / 4] = 0;
         memcpy(o + 3 + L, content, P);
@@ -297,7 +297,7 @@ static uint8_t *pbuf(sdn_gstate *d, uint32_t need) {
 /* Pop the matched terminal at the top of st (copied to d->tmp) and expand. */
 static int pop_and_expand(sdn_gstate *d, const uint32_t *st) {
     uint32_t L = st[0], top = st[3 + L - 1];
-    memcpy(d->tmp, st + 3, sizeof(uint32_t) * (L - 1));
+    if (L > 1) memcpy(d->tmp, st + 3, sizeof(uint32_t) * (L - 1));
     uint32_t nt = d->g->el[top + 1].type;
     if (nt == G_END || nt == G_ALT) return expand(d, L - 1);
     d->tmp[L - 1] = top + 1;
@@ -479,9 +479,11 @@ int sdn_gstate_copy(sdn_gstate *dst, const sdn_gstate *src) {
     if (dst == src) return 0;
     if (gs_reserve(dst, src->nw, src->n)) return -1;
     dst->g = src->g;
-    memcpy(dst->w, src->w, sizeof(uint32_t) * src->nw);
-    memcpy(dst->off, src->off, sizeof(uint32_t) * src->n);
-    memcpy(dst->hash, src->hash, sizeof(uint32_t) * src->n);
+    if (src->n) {
+        memcpy(dst->w, src->w, sizeof(uint32_t) * src->nw);
+        memcpy(dst->off, src->off, sizeof(uint32_t) * src->n);
+        memcpy(dst->hash, src->hash, sizeof(uint32_t) * src->n);
+    }
     dst->n = src->n;
     dst->nw = src->nw;
     dst->ended = src->ended;

@@ -520,6 +520,7 @@ static void test_schema_errors(void **st) {
         {"{\"type\":\"object\"} x", "json_schema: malformed JSON (text after the schema at byte offset 18)"},
         {"", "json_schema: malformed JSON near byte offset 0"},
         {"{\"items\":[{}]}", "json_schema: \"items\" as an array (tuple form) is not supported at /"},
+        {"{\"properties\":{\"a\xC3\":{}},\"additionalProperties\":true}", "json_schema: invalid UTF-8 at byte offset 17"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         sdn_grammar *g = NULL;
