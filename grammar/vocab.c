@@ -52,8 +52,8 @@ void sdn_gvocab_free(sdn_gvocab *v) {
 
 int sdn_gvocab_n(const sdn_gvocab *v) { return v ? v->n : 0; }
 
-static const sdn_gvocab *sort_v;
-static int cmp_tok(const void *a, const void *b) {
+static int cmp_tok(const void *a, const void *b, void *arg) {
+    const sdn_gvocab *sort_v = arg;
     int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
     uint32_t lx = sort_v->len[x], ly = sort_v->len[y];
     int c = memcmp(sort_v->bytes + sort_v->off[x], sort_v->bytes + sort_v->off[y], lx < ly ? lx : ly);
@@ -114,8 +114,7 @@ int sdn_gvocab_new(const sdn_tokenizer *t, sdn_gvocab **out, sdn_err *err) {
     int nt = 0;
     for (int i = 0; i < n; i++)
         if (v->kind[i] == TK_TEXT) v->tok[nt++] = i;
-    sort_v = v;
-    qsort(v->tok, (size_t)nt, sizeof *v->tok, cmp_tok);
+    qsort_r(v->tok, (size_t)nt, sizeof *v->tok, cmp_tok, v); /* glibc's (the build defines _GNU_SOURCE) */
     size_t ncap = used + 1;
     v->nbyte = malloc(ncap);
     v->ndepth = malloc(ncap * sizeof(uint32_t));
