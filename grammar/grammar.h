@@ -48,8 +48,9 @@ int sdn_gstate_copy(sdn_gstate *dst, const sdn_gstate *src);
 /* Advance over n bytes: 1 when the grammar allows them (state advanced), 0 when it does not
  * (state unchanged), -1 out of memory or beyond the matcher's limits (state unchanged): more
  * than 1024 alternative parses at once (a very ambiguous grammar), nesting deeper than 8192
- * elements, more than 200000 rule expansions in one byte. Functions that take a const
- * state may still use scratch memory kept inside it (a state belongs to one thread). */
+ * elements, more than 2^20 units of work (rule expansions and stack words) for one byte.
+ * Functions that take a const state may still use scratch memory kept inside it (a state
+ * belongs to one thread). */
 int sdn_gstate_accept_bytes(sdn_gstate *s, const void *bytes, size_t n);
 /* 1 when the text so far is a complete sentence of the grammar (it may end here). */
 int sdn_gstate_can_end(const sdn_gstate *s);

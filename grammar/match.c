@@ -1,7 +1,7 @@
 /* match.c - the byte-level matcher: a set of parse stacks over the compiled rules (a
  * pushdown recognizer in the manner of llama.cpp's grammar sampler, written anew), advanced
  * one UTF-8 byte at a time with the state of a partial character kept, deduplicated, and
- * bounded (G_MAX_STACKS, G_MAX_DEPTH, G_MAX_EXPAND: a step beyond them fails with -1).
+ * bounded (G_MAX_STACKS, G_MAX_DEPTH, G_MAX_WORK: a step beyond them fails with -1).
  * Pattern-checked JSON strings (G_PAT) keep their decoded content on the stack and ask
  * PCRE2 for a partial match at every character. */
 #include <stdlib.h>
@@ -56,13 +56,28 @@ static void gs_clear(sdn_gstate *d, const sdn_gstate *s) {
     d->n = 0;
     d->nw = 0;
     d->work = 0;
+    d->hs_on = 0;
     d->ended = 0;
     d->pu_need = 0;
     d->pu_n = 0;
 }
 
-/* Append a stack (deduplicated): elements, pattern content length P, aux, content. */
+static int same_stack(const uint32_t *o, const uint32_t *el, uint32_t L, uint32_t P, uint32_t aux, const uint8_t *content) {
+    return o[0] == L && o[1] == P && o[2] == aux && (!L || !memcmp(o + 3, el, sizeof(uint32_t) * L)) &&
+           (!P || !memcmp(o + 3 + L, content, P));
+}
+
+static void hs_insert(sdn_gstate *d, uint32_t idx) {
+    uint32_t m = d->hs_cap - 1, j = d->hash[idx] & m;
+    while (d->hs[j]) j = (j + 1) & m;
+    d->hs[j] = idx + 1;
+}
+
+/* Append a stack (deduplicated): elements, pattern content length P, aux, content. Up to 16
+ * stacks a linear scan finds duplicates, beyond that a hash set. */
 static int add_stack(sdn_gstate *d, const uint32_t *el, uint32_t L, uint32_t P, uint32_t aux, const uint8_t *content) {
+    d->work += L + P / 4 + 1;
+    if (d->work > G_MAX_WORK) return -1;
     uint32_t h = 2166136261u;
 #define MIX(x) do { h ^= (uint32_t)(x); h *= 16777619u; } while (0)
     MIX(L);
@@ -71,13 +86,25 @@ static int add_stack(sdn_gstate *d, const uint32_t *el, uint32_t L, uint32_t P, 
     for (uint32_t i = 0; i < L; i++) MIX(el[i]);
     for (uint32_t i = 0; i < P; i++) MIX(content[i]);
 #undef MIX
-    for (uint32_t i = 0; i < d->n; i++) {
-        if (d->hash[i] != h) continue;
-        const uint32_t *o = d->w + d->off[i];
-        if (o[0] == L && o[1] == P && o[2] == aux && !memcmp(o + 3, el, sizeof(uint32_t) * L) &&
-            (!P || !memcmp(o + 3 + L, content, P)))
-            return 0;
+    if (!d->hs_on && d->n >= 16) {
+        if (!d->hs) {
+            d->hs = malloc(sizeof(uint32_t) * 2 * G_MAX_STACKS);
+            if (!d->hs) return -1;
+            d->hs_cap = 2 * G_MAX_STACKS;
+        }
+        memset(d->hs, 0, sizeof(uint32_t) * d->hs_cap);
+        for (uint32_t i = 0; i < d->n; i++) hs_insert(d, i);
+        d->hs_on = 1;
     }
+    if (d->hs_on) {
+        uint32_t m = d->hs_cap - 1;
+        for (uint32_t j = h & m; d->hs[j]; j = (j + 1) & m) {
+            uint32_t i = d->hs[j] - 1;
+            if (d->hash[i] == h && same_stack(d->w + d->off[i], el, L, P, aux, content)) return 0;
+        }
+    } else
+        for (uint32_t i = 0; i < d->n; i++)
+            if (d->hash[i] == h && same_stack(d->w + d->off[i], el, L, P, aux, content)) return 0;
     if (d->n >= G_MAX_STACKS || L > G_MAX_DEPTH) return -1;
     uint32_t need = 3 + L + (P + 3) / 4;
     if (gs_reserve(d, d->nw + need, d->n + 1)) return -1;
@@ -94,13 +121,14 @@ static int add_stack(sdn_gstate *d, const uint32_t *el, uint32_t L, uint32_t P, 
     d->hash[d->n] = h;
     d->n++;
     d->nw += need;
+    if (d->hs_on) hs_insert(d, d->n - 1);
     return 0;
 }
 
 /* d->tmp[0..L) is a stack whose top may be a rule reference: enter rules until every
  * resulting stack's top is a terminal (or the stack is empty), adding each to d. */
 static int expand(sdn_gstate *d, uint32_t L) {
-    if (++d->work > G_MAX_EXPAND) return -1;
+    if (++d->work > G_MAX_WORK) return -1;
     if (L == 0) return add_stack(d, d->tmp, 0, 0, 0, NULL);
     const sdn_grammar *g = d->g;
     uint32_t pos = d->tmp[L - 1];
@@ -439,6 +467,7 @@ static void gs_release(sdn_gstate *s) {
     free(s->hash);
     free(s->tmp);
     free(s->pb);
+    free(s->hs);
     if (s->md) pcre2_match_data_free(s->md);
 }
 
