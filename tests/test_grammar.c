@@ -847,9 +847,12 @@ static void test_tokens_smollm2(void **st) {
         print_message("SmolLM2-135M-Instruct is not in the model cache: test skipped\n");
         skip();
     }
+    double tv0 = now_ms();
     sdn_gvocab *v = vocab(t);
+    double tv = now_ms() - tv0;
     int n = sdn_gvocab_n(v);
     assert_int_equal(n, sdn_tokenizer_n_vocab(t));
+    print_message("sdn_gvocab_new: %.1f ms for %d tokens\n", tv, n);
     sdn_grammar *g = schema(DROID);
     /* the reference answer as the model's tokenizer writes it: tokens spanning symbols */
     const char *ans = "{\"id\": 10, \"action\": \"tap\", \"input_text\": \"N/A\"}";
