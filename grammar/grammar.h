@@ -56,6 +56,14 @@ int sdn_gstate_accept_bytes(sdn_gstate *s, const void *bytes, size_t n);
 int sdn_gstate_can_end(const sdn_gstate *s);
 /* 1 once an end-of-generation token was accepted: nothing more is allowed. */
 int sdn_gstate_ended(const sdn_gstate *s);
+/* SentencePiece's decoder drops the leading space (U+2581) of the first text piece of an
+ * output (sdn_detok). With skip = 1, until a text token is accepted, token checks and
+ * sdn_gstate_accept_token match a token's text without its leading space, so the grammar
+ * sees the text as the detokenizer writes it (a byte-fallback token keeps its space; a token
+ * that is only a space matches nothing and is allowed). For an answer that starts the
+ * detokenized stream of a SentencePiece model; byte-level BPE keeps every space. Default 0;
+ * copied by sdn_gstate_copy. */
+void sdn_gstate_set_skip_leading_space(sdn_gstate *s, int skip);
 /* The bytes every continuation must start with (the text the grammar forces next), at most
  * cap; stops where the grammar branches or may end. Returns the count. */
 size_t sdn_gstate_forced(const sdn_gstate *s, char *buf, size_t cap);

@@ -75,6 +75,7 @@ struct sdn_gstate {
     uint32_t *off;  /* offset of each stack in w */
     uint32_t *hash; /* of each stack */
     uint8_t ended;
+    uint8_t skip_ls; /* sdn_gstate_set_skip_leading_space, until the first text token */
     uint8_t pu_need; /* continuation bytes still expected of a partial UTF-8 character */
     uint8_t pu_n;    /* bytes of it seen */
     uint8_t pu[4];

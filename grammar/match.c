@@ -516,6 +516,7 @@ int sdn_gstate_copy(sdn_gstate *dst, const sdn_gstate *src) {
     dst->n = src->n;
     dst->nw = src->nw;
     dst->ended = src->ended;
+    dst->skip_ls = src->skip_ls;
     dst->pu_need = src->pu_need;
     dst->pu_n = src->pu_n;
     memcpy(dst->pu, src->pu, sizeof dst->pu);
@@ -568,6 +569,10 @@ int sdn_gstate_can_end(const sdn_gstate *s) {
 }
 
 int sdn_gstate_ended(const sdn_gstate *s) { return s && s->ended; }
+
+void sdn_gstate_set_skip_leading_space(sdn_gstate *s, int skip) {
+    if (s) s->skip_ls = skip != 0;
+}
 
 void gs_set_ended(sdn_gstate *s) { s->ended = 1; }
 

@@ -17,6 +17,7 @@ struct sdn_gvocab {
     uint32_t *off, *len;
     uint8_t *bytes;
     uint8_t *kind;
+    uint8_t *is_byte; /* byte-fallback tokens (their space is never dropped) */
     /* trie nodes in preorder: byte, depth (1 = first byte), index after the subtree,
      * tokens ending here tok[tok_off .. tok_off + tok_n) */
     uint32_t n_nodes;
@@ -37,6 +38,7 @@ void sdn_gvocab_free(sdn_gvocab *v) {
     free(v->len);
     free(v->bytes);
     free(v->kind);
+    free(v->is_byte);
     free(v->nbyte);
     free(v->ndepth);
     free(v->nskip);
@@ -85,13 +87,15 @@ int sdn_gvocab_new(const sdn_tokenizer *t, sdn_gvocab **out, sdn_err *err) {
     v->off = calloc((size_t)n + 1, sizeof *v->off);
     v->len = calloc((size_t)n + 1, sizeof *v->len);
     v->kind = calloc((size_t)n + 1, 1);
+    v->is_byte = calloc((size_t)n + 1, 1);
     v->tok = calloc((size_t)n + 1, sizeof *v->tok);
     size_t cap = 1 << 16, used = 0;
     v->bytes = malloc(cap);
-    if (!v->off || !v->len || !v->kind || !v->tok || !v->bytes) goto oom;
+    if (!v->off || !v->len || !v->kind || !v->is_byte || !v->tok || !v->bytes) goto oom;
     char tmp[256];
     for (int i = 0; i < n; i++) {
         int ty = sdn_tokenizer_token_type(t, i);
+        v->is_byte[i] = ty == SDN_TOKEN_BYTE;
         if (sdn_tokenizer_is_eog(t, i)) v->kind[i] = TK_EOG;
         else if (ty == SDN_TOKEN_CONTROL || ty == SDN_TOKEN_UNKNOWN || ty == SDN_TOKEN_UNUSED || ty == SDN_TOKEN_UNDEFINED)
             v->kind[i] = TK_NEVER;
@@ -168,12 +172,27 @@ oom:
     return sdn_fail(err, SDN_ENOMEM, "grammar: out of memory (vocabulary)");
 }
 
+/* The bytes of text token tok the grammar sees from s: without the leading space while
+ * sdn_gstate_set_skip_leading_space is on (byte-fallback tokens keep theirs). */
+static const uint8_t *tok_text(const sdn_gstate *s, const sdn_gvocab *v, int32_t tok, size_t *n) {
+    const uint8_t *b = v->bytes + v->off[tok];
+    *n = v->len[tok];
+    if (s->skip_ls && !v->is_byte[tok] && *n && b[0] == ' ') {
+        b++;
+        (*n)--;
+    }
+    return b;
+}
+
 int sdn_gstate_allows(const sdn_gstate *s, const sdn_gvocab *v, int32_t tok) {
     if (!s || !v || tok < 0 || tok >= v->n || s->ended) return 0;
     if (v->kind[tok] == TK_EOG) return sdn_gstate_can_end(s);
     if (v->kind[tok] != TK_TEXT) return 0;
+    size_t n;
+    const uint8_t *b = tok_text(s, v, tok, &n);
+    if (!n) return 1;
     int which;
-    return gs_run(s, v->bytes + v->off[tok], v->len[tok], &which) == 1;
+    return gs_run(s, b, n, &which) == 1;
 }
 
 int sdn_gstate_accept_token(sdn_gstate *s, const sdn_gvocab *v, int32_t tok) {
@@ -184,7 +203,11 @@ int sdn_gstate_accept_token(sdn_gstate *s, const sdn_gvocab *v, int32_t tok) {
         return 1;
     }
     if (v->kind[tok] != TK_TEXT) return 0;
-    return sdn_gstate_accept_bytes(s, v->bytes + v->off[tok], v->len[tok]);
+    size_t n;
+    const uint8_t *b = tok_text(s, v, tok, &n);
+    int r = n ? sdn_gstate_accept_bytes(s, b, n) : 1;
+    if (r == 1) s->skip_ls = 0;
+    return r;
 }
 
 /* Same stack sets (in any order), same partial character? */
@@ -256,6 +279,23 @@ static int walk(const sdn_gstate *cs, const sdn_gvocab *v) {
             for (uint32_t k = v->nsub_a[i]; k < v->nsub_b[i]; k++) s->allowed[v->tok[k]] = 1;
             cnt += (int)(v->nsub_b[i] - v->nsub_a[i]);
             i = v->nskip[i];
+            continue;
+        }
+        if (d == 1 && b == ' ' && s->skip_ls) {
+            /* the leading space is dropped: the subtree continues from s; a byte-fallback
+             * token " " keeps its space */
+            cur[1] = s;
+            int sp = -1;
+            for (uint32_t k = 0; k < v->ntok_n[i]; k++) {
+                int32_t t = v->tok[v->ntok_off[i] + k];
+                if (v->is_byte[t]) {
+                    if (sp < 0) sp = gs_step(s->dfs[1], s, ' ') == 1;
+                    if (!sp) continue;
+                }
+                s->allowed[t] = 1;
+                cnt++;
+            }
+            i++;
             continue;
         }
         if (par == s && loop[b] == 1) cur[d] = s;
