@@ -258,11 +258,14 @@ static const refg ref_grammars[] = {
     {"root ::= \"ab\" \"c\"\n       | \"ab\" \"d\"   # comment\n       | x\nx ::= \"a\"{2,} y\ny ::= \"\" | \"b\" y \"c\"",
      {ALT(SEQ(LIT("ab"), LIT("c")), SEQ(LIT("ab"), LIT("d")), REF(1)), SEQ(REP(LIT("a"), 2, -1), REF(2)), ALT(LIT(""), SEQ(LIT("b"), REF(2), LIT("c")))},
      {"a", "b", "c", "d"}},
+    {"root ::= \"abc\" (\"d\" | \"e\") \"ff\" | \"b\" \"a\" \"a\" root?",
+     {ALT(SEQ(LIT("abc"), ALT(LIT("d"), LIT("e")), LIT("ff")), SEQ(LIT("b"), LIT("a"), LIT("a"), REP(REF(0), 0, 1)))},
+     {"a", "b", "c", "d", "e", "f"}},
 };
 
 static void test_against_reference(void **st) {
     (void)st;
-    long checked = 0;
+    long checked = 0, nforced = 0;
     for (size_t gi = 0; gi < sizeof ref_grammars / sizeof *ref_grammars; gi++) {
         const refg *R = &ref_grammars[gi];
         sdn_grammar *g = gbnf(R->gbnf);
@@ -291,9 +294,56 @@ static void test_against_reference(void **st) {
                 checked++;
             }
         }
+        /* forced text against the reference: for every viable prefix p of up to 3 symbols,
+         * every viable p + q (up to 6 symbols in all) agrees with p + forced(p) as far as
+         * both go, and a prefix with forced text is not a sentence */
+        for (int lp = 0; lp <= 3; lp++) {
+            long tp = 1;
+            for (int k = 0; k < lp; k++) tp *= na;
+            for (long c = 0; c < tp; c++) {
+                char p[64] = "";
+                long x = c;
+                for (int k = 0; k < lp; k++) {
+                    strcat(p, R->alphabet[x % na]);
+                    x /= na;
+                }
+                uint32_t cps[16];
+                int n = utf8_dec(p, cps);
+                if (!((ref_match(R->rules[0], cps, n, 0, 1, R->rules) >> n) & 1)) continue;
+                sdn_gstate *s = state(g);
+                assert_int_equal(sdn_gstate_accept_bytes(s, p, strlen(p)), 1);
+                char fb[64];
+                size_t fl = sdn_gstate_forced(s, fb, sizeof fb);
+                sdn_gstate_free(s);
+                if (fl) {
+                    nforced++;
+                    if ((ref_match(R->rules[0], cps, n, 0, 0, R->rules) >> n) & 1) fail_msg("grammar %zu: '%s' is a sentence but forces '%.*s'", gi, p, (int)fl, fb);
+                }
+                for (int lq = 1; lq + lp <= 6; lq++) {
+                    long tq = 1;
+                    for (int k = 0; k < lq; k++) tq *= na;
+                    for (long d = 0; d < tq; d++) {
+                        char q[64] = "";
+                        long y = d;
+                        for (int k = 0; k < lq; k++) {
+                            strcat(q, R->alphabet[y % na]);
+                            y /= na;
+                        }
+                        char pq[128];
+                        snprintf(pq, sizeof pq, "%s%s", p, q);
+                        uint32_t c2[16];
+                        int n2 = utf8_dec(pq, c2);
+                        if (!((ref_match(R->rules[0], c2, n2, 0, 1, R->rules) >> n2) & 1)) continue;
+                        size_t ql = strlen(q), m = ql < fl ? ql : fl;
+                        if (memcmp(q, fb, m)) fail_msg("grammar %zu: after '%s' forced '%.*s', but '%s' may follow", gi, p, (int)fl, fb, q);
+                    }
+                }
+            }
+        }
         sdn_grammar_free(g);
     }
-    print_message("%ld strings checked against the naive recognizer\n", checked);
+    print_message("%ld strings checked against the naive recognizer, %ld prefixes with forced text checked against it\n", checked, nforced);
+    assert_true(nforced >= 6);
 }
 
 /* ---- (c) byte by byte, (d) copies, rejection leaves the state unchanged ---- */
