@@ -482,6 +482,7 @@ static int utf8_check(P *p) {
         unsigned c = u[i];
         int n;
         uint32_t mn;
+        if (c == 0) return perr(p, i, "a NUL byte");
         if (c < 0x80) { i++; continue; }
         else if (c >= 0xC2 && c <= 0xDF) { n = 2; mn = 0x80; }
         else if (c >= 0xE0 && c <= 0xEF) { n = 3; mn = 0x800; }
@@ -494,7 +495,6 @@ static int utf8_check(P *p) {
             v = (v << 6) | (u[i + k] & 0x3F);
         }
         if (v < mn || v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF)) return perr(p, i, "invalid UTF-8");
-        if (memchr(p->s + i, 0, (size_t)n)) return perr(p, i, "invalid UTF-8");
         i += (size_t)n;
     }
     return 0;

@@ -114,6 +114,12 @@ static void test_parse_errors(void **st) {
         if (rc != SDN_EINVAL || g) fail_msg("case %zu: rc %d, expected SDN_EINVAL (%s)", i, rc, cases[i].g);
         if (strncmp(e.msg, cases[i].msg, strlen(cases[i].msg))) fail_msg("case %zu: message '%s', expected '%s...'", i, e.msg, cases[i].msg);
     }
+    {
+        sdn_grammar *gn = NULL;
+        sdn_err en = {0};
+        assert_int_equal(sdn_grammar_parse("root ::= \"a\"\0", 13, &gn, &en), SDN_EINVAL);
+        assert_string_equal(en.msg, "grammar: line 1, column 13: a NUL byte");
+    }
     /* deep nesting is refused, not a stack overflow */
     char *deep = malloc(100000);
     strcpy(deep, "root ::= ");
