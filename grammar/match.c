@@ -241,7 +241,7 @@ static int pat_range(sdn_gstate *d, const gpat *p, const uint8_t *c, uint32_t P,
 }
 
 /* Feed code point cp to the pattern string at the top of stack st. Returns -2 rejected,
- * -1 error, 0 continues (content in d->tmp bytes buffer, *np bytes, *naux), 1 closed. */
+ * -1 error, 0 continues (the new content in buf, *np bytes, *naux), 1 closed. */
 static int pat_feed(sdn_gstate *d, const uint32_t *st, uint32_t cp, uint8_t *buf, uint32_t *np, uint32_t *naux) {
     const sdn_grammar *g = d->g;
     uint32_t L = st[0], P = st[1], aux = st[2];
