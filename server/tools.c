@@ -496,6 +496,7 @@ static int parse_tool_choice(srv_job *j, const cJSON *body, int has_tools, srv_e
         else if (!strcmp(s, "required")) {
             if (!has_tools) return BAD(e, "tool_choice", "'tool_choice' = \"required\" needs 'tools'");
             j->tools = SRV_TOOLS_FORCED;
+            if (j->n_tools == 1) j->forced_tool = 0; /* one tool: that one */
         } else return BAD(e, "tool_choice", "'tool_choice' = '%s' is not one of \"none\", \"auto\", \"required\", or {\"type\": \"function\", \"function\": {\"name\": ...}}", s);
         return 0;
     }
