@@ -453,6 +453,14 @@ static int parse_fields(srv_job *j, const cJSON *body, int chat, const srv_api_c
     s = group ? group : user;
     if (s && s[0] && cfg->has_history) j->r.task_group = s;
     if (srv_parse_structured(j, body, chat, cfg, e)) return -1;
+    if (chat && cfg->max_chars) { /* the text as the model gets it: tools and tool calls rendered */
+        size_t total = 0;
+        for (int i = 0; i < j->r.n_messages; i++) total += utf8_chars(j->r.messages[i].content);
+        if (total > cfg->max_chars)
+            return BAD(e, j->tools ? "tools" : "messages",
+                       "the request's text with its %s rendered is %zu characters, more than the server's limit of %zu",
+                       j->tools ? "tools" : "tool calls", total, cfg->max_chars);
+    }
     return parse_ext(j, body, e);
 }
 

@@ -522,8 +522,6 @@ static int add_tools_prompt(srv_job *j, const cJSON *body, const srv_api_config 
     const cJSON *tools = field(body, "tools");
     const char *sec = tools_section(j, tools, j->tools == SRV_TOOLS_FORCED ? j->forced_tool : -2, cfg, e);
     if (!sec) return -1;
-    if (cfg->max_chars && strlen(sec) > cfg->max_chars * 4)
-        return BAD(e, "tools", "'tools' make a system prompt of %zu bytes, more than the server's text limit allows", strlen(sec));
     sdnpu_message *m = j->messages;
     int n = j->r.n_messages;
     if (n > 0 && !strcmp(m[0].role, "system")) {
