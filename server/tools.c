@@ -329,6 +329,8 @@ static int parse_response_format(srv_job *j, const cJSON *body, srv_error *e) {
     const char *t = type->valuestring;
     if (!strcmp(t, "text")) return 0;
     if (!strcmp(t, "json_object")) {
+        const cJSON *schema = field(rf, "schema"); /* llama-server's extension: a schema with json_object */
+        if (schema) return (j->r.json_schema = schema_text(j, schema, "response_format.schema", e)) ? 1 : -1;
         j->r.grammar = srv_json_object_gbnf;
         return 1;
     }
@@ -682,7 +684,8 @@ int srv_tool_call_possible(const char *text, size_t len) {
 
 void srv_constraint_error(const srv_job *j, const char *msg, srv_error *e) {
     const char *src = j->constraint ? j->constraint : "";
-    if (!strcmp(src, "response_format") && j->r.json_schema) src = "response_format.json_schema.schema";
+    if (!strcmp(src, "response_format") && j->r.json_schema)
+        src = field(field(j->json, "response_format"), "json_schema") ? "response_format.json_schema.schema" : "response_format.schema";
     if (strcmp(src, "tools") != 0) {
         BAD(e, src, "'%s': %s", src, msg);
         return;

@@ -437,6 +437,11 @@ static void test_response_format(void **state) {
     assert_string_equal(j->r.json_schema, "{\"type\":\"integer\"}");
     assert_string_equal(j->constraint, "json_schema");
     srv_job_unref(&g_pool, j);
+    /* llama-server's json_object with a schema */
+    j = accepted(&cfg, MSG("a") ",\"response_format\":{\"type\":\"json_object\",\"schema\":{\"type\":\"boolean\"}}}", 1);
+    assert_null(j->r.grammar);
+    assert_string_equal(j->r.json_schema, "{\"type\":\"boolean\"}");
+    srv_job_unref(&g_pool, j);
     const req_case cases[] = {
         {MSG("a") ",\"response_format\":\"json\"}", 1, 400, "response_format", 0},
         {MSG("a") ",\"response_format\":{}}", 1, 400, "response_format.type", 0},
@@ -460,6 +465,7 @@ static void test_response_format(void **state) {
         {MSG("a") ",\"response_format\":{\"type\":\"json_object\"},\"grammar\":\"root ::= \\\"x\\\"\"}", 1, 400, "grammar", 0},
         {MSG("a") ",\"grammar\":\"root ::= \\\"x\\\"\",\"json_schema\":{}}", 1, 400, "json_schema", 0},
         {"{\"prompt\":\"p\",\"response_format\":{\"type\":\"json_object\"}}", 0, 200, "", 0},
+        {MSG("a") ",\"response_format\":{\"type\":\"json_object\",\"schema\":[]}}", 1, 400, "response_format.schema", 0},
     };
     char param[160];
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -743,6 +749,8 @@ static void test_constraint_errors(void **state) {
          "json_schema: unsupported keyword \"format\" at /properties/arguments", "tools[0].function.parameters", "format\" at /"},
         {MSG("x") TOOLS2 ",\"tool_choice\":\"required\"}", "json_schema: too many rules", "tools", "too many rules"},
         {MSG("x") ",\"response_format\":{\"type\":\"json_object\"}}", "grammar: out of rules", "response_format", "out of rules"},
+        {MSG("x") ",\"response_format\":{\"type\":\"json_object\",\"schema\":{\"format\":\"x\"}}}", "json_schema: unsupported keyword \"format\" at /format",
+         "response_format.schema", "format"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         srv_job *j = accepted(&cfg, cases[i].body, 1);
