@@ -15,7 +15,9 @@
  * for the whole answer (non-streaming) or for each new piece of text (streaming, inside
  * microhttpd's content reader callback). Either wait ends early when the client hangs up,
  * which cancels the job. The HTTP status of a streamed answer is chosen when its first text
- * (or its end, or its error) is known, so a request the library refuses still gets a 4xx. */
+ * (or its end, or its error) is known, so a request the library refuses still gets a 4xx. A
+ * streamed answer of a request with tools holds back its text while it may still become a
+ * tool call (tools.h) and sends it at the end as delta.tool_calls, or as content. */
 #include "server/server.h"
 
 #include <errno.h>
