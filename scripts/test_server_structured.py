@@ -46,7 +46,7 @@ RF = {"type": "json_schema", "json_schema": {"name": "ui_action", "schema": ACTI
 SCREENS = [
     ("Open the camera.", "<input id=0>Search folders</input>\n<button id=1 text='Open camera'></button>\n<button id=2>go back</button>"),
     ("Search for 'cats'.", "<input id=0>Search</input>\n<button id=1 text='Settings'></button>"),
-    ("Go back to the previous screen.", "<p id=0>Photos</p>\n<button id=1>go back</button>"),
+    ("Type 'hello' in the message field.", "<input id=0>Message</input>\n<button id=1 text='Send'></button>"),
 ]
 
 
