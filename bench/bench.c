@@ -8,6 +8,8 @@
  * process peak is reported. */
 #include "bench/bench.h"
 
+#include <cjson/cJSON.h>
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -51,6 +53,23 @@ static int eog_fn(void *ud, int32_t t) {
     int e = s->tok && (sdn_tokenizer_is_eog(s->tok, t) || t == sdn_tokenizer_bos(s->tok));
     if (e && s->hit < 0) s->hit = t;
     return e;
+}
+
+/* One line of sdn_bench_opts.answers: the request's plain answer (cJSON writes the string). */
+static int write_answer(FILE *f, const sdn_task_row *row, const sdn_tokenizer *tok, const int32_t *ids, int n, int complete, sdn_err *err) {
+    char *text = NULL, *line = NULL;
+    int rc = tok ? sdn_detokenize(tok, ids, n, &text, err) : SDN_OK;
+    if (rc) return rc;
+    cJSON *j = cJSON_CreateObject();
+    if (j && cJSON_AddStringToObject(j, "id", row->id) && cJSON_AddStringToObject(j, "task", row->task) &&
+        cJSON_AddStringToObject(j, "answer", text ? text : "") && cJSON_AddBoolToObject(j, "complete", complete))
+        line = cJSON_PrintUnformatted(j);
+    cJSON_Delete(j);
+    free(text);
+    if (!line) return sdn_fail(err, SDN_ENOMEM, "out of memory (answers file)");
+    fprintf(f, "%s\n", line);
+    cJSON_free(line);
+    return ferror(f) ? sdn_fail(err, SDN_EIO, "cannot write the answers file") : SDN_OK;
 }
 
 static void reset_peak_rss(void) {
@@ -101,6 +120,8 @@ static void add_stats(sdn_result_cell *cell, const sdn_gen_stats *s, int count_p
     cell->t_decode += s->t_decode + s->t_begin; /* the drafter's begin (calibration build) counts */
     cell->t_verify += s->t_verify;
     if (s->peak_rss > cell->peak_rss) cell->peak_rss = s->peak_rss;
+    cell->forced_drafted += s->forced_drafted;
+    cell->t_constrain += s->t_constrain;
 }
 
 int sdn_bench_parse_budgets(const char *list, int *out, int cap, int *n, sdn_err *err) {
@@ -172,8 +193,9 @@ int sdn_bench_run(sdn_model *m, const sdn_dataset *ds, const sdn_bench_opts *o, 
     int32_t **outs = calloc((size_t)nm, sizeof *outs);
     int *n_outs = calloc((size_t)nm, sizeof *n_outs);
     sdn_gen_stats *stats = calloc((size_t)nm, sizeof *stats);
-    if (!runs || !cells || !outs || !n_outs || !stats) {
-        free(runs); free(cells); free(outs); free(n_outs); free(stats);
+    int *ends = calloc((size_t)nm, sizeof *ends); /* the run ended at an end-of-generation token */
+    if (!runs || !cells || !outs || !n_outs || !stats || !ends) {
+        free(runs); free(cells); free(outs); free(n_outs); free(stats); free(ends);
         return sdn_fail(err, SDN_ENOMEM, "out of memory");
     }
     int K = 0; /* prefill predictions of the request's first run: when any method uses them */
@@ -271,7 +293,13 @@ int sdn_bench_run(sdn_model *m, const sdn_dataset *ds, const sdn_bench_opts *o, 
             if (gs && (rc = sdn_gs_prepare(gs, err))) break; /* back to the run's initial layouts, untimed */
             reset_peak_rss();
             gp.eog = eog_fn, gp.eog_ud = &es;
-            rc = sdn_generate_tokens(c, prompt, n_prompt, &gp, &outs[k], &n_outs[k], &stats[k], err);
+            if (o->grammar) {
+                gp.grammar = o->grammar, gp.gvocab = o->gvocab, gp.tok = tok;
+                gp.forced_draft = mc.forced;
+            }
+            sdn_gen_result gr;
+            rc = sdn_generate(c, prompt, n_prompt, &gp, &gr, err);
+            outs[k] = gr.tokens, n_outs[k] = gr.n_tokens, stats[k] = gr.stats, ends[k] = gr.stop == SDN_GEN_EOG;
             sdn_drafter_destroy(&d);
             if (rc) sdn_fail(err, rc, "%s with method %s", row->id, method);
             else if (stats[k].n_reused < n_prompt - 1 || j == 0) {
@@ -290,6 +318,7 @@ int sdn_bench_run(sdn_model *m, const sdn_dataset *ds, const sdn_bench_opts *o, 
                own prefill (no reuse, or one that could not reuse) to its cell */
             int own_prefill = !reuse || (k != first_prefill && stats[k].n_reused < n_prompt - 1);
             add_stats(cell, &stats[k], own_prefill);
+            cell->complete += ends[k];
             if (reuse && k == 0) cell->t_prefill += stats[first_prefill].t_prefill;
             cell->plain_t_decode += stats[0].t_decode;
             cell->plain_out_tokens += stats[0].n_gen;
@@ -303,6 +332,7 @@ int sdn_bench_run(sdn_model *m, const sdn_dataset *ds, const sdn_bench_opts *o, 
             }
         }
         out->n_requests++;
+        if (o->answers && (rc = write_answer(o->answers, row, tok, outs[0], n_outs[0], ends[0], err))) { free(prompt); goto done; }
         if (o->history) {
             char *text = NULL;
             if (tok) sdn_detokenize(tok, outs[0], n_outs[0], &text, NULL);
@@ -321,6 +351,7 @@ done:
     free(outs);
     free(n_outs);
     free(stats);
+    free(ends);
     free(runs);
     if (rc) {
         free(cells);

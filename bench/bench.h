@@ -22,6 +22,7 @@
 #include "datasets/history.h"
 #include "bench/results.h"
 #include "draft/draft_tree.h"
+#include "grammar/grammar.h"
 #include "engine/model.h"
 
 typedef struct sdn_bench_opts {
@@ -57,6 +58,12 @@ typedef struct sdn_bench_opts {
     void (*progress)(void *ud, long done, long total, const char *note);
     void *ud;
     FILE *log;                  /* skipped rows and output mismatches (NULL: stderr) */
+    /* Constrained decoding (docs/constrained.md): every run, plain included, decodes under this
+     * grammar (NULL: none); forced-text drafting follows mcfg->forced. */
+    const sdn_grammar *grammar;
+    const sdn_gvocab *gvocab;   /* the model's vocabulary as bytes (required with grammar) */
+    FILE *answers;              /* optional: plain decoding's answers, one JSON line each:
+                                   {"id": ..., "task": ..., "answer": "...", "complete": true} */
 } sdn_bench_opts;
 
 #define SDN_BENCH_DEFAULT_BUDGET 0

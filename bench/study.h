@@ -90,6 +90,10 @@ typedef struct sdn_result_cell {
     int live;                     /* study: measured live instead of replayed */
     long skipped;                 /* study: requests the method could not be measured on */
     char note[200];               /* study: why (empty when nothing was skipped) */
+    /* bench with a constraint (sdn_bench_opts.grammar) */
+    long complete;                /* answers that ended where the grammar may end (not cut by max_tokens) */
+    long forced_drafted;          /* draft tokens that were forced text */
+    double t_constrain;           /* seconds spent applying the constraint */
 } sdn_result_cell;
 
 typedef struct sdn_study_opts {

@@ -35,6 +35,10 @@ int sdn_grammar_parse(const char *gbnf, size_t len, sdn_grammar **out, sdn_err *
 /* Compile a JSON schema (JSON text). */
 int sdn_grammar_from_schema(const char *json, size_t len, sdn_grammar **out, sdn_err *err);
 void sdn_grammar_free(sdn_grammar *g);
+/* The GBNF text a JSON schema compiles to (*gbnf malloc'd, NUL-terminated; free it): for
+ * inspection and the docs. Strings with a "pattern" (or length bounds above 64) appear as
+ * the internal element @P<n>, which only the schema compiler may write. */
+int sdn_schema_to_gbnf(const char *json, size_t len, char **gbnf, sdn_err *err);
 
 /* A state at the start of g's root rule. */
 int sdn_gstate_new(const sdn_grammar *g, sdn_gstate **out, sdn_err *err);
@@ -42,7 +46,10 @@ void sdn_gstate_free(sdn_gstate *s);
 /* dst becomes a copy of src (same grammar); 0, or -1 when out of memory (dst unchanged). */
 int sdn_gstate_copy(sdn_gstate *dst, const sdn_gstate *src);
 /* Advance over n bytes: 1 when the grammar allows them (state advanced), 0 when it does not
- * (state unchanged), -1 out of memory (state unchanged). */
+ * (state unchanged), -1 out of memory or beyond the matcher's limits (state unchanged): more
+ * than 1024 alternative parses at once (a very ambiguous grammar), nesting deeper than 8192
+ * elements, more than 200000 rule expansions in one byte. Functions that take a const
+ * state may still use scratch memory kept inside it (a state belongs to one thread). */
 int sdn_gstate_accept_bytes(sdn_gstate *s, const void *bytes, size_t n);
 /* 1 when the text so far is a complete sentence of the grammar (it may end here). */
 int sdn_gstate_can_end(const sdn_gstate *s);

@@ -298,6 +298,8 @@ typedef struct sdnpu_stats {
     long history_tokens;
     int answer_stored;                /* 1 when this answer went into the history store */
     size_t peak_rss;                  /* bytes, process high-water mark */
+    long forced_tokens;               /* constrained requests: draft tokens that were text the grammar forced */
+    double constrain_s;               /* constrained requests: seconds spent applying the constraint */
 } sdnpu_stats;
 
 typedef struct sdnpu_result {

@@ -4,6 +4,7 @@
  *   request_tokens()   render with the chat template and tokenize   (engine/request.c)
  *   history_lookup()   earlier answers of the task group -> automaton (datasets/history.c)
  *   make_drafter()     the drafting method with its parameters        (draft/methods.c)
+ *   make_grammar()     the request's grammar or JSON schema compiled  (grammar/)
  *   gen_params()       budget from the verify cost curve, graph hooks (runtime/verify_cost.c,
  *                      runtime/graph_setup.c)
  *   sdn_generate()     prefill + draft/verify/compact/commit/feedback  (runtime/decode.c)
@@ -12,6 +13,7 @@
 #include "sdnpu.h"
 
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +27,7 @@
 #include "engine/model_registry.h"
 #include "engine/request.h"
 #include "engine/tokenizer.h"
+#include "grammar/grammar.h"
 #include "runtime/decode.h"
 #include "runtime/graph_setup.h"
 #include "runtime/verify_cost.h"
@@ -41,6 +44,8 @@ _Static_assert(SDNPU_ACCEPT_HIST == SDN_ACCEPT_HIST, "histogram sizes agree");
 struct sdnpu_model {
     sdn_model *m;
     sdnpu_model_info info;
+    pthread_mutex_t mu;  /* guards gvocab's creation (contexts on several threads share a model) */
+    sdn_gvocab *gvocab;  /* the vocabulary as bytes, built at the first constrained request */
 };
 
 struct sdnpu_context {
@@ -87,9 +92,10 @@ int sdnpu_model_load(const char *path_or_name, const sdnpu_model_params *p, sdnp
     }
     sdnpu_model *pm = calloc(1, sizeof *pm);
     if (!pm) return sdn_fail(E(err), SDN_ENOMEM, "out of memory");
+    pthread_mutex_init(&pm->mu, NULL);
     sdn_model_load_opts lo = {.tokenizer_path = p->tokenizer_path};
     int rc = sdn_model_load(path_or_name, &lo, &pm->m, E(err));
-    if (rc) { free(pm); return rc; }
+    if (rc) { pthread_mutex_destroy(&pm->mu); free(pm); return rc; }
     const sdn_model_config *cfg = sdn_model_cfg(pm->m);
     sdnpu_model_info *in = &pm->info;
     in->path = sdn_model_path(pm->m);
@@ -113,6 +119,8 @@ int sdnpu_model_load(const char *path_or_name, const sdnpu_model_params *p, sdnp
 
 void sdnpu_model_free(sdnpu_model *m) {
     if (!m) return;
+    sdn_gvocab_free(m->gvocab);
+    pthread_mutex_destroy(&m->mu);
     sdn_model_free(m->m);
     free(m);
 }
@@ -339,7 +347,7 @@ static int history_lookup(sdnpu_context *c, const char *group, uint8_t **bytes, 
 }
 
 /* Step 3: the drafting method with the request's parameters and the history automaton. */
-static int make_drafter(const sdnpu_request *r, const uint8_t *hist, size_t hist_len, sdn_drafter *d, sdn_err *err) {
+static int make_drafter(const sdnpu_request *r, const uint8_t *hist, size_t hist_len, sdn_drafter *d, int *forced, sdn_err *err) {
     sdn_method_config mc;
     sdn_method_defaults(&mc);
     for (int i = 0; i < r->n_params; i++) {
@@ -348,8 +356,27 @@ static int make_drafter(const sdnpu_request *r, const uint8_t *hist, size_t hist
     }
     mc.hist_bytes = hist;
     mc.hist_bytes_len = hist_len;
+    *forced = mc.forced;
     int rc = sdn_method_create(r->method ? r->method : "none", &mc, d, err);
     return rc ? sdn_fail(err, rc, "request method") : SDN_OK;
+}
+
+/* Step 3b: the request's constraint: its grammar or JSON schema compiled (NULL when it has
+ * none), and the model's vocabulary as bytes (built once per model). */
+static int make_grammar(sdnpu_model *m, const sdnpu_request *r, sdn_grammar **g, sdn_err *err) {
+    *g = NULL;
+    if (!r->grammar && !r->json_schema) return SDN_OK;
+    if (r->grammar && r->json_schema) return sdn_fail(err, SDN_EINVAL, "request grammar and json_schema: give at most one");
+    const sdn_tokenizer *tok = sdn_model_tokenizer(m->m);
+    if (!tok) return sdn_fail(err, SDN_EINVAL, "request %s: the model has no tokenizer to match it against", r->grammar ? "grammar" : "json_schema");
+    int rc = r->grammar ? sdn_grammar_parse(r->grammar, strlen(r->grammar), g, err)
+                        : sdn_grammar_from_schema(r->json_schema, strlen(r->json_schema), g, err);
+    if (rc) return rc;
+    pthread_mutex_lock(&m->mu);
+    if (!m->gvocab) rc = sdn_gvocab_new(tok, &m->gvocab, err);
+    pthread_mutex_unlock(&m->mu);
+    if (rc) { sdn_grammar_free(*g); *g = NULL; }
+    return rc;
 }
 
 /* Streaming state: committed tokens -> text for on_text, the whole answer, and stop strings.
@@ -506,6 +533,8 @@ static void fill_stats(const sdn_gen_stats *s, sdnpu_stats *o) {
     o->verify_s = s->t_verify;
     o->first_token_s = s->t_first_token;
     o->peak_rss = s->peak_rss;
+    o->forced_tokens = s->forced_drafted;
+    o->constrain_s = s->t_constrain;
 }
 
 int sdnpu_generate(sdnpu_context *c, const sdnpu_request *r, sdnpu_result *result, sdnpu_error *err) {
@@ -530,6 +559,8 @@ int sdnpu_generate(sdnpu_context *c, const sdnpu_request *r, sdnpu_result *resul
     uint8_t *hist = NULL;
     size_t hist_len = 0;
     sdn_drafter d = {0};
+    sdn_grammar *gram = NULL;
+    int forced = 1;
     sdn_gen_result g = {0};
     const sdn_tokenizer *tok = sdn_model_tokenizer(c->model->m);
     stream s = {.r = r, .stopped_at = -1, .stop_index = -1};
@@ -540,6 +571,7 @@ int sdnpu_generate(sdnpu_context *c, const sdnpu_request *r, sdnpu_result *resul
         if (!r->stop[i] || !r->stop[i][0]) { rc = sdn_fail(e, SDN_EINVAL, "request stop[%d] is empty", i); goto done; }
         if (strlen(r->stop[i]) > s.max_stop) s.max_stop = strlen(r->stop[i]);
     }
+    if ((rc = make_grammar(c->model, r, &gram, e))) goto done;
     if ((rc = request_tokens(c->model, r, n_ctx, &prompt, &n_prompt, NULL, e))) goto done;
     int drafting = r->method && strcmp(r->method, "none") != 0;
     if (r->task_group && !c->hist) {
@@ -547,9 +579,15 @@ int sdnpu_generate(sdnpu_context *c, const sdnpu_request *r, sdnpu_result *resul
         goto done;
     }
     if (drafting && (rc = history_lookup(c, r->task_group, &hist, &hist_len, &st, e))) goto done;
-    if ((rc = make_drafter(r, hist, hist_len, &d, e))) goto done;
+    if ((rc = make_drafter(r, hist, hist_len, &d, &forced, e))) goto done;
     sdn_gen_params gp;
     if ((rc = gen_params(c, r, &d, &gp, e))) goto done;
+    if (gram) {
+        gp.grammar = gram;
+        gp.gvocab = c->model->gvocab;
+        gp.tok = tok;
+        gp.forced_draft = forced;
+    }
     if (tok) {
         if (!(s.dt = sdn_detok_new(tok))) { rc = sdn_fail(e, SDN_ENOMEM, "out of memory"); goto done; }
         sdn_detok_prime(s.dt, prompt, n_prompt);
@@ -596,6 +634,7 @@ done:
     free(s.text);
     sdn_gen_result_free(&g);
     sdn_drafter_destroy(&d);
+    sdn_grammar_free(gram);
     free(hist);
     free(prompt);
     return rc;

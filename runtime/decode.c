@@ -3,8 +3,10 @@
  *
  *   prefill()        prompt tokens but the last into the KV cache (+ top-k predictions)
  *   loop:
- *     step_draft()    the drafter's token tree, sized by the budget
- *     step_verify()   one forward of root + tree, greedy or stochastic acceptance
+ *     step_draft()    the drafter's token tree, sized by the budget (+ forced text, pruned
+ *                     by the grammar when the request has one)
+ *     step_verify()   one forward of root + tree, greedy or stochastic acceptance (of the
+ *                     tokens the grammar allows at each row)
  *     step_compact()  KV cache compacted to the accepted path
  *     step_commit()   accepted tokens appended, end of generation, streaming callback
  *     step_feedback() the drafter told what the model accepted and predicted
@@ -12,6 +14,7 @@
  * Plain decoding is the same loop with no drafter (an empty tree). */
 #include "runtime/decode.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -48,6 +51,7 @@ typedef struct decode {
     int n_gen;
     int32_t root;               /* newest committed token: the root of the next step */
     int stop;                   /* SDN_GEN_* once generation ends early */
+    uint8_t empty[SDN_INVARIANT_MAX_ROWS]; /* constrained: rows whose grammar state allows no token */
     float *logits;
     int32_t *argmax;
     sdn_tree tree;
@@ -61,6 +65,10 @@ typedef struct decode {
     int32_t *cvocab; /* candidate vocabulary of the prefill predictions */
     double vms[SDN_INVARIANT_MAX_ROWS]; /* the verify cost curve at the current KV length */
     int n_cvocab;
+    /* constraint (p->grammar): the committed answer's state, and per batch row the state the
+     * row's prediction is constrained by (row 0: gs; row i + 1: gs + the path to node i) */
+    sdn_gstate *gs;
+    sdn_gstate *rs[SDN_INVARIANT_MAX_ROWS];
     sdn_gen_stats s;
 } decode;
 
@@ -76,6 +84,8 @@ static void decode_free(decode *d) {
     free(d->cvocab);
     free(d->seen);
     free(d->window);
+    sdn_gstate_free(d->gs);
+    for (int i = 0; i < SDN_INVARIANT_MAX_ROWS; i++) sdn_gstate_free(d->rs[i]);
 }
 
 /* Limits, draft caps and buffers of one request. */
@@ -116,6 +126,14 @@ static int setup(decode *d, sdn_err *err) {
     }
     int nodes = caps->max_nodes > 0 ? caps->max_nodes : 1;
     int rc;
+    if (p->grammar) {
+        if (!p->gvocab || sdn_gvocab_n(p->gvocab) != d->vocab)
+            return sdn_fail(err, SDN_EINVAL, "a grammar needs the model's vocabulary (%d tokens)", d->vocab);
+        if (p->forced_draft && !p->tok) return sdn_fail(err, SDN_EINVAL, "forced-text drafting needs the model's tokenizer");
+        if ((rc = sdn_gstate_new(p->grammar, &d->gs, err))) return rc;
+        for (int i = 0; i < SDN_INVARIANT_MAX_ROWS; i++)
+            if ((rc = sdn_gstate_new(p->grammar, &d->rs[i], err))) return rc;
+    }
     if ((rc = sdn_tree_init(&d->tree, nodes, err)) || (rc = sdn_vbatch_init(&d->vb, SDN_INVARIANT_MAX_ROWS, err)) ||
         (rc = sdn_accept_init(&d->acc, nodes, err)))
         return rc;
@@ -204,6 +222,63 @@ static int prefill(decode *d, double t0, sdn_err *err) {
     return SDN_OK;
 }
 
+/* Forced text (constrained requests): the bytes the grammar forces after the committed
+ * answer, tokenized as the model's tokenizer would write them on their own; at most `lim`
+ * tokens. Verification judges them like any draft, so a tokenization the model would not
+ * produce only costs rows. Returns the count, or -1 when out of memory. */
+static int forced_tokens(decode *d, int32_t *out, int lim) {
+    char buf[512];
+    size_t n = sdn_gstate_forced(d->gs, buf, sizeof buf);
+    if (!n || lim <= 0) return 0;
+    int32_t *ids = NULL;
+    int n_ids = 0;
+    sdn_err e;
+    sdn_err_clear(&e);
+    if (sdn_tokenize(d->p->tok, buf, n, 0, 0, &ids, &n_ids, &e)) { free(ids); return e.code == SDN_ENOMEM ? -1 : 0; }
+    /* forced text that ends in white space (`"id": `) is usually written with that space
+       joined to the next word's token: leave a last all-space token to the model */
+    if (n_ids > 0) {
+        char tb[64];
+        size_t k = sdn_tokenizer_token_bytes(d->p->tok, ids[n_ids - 1], tb, sizeof tb), sp = 0;
+        while (sp < k && sp < sizeof tb && (tb[sp] == ' ' || tb[sp] == '\t' || tb[sp] == '\n')) sp++;
+        if (k > 0 && sp == k) n_ids--;
+    }
+    if (n_ids > lim) n_ids = lim;
+    if (n_ids > SDN_INVARIANT_MAX_ROWS - 1) n_ids = SDN_INVARIANT_MAX_ROWS - 1;
+    memcpy(out, ids, sizeof(int32_t) * (size_t)n_ids);
+    free(ids);
+    return n_ids;
+}
+
+/* Constrained requests: give every batch row its grammar state (row 0: the committed
+ * answer's; node i's row: its parent's row advanced over node i's token) and drop the draft
+ * nodes the grammar rules out, with their subtrees, before they cost a row. The tree stays
+ * topological (kept nodes keep their order). */
+static int constrain_tree(decode *d, sdn_err *err) {
+    sdn_tree *t = &d->tree;
+    if (sdn_gstate_copy(d->rs[0], d->gs)) return sdn_fail(err, SDN_ENOMEM, "out of memory (grammar state)");
+    int32_t map[SDN_INVARIANT_MAX_ROWS];
+    int n = 0;
+    for (int i = 0; i < t->n; i++) {
+        map[i] = -1;
+        int par = t->parent[i];
+        if (par >= 0 && map[par] < 0) continue; /* below a dropped node */
+        sdn_gstate *dst = d->rs[n + 1];
+        if (sdn_gstate_copy(dst, d->rs[par < 0 ? 0 : map[par] + 1])) return sdn_fail(err, SDN_ENOMEM, "out of memory (grammar state)");
+        int ok = sdn_gstate_accept_token(dst, d->p->gvocab, t->token[i]);
+        if (ok < 0) return sdn_fail(err, SDN_ENOMEM, "out of memory (grammar state)");
+        if (!ok) continue;
+        map[i] = n;
+        t->token[n] = t->token[i];
+        t->parent[n] = par < 0 ? -1 : map[par];
+        t->depth[n] = t->depth[i];
+        t->score[n] = t->score[i];
+        n++;
+    }
+    t->n = n;
+    return SDN_OK;
+}
+
 /* Draft: the step's budget (fixed caps, or from the verify cost curve and the acceptance
  * seen so far), bounded by the tokens still allowed and the KV room, then the drafter's tree. */
 static int step_draft(decode *d, sdn_err *err) {
@@ -225,7 +300,30 @@ static int step_draft(decode *d, sdn_err *err) {
     if (d->p->drafter) d->s.budget_hist[sc.max_nodes < SDN_ACCEPT_HIST ? sc.max_nodes : SDN_ACCEPT_HIST - 1]++;
     if (sc.max_nodes > room) sc.max_nodes = room;
     if (sc.max_nodes > kv_room) sc.max_nodes = kv_room;
-    if (d->p->drafter && sc.max_nodes > 0) return sdn_drafter_propose(d->p->drafter, &d->tree, &sc, err);
+    int32_t forced[SDN_INVARIANT_MAX_ROWS];
+    int n_forced = 0, rc;
+    if (d->p->drafter && d->gs && d->p->forced_draft) {
+        int lim = d->caps.max_nodes < room ? d->caps.max_nodes : room;
+        if (lim > kv_room) lim = kv_room;
+        double t = sdn_now();
+        n_forced = forced_tokens(d, forced, lim);
+        d->s.t_constrain += sdn_now() - t;
+        if (n_forced < 0) return sdn_fail(err, SDN_ENOMEM, "out of memory (forced text)");
+        /* the drafter fills what the forced text leaves of the budget */
+        if (sc.max_nodes > d->caps.max_nodes - n_forced) sc.max_nodes = d->caps.max_nodes - n_forced;
+    }
+    if (d->p->drafter && sc.max_nodes > 0 && (rc = sdn_drafter_propose(d->p->drafter, &d->tree, &sc, err))) return rc;
+    if (n_forced > 0) { /* shares the drafter's nodes where they agree */
+        int before = d->tree.n;
+        sdn_tree_add_chain(&d->tree, -1, forced, n_forced, 1.0f, d->caps.max_depth);
+        d->s.forced_drafted += d->tree.n - before;
+    }
+    if (d->gs) {
+        double t = sdn_now();
+        rc = constrain_tree(d, err);
+        d->s.t_constrain += sdn_now() - t;
+        return rc;
+    }
     return SDN_OK;
 }
 
@@ -248,6 +346,26 @@ static void penalize_rows(decode *d, int n_rows) {
     }
 }
 
+/* The constraint on the verified rows: greedy, each row's choice is the best token its
+ * grammar state allows (checked in logit order, so it is cheap); sampling, each row's
+ * disallowed tokens get a -inf logit, so acceptance draws from the allowed tokens'
+ * renormalized distribution. A row that allows nothing (after an end-of-generation token,
+ * or where the grammar has no way on that the vocabulary can write) is marked empty: it has
+ * no children (all pruned) and step_commit ends the answer instead of taking its bonus. */
+static void constrain_rows(decode *d, int n_rows) {
+    for (int r = 0; r < n_rows; r++) {
+        float *row = d->logits + (size_t)r * d->vocab;
+        if (d->greedy) {
+            int32_t a = sdn_gstate_argmax(d->rs[r], d->p->gvocab, row);
+            d->empty[r] = a < 0;
+            d->argmax[r] = a < 0 ? sdn_argmax(row, d->vocab) : a; /* the drafter's feedback wants a token */
+        } else {
+            d->empty[r] = sdn_gstate_mask(d->rs[r], d->p->gvocab, row) == 0;
+            if (d->empty[r]) row[0] = 0.0f; /* a point mass, never committed */
+        }
+    }
+}
+
 /* Verify: root + tree as one batch (tree attention mask, padded to the decode graph's rows),
  * one forward pass with the batch-invariant kernels, then acceptance of the longest path
  * that matches the model (greedy) or lossless stochastic acceptance. */
@@ -260,7 +378,13 @@ static int step_verify(decode *d, sdn_err *err) {
                    .logit_rows = d->vb.rows, .n_logits = n_real, .invariant = 1};
     if ((rc = sdn_forward(d->c, &b, d->logits, err))) return rc;
     if (d->window) penalize_rows(d, n_real);
-    if (d->greedy) sdn_verify_greedy(&d->tree, d->logits, d->vocab, &d->acc, d->argmax);
+    if (d->gs) {
+        double t = sdn_now();
+        constrain_rows(d, n_real);
+        d->s.t_constrain += sdn_now() - t;
+    }
+    if (d->greedy && d->gs) sdn_verify_greedy_rows(&d->tree, d->argmax, &d->acc);
+    else if (d->greedy) sdn_verify_greedy(&d->tree, d->logits, d->vocab, &d->acc, d->argmax);
     else if ((rc = sdn_verify_sample(&d->tree, d->logits, d->vocab, &d->p->sampling, &d->rng, &d->dist, &d->acc, err))) return rc;
     d->s.steps++;
     d->s.drafted += d->tree.n;
@@ -278,17 +402,27 @@ static int step_compact(decode *d, int n_past, sdn_err *err) {
 
 /* Commit: append the accepted tokens and the bonus token up to the limit, stopping at an
  * end-of-generation token; stream them; the last one is the next root. */
-static void step_commit(decode *d) {
+static int step_commit(decode *d, sdn_err *err) {
     const sdn_gen_params *p = d->p;
     int n_new = d->acc.n_acc + 1, first_new = d->n_gen;
+    int bonus_row = d->acc.n_acc ? d->acc.nodes[d->acc.n_acc - 1] + 1 : 0, stuck = d->gs && d->empty[bonus_row];
+    if (stuck) n_new = d->acc.n_acc; /* the bonus row allowed nothing: the answer ends */
     for (int i = 0; i < n_new && d->n_gen < d->max_new; i++) {
         int32_t tk = d->acc.tokens[i];
+        if (d->gs) { /* the committed answer's grammar state follows (the tokens were checked) */
+            int ok = sdn_gstate_accept_token(d->gs, p->gvocab, tk);
+            if (ok < 0) return sdn_fail(err, SDN_ENOMEM, "out of memory (grammar state)");
+            if (!ok) return sdn_fail(err, SDN_ESTATE, "constrained decoding committed token %d that its grammar does not allow", tk);
+        }
         if (!p->ignore_eog && p->eog && p->eog(p->eog_ud, tk)) { d->stop = SDN_GEN_EOG; break; }
         d->gen[d->n_gen++] = tk;
+        if (d->gs && sdn_gstate_ended(d->gs)) { d->stop = SDN_GEN_EOG; break; }
     }
+    if (stuck && !d->stop) d->stop = SDN_GEN_EOG;
     if (p->on_tokens && d->n_gen > first_new && p->on_tokens(p->cb_ud, d->gen + first_new, d->n_gen - first_new) && !d->stop)
         d->stop = SDN_GEN_CANCEL;
     d->root = d->acc.tokens[d->acc.n_acc];
+    return SDN_OK;
 }
 
 /* Feedback: the drafter learns the accepted tokens and, greedy, the model's next token after
@@ -317,7 +451,9 @@ int sdn_generate(sdn_ctx *c, const int32_t *prompt, int n_prompt, const sdn_gen_
         double tc = sdn_now();
         d.s.t_verify += tc - tb;
         if (d.s.steps == 1) d.s.t_first_token = tc - t0;
-        step_commit(&d);
+        double tcm = sdn_now();
+        if ((rc = step_commit(&d, err))) break;
+        if (d.gs) d.s.t_constrain += sdn_now() - tcm;
         double tf = sdn_now();
         rc = step_feedback(&d, err);
         d.s.t_draft += sdn_now() - tf;

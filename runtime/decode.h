@@ -17,6 +17,7 @@
 #include "draft/drafter.h"
 #include "engine/forward.h"
 #include "engine/sampler.h"
+#include "grammar/grammar.h"
 
 #define SDN_ACCEPT_HIST 65 /* histogram buckets: accepted draft tokens 0..64 */
 /* Default draft caps when no verify cost curve is given (sdn_gen_params.verify_ms): 4 draft
@@ -89,6 +90,15 @@ typedef struct sdn_gen_params {
      * the end. */
     void (*on_progress)(void *ud, int done, int total);
     void *progress_ud;
+    /* Constrained decoding (grammar/grammar.h; docs/constrained.md): every committed token is
+     * one the grammar allows (greedy: the best allowed token; sampling: the allowed tokens'
+     * renormalized distribution), at every verified row, so speculative output equals
+     * constrained plain output; draft nodes the grammar rules out are pruned before the
+     * forward pass. NULL: no constraint. */
+    const sdn_grammar *grammar;
+    const sdn_gvocab *gvocab; /* the model's vocabulary as bytes (required with grammar) */
+    const sdn_tokenizer *tok;   /* tokenizes forced text (required with forced_draft) */
+    int forced_draft;                /* 1: with a drafter, the text the grammar forces next is drafted too */
 } sdn_gen_params;
 
 /* The draft size d in [0, dmax] maximizing expected tokens per millisecond of a chain whose
@@ -127,6 +137,8 @@ typedef struct sdn_gen_stats {
                                     over the prompt): in t_draft, in neither t_prefill nor t_decode */
     double t_first_token;        /* prefill + first step */
     size_t peak_rss;             /* bytes, process high-water mark */
+    long forced_drafted;         /* draft tokens that came from the grammar's forced text */
+    double t_constrain;          /* seconds in the constraint: pruning, per-row choice or mask, commit */
 } sdn_gen_stats;
 
 /* Mean accepted tokens per step, counting the bonus token (= n_gen / steps). */

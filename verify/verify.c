@@ -97,14 +97,33 @@ static void finish(sdn_accept *out, int32_t bonus) {
     for (int i = 0; i < out->n_acc; i++) out->keep[i + 1] = out->nodes[i] + 1;
 }
 
+void sdn_verify_greedy_rows(const sdn_tree *t, const int32_t *row_choice, sdn_accept *out) {
+    out->n_acc = 0;
+    int cur = -1; /* -1 = root */
+    for (;;) {
+        int32_t a = row_choice[cur + 1];
+        int child = -1;
+        for (int i = cur + 1; i < t->n; i++)
+            if (t->parent[i] == cur && t->token[i] == a) { child = i; break; }
+        if (child < 0) { finish(out, a); return; }
+        out->nodes[out->n_acc] = child;
+        out->tokens[out->n_acc] = a;
+        out->n_acc++;
+        cur = child;
+    }
+}
+
 void sdn_verify_greedy(const sdn_tree *t, const float *logits, int vocab, sdn_accept *out, int32_t *argmax) {
-    if (argmax)
+    if (argmax) {
         for (int r = 0; r <= t->n; r++) argmax[r] = sdn_argmax(logits + (size_t)r * vocab, vocab);
+        sdn_verify_greedy_rows(t, argmax, out);
+        return;
+    }
     out->n_acc = 0;
     int cur = -1; /* -1 = root */
     for (;;) {
         int row = cur + 1;
-        int32_t a = argmax ? argmax[row] : sdn_argmax(logits + (size_t)row * vocab, vocab);
+        int32_t a = sdn_argmax(logits + (size_t)row * vocab, vocab);
         int child = -1;
         for (int i = cur + 1; i < t->n; i++)
             if (t->parent[i] == cur && t->token[i] == a) { child = i; break; }

@@ -51,6 +51,12 @@ void sdn_accept_free(sdn_accept *a);
  * [tree->n + 1]) receives every row's argmax. */
 void sdn_verify_greedy(const sdn_tree *tree, const float *logits, int vocab, sdn_accept *out, int32_t *argmax);
 
+/* Greedy acceptance from a given choice per row (row_choice[r] for r = 0 .. tree->n: the
+ * token decoding would pick after row r, e.g. the best token a grammar allows): the same walk
+ * as sdn_verify_greedy. A negative choice is never a child's token: it ends the walk as the
+ * bonus (the caller decides what a row with no allowed token means). */
+void sdn_verify_greedy_rows(const sdn_tree *tree, const int32_t *row_choice, sdn_accept *out);
+
 /* Lossless speculative sampling for deterministic drafts with several candidates per
  * node: at the current row build the sampling distribution p (temperature, top-k, top-p);
  * try the children in tree order: accept child c with probability p(c); on rejection set

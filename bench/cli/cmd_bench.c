@@ -59,7 +59,12 @@ static void usage(FILE *f) {
             "                       `sdnpu bench-verify --shapes S --types T --cost-out PROFILE`): the live steps'\n"
             "                       draft sizes and draft time at that model's step cost, a projection\n"
             "  --fresh-prefill      every run prefills its prompt (default: the request's first run prefills,\n"
-            "                       the others reuse its KV entries and prefill predictions)\n",
+            "                       the others reuse its KV entries and prefill predictions)\n"
+            "  --json-schema FILE   constrained decoding: every run (plain included) answers in this JSON schema\n"
+            "  --grammar FILE       ... or in this GBNF grammar (docs/constrained.md); --param grammar.forced=0 turns\n"
+            "                       forced-text drafting off. A table after the results: complete answers and\n"
+            "                       the constraint's cost per step\n"
+            "  --answers FILE       write plain decoding's answers, one JSON line each (id, task, answer, complete)\n",
             sdn_method_list());
     cli_param_help(f);
     fprintf(f,
@@ -93,6 +98,20 @@ static int budget_mode(const long *h, double *mean) {
     }
     if (mean) *mean = n ? sum / n : 0;
     return mode;
+}
+
+/* Constrained runs: complete answers, forced-text drafts, and the constraint's own cost per
+ * decode step against the step's whole cost. */
+static void print_constraint(const sdn_bench_result *r) {
+    printf("\nconstraint: %-10s %-10s %9s %10s %14s %12s %9s\n", "task", "method", "complete", "forced tok", "constraint ms", "ms/step", "share");
+    for (int i = 0; i < r->n_cells; i++) {
+        const sdn_result_cell *c = &r->cells[i];
+        double per_step = c->c.steps ? 1000 * c->t_constrain / c->c.steps : 0, step = c->c.steps ? 1000 * c->t_decode / c->c.steps : 0;
+        printf("            %-10s %-10s %4ld/%-4ld %10ld %14.1f %12.3f %8.2f%%\n", c->task, c->method, c->complete, c->c.requests,
+               c->forced_drafted, 1000 * c->t_constrain, step, step > 0 ? 100 * per_step / step : 0);
+    }
+    printf("(complete: answers that ended where the grammar may end, not cut short by --max-tokens; share: the constraint's time\n"
+           " per decode step - pruning drafts, choosing each verified row's token, following the committed text - over the step)\n");
 }
 
 static void print_table(const sdn_bench_result *r) {
@@ -158,6 +177,7 @@ static void cell_label(const sdn_result_cell *c, int n_budgets, char *buf, size_
 int cmd_bench(int argc, char **argv) {
     const char *model = NULL, *tokenizer = NULL, *methods_arg = NULL, *tasks = NULL, *out_dir = NULL, *rdb = NULL, *cost = NULL;
     const char *cost_out = NULL, *hist_path = NULL, *v, *projs[8], *json_out = NULL, *csv_out = NULL;
+    const char *schema_path = NULL, *grammar_path = NULL, *answers_path = NULL;
     int n_projs = 0;
     const char *datasets[32];
     int n_ds = 0, plot = 0, n_params = 0, budgets[64], n_budgets = 0;
@@ -225,6 +245,9 @@ int cmd_bench(int argc, char **argv) {
             if (sdn_bench_parse_budgets(v, budgets, 64, &n_budgets, &be)) { fprintf(stderr, "sdnpu bench: %s\n", be.msg); return 2; }
         }
         else if (!strcmp(a, "--fresh-prefill")) o.fresh_prefill = 1;
+        else if (!strcmp(a, "--json-schema")) { if (!VAL()) return 2; schema_path = v; }
+        else if (!strcmp(a, "--grammar")) { if (!VAL()) return 2; grammar_path = v; }
+        else if (!strcmp(a, "--answers")) { if (!VAL()) return 2; if (cli_check_output(a, v)) return 1; answers_path = v; }
         else if (!strcmp(a, "--draft-depth")) { if (!VAL() || cli_int(a, v, 1, 63, &x)) return 2; o.caps.max_depth = (int)x; }
         else if (!strcmp(a, "--draft-branch")) { if (!VAL() || cli_int(a, v, 1, 63, &x)) return 2; o.caps.max_branch = (int)x; }
         else if (!strcmp(a, "--threads")) { if (!VAL() || cli_int(a, v, 1, 256, &x)) return 2; o.threads = (int)x; }
@@ -233,6 +256,24 @@ int cmd_bench(int argc, char **argv) {
 #undef VAL
     }
     if (!model) { fprintf(stderr, "sdnpu bench: --model is required\n"); usage(stderr); return 2; }
+    if (schema_path && grammar_path) { fprintf(stderr, "sdnpu bench: give --json-schema or --grammar, not both\n"); return 2; }
+    sdn_grammar *gram = NULL;
+    sdn_gvocab *gvocab = NULL;
+    FILE *answers = NULL;
+    if (schema_path || grammar_path) { /* a bad grammar is a usage error, found before the model loads */
+        const char *gp = schema_path ? schema_path : grammar_path;
+        char *text = NULL;
+        size_t len = 0;
+        sdn_err ge = {0};
+        if (sdn_read_file_max(gp, 1 << 20, schema_path ? "JSON schema" : "grammar", &text, &len, &ge) ||
+            (schema_path ? sdn_grammar_from_schema(text, len, &gram, &ge) : sdn_grammar_parse(text, len, &gram, &ge))) {
+            fprintf(stderr, "sdnpu bench: option %s %s: %s\n", schema_path ? "--json-schema" : "--grammar", gp, ge.msg);
+            free(text);
+            return 2;
+        }
+        free(text);
+        o.grammar = gram;
+    }
     if (n_budgets && o.caps.max_nodes) { fprintf(stderr, "sdnpu bench: --draft-max N is the fixed budget N: give it in --budgets instead\n"); return 2; }
     if (!n_budgets) { /* --draft-max N alone: that budget (with --draft-depth); else the engine's default */
         budgets[0] = o.caps.max_nodes > 0 ? o.caps.max_nodes : SDN_BENCH_DEFAULT_BUDGET;
@@ -289,6 +330,15 @@ int cmd_bench(int argc, char **argv) {
     }
     sdn_model_load_opts lo = {.tokenizer_path = tokenizer};
     if (sdn_model_load(model, &lo, &m, &err)) goto fail;
+    if (gram) {
+        if (!sdn_model_tokenizer(m)) { sdn_fail(&err, SDN_EINVAL, "a grammar needs the model's tokenizer"); goto fail; }
+        if (sdn_gvocab_new(sdn_model_tokenizer(m), &gvocab, &err)) goto fail;
+        o.gvocab = gvocab;
+    }
+    if (answers_path && !(answers = o.answers = fopen(answers_path, "w"))) {
+        sdn_fail(&err, SDN_EIO, "cannot write %s", answers_path);
+        goto fail;
+    }
     if (hist_path && sdn_history_open(hist_path, &hist, &err)) goto fail;
     o.methods = (const char *const *)methods;
     o.n_methods = n_methods;
@@ -323,6 +373,7 @@ int cmd_bench(int argc, char **argv) {
         printf("note: a small-context base model such as TinyStories cannot take (or summarize) news articles and Wikipedia passages; "
                "use a task in its domain (sdnpu make-story-task)\n");
     print_table(&res);
+    if (gram) print_constraint(&res);
     if (!o.fresh_prefill && !o.graphs)
         printf("(prefill ms: each request's one prefill, on the plain row; the other runs reuse its KV entries. %ld runs prefilled for %d requests)\n",
                res.prefills, res.n_requests);
@@ -499,6 +550,12 @@ fail:
     fprintf(stderr, "sdnpu bench: %s\n", err.msg);
 out:
     free(cmdline);
+    if (answers && fclose(answers) && code == 0) {
+        fprintf(stderr, "sdnpu bench: cannot write %s\n", answers_path);
+        code = 1;
+    }
+    sdn_grammar_free(gram);
+    sdn_gvocab_free(gvocab);
     sdn_bench_result_free(&res);
     sdn_history_close(hist);
     sdn_model_free(m);

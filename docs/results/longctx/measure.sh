@@ -21,7 +21,7 @@ log start-benchlongdoc
 $S bench --model $M --dataset /work/shared/datasets/longdoc/longdoc.jsonl --methods sdnpu --max-tokens 128 --threads 2 --ctx 8192 \
   --json $R/bench-longdoc-8192.json > $R/bench-longdoc-8192.txt 2>&1
 log start-llamaserver
-python3 scripts/reference/bench_longdoc_vs_llamaserver.py --sdnpu $S --llama-server /work/llama.cpp/build/bin/llama-server \
+python3 scripts/reference/bench_vs_llamaserver.py --sdnpu $S --llama-server /work/llama.cpp/build/bin/llama-server \
   --model $M --data /work/shared/datasets/longdoc/longdoc.jsonl --threads 2 --max-tokens 128 --cache-type f16 --llama-fa off --limit 8 \
   --spec-types ngram-simple,ngram-map-k,ngram-mod --llama-source kainlan/llama.cpp-intel-optimizations@dc02e1f83db4d956e6df97b7fd1945968f1f6e60 \
   --log-dir $R/longdoc_logs --json $R/longdoc_vs_llamaserver_f16.json > $R/longdoc_vs_llamaserver_f16.txt 2>&1

@@ -1,13 +1,23 @@
 #!/usr/bin/env python3
-"""bench_longdoc_vs_llamaserver.py - sdnpu serve against llama.cpp's llama-server (built from
-source on the same machine) on the long-document requests (longdoc.jsonl), end to end over real
-HTTP with streaming: time to first token, decode tok/s, end-to-end time, and the answers.
+"""bench_vs_llamaserver.py - sdnpu serve against llama.cpp's llama-server (built from source on
+the same machine) on a task file's requests (by default the long documents, longdoc.jsonl),
+end to end over real HTTP with streaming: time to first token, decode tok/s, end-to-end time,
+and the answers. With --json-schema FILE every request of every configuration asks for a JSON
+answer in that schema (OpenAI's response_format json_schema, which both servers take), every
+answer is validated with Python's jsonschema package, and --sdnpu-noforced adds sdnpu's
+speculative configuration without forced-text drafting (docs/constrained.md):
+
+  python3 scripts/reference/bench_vs_llamaserver.py --llama-server PATH/llama-server \\
+      --model ~/.cache/sdnpu/models/SmolLM2-135M-Instruct.Q4_1.gguf \\
+      --data ../shared/datasets/ui/ui_droidtask.jsonl --tasks ui --ctx 2048 --max-tokens 64 \\
+      --json-schema bench/schemas/ui_action.json --sdnpu-noforced
 
 Configurations, for each KV cache type of --cache-type (f16, q8, f32; llama.cpp gets f16, q8_0,
 f32), each a fresh server process with one slot, the same GGUF, --threads threads and a context
 of --ctx tokens:
   sdnpu/sdnpu        sdnpu serve, requests with "sdnpu": {"method": "sdnpu"} (speculative)
   sdnpu/none         sdnpu serve, requests with "sdnpu": {"method": "none"} (plain decoding)
+  sdnpu/sdnpu-noforced  (--sdnpu-noforced) "sdnpu": {"method": "sdnpu", "params": ["grammar.forced=0"]}
   llama/none         llama-server --spec-type none (no speculation)
   llama/ngram-...    llama-server --spec-type T for each T of --spec-types (n-gram speculative
                      decoding without a draft model: ngram-simple, ngram-map-k, ngram-mod)
@@ -62,7 +72,7 @@ over the task's requests; chosen per task) and the ratio best-llama e2e / sdnpu 
 --json. llama-server is not part of sdnpu and never needed by its tests: build it yourself
 (cmake, GGML_NATIVE=ON, target llama-server) and pass its path.
 
-  python3 scripts/reference/bench_longdoc_vs_llamaserver.py --sdnpu build/sdnpu \\
+  python3 scripts/reference/bench_vs_llamaserver.py --sdnpu build/sdnpu \\
       --llama-server ~/llama.cpp/build/bin/llama-server \\
       --model ~/.cache/sdnpu/models/SmolLM2-135M-Instruct.Q4_1.gguf \\
       --data ../shared/datasets/longdoc/longdoc.jsonl --json longdoc_vs_llamaserver.json
@@ -261,11 +271,15 @@ def stream_chat(port, body, timeout):
             "finish_reason": finish, "text": "".join(text), "usage_reported": usage is not None, "server": extra}
 
 
-def request_body(cfg, content, max_tokens, cache_prompt=True):
+def request_body(cfg, content, max_tokens, cache_prompt=True, schema=None):
     body = {"messages": [{"role": "user", "content": content}], "max_tokens": max_tokens, "temperature": 0,
             "stream": True, "stream_options": {"include_usage": True}}
+    if schema is not None:
+        body["response_format"] = {"type": "json_schema", "json_schema": {"name": "answer", "schema": schema}}
     if cfg["program"] == "sdnpu":
         body["sdnpu"] = {"method": cfg["method"]}
+        if cfg.get("params"):
+            body["sdnpu"]["params"] = cfg["params"]
     elif not cache_prompt:
         body["cache_prompt"] = False
     return body
@@ -337,11 +351,24 @@ def main():
     ap.add_argument("--llama-source", default="", help="where the llama.cpp sources came from (repository@commit), "
                     "recorded in the JSON since llama-server --version may say 'unknown'")
     ap.add_argument("--log-dir", help="keep the servers' logs here (default: a temporary directory, removed at the end)")
+    ap.add_argument("--json-schema", help="a JSON schema file: every request asks for a JSON answer in it "
+                    "(response_format json_schema); answers are validated with the jsonschema package")
+    ap.add_argument("--sdnpu-noforced", action="store_true", help="also sdnpu speculative without forced-text "
+                    "drafting (params grammar.forced=0; meaningful with --json-schema)")
     ap.add_argument("--json", help="write every figure, answer and command line here")
     a = ap.parse_args()
     for path, what in ((a.sdnpu, "--sdnpu"), (a.llama_server, "--llama-server"), (a.model, "--model"), (a.data, "--data")):
         if not os.path.isfile(path):
             ap.error("%s: no such file: %s" % (what, path))
+    schema, validator = None, None
+    if a.json_schema:
+        with open(a.json_schema) as f:
+            schema = json.load(f)
+        try:
+            import jsonschema
+            validator = jsonschema.validators.validator_for(schema)(schema)
+        except ImportError:
+            ap.error("--json-schema needs the jsonschema package (apt-get install python3-jsonschema)")
     ctypes = [{"q8_0": "q8"}.get(c.strip(), c.strip()) for c in a.cache_type.split(",") if c.strip()]
     for c in ctypes:
         if c not in CACHE_TYPES:
@@ -375,6 +402,9 @@ def main():
     configs = []
     for ct in ctypes:
         configs.append({"name": "sdnpu/sdnpu", "program": "sdnpu", "method": "sdnpu", "cache_type": ct})
+        if a.sdnpu_noforced:
+            configs.append({"name": "sdnpu/sdnpu-noforced", "program": "sdnpu", "method": "sdnpu", "cache_type": ct,
+                            "params": ["grammar.forced=0"]})
         if not a.no_sdnpu_plain:
             configs.append({"name": "sdnpu/none", "program": "sdnpu", "method": "none", "cache_type": ct})
         for s in ([] if a.no_llama_plain else ["none"]) + specs:
@@ -442,7 +472,7 @@ def main():
                         failures.append(msg)
                         continue
                     try:
-                        body = request_body(cfg, content[r["id"]], a.max_tokens, not a.llama_no_cache_prompt)
+                        body = request_body(cfg, content[r["id"]], a.max_tokens, not a.llama_no_cache_prompt, schema)
                         res = stream_chat(port, body, a.timeout)
                     except RequestError as e:
                         msg = "[%s] request %s failed: %s" % (label, r["id"], e)
@@ -494,7 +524,8 @@ def main():
         pr = {n: per_request(ct, n) for n in names}
         per_req_out[ct] = pr
         print("\n== KV cache %s: %d requests, medians over requests (sums in brackets)" % (ct, len(reqs)))
-        print("%-18s %5s %20s %12s %20s %8s" % ("configuration", "done", "ttft s (sum)", "decode tok/s", "e2e s (sum)", "= plain"))
+        print("%-20s %5s %20s %12s %20s %8s%s" % ("configuration", "done", "ttft s (sum)", "decode tok/s", "e2e s (sum)", "= plain",
+                                                 "    valid" if validator else ""))
         summary[ct] = {}
         plain = pr.get("sdnpu/none", {})
         for n in names:
@@ -510,10 +541,21 @@ def main():
                  "e2e_median_s": med([x["e2e_s"] for x in v.values()]), "e2e_sum_s": sum(x["e2e_s"] for x in v.values()),
                  "completion_tokens_sum": sum(x["completion_tokens"] or 0 for x in v.values()),
                  "equal_to_sdnpu_plain": eq, "compared_with_sdnpu_plain": ncmp}
+            if validator:
+                def valid(text):
+                    try:
+                        return not list(validator.iter_errors(json.loads(text)))
+                    except ValueError:
+                        return False
+                s["valid"] = sum(1 for x in v.values() if valid(x["text"]))
+                for i, x in v.items():
+                    if not valid(x["text"]):
+                        print("note: [%s %s] %s: answer not valid against the schema: %r" % (ct, n, i, x["text"][:200]))
             summary[ct][n] = s
-            print("%-18s %5d %9s (%8s) %12s %9s (%8s) %8s" % (
+            print("%-20s %5d %9s (%8s) %12s %9s (%8s) %8s%s" % (
                 n, len(v), fmt(s["ttft_median_s"]), fmt(s["ttft_sum_s"], "%.1f"), fmt(s["decode_median_tok_s"], "%.1f"),
-                fmt(s["e2e_median_s"]), fmt(s["e2e_sum_s"], "%.1f"), "%d/%d" % (eq, ncmp) if n != "sdnpu/none" else "-"))
+                fmt(s["e2e_median_s"]), fmt(s["e2e_sum_s"], "%.1f"), "%d/%d" % (eq, ncmp) if n != "sdnpu/none" else "-",
+                "  %3d/%-3d" % (s["valid"], len(v)) if validator else ""))
 
         # prompt token counts: both servers should render the same prompt
         for i in plain:
@@ -521,14 +563,19 @@ def main():
             if len(set(counts.values())) > 1:
                 print("note: %s: the servers report different prompt token counts: %s" % (i, counts))
 
-        # identity: sdnpu speculative == sdnpu plain
+        # identity: sdnpu speculative (with and without forced text) == sdnpu plain
         spec = pr.get("sdnpu/sdnpu", {})
         identity[ct] = {"compared": 0, "identical": 0, "mismatches": []}
-        for i in spec:
+        for i in list(spec) + ["noforced:" + k for k in pr.get("sdnpu/sdnpu-noforced", {})]:
+            if i.startswith("noforced:"):
+                i = i[9:]
+                x_of = pr["sdnpu/sdnpu-noforced"][i]["text"]
+            else:
+                x_of = spec[i]["text"]
             if i not in plain:
                 continue
             identity[ct]["compared"] += 1
-            x, y = spec[i]["text"], plain[i]["text"]
+            x, y = x_of, plain[i]["text"]
             if x == y:
                 identity[ct]["identical"] += 1
             else:

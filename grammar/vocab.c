@@ -1,0 +1,311 @@
+/* vocab.c - a model vocabulary against the matcher: each token's bytes (byte-fallback
+ * tokens as their byte, SentencePiece's U+2581 as a space, byte-level BPE's mapped code
+ * points as their bytes: engine/tokenizer.c's sdn_tokenizer_token_bytes), a byte trie of
+ * the vocabulary in preorder (walked once per whole-vocabulary mask, pruning every subtree
+ * whose prefix the grammar rejects), single-token checks, and the constrained argmax that
+ * checks candidates in descending logit order. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "grammar/grammar_int.h"
+
+enum { TK_TEXT = 0, TK_EOG = 1, TK_NEVER = 2 };
+
+struct sdn_gvocab {
+    int n;
+    uint32_t *off, *len;
+    uint8_t *bytes;
+    uint8_t *kind;
+    /* trie nodes in preorder: byte, depth (1 = first byte), index after the subtree,
+     * tokens ending here tok[tok_off .. tok_off + tok_n) */
+    uint32_t n_nodes;
+    uint8_t *nbyte;
+    uint32_t *ndepth, *nskip, *ntok_off, *ntok_n;
+    int32_t *tok; /* text tokens sorted by bytes */
+    uint32_t max_len;
+};
+
+void sdn_gvocab_free(sdn_gvocab *v) {
+    if (!v) return;
+    free(v->off);
+    free(v->len);
+    free(v->bytes);
+    free(v->kind);
+    free(v->nbyte);
+    free(v->ndepth);
+    free(v->nskip);
+    free(v->ntok_off);
+    free(v->ntok_n);
+    free(v->tok);
+    free(v);
+}
+
+int sdn_gvocab_n(const sdn_gvocab *v) { return v ? v->n : 0; }
+
+static const sdn_gvocab *sort_v;
+static int cmp_tok(const void *a, const void *b) {
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    uint32_t lx = sort_v->len[x], ly = sort_v->len[y];
+    int c = memcmp(sort_v->bytes + sort_v->off[x], sort_v->bytes + sort_v->off[y], lx < ly ? lx : ly);
+    if (c) return c;
+    if (lx != ly) return lx < ly ? -1 : 1;
+    return x < y ? -1 : x > y;
+}
+
+int sdn_gvocab_new(const sdn_tokenizer *t, sdn_gvocab **out, sdn_err *err) {
+    if (!t || !out) return sdn_fail(err, SDN_EINVAL, "grammar: no tokenizer or output pointer");
+    *out = NULL;
+    int n = sdn_tokenizer_n_vocab(t);
+    sdn_gvocab *v = calloc(1, sizeof *v);
+    if (!v) return sdn_fail(err, SDN_ENOMEM, "grammar: out of memory (vocabulary)");
+    v->n = n;
+    v->off = calloc((size_t)n + 1, sizeof *v->off);
+    v->len = calloc((size_t)n + 1, sizeof *v->len);
+    v->kind = calloc((size_t)n + 1, 1);
+    v->tok = calloc((size_t)n + 1, sizeof *v->tok);
+    size_t cap = 1 << 16, used = 0;
+    v->bytes = malloc(cap);
+    if (!v->off || !v->len || !v->kind || !v->tok || !v->bytes) goto oom;
+    char tmp[256];
+    for (int i = 0; i < n; i++) {
+        int ty = sdn_tokenizer_token_type(t, i);
+        if (sdn_tokenizer_is_eog(t, i)) v->kind[i] = TK_EOG;
+        else if (ty == SDN_TOKEN_CONTROL || ty == SDN_TOKEN_UNKNOWN || ty == SDN_TOKEN_UNUSED || ty == SDN_TOKEN_UNDEFINED)
+            v->kind[i] = TK_NEVER;
+        size_t l = sdn_tokenizer_token_bytes(t, i, tmp, sizeof tmp);
+        if (l > UINT32_MAX / 2) goto oom;
+        while (used + l > cap) {
+            cap *= 2;
+            uint8_t *b = realloc(v->bytes, cap);
+            if (!b) goto oom;
+            v->bytes = b;
+        }
+        if (l <= sizeof tmp) memcpy(v->bytes + used, tmp, l);
+        else sdn_tokenizer_token_bytes(t, i, (char *)v->bytes + used, l);
+        v->off[i] = (uint32_t)used;
+        v->len[i] = (uint32_t)l;
+        used += l;
+        if (v->kind[i] == TK_TEXT && l == 0) v->kind[i] = TK_NEVER; /* no progress: never */
+    }
+    /* trie */
+    int nt = 0;
+    for (int i = 0; i < n; i++)
+        if (v->kind[i] == TK_TEXT) v->tok[nt++] = i;
+    sort_v = v;
+    qsort(v->tok, (size_t)nt, sizeof *v->tok, cmp_tok);
+    size_t ncap = used + 1;
+    v->nbyte = malloc(ncap);
+    v->ndepth = malloc(ncap * sizeof(uint32_t));
+    v->nskip = malloc(ncap * sizeof(uint32_t));
+    v->ntok_off = malloc(ncap * sizeof(uint32_t));
+    v->ntok_n = malloc(ncap * sizeof(uint32_t));
+    uint32_t maxl = 0;
+    for (int k = 0; k < nt; k++)
+        if (v->len[v->tok[k]] > maxl) maxl = v->len[v->tok[k]];
+    uint32_t *path = malloc(((size_t)maxl + 1) * sizeof *path);
+    if (!v->nbyte || !v->ndepth || !v->nskip || !v->ntok_off || !v->ntok_n || !path) {
+        free(path);
+        goto oom;
+    }
+    uint32_t depth = 0, nn = 0;
+    const uint8_t *prev = NULL;
+    for (int k = 0; k < nt; k++) {
+        int32_t id = v->tok[k];
+        const uint8_t *b = v->bytes + v->off[id];
+        uint32_t l = v->len[id], c = 0;
+        if (prev)
+            while (c < depth && c < l && prev[c] == b[c]) c++;
+        while (depth > c) v->nskip[path[--depth]] = nn;
+        while (depth < l) {
+            v->nbyte[nn] = b[depth];
+            v->ndepth[nn] = depth + 1;
+            v->ntok_off[nn] = 0;
+            v->ntok_n[nn] = 0;
+            path[depth++] = nn++;
+        }
+        uint32_t node = path[l - 1];
+        if (!v->ntok_n[node]) v->ntok_off[node] = (uint32_t)k;
+        v->ntok_n[node]++;
+        prev = b;
+    }
+    while (depth > 0) v->nskip[path[--depth]] = nn;
+    free(path);
+    v->n_nodes = nn;
+    v->max_len = maxl;
+    *out = v;
+    return SDN_OK;
+oom:
+    sdn_gvocab_free(v);
+    return sdn_fail(err, SDN_ENOMEM, "grammar: out of memory (vocabulary)");
+}
+
+int sdn_gstate_allows(const sdn_gstate *s, const sdn_gvocab *v, int32_t tok) {
+    if (!s || !v || tok < 0 || tok >= v->n || s->ended) return 0;
+    if (v->kind[tok] == TK_EOG) return sdn_gstate_can_end(s);
+    if (v->kind[tok] != TK_TEXT) return 0;
+    int which;
+    return gs_run(s, v->bytes + v->off[tok], v->len[tok], &which) == 1;
+}
+
+int sdn_gstate_accept_token(sdn_gstate *s, const sdn_gvocab *v, int32_t tok) {
+    if (!s || !v || tok < 0 || tok >= v->n || s->ended) return 0;
+    if (v->kind[tok] == TK_EOG) {
+        if (!sdn_gstate_can_end(s)) return 0;
+        gs_set_ended(s);
+        return 1;
+    }
+    if (v->kind[tok] != TK_TEXT) return 0;
+    return sdn_gstate_accept_bytes(s, v->bytes + v->off[tok], v->len[tok]);
+}
+
+/* Same stack sets (in any order), same partial character? */
+static int gs_equal(const sdn_gstate *a, const sdn_gstate *b) {
+    if (a->n != b->n || a->nw != b->nw || a->ended != b->ended || a->pu_need != b->pu_need || a->pu_n != b->pu_n ||
+        memcmp(a->pu, b->pu, a->pu_n))
+        return 0;
+    for (uint32_t i = 0; i < a->n; i++) {
+        const uint32_t *x = a->w + a->off[i];
+        uint32_t nx = 3 + x[0] + (x[1] + 3) / 4, j;
+        for (j = 0; j < b->n; j++)
+            if (b->hash[j] == a->hash[i] && !memcmp(b->w + b->off[j], x, sizeof(uint32_t) * nx)) break;
+        if (j == b->n) return 0;
+    }
+    return 1;
+}
+
+/* Walk the trie from s: s->allowed[tok] = 1 for every allowed token. Returns the count or
+ * -1 (out of memory). Inside a repetition (a string's characters, digits) most bytes lead
+ * back to the very state they leave: those bytes (found once per walk) cost no step, and a
+ * step whose result equals the start state continues as the start state. */
+static int walk(const sdn_gstate *cs, const sdn_gvocab *v) {
+    sdn_gstate *s = (sdn_gstate *)cs; /* scratch memory of a state owned by one thread */
+    if (s->n_allowed < v->n) {
+        uint8_t *a = realloc(s->allowed, (size_t)v->n);
+        if (!a) return -1;
+        s->allowed = a;
+        s->n_allowed = v->n;
+    }
+    memset(s->allowed, 0, (size_t)v->n);
+    if (s->ended) return 0;
+    if (s->n_dfs < v->max_len + 1) {
+        sdn_gstate **d = realloc(s->dfs, sizeof *d * (v->max_len + 1));
+        if (!d) return -1;
+        s->dfs = d;
+        for (uint32_t k = s->n_dfs; k <= v->max_len; k++) d[k] = NULL;
+        s->n_dfs = v->max_len + 1;
+    }
+    for (uint32_t k = 0; k <= v->max_len; k++)
+        if (!s->dfs[k] && !(s->dfs[k] = gs_alloc(s->g))) return -1;
+    /* bytes that loop on s: 0 not known yet, 1 loops, 2 does not */
+    uint8_t loop[256] = {0};
+    const sdn_gstate *curbuf[257];
+    const sdn_gstate **cur = v->max_len < 256 ? curbuf : malloc(sizeof *cur * (v->max_len + 1));
+    if (!cur) return -1;
+    cur[0] = s;
+    int cnt = 0;
+    uint32_t i = 0;
+    while (i < v->n_nodes) {
+        uint32_t d = v->ndepth[i];
+        const sdn_gstate *par = cur[d - 1];
+        uint8_t b = v->nbyte[i];
+        if (par == s && loop[b] == 1) cur[d] = s;
+        else {
+            int r = gs_step(s->dfs[d], par, b);
+            if (r != 1) {
+                i = v->nskip[i];
+                continue;
+            }
+            int same = (par != s || !loop[b]) && gs_equal(s->dfs[d], s);
+            if (par == s && !loop[b]) loop[b] = same ? 1 : 2;
+            cur[d] = same ? s : s->dfs[d];
+        }
+        for (uint32_t k = 0; k < v->ntok_n[i]; k++) {
+            s->allowed[v->tok[v->ntok_off[i] + k]] = 1;
+            cnt++;
+        }
+        i++;
+    }
+    if (cur != curbuf) free(cur);
+    if (sdn_gstate_can_end(s))
+        for (int t = 0; t < v->n; t++)
+            if (v->kind[t] == TK_EOG) {
+                s->allowed[t] = 1;
+                cnt++;
+            }
+    return cnt;
+}
+
+int sdn_gstate_mask(const sdn_gstate *s, const sdn_gvocab *v, float *logits) {
+    if (!s || !v || !logits) return 0;
+    int cnt = walk(s, v);
+    if (cnt < 0) {
+        /* out of memory: fall back to one check per token */
+        cnt = 0;
+        for (int t = 0; t < v->n; t++) {
+            if (sdn_gstate_allows(s, v, t)) cnt++;
+            else logits[t] = -INFINITY;
+        }
+        return cnt;
+    }
+    for (int t = 0; t < v->n; t++)
+        if (!s->allowed[t]) logits[t] = -INFINITY;
+    return cnt;
+}
+
+/* Candidate order: larger logit first, lower id among equal logits. */
+static inline int before(float a, int32_t ia, float b, int32_t ib) { return a > b || (a == b && ia < ib); }
+
+int32_t sdn_gstate_argmax(const sdn_gstate *s, const sdn_gvocab *v, const float *logits) {
+    if (!s || !v || !logits || s->ended || v->n <= 0) return -1;
+    /* the unconstrained argmax first (sdn_argmax's rule): the typical case */
+    {
+        int32_t best = 0;
+        float bv = logits[0];
+        for (int32_t t = 1; t < v->n; t++)
+            if (logits[t] > bv) {
+                bv = logits[t];
+                best = t;
+            }
+        if (sdn_gstate_allows(s, v, best)) return best;
+    }
+    enum { K1 = 8, K2 = 64 };
+    float cv[K2];
+    int32_t ci[K2];
+    float lastv = INFINITY;
+    int32_t lasti = -1; /* every candidate checked so far comes before (lastv, lasti) */
+    int have_last = 0;
+    for (int round = 0; round < 2; round++) {
+        int K = round ? K2 : K1, m = 0;
+        for (int32_t t = 0; t < v->n; t++) {
+            float x = logits[t];
+            if (have_last && !before(lastv, lasti, x, t)) continue; /* already checked */
+            if (m == K && !before(x, t, cv[K - 1], ci[K - 1])) continue;
+            int j = m < K ? m++ : K - 1;
+            while (j > 0 && before(x, t, cv[j - 1], ci[j - 1])) {
+                cv[j] = cv[j - 1];
+                ci[j] = ci[j - 1];
+                j--;
+            }
+            cv[j] = x;
+            ci[j] = t;
+        }
+        for (int j = 0; j < m; j++)
+            if (sdn_gstate_allows(s, v, ci[j])) return ci[j];
+        if (m < K) return -1; /* every token checked */
+        lastv = cv[m - 1];
+        lasti = ci[m - 1];
+        have_last = 1;
+    }
+    /* the model disagrees with the grammar: one walk of the vocabulary */
+    int cnt = walk(s, v);
+    int32_t best = -1;
+    if (cnt < 0) {
+        for (int32_t t = 0; t < v->n; t++)
+            if ((best < 0 || before(logits[t], t, logits[best], best)) && sdn_gstate_allows(s, v, t)) best = t;
+        return best;
+    }
+    for (int32_t t = 0; t < v->n; t++)
+        if (s->allowed[t] && (best < 0 || before(logits[t], t, logits[best], best))) best = t;
+    return best;
+}
