@@ -3,11 +3,9 @@
  * Decisions (docs/server.md, "Structured output and tool calls"):
  * - One constraint per request: response_format (json_object, json_schema), llama-server's
  *   top-level grammar / json_schema, or a forced tool call; two of them are a 400.
- * - json_object is a GBNF grammar of one JSON object (any keys), not the schema
- *   {"type": "object"}: schema grammars treat an absent additionalProperties as false, which
- *   would allow only {}.
- * - Schemas reach the library without their annotations (title, description, examples,
- *   default, $comment, $schema): they constrain nothing, and tool parameters carry them.
+ * - json_object is the schema {"type": "object"} (the library allows any object for a schema
+ *   without properties); schemas go to the library as they are (it ignores annotations such
+ *   as title and description, and refuses keywords it does not support, naming them).
  * - Tools are rendered into the system prompt in the model's format: Hermes (`# Tools`, the
  *   tools as JSON lines inside <tools></tools>, calls as <tool_call>{...}</tool_call>) when its
  *   chat template has one (sdnpu_model_info.tool_format), else a JSON format: a paragraph
@@ -31,17 +29,6 @@
 
 #define BAD(e, param, ...) srv_fail(e, 400, "invalid_request_error", param, __VA_ARGS__)
 #define OOM(e) srv_fail(e, 500, "server_error", NULL, "out of memory")
-
-const char srv_json_object_gbnf[] =
-    "root ::= object\n"
-    "value ::= object | array | string | number | \"true\" | \"false\" | \"null\"\n"
-    "object ::= \"{\" ( member ( \", \" member )* )? \"}\"\n"
-    "member ::= string \": \" value\n"
-    "array ::= \"[\" ( value ( \", \" value )* )? \"]\"\n"
-    "string ::= \"\\\"\" char* \"\\\"\"\n"
-    "char ::= [^\"\\\\\\x00-\\x1F] | \"\\\\\" ( [\"\\\\/bfnrt] | \"u\" hex hex hex hex )\n"
-    "hex ::= [0-9a-fA-F]\n"
-    "number ::= \"-\"? ( \"0\" | [1-9] [0-9]* ) ( \".\" [0-9]+ )? ( [eE] [-+]? [0-9]+ )?\n";
 
 /* ---- a growing string ---- */
 
@@ -141,33 +128,7 @@ char *srv_json_print_py(const cJSON *value) {
 
 /* ---- schemas ---- */
 
-/* Drop the annotation keywords of schema s and of the schemas inside it (in place). */
-static void strip_annotations(cJSON *s) {
-    static const char *const notes[] = {"title", "description", "examples", "default", "$comment", "$schema"};
-    if (!cJSON_IsObject(s)) return;
-    for (size_t i = 0; i < sizeof notes / sizeof notes[0]; i++) cJSON_DeleteItemFromObjectCaseSensitive(s, notes[i]);
-    static const char *const maps[] = {"properties", "$defs", "definitions", "patternProperties"};
-    static const char *const lists[] = {"anyOf", "oneOf", "allOf", "prefixItems"};
-    static const char *const ones[] = {"items", "additionalProperties", "not", "contains", "propertyNames"};
-    for (size_t i = 0; i < sizeof maps / sizeof maps[0]; i++) {
-        cJSON *m = cJSON_GetObjectItemCaseSensitive(s, maps[i]);
-        if (cJSON_IsObject(m))
-            for (cJSON *c = m->child; c; c = c->next) strip_annotations(c);
-    }
-    for (size_t i = 0; i < sizeof lists / sizeof lists[0]; i++) {
-        cJSON *l = cJSON_GetObjectItemCaseSensitive(s, lists[i]);
-        if (cJSON_IsArray(l))
-            for (cJSON *c = l->child; c; c = c->next) strip_annotations(c);
-    }
-    for (size_t i = 0; i < sizeof ones / sizeof ones[0]; i++) {
-        cJSON *o = cJSON_GetObjectItemCaseSensitive(s, ones[i]);
-        if (cJSON_IsArray(o)) /* items as an array (older drafts) */
-            for (cJSON *c = o->child; c; c = c->next) strip_annotations(c);
-        else strip_annotations(o);
-    }
-}
-
-/* A schema (an object or a boolean) as the text the library gets, annotations dropped. */
+/* A schema (an object or a boolean) as the text the library gets. */
 static const char *schema_text(srv_job *j, const cJSON *schema, const char *param, srv_error *e) {
     if (!cJSON_IsObject(schema) && !cJSON_IsBool(schema)) {
         BAD(e, param, "'%s' must be a JSON schema (an object, or a boolean)", param);
@@ -177,14 +138,7 @@ static const char *schema_text(srv_job *j, const cJSON *schema, const char *para
         BAD(e, param, "'%s' is the schema false, which no answer satisfies", param);
         return NULL;
     }
-    cJSON *copy = cJSON_Duplicate(schema, 1);
-    if (!copy) {
-        OOM(e);
-        return NULL;
-    }
-    strip_annotations(copy);
-    char *s = srv_job_own(j, cJSON_PrintUnformatted(copy));
-    cJSON_Delete(copy);
+    char *s = srv_job_own(j, cJSON_PrintUnformatted(schema));
     if (!s) OOM(e);
     return s;
 }
@@ -318,8 +272,9 @@ static int valid_name(const char *s) {
     return 1;
 }
 
-/* response_format: 0 none (absent, null, text), 1 set (j->r.* filled), -1 error. */
-static int parse_response_format(srv_job *j, const cJSON *body, srv_error *e) {
+/* response_format: 0 none (absent, null, text), 1 set (j->r.* filled, *src the field the
+ * constraint came from), -1 error. */
+static int parse_response_format(srv_job *j, const cJSON *body, const char **src, srv_error *e) {
     const cJSON *rf = field(body, "response_format");
     if (!rf) return 0;
     if (!cJSON_IsObject(rf)) return BAD(e, "response_format", "'response_format' must be an object with a 'type'");
@@ -330,8 +285,12 @@ static int parse_response_format(srv_job *j, const cJSON *body, srv_error *e) {
     if (!strcmp(t, "text")) return 0;
     if (!strcmp(t, "json_object")) {
         const cJSON *schema = field(rf, "schema"); /* llama-server's extension: a schema with json_object */
-        if (schema) return (j->r.json_schema = schema_text(j, schema, "response_format.schema", e)) ? 1 : -1;
-        j->r.grammar = srv_json_object_gbnf;
+        if (schema) {
+            *src = "response_format.schema";
+            return (j->r.json_schema = schema_text(j, schema, *src, e)) ? 1 : -1;
+        }
+        *src = "response_format";
+        j->r.json_schema = "{\"type\":\"object\"}"; /* any object */
         return 1;
     }
     if (strcmp(t, "json_schema") != 0)
@@ -346,7 +305,8 @@ static int parse_response_format(srv_job *j, const cJSON *body, srv_error *e) {
     if (strict && !cJSON_IsBool(strict)) return BAD(e, "response_format.json_schema.strict", "'response_format.json_schema.strict' must be a boolean");
     if (!schema || cJSON_IsNull(schema))
         return BAD(e, "response_format.json_schema.schema", "'response_format.json_schema.schema' is required (the JSON schema of the answer)");
-    if (!(j->r.json_schema = schema_text(j, schema, "response_format.json_schema.schema", e))) return -1;
+    *src = "response_format.json_schema.schema";
+    if (!(j->r.json_schema = schema_text(j, schema, *src, e))) return -1;
     return 1;
 }
 
@@ -413,7 +373,6 @@ static const char *call_schema(srv_job *j, const cJSON *tools, int forced, srv_e
         ok = br && nm && args && req && cJSON_AddStringToObject(nm, "const", j->tool_names[k]);
         if (ok && !params) ok = cJSON_AddStringToObject(args, "type", "object") && cJSON_AddObjectToObject(args, "properties");
         if (ok) {
-            strip_annotations(args);
             cJSON_AddItemToObject(props, "arguments", args);
             args = NULL;
             ok = cJSON_AddItemToArray(req, cJSON_CreateString("name")) && cJSON_AddItemToArray(req, cJSON_CreateString("arguments"));
@@ -544,18 +503,19 @@ static int add_tools_prompt(srv_job *j, const cJSON *body, const srv_api_config 
 int srv_parse_structured(srv_job *j, const cJSON *body, int chat, const srv_api_config *cfg, srv_error *e) {
     j->forced_tool = -1;
     const char *src = NULL; /* the field that set the constraint so far */
-    int rc = parse_response_format(j, body, e);
+    const char *rf = NULL;
+    int rc = parse_response_format(j, body, &rf, e);
     if (rc < 0) return -1;
-    if (rc) src = "response_format";
+    if (rc) src = rf;
     const cJSON *g = field(body, "grammar"), *js = field(body, "json_schema");
     if (g) {
-        if (src) return BAD(e, "grammar", "'grammar' and '%s' both constrain the answer: give one", src);
+        if (src) return BAD(e, "grammar", "'grammar' and 'response_format' both constrain the answer: give one");
         if (!cJSON_IsString(g) || !g->valuestring[0]) return BAD(e, "grammar", "'grammar' must be a non-empty string (GBNF, root rule \"root\")");
         j->r.grammar = g->valuestring;
         src = "grammar";
     }
     if (js) {
-        if (src) return BAD(e, "json_schema", "'json_schema' and '%s' both constrain the answer: give one", src);
+        if (src) return BAD(e, "json_schema", "'json_schema' and '%s' both constrain the answer: give one", j->r.grammar ? "grammar" : "response_format");
         if (!(j->r.json_schema = schema_text(j, js, "json_schema", e))) return -1;
         src = "json_schema";
     }
@@ -566,7 +526,9 @@ int srv_parse_structured(srv_job *j, const cJSON *body, int chat, const srv_api_
     if (!chat && field(body, "tool_choice")) return BAD(e, "tool_choice", "'tool_choice' is a field of /v1/chat/completions, not of /v1/completions");
     if (parse_tool_choice(j, body, has_tools, e)) return -1;
     if (j->tools == SRV_TOOLS_FORCED) {
-        if (src) return BAD(e, "tool_choice", "'tool_choice' forces a tool call and '%s' constrains the answer too: give one", src);
+        if (src)
+            return BAD(e, "tool_choice", "'tool_choice' forces a tool call and '%s' constrains the answer too: give one",
+                       strncmp(src, "response_format", 15) ? src : "response_format");
         if (!(j->r.json_schema = call_schema(j, field(body, "tools"), j->forced_tool, e))) return -1;
         src = "tools";
     }
@@ -684,8 +646,6 @@ int srv_tool_call_possible(const char *text, size_t len) {
 
 void srv_constraint_error(const srv_job *j, const char *msg, srv_error *e) {
     const char *src = j->constraint ? j->constraint : "";
-    if (!strcmp(src, "response_format") && j->r.json_schema)
-        src = field(field(j->json, "response_format"), "json_schema") ? "response_format.json_schema.schema" : "response_format.schema";
     if (strcmp(src, "tools") != 0) {
         BAD(e, src, "'%s': %s", src, msg);
         return;

@@ -23,10 +23,6 @@ enum {
 /* Most tools a request may list. */
 #define SRV_MAX_TOOLS 128
 
-/* The GBNF grammar of response_format {"type": "json_object"}: one JSON object in the layout
- * schema grammars use ({"a": 1, "b": [true, null]}), any keys and values. */
-extern const char srv_json_object_gbnf[];
-
 /* A chat message's tool calls (messages[i].tool_calls, an array) rendered as the assistant's
  * text in the model's format (cfg->tool_format), after its content (NULL: none). *out is owned
  * by the job. 0, or -1 with e naming the field at fault. */

@@ -404,24 +404,25 @@ static void test_response_format(void **state) {
     assert_null(j->constraint);
     srv_job_unref(&g_pool, j);
     j = accepted(&cfg, MSG("a") ",\"response_format\":{\"type\":\"json_object\"}}", 1);
-    assert_ptr_equal(j->r.grammar, srv_json_object_gbnf);
-    assert_null(j->r.json_schema);
+    assert_null(j->r.grammar);
+    assert_string_equal(j->r.json_schema, "{\"type\":\"object\"}"); /* any object */
     assert_string_equal(j->constraint, "response_format");
     srv_job_unref(&g_pool, j);
-    /* json_schema: the schema as text, annotations (title, description) dropped, the rest kept */
+    /* json_schema: the schema as text, as it is (the library ignores annotations) */
     j = accepted(&cfg, MSG("a") ",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"action\",\"strict\":true,"
                                 "\"schema\":" DROID_SCHEMA "}}}", 1);
     assert_null(j->r.grammar);
+    assert_string_equal(j->constraint, "response_format.json_schema.schema");
     cJSON *s = job_schema(j);
-    assert_null(cJSON_GetObjectItem(s, "title"));
+    assert_string_equal(cJSON_GetObjectItem(s, "title")->valuestring, "Action");
     const cJSON *props = cJSON_GetObjectItem(s, "properties");
-    assert_null(cJSON_GetObjectItem(cJSON_GetObjectItem(props, "id"), "description"));
+    assert_string_equal(cJSON_GetObjectItem(cJSON_GetObjectItem(props, "id"), "description")->valuestring, "element");
     assert_string_equal(cJSON_GetObjectItem(cJSON_GetObjectItem(props, "id"), "type")->valuestring, "integer");
     assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(cJSON_GetObjectItem(props, "action"), "enum")), 7);
     assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(s, "required")), 3);
     cJSON_Delete(s);
     srv_job_unref(&g_pool, j);
-    /* a property called "description" is a property, not an annotation */
+    /* completions take it too */
     j = accepted(&cfg, "{\"prompt\":\"p\",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"schema\":{\"type\":\"object\","
                        "\"properties\":{\"description\":{\"type\":\"string\"}}}}}}", 0);
     s = job_schema(j);
@@ -441,6 +442,7 @@ static void test_response_format(void **state) {
     j = accepted(&cfg, MSG("a") ",\"response_format\":{\"type\":\"json_object\",\"schema\":{\"type\":\"boolean\"}}}", 1);
     assert_null(j->r.grammar);
     assert_string_equal(j->r.json_schema, "{\"type\":\"boolean\"}");
+    assert_string_equal(j->constraint, "response_format.schema");
     srv_job_unref(&g_pool, j);
     const req_case cases[] = {
         {MSG("a") ",\"response_format\":\"json\"}", 1, 400, "response_format", 0},
@@ -518,7 +520,7 @@ static void test_tools(void **state) {
     assert_int_equal(j->r.n_messages, 1);
     assert_null(j->r.json_schema);
     srv_job_unref(&g_pool, j);
-    /* required: one anyOf branch per tool, name const, arguments = the parameters without annotations */
+    /* required: one anyOf branch per tool, name const, arguments = the parameters */
     j = accepted(&cfg, MSG("x") TOOLS2 ",\"tool_choice\":\"required\"}", 1);
     assert_int_equal(j->tools, SRV_TOOLS_FORCED);
     assert_int_equal(j->forced_tool, -1);
@@ -531,7 +533,7 @@ static void test_tools(void **state) {
     assert_string_equal(cJSON_GetObjectItem(b0, "type")->valuestring, "object");
     assert_string_equal(cJSON_GetObjectItem(cJSON_GetObjectItem(p0, "name"), "const")->valuestring, "get_weather");
     const cJSON *args = cJSON_GetObjectItem(p0, "arguments");
-    assert_null(cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(args, "properties"), "city"), "description"));
+    assert_string_equal(cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(args, "properties"), "city"), "type")->valuestring, "string");
     assert_string_equal(cJSON_GetArrayItem(cJSON_GetObjectItem(args, "required"), 0)->valuestring, "city");
     assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(b0, "required")), 2);
     assert_string_equal(cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetArrayItem(any, 1), "properties"), "name"), "const")->valuestring, "tap");
@@ -748,7 +750,7 @@ static void test_constraint_errors(void **state) {
         {MSG("x") TOOLS2 ",\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"get_weather\"}}}",
          "json_schema: unsupported keyword \"format\" at /properties/arguments", "tools[0].function.parameters", "format\" at /"},
         {MSG("x") TOOLS2 ",\"tool_choice\":\"required\"}", "json_schema: too many rules", "tools", "too many rules"},
-        {MSG("x") ",\"response_format\":{\"type\":\"json_object\"}}", "grammar: out of rules", "response_format", "out of rules"},
+        {MSG("x") ",\"response_format\":{\"type\":\"json_object\"}}", "json_schema: out of memory", "response_format", "out of memory"},
         {MSG("x") ",\"response_format\":{\"type\":\"json_object\",\"schema\":{\"format\":\"x\"}}}", "json_schema: unsupported keyword \"format\" at /format",
          "response_format.schema", "format"},
     };
