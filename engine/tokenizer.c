@@ -986,6 +986,8 @@ static void decode_id(sdn_detok *d, int32_t id) {
     if (n) d->has_text = 1;
 }
 
+int sdn_detok_drops_next_space(const sdn_detok *d) { return d && d->t->kind == SDN_TOKENIZER_SPM && d->bos_ws && !d->has_text && !d->ws_seen; }
+
 size_t sdn_detok_push(sdn_detok *d, int32_t id, char *out, size_t cap) {
     if (!d) return 0;
     decode_id(d, id);

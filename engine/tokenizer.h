@@ -118,6 +118,9 @@ size_t sdn_detok_push(sdn_detok *d, int32_t id, char *out, size_t cap); /* bytes
 /* End of stream: held bytes of an incomplete character become U+FFFD each. */
 size_t sdn_detok_flush(sdn_detok *d, char *out, size_t cap);
 size_t sdn_detok_pending(const sdn_detok *d); /* bytes queued because cap was too small */
+/* 1 when the next text token's leading space will be dropped (a SentencePiece stream with no
+ * text yet: nothing or only BOS / control tokens pushed or primed). */
+int sdn_detok_drops_next_space(const sdn_detok *d);
 void sdn_detok_free(sdn_detok *d);
 
 /* Decode a whole id array (with the rules of sdn_detok, control tokens not rendered) into a

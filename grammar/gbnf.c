@@ -35,6 +35,8 @@ typedef struct P {
     uint32_t *rng;
     uint32_t nrng, caprng;
     size_t total_el;
+    uint32_t *ht; /* open addressing: user rule names -> id + 1 (0 empty) */
+    uint32_t htcap, htn;
     sdn_err *err;
     int failed;
 } P;
@@ -98,10 +100,46 @@ static int new_rule(P *p, const char *name, size_t nlen) {
     return (int)p->nr++;
 }
 
+static uint32_t name_hash(const char *s, size_t n) {
+    uint32_t h = 2166136261u;
+    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 16777619u;
+    return h;
+}
+
 static int find_rule(P *p, const char *name, size_t nlen) {
-    for (uint32_t i = 0; i < p->nr; i++)
-        if (strlen(p->r[i].name) == nlen && !memcmp(p->r[i].name, name, nlen)) return (int)i;
-    return -1;
+    if (!p->htcap) return -1;
+    for (uint32_t i = name_hash(name, nlen) & (p->htcap - 1);; i = (i + 1) & (p->htcap - 1)) {
+        uint32_t id = p->ht[i];
+        if (!id) return -1;
+        const char *nm = p->r[id - 1].name;
+        if (strlen(nm) == nlen && !memcmp(nm, name, nlen)) return (int)(id - 1);
+    }
+}
+
+/* A rule named in the text (user rules; generated names contain '_', never written). */
+static int named_rule(P *p, const char *name, size_t nlen) {
+    if (2 * (p->htn + 1) > p->htcap) {
+        uint32_t nc = p->htcap ? p->htcap * 2 : 64;
+        uint32_t *t = calloc(nc, sizeof *t);
+        if (!t) return oom(p);
+        for (uint32_t i = 0; i < p->htcap; i++)
+            if (p->ht[i]) {
+                const char *nm = p->r[p->ht[i] - 1].name;
+                uint32_t j = name_hash(nm, strlen(nm)) & (nc - 1);
+                while (t[j]) j = (j + 1) & (nc - 1);
+                t[j] = p->ht[i];
+            }
+        free(p->ht);
+        p->ht = t;
+        p->htcap = nc;
+    }
+    int id = new_rule(p, name, nlen);
+    if (id < 0) return -1;
+    uint32_t j = name_hash(name, nlen) & (p->htcap - 1);
+    while (p->ht[j]) j = (j + 1) & (p->htcap - 1);
+    p->ht[j] = (uint32_t)id + 1;
+    p->htn++;
+    return id;
 }
 
 /* A generated rule, named after its user rule ("name_3"). */
@@ -214,7 +252,7 @@ static int add_class(P *p, const uint32_t *pairs, uint32_t npairs, int neg) {
     /* sort and merge */
     uint32_t *q = malloc(sizeof(uint32_t) * 2 * (npairs ? npairs : 1));
     if (!q) return oom(p);
-    memcpy(q, pairs, sizeof(uint32_t) * 2 * npairs);
+    if (npairs) memcpy(q, pairs, sizeof(uint32_t) * 2 * npairs);
     for (uint32_t i = 1; i < npairs; i++) /* insertion sort: classes are small */
         for (uint32_t j = i; j > 0 && q[2 * j] < q[2 * (j - 1)]; j--) {
             uint32_t a = q[2 * j], b = q[2 * j + 1];
@@ -373,7 +411,7 @@ static int parse_sequence(P *p, uint32_t rule, int depth) {
         } else if (is_word((unsigned char)c)) {
             size_t e = word_end(p, p->i);
             int id = find_rule(p, p->s + p->i, e - p->i);
-            if (id < 0) id = new_rule(p, p->s + p->i, e - p->i);
+            if (id < 0) id = named_rule(p, p->s + p->i, e - p->i);
             if (id < 0) return -1;
             if (!p->r[id].referenced) { p->r[id].referenced = 1; p->r[id].ref_pos = p->i; }
             p->i = e;
@@ -444,6 +482,7 @@ static int utf8_check(P *p) {
         unsigned c = u[i];
         int n;
         uint32_t mn;
+        if (c == 0) return perr(p, i, "a NUL byte");
         if (c < 0x80) { i++; continue; }
         else if (c >= 0xC2 && c <= 0xDF) { n = 2; mn = 0x80; }
         else if (c >= 0xE0 && c <= 0xEF) { n = 3; mn = 0x800; }
@@ -456,7 +495,6 @@ static int utf8_check(P *p) {
             v = (v << 6) | (u[i + k] & 0x3F);
         }
         if (v < mn || v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF)) return perr(p, i, "invalid UTF-8");
-        if (memchr(p->s + i, 0, (size_t)n)) return perr(p, i, "invalid UTF-8");
         i += (size_t)n;
     }
     return 0;
@@ -507,6 +545,63 @@ static int left_dfs(chk *c, uint32_t r, int lvl) {
     return 0;
 }
 
+/* Nullable rules (derive the empty text), in time linear in the grammar: every alternative
+ * counts its elements not yet known nullable; a rule found nullable decrements the
+ * alternatives that reference it. */
+static int compute_nullable(P *p, uint8_t *nullable) {
+    uint32_t na = 0;
+    size_t nref = 0;
+    for (uint32_t r = 0; r < p->nr; r++) {
+        na++;
+        for (uint32_t k = 0; k < p->r[r].n; k++) {
+            if (p->r[r].el[k].type == G_ALT) na++;
+            if (p->r[r].el[k].type == G_REF) nref++;
+        }
+    }
+    uint32_t *cnt = calloc(na + 1, sizeof *cnt), *arule = calloc(na + 1, sizeof *arule);
+    uint32_t *ostart = calloc((size_t)p->nr + 1, sizeof *ostart), *occ = calloc(nref + 1, sizeof *occ);
+    uint32_t *queue = calloc((size_t)p->nr + 1, sizeof *queue), *fill = calloc((size_t)p->nr + 1, sizeof *fill);
+    if (!cnt || !arule || !ostart || !occ || !queue || !fill) {
+        free(cnt); free(arule); free(ostart); free(occ); free(queue); free(fill);
+        return -1;
+    }
+    const uint32_t DEAD = UINT32_MAX;
+    uint32_t a = 0;
+    for (uint32_t r = 0; r < p->nr; r++) {
+        arule[a] = r;
+        for (uint32_t k = 0; k < p->r[r].n; k++) {
+            gel *e = &p->r[r].el[k];
+            if (e->type == G_ALT) { arule[++a] = r; continue; }
+            if (e->type == G_REF) { if (cnt[a] != DEAD) cnt[a]++; ostart[e->a + 1]++; }
+            else cnt[a] = DEAD;
+        }
+        a++;
+    }
+    for (uint32_t r = 0; r < p->nr; r++) ostart[r + 1] += ostart[r];
+    a = 0;
+    for (uint32_t r = 0; r < p->nr; r++) {
+        for (uint32_t k = 0; k < p->r[r].n; k++) {
+            gel *e = &p->r[r].el[k];
+            if (e->type == G_ALT) { a++; continue; }
+            if (e->type == G_REF) occ[ostart[e->a] + fill[e->a]++] = a;
+        }
+        a++;
+    }
+    uint32_t qh = 0, qt = 0;
+    for (uint32_t x = 0; x < na; x++)
+        if (cnt[x] == 0 && !nullable[arule[x]]) { nullable[arule[x]] = 1; queue[qt++] = arule[x]; }
+    while (qh < qt) {
+        uint32_t r = queue[qh++];
+        for (uint32_t k = ostart[r]; k < ostart[r + 1]; k++) {
+            uint32_t x = occ[k];
+            if (cnt[x] == DEAD || cnt[x] == 0) continue;
+            if (--cnt[x] == 0 && !nullable[arule[x]]) { nullable[arule[x]] = 1; queue[qt++] = arule[x]; }
+        }
+    }
+    free(cnt); free(arule); free(ostart); free(occ); free(queue); free(fill);
+    return 0;
+}
+
 static void free_p(P *p) {
     for (uint32_t i = 0; i < p->nr; i++) {
         free(p->r[i].name);
@@ -515,6 +610,7 @@ static void free_p(P *p) {
     free(p->r);
     free(p->cls);
     free(p->rng);
+    free(p->ht);
 }
 
 void sdn_grammar_free(sdn_grammar *g) {
@@ -566,7 +662,7 @@ int g_parse(const char *text, size_t len, int allow_internal, gpat *pats, uint32
             perr(&p, at, "rule '%.*s' defined twice", (int)(e - at > 200 ? 200 : e - at), p.s + at);
             goto fail;
         }
-        if (id < 0) id = new_rule(&p, p.s + at, e - at);
+        if (id < 0) id = named_rule(&p, p.s + at, e - at);
         if (id < 0) goto fail;
         p.r[id].defined = 1;
         p.r[id].def_pos = at;
@@ -605,21 +701,10 @@ int g_parse(const char *text, size_t len, int allow_internal, gpat *pats, uint32
         oom(&p);
         goto fail;
     }
-    for (int changed = 1; changed;) {
-        changed = 0;
-        for (uint32_t r = 0; r < p.nr; r++) {
-            if (c.nullable[r]) continue;
-            brule *b = &p.r[r];
-            int ok = 1;
-            for (uint32_t k = 0; k <= b->n; k++) {
-                if (k == b->n || b->el[k].type == G_ALT) {
-                    if (ok) { c.nullable[r] = 1; changed = 1; break; }
-                    ok = 1;
-                    continue;
-                }
-                if (!elem_nullable(&c, &b->el[k])) ok = 0;
-            }
-        }
+    if (compute_nullable(&p, c.nullable)) {
+        free(c.nullable); free(c.color); free(c.depth);
+        oom(&p);
+        goto fail;
     }
     for (uint32_t r = 0; r < p.nr; r++)
         if (left_dfs(&c, r, 0)) {
@@ -642,7 +727,7 @@ int g_parse(const char *text, size_t len, int allow_internal, gpat *pats, uint32
     uint32_t k = 2;
     for (uint32_t r = 0; r < p.nr; r++) {
         g->rule_start[r] = k;
-        memcpy(g->el + k, p.r[r].el, sizeof(gel) * p.r[r].n);
+        if (p.r[r].n) memcpy(g->el + k, p.r[r].el, sizeof(gel) * p.r[r].n);
         k += p.r[r].n;
         g->el[k++] = (gel){G_END, 0};
         g->names[r] = p.r[r].name;

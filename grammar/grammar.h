@@ -48,13 +48,22 @@ int sdn_gstate_copy(sdn_gstate *dst, const sdn_gstate *src);
 /* Advance over n bytes: 1 when the grammar allows them (state advanced), 0 when it does not
  * (state unchanged), -1 out of memory or beyond the matcher's limits (state unchanged): more
  * than 1024 alternative parses at once (a very ambiguous grammar), nesting deeper than 8192
- * elements, more than 200000 rule expansions in one byte. Functions that take a const
- * state may still use scratch memory kept inside it (a state belongs to one thread). */
+ * elements, more than 2^20 units of work (rule expansions and stack words) for one byte.
+ * Functions that take a const state may still use scratch memory kept inside it (a state
+ * belongs to one thread). */
 int sdn_gstate_accept_bytes(sdn_gstate *s, const void *bytes, size_t n);
 /* 1 when the text so far is a complete sentence of the grammar (it may end here). */
 int sdn_gstate_can_end(const sdn_gstate *s);
 /* 1 once an end-of-generation token was accepted: nothing more is allowed. */
 int sdn_gstate_ended(const sdn_gstate *s);
+/* SentencePiece's decoder drops the leading space (U+2581) of the first text piece of an
+ * output (sdn_detok). With skip = 1, until a text token is accepted, token checks and
+ * sdn_gstate_accept_token match a token's text without its leading space, so the grammar
+ * sees the text as the detokenizer writes it (a byte-fallback token keeps its space; a token
+ * that is only a space matches nothing and is allowed). For an answer that starts the
+ * detokenized stream of a SentencePiece model; byte-level BPE keeps every space. Default 0;
+ * copied by sdn_gstate_copy. */
+void sdn_gstate_set_skip_leading_space(sdn_gstate *s, int skip);
 /* The bytes every continuation must start with (the text the grammar forces next), at most
  * cap; stops where the grammar branches or may end. Returns the count. */
 size_t sdn_gstate_forced(const sdn_gstate *s, char *buf, size_t cap);

@@ -20,7 +20,7 @@
 /* Limits of the matcher: beyond them a step fails with -1 (as out of memory). */
 #define G_MAX_STACKS 1024          /* alternative parses kept at once */
 #define G_MAX_DEPTH 8192           /* elements on one stack (nesting of the text) */
-#define G_MAX_EXPAND 200000        /* rule expansions in one step */
+#define G_MAX_WORK (1u << 20)      /* rule expansions + stack words hashed in one step */
 #define G_MAX_PATTERN_BYTES 65536  /* content of one pattern-checked string */
 
 /* Compiled element types. A rule is its alternatives' elements one after the other, each
@@ -75,12 +75,16 @@ struct sdn_gstate {
     uint32_t *off;  /* offset of each stack in w */
     uint32_t *hash; /* of each stack */
     uint8_t ended;
+    uint8_t skip_ls; /* sdn_gstate_set_skip_leading_space, until the first text token */
     uint8_t pu_need; /* continuation bytes still expected of a partial UTF-8 character */
     uint8_t pu_n;    /* bytes of it seen */
     uint8_t pu[4];
     uint32_t *tmp;   /* scratch stack used by the expansion */
     uint32_t cap_tmp;
-    uint32_t work;   /* expansions in the current step */
+    uint32_t work;   /* work units of the current step (G_MAX_WORK) */
+    uint32_t *hs;    /* hash set of the stacks being built (index + 1), once there are 16 */
+    uint32_t hs_cap;
+    int hs_on;
     uint8_t *pb;     /* pattern content being built */
     uint32_t cap_pb;
     struct sdn_gstate *scr[2]; /* scratch states for trial steps (lazily made) */

@@ -1,7 +1,7 @@
 /* match.c - the byte-level matcher: a set of parse stacks over the compiled rules (a
  * pushdown recognizer in the manner of llama.cpp's grammar sampler, written anew), advanced
  * one UTF-8 byte at a time with the state of a partial character kept, deduplicated, and
- * bounded (G_MAX_STACKS, G_MAX_DEPTH, G_MAX_EXPAND: a step beyond them fails with -1).
+ * bounded (G_MAX_STACKS, G_MAX_DEPTH, G_MAX_WORK: a step beyond them fails with -1).
  * Pattern-checked JSON strings (G_PAT) keep their decoded content on the stack and ask
  * PCRE2 for a partial match at every character. */
 #include <stdlib.h>
@@ -56,13 +56,28 @@ static void gs_clear(sdn_gstate *d, const sdn_gstate *s) {
     d->n = 0;
     d->nw = 0;
     d->work = 0;
+    d->hs_on = 0;
     d->ended = 0;
     d->pu_need = 0;
     d->pu_n = 0;
 }
 
-/* Append a stack (deduplicated): elements, pattern content length P, aux, content. */
+static int same_stack(const uint32_t *o, const uint32_t *el, uint32_t L, uint32_t P, uint32_t aux, const uint8_t *content) {
+    return o[0] == L && o[1] == P && o[2] == aux && (!L || !memcmp(o + 3, el, sizeof(uint32_t) * L)) &&
+           (!P || !memcmp(o + 3 + L, content, P));
+}
+
+static void hs_insert(sdn_gstate *d, uint32_t idx) {
+    uint32_t m = d->hs_cap - 1, j = d->hash[idx] & m;
+    while (d->hs[j]) j = (j + 1) & m;
+    d->hs[j] = idx + 1;
+}
+
+/* Append a stack (deduplicated): elements, pattern content length P, aux, content. Up to 16
+ * stacks a linear scan finds duplicates, beyond that a hash set. */
 static int add_stack(sdn_gstate *d, const uint32_t *el, uint32_t L, uint32_t P, uint32_t aux, const uint8_t *content) {
+    d->work += L + P / 4 + 1;
+    if (d->work > G_MAX_WORK) return -1;
     uint32_t h = 2166136261u;
 #define MIX(x) do { h ^= (uint32_t)(x); h *= 16777619u; } while (0)
     MIX(L);
@@ -71,13 +86,25 @@ static int add_stack(sdn_gstate *d, const uint32_t *el, uint32_t L, uint32_t P, 
     for (uint32_t i = 0; i < L; i++) MIX(el[i]);
     for (uint32_t i = 0; i < P; i++) MIX(content[i]);
 #undef MIX
-    for (uint32_t i = 0; i < d->n; i++) {
-        if (d->hash[i] != h) continue;
-        const uint32_t *o = d->w + d->off[i];
-        if (o[0] == L && o[1] == P && o[2] == aux && !memcmp(o + 3, el, sizeof(uint32_t) * L) &&
-            (!P || !memcmp(o + 3 + L, content, P)))
-            return 0;
+    if (!d->hs_on && d->n >= 16) {
+        if (!d->hs) {
+            d->hs = malloc(sizeof(uint32_t) * 2 * G_MAX_STACKS);
+            if (!d->hs) return -1;
+            d->hs_cap = 2 * G_MAX_STACKS;
+        }
+        memset(d->hs, 0, sizeof(uint32_t) * d->hs_cap);
+        for (uint32_t i = 0; i < d->n; i++) hs_insert(d, i);
+        d->hs_on = 1;
     }
+    if (d->hs_on) {
+        uint32_t m = d->hs_cap - 1;
+        for (uint32_t j = h & m; d->hs[j]; j = (j + 1) & m) {
+            uint32_t i = d->hs[j] - 1;
+            if (d->hash[i] == h && same_stack(d->w + d->off[i], el, L, P, aux, content)) return 0;
+        }
+    } else
+        for (uint32_t i = 0; i < d->n; i++)
+            if (d->hash[i] == h && same_stack(d->w + d->off[i], el, L, P, aux, content)) return 0;
     if (d->n >= G_MAX_STACKS || L > G_MAX_DEPTH) return -1;
     uint32_t need = 3 + L + (P + 3) / 4;
     if (gs_reserve(d, d->nw + need, d->n + 1)) return -1;
@@ -85,7 +112,7 @@ static int add_stack(sdn_gstate *d, const uint32_t *el, uint32_t L, uint32_t P, 
     o[0] = L;
     o[1] = P;
     o[2] = aux;
-    memcpy(o + 3, el, sizeof(uint32_t) * L);
+    if (L) memcpy(o + 3, el, sizeof(uint32_t) * L);
     if (P) {
         o[3 + L + (P - 1) / 4] = 0;
         memcpy(o + 3 + L, content, P);
@@ -94,13 +121,14 @@ static int add_stack(sdn_gstate *d, const uint32_t *el, uint32_t L, uint32_t P, 
     d->hash[d->n] = h;
     d->n++;
     d->nw += need;
+    if (d->hs_on) hs_insert(d, d->n - 1);
     return 0;
 }
 
 /* d->tmp[0..L) is a stack whose top may be a rule reference: enter rules until every
  * resulting stack's top is a terminal (or the stack is empty), adding each to d. */
 static int expand(sdn_gstate *d, uint32_t L) {
-    if (++d->work > G_MAX_EXPAND) return -1;
+    if (++d->work > G_MAX_WORK) return -1;
     if (L == 0) return add_stack(d, d->tmp, 0, 0, 0, NULL);
     const sdn_grammar *g = d->g;
     uint32_t pos = d->tmp[L - 1];
@@ -213,7 +241,7 @@ static int pat_range(sdn_gstate *d, const gpat *p, const uint8_t *c, uint32_t P,
 }
 
 /* Feed code point cp to the pattern string at the top of stack st. Returns -2 rejected,
- * -1 error, 0 continues (content in d->tmp bytes buffer, *np bytes, *naux), 1 closed. */
+ * -1 error, 0 continues (the new content in buf, *np bytes, *naux), 1 closed. */
 static int pat_feed(sdn_gstate *d, const uint32_t *st, uint32_t cp, uint8_t *buf, uint32_t *np, uint32_t *naux) {
     const sdn_grammar *g = d->g;
     uint32_t L = st[0], P = st[1], aux = st[2];
@@ -297,7 +325,7 @@ static uint8_t *pbuf(sdn_gstate *d, uint32_t need) {
 /* Pop the matched terminal at the top of st (copied to d->tmp) and expand. */
 static int pop_and_expand(sdn_gstate *d, const uint32_t *st) {
     uint32_t L = st[0], top = st[3 + L - 1];
-    memcpy(d->tmp, st + 3, sizeof(uint32_t) * (L - 1));
+    if (L > 1) memcpy(d->tmp, st + 3, sizeof(uint32_t) * (L - 1));
     uint32_t nt = d->g->el[top + 1].type;
     if (nt == G_END || nt == G_ALT) return expand(d, L - 1);
     d->tmp[L - 1] = top + 1;
@@ -439,6 +467,7 @@ static void gs_release(sdn_gstate *s) {
     free(s->hash);
     free(s->tmp);
     free(s->pb);
+    free(s->hs);
     if (s->md) pcre2_match_data_free(s->md);
 }
 
@@ -479,12 +508,15 @@ int sdn_gstate_copy(sdn_gstate *dst, const sdn_gstate *src) {
     if (dst == src) return 0;
     if (gs_reserve(dst, src->nw, src->n)) return -1;
     dst->g = src->g;
-    memcpy(dst->w, src->w, sizeof(uint32_t) * src->nw);
-    memcpy(dst->off, src->off, sizeof(uint32_t) * src->n);
-    memcpy(dst->hash, src->hash, sizeof(uint32_t) * src->n);
+    if (src->n) {
+        memcpy(dst->w, src->w, sizeof(uint32_t) * src->nw);
+        memcpy(dst->off, src->off, sizeof(uint32_t) * src->n);
+        memcpy(dst->hash, src->hash, sizeof(uint32_t) * src->n);
+    }
     dst->n = src->n;
     dst->nw = src->nw;
     dst->ended = src->ended;
+    dst->skip_ls = src->skip_ls;
     dst->pu_need = src->pu_need;
     dst->pu_n = src->pu_n;
     memcpy(dst->pu, src->pu, sizeof dst->pu);
@@ -538,6 +570,10 @@ int sdn_gstate_can_end(const sdn_gstate *s) {
 
 int sdn_gstate_ended(const sdn_gstate *s) { return s && s->ended; }
 
+void sdn_gstate_set_skip_leading_space(sdn_gstate *s, int skip) {
+    if (s) s->skip_ls = skip != 0;
+}
+
 void gs_set_ended(sdn_gstate *s) { s->ended = 1; }
 
 /* Would byte b be accepted? (exact, without building the next state) */
@@ -586,6 +622,39 @@ static int byte_ok(sdn_gstate *scr, const sdn_gstate *s, uint8_t b) {
     return 0;
 }
 
+static uint8_t utf8_lead(uint32_t cp) {
+    uint8_t b[4];
+    utf8_put(b, cp);
+    return b[0];
+}
+
+/* The bytes that can come next, a superset (set: 256 bits): the first bytes of every stack
+ * top's characters. -1 when a pattern string or a partial character needs all 256 tried. */
+static int next_bytes(const sdn_gstate *s, uint64_t set[4]) {
+    const sdn_grammar *g = s->g;
+    set[0] = set[1] = set[2] = set[3] = 0;
+    if (s->pu_need) return -1;
+    for (uint32_t i = 0; i < s->n; i++) {
+        const uint32_t *st = s->w + s->off[i];
+        uint32_t L = st[0];
+        if (!L) continue;
+        const gel *e = &g->el[st[3 + L - 1]];
+        if (e->type != G_CHAR) return -1;
+        const gclass *c = &g->cls[e->a];
+        if (c->neg) return -1; /* many characters: not forced anyway, let the exact test say */
+        const uint32_t *r = g->ranges + 2 * c->roff;
+        for (uint32_t k = 0; k < c->rn; k++) {
+            uint32_t lo = r[2 * k], hi = r[2 * k + 1];
+            for (uint32_t x = lo; x <= hi && x < 0x80; x++) set[x >> 6] |= 1ull << (x & 63);
+            if (hi >= 0x80) {
+                uint32_t a = utf8_lead(lo < 0x80 ? 0x80 : lo), b = utf8_lead(hi > 0x10FFFF ? 0x10FFFF : hi);
+                for (uint32_t x = a; x <= b; x++) set[x >> 6] |= 1ull << (x & 63);
+            }
+        }
+    }
+    return 0;
+}
+
 size_t sdn_gstate_forced(const sdn_gstate *s, char *buf, size_t cap) {
     if (!s || s->ended || gs_scratch(s)) return 0;
     sdn_gstate *a = s->scr[0], *b = s->scr[1];
@@ -594,8 +663,10 @@ size_t sdn_gstate_forced(const sdn_gstate *s, char *buf, size_t cap) {
     while (k < cap) {
         if (sdn_gstate_can_end(cur)) break;
         int cnt = 0, last = -1;
+        uint64_t set[4];
+        int all = next_bytes(cur, set) < 0;
         for (int c = 0; c < 256 && cnt < 2; c++)
-            if (byte_ok(a, cur, (uint8_t)c)) {
+            if ((all || (set[c >> 6] >> (c & 63) & 1)) && byte_ok(a, cur, (uint8_t)c)) {
                 cnt++;
                 last = c;
             }

@@ -367,20 +367,39 @@ static int key_rule(C *c, const cJSON *props, const char *ptr, char *out, size_t
     return 0;
 }
 
+static int compile_members(C *c, const cJSON *o, const cJSON *props, const cJSON *req, const char *ptr, int depth, char *rule, size_t rcap);
+
 static int compile_object(C *c, const cJSON *o, const char *ptr, int depth, char *rule, size_t rcap) {
     const cJSON *props = cJSON_GetObjectItemCaseSensitive(o, "properties");
     const cJSON *req = cJSON_GetObjectItemCaseSensitive(o, "required");
-    const cJSON *addl = cJSON_GetObjectItemCaseSensitive(o, "additionalProperties");
-    char sub[1100], tmp[1100];
     if (props && !cJSON_IsObject(props)) return cfail(c, SDN_EINVAL, "\"properties\" must be an object at %s", ptr_show(ptr));
     if (req) {
         if (!cJSON_IsArray(req)) return cfail(c, SDN_EINVAL, "\"required\" must be an array of strings at %s", ptr_show(ptr));
-        for (const cJSON *r = req->child; r; r = r->next) {
+        for (const cJSON *r = req->child; r; r = r->next)
             if (!cJSON_IsString(r)) return cfail(c, SDN_EINVAL, "\"required\" must be an array of strings at %s", ptr_show(ptr));
-            if (!props || !cJSON_GetObjectItemCaseSensitive(props, r->valuestring))
-                return cfail(c, SDN_EINVAL, "required property \"%.200s\" is not in \"properties\" at %s", r->valuestring, ptr_show(ptr));
-        }
     }
+    /* a required name without a schema in "properties" is a property of any value */
+    cJSON *merged = NULL;
+    if (req)
+        for (const cJSON *r = req->child; r; r = r->next)
+            if (!props || !cJSON_GetObjectItemCaseSensitive(props, r->valuestring)) {
+                if (!merged) {
+                    merged = props ? cJSON_Duplicate(props, 1) : cJSON_CreateObject();
+                    if (!merged) return cfail(c, SDN_ENOMEM, "out of memory");
+                }
+                if (!cJSON_GetObjectItemCaseSensitive(merged, r->valuestring) && !cJSON_AddTrueToObject(merged, r->valuestring)) {
+                    cJSON_Delete(merged);
+                    return cfail(c, SDN_ENOMEM, "out of memory");
+                }
+            }
+    int rc = compile_members(c, o, merged ? merged : props, req, ptr, depth, rule, rcap);
+    cJSON_Delete(merged);
+    return rc;
+}
+
+static int compile_members(C *c, const cJSON *o, const cJSON *props, const cJSON *req, const char *ptr, int depth, char *rule, size_t rcap) {
+    const cJSON *addl = cJSON_GetObjectItemCaseSensitive(o, "additionalProperties");
+    char sub[1100], tmp[1100];
     /* extra members: value rule, or none */
     char extra_val[64] = "";
     int has_props = props && props->child;
@@ -708,12 +727,39 @@ static char *cjson_err_msg(const char *json, size_t len, char *buf, size_t cap) 
     return buf;
 }
 
+/* Offset of the first byte that is not well-formed UTF-8, or len. */
+static size_t utf8_bad(const char *s, size_t len) {
+    const unsigned char *u = (const unsigned char *)s;
+    size_t i = 0;
+    while (i < len) {
+        unsigned c = u[i];
+        int n;
+        uint32_t mn;
+        if (c < 0x80) { i++; continue; }
+        if (c >= 0xC2 && c <= 0xDF) { n = 2; mn = 0x80; }
+        else if (c >= 0xE0 && c <= 0xEF) { n = 3; mn = 0x800; }
+        else if (c >= 0xF0 && c <= 0xF4) { n = 4; mn = 0x10000; }
+        else return i;
+        if (i + (size_t)n > len) return i;
+        uint32_t v = c & (n == 2 ? 0x1Fu : n == 3 ? 0x0Fu : 0x07u);
+        for (int k = 1; k < n; k++) {
+            if ((u[i + k] & 0xC0) != 0x80) return i;
+            v = (v << 6) | (u[i + k] & 0x3Fu);
+        }
+        if (v < mn || v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF)) return i;
+        i += (size_t)n;
+    }
+    return len;
+}
+
 static int build(const char *json, size_t len, C *c, sdn_err *err) {
     memset(c, 0, sizeof *c);
     c->err = err;
     if (!json) return sdn_fail(err, SDN_EINVAL, "json_schema: no schema");
     if (len > G_MAX_TEXT) return sdn_fail(err, SDN_EINVAL, "json_schema: schema too large (%zu bytes, at most %u)", len, G_MAX_TEXT);
     if (memchr(json, 0, len)) return sdn_fail(err, SDN_EINVAL, "json_schema: malformed JSON (a NUL byte at offset %zu)", (size_t)((const char *)memchr(json, 0, len) - json));
+    size_t bad = utf8_bad(json, len);
+    if (bad < len) return sdn_fail(err, SDN_EINVAL, "json_schema: invalid UTF-8 at byte offset %zu", bad);
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithLengthOpts(json, len, &end, 0);
     if (!root) {

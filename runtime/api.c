@@ -591,6 +591,7 @@ int sdnpu_generate(sdnpu_context *c, const sdnpu_request *r, sdnpu_result *resul
     if (tok) {
         if (!(s.dt = sdn_detok_new(tok))) { rc = sdn_fail(e, SDN_ENOMEM, "out of memory"); goto done; }
         sdn_detok_prime(s.dt, prompt, n_prompt);
+        gp.grammar_skip_space = sdn_detok_drops_next_space(s.dt);
     }
     gp.eog = is_eog;
     gp.eog_ud = (void *)tok;

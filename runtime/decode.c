@@ -131,6 +131,7 @@ static int setup(decode *d, sdn_err *err) {
             return sdn_fail(err, SDN_EINVAL, "a grammar needs the model's vocabulary (%d tokens)", d->vocab);
         if (p->forced_draft && !p->tok) return sdn_fail(err, SDN_EINVAL, "forced-text drafting needs the model's tokenizer");
         if ((rc = sdn_gstate_new(p->grammar, &d->gs, err))) return rc;
+        sdn_gstate_set_skip_leading_space(d->gs, p->grammar_skip_space);
         for (int i = 0; i < SDN_INVARIANT_MAX_ROWS; i++)
             if ((rc = sdn_gstate_new(p->grammar, &d->rs[i], err))) return rc;
     }

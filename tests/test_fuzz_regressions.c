@@ -44,6 +44,9 @@
 #define LLVMFuzzerTestOneInput fz_server_request
 #include "fuzz/fuzz_server_request.c"
 #undef LLVMFuzzerTestOneInput
+#define LLVMFuzzerTestOneInput fz_grammar
+#include "fuzz/fuzz_grammar.c"
+#undef LLVMFuzzerTestOneInput
 
 static const struct {
     const char *name;
@@ -51,7 +54,7 @@ static const struct {
 } targets[] = {
     {"gguf_model", fz_gguf_model}, {"gguf_tokenizer", fz_gguf_tokenizer}, {"llama2c", fz_llama2c}, {"dataset", fz_dataset},
     {"trace", fz_trace},           {"sam", fz_sam},                       {"history", fz_history}, {"chat_template", fz_chat_template},
-    {"server_request", fz_server_request},
+    {"server_request", fz_server_request}, {"grammar", fz_grammar},
 };
 
 static void test_replay(void **state) {

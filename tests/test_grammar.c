@@ -114,6 +114,12 @@ static void test_parse_errors(void **st) {
         if (rc != SDN_EINVAL || g) fail_msg("case %zu: rc %d, expected SDN_EINVAL (%s)", i, rc, cases[i].g);
         if (strncmp(e.msg, cases[i].msg, strlen(cases[i].msg))) fail_msg("case %zu: message '%s', expected '%s...'", i, e.msg, cases[i].msg);
     }
+    {
+        sdn_grammar *gn = NULL;
+        sdn_err en = {0};
+        assert_int_equal(sdn_grammar_parse("root ::= \"a\"\0", 13, &gn, &en), SDN_EINVAL);
+        assert_string_equal(en.msg, "grammar: line 1, column 13: a NUL byte");
+    }
     /* deep nesting is refused, not a stack overflow */
     char *deep = malloc(100000);
     strcpy(deep, "root ::= ");
@@ -258,11 +264,14 @@ static const refg ref_grammars[] = {
     {"root ::= \"ab\" \"c\"\n       | \"ab\" \"d\"   # comment\n       | x\nx ::= \"a\"{2,} y\ny ::= \"\" | \"b\" y \"c\"",
      {ALT(SEQ(LIT("ab"), LIT("c")), SEQ(LIT("ab"), LIT("d")), REF(1)), SEQ(REP(LIT("a"), 2, -1), REF(2)), ALT(LIT(""), SEQ(LIT("b"), REF(2), LIT("c")))},
      {"a", "b", "c", "d"}},
+    {"root ::= \"abc\" (\"d\" | \"e\") \"ff\" | \"b\" \"a\" \"a\" root?",
+     {ALT(SEQ(LIT("abc"), ALT(LIT("d"), LIT("e")), LIT("ff")), SEQ(LIT("b"), LIT("a"), LIT("a"), REP(REF(0), 0, 1)))},
+     {"a", "b", "c", "d", "e", "f"}},
 };
 
 static void test_against_reference(void **st) {
     (void)st;
-    long checked = 0;
+    long checked = 0, nforced = 0;
     for (size_t gi = 0; gi < sizeof ref_grammars / sizeof *ref_grammars; gi++) {
         const refg *R = &ref_grammars[gi];
         sdn_grammar *g = gbnf(R->gbnf);
@@ -291,9 +300,56 @@ static void test_against_reference(void **st) {
                 checked++;
             }
         }
+        /* forced text against the reference: for every viable prefix p of up to 3 symbols,
+         * every viable p + q (up to 6 symbols in all) agrees with p + forced(p) as far as
+         * both go, and a prefix with forced text is not a sentence */
+        for (int lp = 0; lp <= 3; lp++) {
+            long tp = 1;
+            for (int k = 0; k < lp; k++) tp *= na;
+            for (long c = 0; c < tp; c++) {
+                char p[64] = "";
+                long x = c;
+                for (int k = 0; k < lp; k++) {
+                    strcat(p, R->alphabet[x % na]);
+                    x /= na;
+                }
+                uint32_t cps[16];
+                int n = utf8_dec(p, cps);
+                if (!((ref_match(R->rules[0], cps, n, 0, 1, R->rules) >> n) & 1)) continue;
+                sdn_gstate *s = state(g);
+                assert_int_equal(sdn_gstate_accept_bytes(s, p, strlen(p)), 1);
+                char fb[64];
+                size_t fl = sdn_gstate_forced(s, fb, sizeof fb);
+                sdn_gstate_free(s);
+                if (fl) {
+                    nforced++;
+                    if ((ref_match(R->rules[0], cps, n, 0, 0, R->rules) >> n) & 1) fail_msg("grammar %zu: '%s' is a sentence but forces '%.*s'", gi, p, (int)fl, fb);
+                }
+                for (int lq = 1; lq + lp <= 6; lq++) {
+                    long tq = 1;
+                    for (int k = 0; k < lq; k++) tq *= na;
+                    for (long d = 0; d < tq; d++) {
+                        char q[64] = "";
+                        long y = d;
+                        for (int k = 0; k < lq; k++) {
+                            strcat(q, R->alphabet[y % na]);
+                            y /= na;
+                        }
+                        char pq[128];
+                        snprintf(pq, sizeof pq, "%s%s", p, q);
+                        uint32_t c2[16];
+                        int n2 = utf8_dec(pq, c2);
+                        if (!((ref_match(R->rules[0], c2, n2, 0, 1, R->rules) >> n2) & 1)) continue;
+                        size_t ql = strlen(q), m = ql < fl ? ql : fl;
+                        if (memcmp(q, fb, m)) fail_msg("grammar %zu: after '%s' forced '%.*s', but '%s' may follow", gi, p, (int)fl, fb, q);
+                    }
+                }
+            }
+        }
         sdn_grammar_free(g);
     }
-    print_message("%ld strings checked against the naive recognizer\n", checked);
+    print_message("%ld strings checked against the naive recognizer, %ld prefixes with forced text checked against it\n", checked, nforced);
+    assert_true(nforced >= 6);
 }
 
 /* ---- (c) byte by byte, (d) copies, rejection leaves the state unchanged ---- */
@@ -414,6 +470,21 @@ static void test_limits(void **st) {
     assert_true(secs < 20);
     sdn_gstate_free(s);
     sdn_grammar_free(g);
+    /* a grammar whose parses multiply (2^n distinct stacks after n 'a's): -1, quickly */
+    g = gbnf("root ::= y\ny ::= \"a\" y \"b\" | \"a\" y \"c\" | \"\"");
+    s = state(g);
+    r = 1;
+    t0 = clock();
+    int k;
+    for (k = 0; k < 100 && r == 1; k++) r = sdn_gstate_accept_bytes(s, "a", 1);
+    assert_int_equal(r, -1);
+    assert_true(k > 8 && k < 20);
+    assert_true((double)(clock() - t0) / CLOCKS_PER_SEC < 5);
+    char f[8];
+    assert_int_equal(sdn_gstate_forced(s, f, sizeof f), 0); /* the state is still usable */
+    assert_int_equal(sdn_gstate_accept_bytes(s, "b", 1), 1);
+    sdn_gstate_free(s);
+    sdn_grammar_free(g);
     /* deep nesting: the stack bound answers -1 */
     g = gbnf("root ::= \"(\" root \")\" | \"x\"");
     s = state(g);
@@ -490,7 +561,7 @@ static void test_schema_errors(void **st) {
         {"{\"$defs\":{\"x\":{\"type\":\"string\",\"contentEncoding\":\"base64\"}},\"$ref\":\"#/$defs/x\"}", "json_schema: unsupported keyword \"contentEncoding\" at /$defs/x"},
         {"{\"type\":\"object\",\"properties\":{\"a\":1}}", "json_schema: a schema must be an object or a boolean at /properties/a"},
         {"{\"type\":\"strin\"}", "json_schema: unknown type \"strin\" at /"},
-        {"{\"type\":\"object\",\"properties\":{\"a\":{}},\"required\":[\"b\"]}", "json_schema: required property \"b\" is not in \"properties\" at /"},
+        {"{\"type\":\"object\",\"required\":\"b\"}", "json_schema: \"required\" must be an array of strings at /"},
         {"{\"$ref\":\"http://example.com/s.json\"}", "json_schema: $ref \"http://example.com/s.json\" at /: only local references"},
         {"{\"$ref\":\"#/$defs/missing\"}", "json_schema: $ref \"#/$defs/missing\" at /"},
         {"{\"$defs\":{\"a\":{\"$ref\":\"#/$defs/a\"}},\"$ref\":\"#/$defs/a\"}", "json_schema: a $ref or anyOf cycle that consumes no text"},
@@ -505,6 +576,7 @@ static void test_schema_errors(void **st) {
         {"{\"type\":\"object\"} x", "json_schema: malformed JSON (text after the schema at byte offset 18)"},
         {"", "json_schema: malformed JSON near byte offset 0"},
         {"{\"items\":[{}]}", "json_schema: \"items\" as an array (tuple form) is not supported at /"},
+        {"{\"properties\":{\"a\xC3\":{}},\"additionalProperties\":true}", "json_schema: invalid UTF-8 at byte offset 17"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         sdn_grammar *g = NULL;
@@ -589,6 +661,9 @@ static void test_schema_semantics(void **st) {
         {"{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}},\"additionalProperties\":{\"type\":\"boolean\"}}", "{\"a\": 1, \"a\": true}", 0},
         {"{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}},\"additionalProperties\":true}", "{\"b\": [1]}", 1},
         {"{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}},\"additionalProperties\":false}", "{\"b\"", 0},
+        {"{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}},\"required\":[\"b\"]}", "{\"b\": [null]}", 1},
+        {"{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}},\"required\":[\"b\"]}", "{\"a\": 1}", 0},
+        {"{\"required\":[\"x\",\"y\"]}", "{\"x\": 1, \"y\": {}}", 1},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         sdn_grammar *g = schema(cases[i].schema);
@@ -672,6 +747,7 @@ static const char *const rand_schemas[] = {
     "\"required\":[\"b\"],\"additionalProperties\":{\"type\":\"boolean\"}}",
     "{\"type\":\"string\",\"minLength\":3,\"maxLength\":80}",
     "{\"type\":\"string\",\"pattern\":\"\\\\d{3}\"}",
+    "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}},\"required\":[\"b\",\"a\"]}",
     "{\"type\":\"object\",\"properties\":{\"q\":{\"type\":\"string\",\"pattern\":\"^(yes|no)$\"},\"n\":{\"type\":\"number\"}},\"additionalProperties\":true}",
     "{\"definitions\":{\"v\":{\"anyOf\":[{\"type\":\"integer\"},{\"type\":\"array\",\"items\":{\"$ref\":\"#/definitions/v\"},\"maxItems\":3}]}},\"$ref\":\"#/definitions/v\"}",
 };
@@ -764,8 +840,8 @@ static void test_random_documents(void **st) {
 static sdn_tokenizer *smollm2_tok(void) {
     const char *path = tu_smollm2();
     if (!path) return NULL;
-    sdn_gguf *gg;
-    sdn_tokenizer *t;
+    sdn_gguf *gg = NULL;
+    sdn_tokenizer *t = NULL;
     sdn_err e = {0};
     if (sdn_gguf_open(path, &gg, &e) || sdn_tokenizer_from_gguf(gg, &t, &e)) fail_msg("%s", e.msg);
     sdn_gguf_close(gg);
@@ -827,9 +903,12 @@ static void test_tokens_smollm2(void **st) {
         print_message("SmolLM2-135M-Instruct is not in the model cache: test skipped\n");
         skip();
     }
+    double tv0 = now_ms();
     sdn_gvocab *v = vocab(t);
+    double tv = now_ms() - tv0;
     int n = sdn_gvocab_n(v);
     assert_int_equal(n, sdn_tokenizer_n_vocab(t));
+    print_message("sdn_gvocab_new: %.1f ms for %d tokens\n", tv, n);
     sdn_grammar *g = schema(DROID);
     /* the reference answer as the model's tokenizer writes it: tokens spanning symbols */
     const char *ans = "{\"id\": 10, \"action\": \"tap\", \"input_text\": \"N/A\"}";
@@ -911,6 +990,32 @@ static void test_tokens_smollm2(void **st) {
     /* costs */
     float *l1 = malloc(sizeof(float) * (size_t)n), *l2 = malloc(sizeof(float) * (size_t)n);
     for (int i = 0; i < n; i++) l1[i] = (float)(rnd() % 100000) / 1000.0f;
+    {
+        sdn_gstate *a = state(g), *b = state(g);
+        const char *pre = "{\"id\": 10, \"action\": \"t";
+        sdn_gstate_accept_bytes(a, pre, strlen(pre));
+        double t0 = now_ms();
+        for (int r = 0; r < 10000; r++) sdn_gstate_copy(b, a);
+        double tc = (now_ms() - t0) / 10000 * 1e3;
+        int32_t tok = sdn_tokenizer_find(t, "ap", 2);
+        assert_true(tok >= 0 && sdn_gstate_allows(a, v, tok));
+        t0 = now_ms();
+        for (int r = 0; r < 10000; r++) (void)sdn_gstate_allows(a, v, tok);
+        double tt = (now_ms() - t0) / 10000 * 1e3;
+        sdn_gstate_free(a);
+        a = state(g);
+        const char *pre2 = "{\"id\": 10,";
+        sdn_gstate_accept_bytes(a, pre2, strlen(pre2));
+        char fb[64];
+        size_t fl = 0;
+        t0 = now_ms();
+        for (int r = 0; r < 1000; r++) fl = sdn_gstate_forced(a, fb, sizeof fb);
+        double tf = (now_ms() - t0) / 1000 * 1e3;
+        print_message("sdn_gstate_copy %.3f us, sdn_gstate_allows of a 2-byte token %.3f us (after '%s'), sdn_gstate_forced %.1f us "
+                      "(%zu bytes after '%s')\n", tc, tt, pre, tf, fl, pre2);
+        sdn_gstate_free(a);
+        sdn_gstate_free(b);
+    }
     print_message("costs on the SmolLM2 vocabulary (%d tokens), DroidTask schema, best of 20:\n", n);
     for (size_t p = 0; p < sizeof prefixes / sizeof *prefixes; p++) {
         s = state(g);
@@ -988,7 +1093,30 @@ static void test_tokens_sentencepiece(void **st) {
     check_mask_and_argmax(s, v, 10, &allowed);
     sdn_gstate_free(s);
     sdn_grammar_free(g);
+    /* the leading space SentencePiece's decoder drops: "▁{" matches "{" while skipping */
     g = schema(DROID);
+    s = state(g);
+    int32_t sp_brace = sdn_tokenizer_find(t, "\xE2\x96\x81{", 4), sp = sdn_tokenizer_find(t, "\xE2\x96\x81", 3);
+    int32_t sp_byte = sdn_tokenizer_find(t, "<0x20>", 6), brace = sdn_tokenizer_find(t, "{", 1);
+    assert_true(sp_brace >= 0 && sp >= 0 && sp_byte >= 0 && brace >= 0);
+    assert_int_equal(sdn_gstate_allows(s, v, sp_brace), 0);
+    sdn_gstate_set_skip_leading_space(s, 1);
+    assert_int_equal(sdn_gstate_allows(s, v, sp_brace), 1);
+    assert_int_equal(sdn_gstate_allows(s, v, brace), 1);
+    assert_int_equal(sdn_gstate_allows(s, v, sp), 1);
+    assert_int_equal(sdn_gstate_allows(s, v, sp_byte), 0);
+    check_mask_and_argmax(s, v, 30, &allowed);
+    sdn_gstate *s2 = state(g);
+    assert_int_equal(sdn_gstate_copy(s2, s), 0);
+    assert_int_equal(sdn_gstate_accept_token(s2, v, sp), 1); /* the first text piece: nothing left */
+    assert_int_equal(sdn_gstate_allows(s2, v, sp_brace), 0);   /* the next one keeps its space */
+    assert_int_equal(sdn_gstate_accept_token(s, v, sp_brace), 1);
+    char fb[16];
+    size_t fl = sdn_gstate_forced(s, fb, sizeof fb - 1);
+    fb[fl] = 0;
+    assert_string_equal(fb, "\"id\": ");
+    sdn_gstate_free(s2);
+    sdn_gstate_free(s);
     s = state(g);
     check_mask_and_argmax(s, v, 30, &allowed);
     const char *pre = "{\"id\": 3, \"action\": \"tap\", \"input_text\": \"";
