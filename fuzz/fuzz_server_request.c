@@ -10,7 +10,11 @@
  * bound on the parse's memory must hold whenever cJSON parses the input. The same input is
  * also a request head for srv_http_head_check: its verdict must be consistent (a complete
  * head ends with an empty line within the input; an error has a message) and stable as more
- * bytes arrive. */
+ * bytes arrive. Structured output and tool calls (server/tools.c): an accepted job holds at
+ * most one constraint (the schema JSON, the grammar UTF-8), a forced tool call has its
+ * schema, and the input read back as the answer of a request with tools gives only calls of
+ * its tools with JSON-object arguments; a third pass parses the chat body without text limits,
+ * for a model with the Hermes tool-call format. */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -20,6 +24,7 @@
 
 #include "server/http_head.h"
 #include "server/openai.h"
+#include "server/tools.h"
 
 static int valid(const char *s) { return s && srv_utf8_valid(s, strlen(s)); }
 
@@ -64,6 +69,51 @@ static void check_job(const srv_job *j, int chat, const srv_api_config *cfg) {
     if (r->task_group && (!cfg->has_history || !valid(r->task_group))) abort();
     if (!valid(r->method) || !valid(j->method)) abort();
     if (cfg->max_chars && total > cfg->max_chars) abort();
+    if (r->grammar && r->json_schema) abort();
+    if (r->grammar && !valid(r->grammar)) abort();
+    if (r->json_schema) {
+        cJSON *sc = cJSON_Parse(r->json_schema);
+        if (!sc || !valid(r->json_schema)) abort();
+        cJSON_Delete(sc);
+    }
+    if ((r->grammar || r->json_schema) != (j->constraint != NULL)) abort();
+    if (j->tools < SRV_TOOLS_OFF || j->tools > SRV_TOOLS_FORCED || (j->tools && (!chat || j->n_tools < 1))) abort();
+    if (j->tools == SRV_TOOLS_FORCED && (!r->json_schema || strcmp(j->constraint, "tools"))) abort();
+    if (j->forced_tool < -1 || j->forced_tool >= (j->n_tools > 0 ? j->n_tools : 1)) abort();
+    for (int i = 0; i < j->n_tools; i++)
+        if (!valid(j->tool_names[i]) || !j->tool_names[i][0]) abort();
+}
+
+/* The input read back as the answer of a request with the tools get_weather and tap: calls
+ * only of those tools, with JSON-object arguments. */
+static void check_answer(const uint8_t *data, size_t size) {
+    static srv_job *j;
+    if (!j) {
+        static const char body[] = "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"tools\": ["
+                                   "{\"type\": \"function\", \"function\": {\"name\": \"get_weather\"}},"
+                                   "{\"type\": \"function\", \"function\": {\"name\": \"tap\"}}]}";
+        static const srv_api_config cfg = {.model_id = "tiny", .n_ctx = 64};
+        srv_error e;
+        if (!(j = srv_parse_request(body, sizeof body - 1, 1, &cfg, NULL, &e))) abort();
+    }
+    char *text = malloc(size + 1);
+    if (!text) return;
+    memcpy(text, data, size);
+    text[size] = 0;
+    (void)srv_tool_call_possible(text, size);
+    cJSON *calls = srv_answer_tool_calls(j, text, 1);
+    if (calls && (!j->tools || cJSON_GetArraySize(calls) < 1)) abort();
+    for (const cJSON *c = calls ? calls->child : NULL; c; c = c->next) {
+        const cJSON *fn = cJSON_GetObjectItemCaseSensitive(c, "function");
+        const cJSON *name = cJSON_GetObjectItemCaseSensitive(fn, "name"), *args = cJSON_GetObjectItemCaseSensitive(fn, "arguments");
+        int known = 0;
+        for (int i = 0; cJSON_IsString(name) && i < j->n_tools; i++) known |= !strcmp(name->valuestring, j->tool_names[i]);
+        cJSON *a = cJSON_IsString(args) ? cJSON_Parse(args->valuestring) : NULL;
+        if (!known || !cJSON_IsObject(a)) abort();
+        cJSON_Delete(a);
+    }
+    cJSON_Delete(calls);
+    free(text);
 }
 
 /* The body as accepted: nothing but whitespace after its JSON value, no \u0000 escape. */
@@ -141,12 +191,14 @@ static void check_error(const srv_error *e) {
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     static srv_pool pool = {.mu = PTHREAD_MUTEX_INITIALIZER};
-    static const srv_api_config cfgs[2] = {
+    static const srv_api_config cfgs[3] = {
         {.model_id = "tiny", .model_path = NULL, .n_ctx = 1024, .has_history = 0, .max_values = 64},
         {.model_id = "tiny", .model_path = "/models/tiny.gguf", .n_ctx = 4096, .has_history = 1, .max_messages = 3, .max_chars = 40},
+        {.model_id = "tiny", .model_path = NULL, .n_ctx = 1024, .tool_format = "hermes"},
     };
-    for (int chat = 1; chat >= 0; chat--) {
-        const srv_api_config *cfg = &cfgs[chat];
+    for (int pass = 2; pass >= 0; pass--) {
+        int chat = pass > 0;
+        const srv_api_config *cfg = &cfgs[pass];
         srv_error e;
         memset(&e, 0, sizeof e);
         srv_job *j = srv_parse_request((const char *)data, size, chat, cfg, NULL, &e);
@@ -160,5 +212,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     check_tree_bound(data, size);
     check_head(data, size);
+    check_answer(data, size);
     return 0;
 }

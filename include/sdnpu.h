@@ -124,6 +124,9 @@ typedef struct sdnpu_model_info {
     int max_token_bytes;       /* most text bytes one token stands for (0: no tokenizer): a text of
                                   more than n * max_token_bytes bytes cannot fit n tokens */
     uint64_t weight_bytes;
+    const char *tool_format;   /* how the model writes a tool call: "hermes" when its chat template has
+                                  one (the file's tokenizer.chat_template mentions <tool_call>: Qwen
+                                  family), else "json" (sdnpu's documented format, docs/server.md) */
 } sdnpu_model_info;
 
 /* 1 when the model has a tokenizer (GGUF files do; a llama2.c checkpoint needs tokenizer_path). */

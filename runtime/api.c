@@ -103,6 +103,7 @@ int sdnpu_model_load(const char *path_or_name, const sdnpu_model_params *p, sdnp
     const sdn_tokenizer *tok = sdn_model_tokenizer(pm->m);
     const char *tmpl = tok ? sdn_tokenizer_chat_template(tok) : NULL;
     in->chat_template = tmpl ? sdn_chat_kind_name(sdn_chat_detect(tmpl)) : "none";
+    in->tool_format = tmpl && strstr(tmpl, "<tool_call>") ? "hermes" : "json";
     snprintf(in->fingerprint, sizeof in->fingerprint, "%016llx", (unsigned long long)sdn_model_fingerprint(pm->m));
     in->n_layers = cfg->n_layers;
     in->dim = cfg->dim;

@@ -2,8 +2,9 @@
 # test-server.sh - `sdnpu serve` with the real SmolLM2-135M-Instruct against real clients, on
 # loopback (CI runs it after the tests): the official `openai` Python client from the package
 # index (in a venv: chat, streaming, history, errors, and a bounded load run with zero failed
-# requests, p50/p99 latency and throughput printed), then curl (health, models, chat, stream,
-# 401), then hostile clients (scripts/test_server_attack.py: slow and idle connections while
+# requests, p50/p99 latency and throughput printed; then structured output and tool calls,
+# validated with json and jsonschema), then curl (health, models, chat, stream, 401, a
+# json_schema answer), then hostile clients (scripts/test_server_attack.py: slow and idle connections while
 # chat and /health must be served, then 64 oversized bodies with the resident memory bounded),
 # then SIGTERM: the server must exit 0.
 #   usage: scripts/test-server.sh [BUILD_DIR]   (default ./build, already built)
@@ -45,6 +46,9 @@ head -1 "$work/server.log"
 "$venv/bin/python" "$root/scripts/test_server_client.py" "$base/v1" "$key" smollm2-135m-instruct \
   "${LOAD_REQUESTS:-200}" "${LOAD_CONCURRENCY:-8}"
 
+# structured output and tool calls (issue 30): answers validated with json and jsonschema
+"$venv/bin/python" "$root/scripts/test_server_structured.py" "$base/v1" "$key" smollm2-135m-instruct
+
 # curl
 auth=(-H "Authorization: Bearer $key")
 fail() { echo "test-server: curl: $*" >&2; exit 1; }
@@ -60,6 +64,12 @@ code="$(curl -s --noproxy '*' -o /dev/null -w '%{http_code}' -d "$body" "$base/v
 [ "$code" = 401 ] || fail "no key: status $code, want 401"
 code="$(curl -s --noproxy '*' -o /dev/null -w '%{http_code}' "${auth[@]}" -d '{"messages": [' "$base/v1/chat/completions")"
 [ "$code" = 400 ] || fail "malformed JSON: status $code, want 400"
+# docs/server.md's json_schema example: the answer validates against the schema
+schema='{"type":"object","properties":{"id":{"type":"integer"},"action":{"type":"string","enum":["tap","text","long_tap","scroll_up","scroll_down","go_back","N/A"]},"input_text":{"type":"string"}},"required":["id","action","input_text"]}'
+jbody='{"messages":[{"role":"user","content":"Task: open the camera.\nUI: <button id=1 text=\"Open camera\"></button>"}],"max_tokens":100,"response_format":{"type":"json_schema","json_schema":{"name":"ui_action","schema":'"$schema"'}}}'
+curl -sf --noproxy '*' "${auth[@]}" -H 'Content-Type: application/json' -d "$jbody" "$base/v1/chat/completions" \
+  | python3 -c 'import json, sys, jsonschema; a = json.load(sys.stdin)["choices"][0]["message"]["content"]; jsonschema.validate(json.loads(a), json.loads(sys.argv[1])); print("curl json_schema:", a)' "$schema" \
+  || fail "json_schema answer"
 curl -sf --noproxy '*' "${auth[@]}" "$base/metrics" | grep -E '^sdnpu_(requests_total\{code="(200|503)"\}|tokens_per_second|mean_accepted)'
 echo "test-server: curl checks passed"
 

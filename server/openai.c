@@ -5,8 +5,9 @@
  * no object may hold a key twice (cJSON would keep the first silently), every string must be
  * UTF-8 (cJSON passes bytes through), and each field the server reads is checked for its type
  * and range, so that an error names the field (`messages[1].content`, `sdnpu.method`) the way
- * OpenAI's `param` does. Fields the server does not use (presence_penalty, logprobs, tools,
- * ...) are ignored. The strings of the resulting sdnpu_request point into the parsed tree,
+ * OpenAI's `param` does. Fields the server does not use (presence_penalty, logprobs, ...)
+ * are ignored; response_format, grammar, json_schema, tools and tool_choice are read by
+ * tools.c. The strings of the resulting sdnpu_request point into the parsed tree (or `owned`),
  * which the job keeps. */
 #include "server/openai.h"
 
@@ -17,6 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#include "server/tools.h"
 
 #define BAD(e, param, ...) srv_fail(e, 400, "invalid_request_error", param, __VA_ARGS__)
 
@@ -260,8 +263,9 @@ static int parse_messages(srv_job *j, const cJSON *body, const srv_api_config *c
     if (cfg->max_messages && n > cfg->max_messages)
         return BAD(e, "messages", "'messages' holds %d messages, more than the server's limit of %d", n, cfg->max_messages);
     size_t chars = 0;
-    if (!(j->messages = calloc((size_t)n, sizeof *j->messages))) return srv_fail(e, 500, "server_error", NULL, "out of memory");
-    int i = 0;
+    /* one spare entry: the system message a request with tools may get (tools.c) */
+    if (!(j->messages = calloc((size_t)n + 1, sizeof *j->messages))) return srv_fail(e, 500, "server_error", NULL, "out of memory");
+    int i = 0, w = 0, prev_tool = 0;
     for (const cJSON *m = ms->child; m; m = m->next, i++) {
         char param[64];
         snprintf(param, sizeof param, "messages[%d]", i);
@@ -271,18 +275,31 @@ static int parse_messages(srv_job *j, const cJSON *body, const srv_api_config *c
         if (!cJSON_IsString(role)) return BAD(e, param, "'%s' must be a string", param);
         const char *r = role->valuestring;
         if (!strcmp(r, "developer")) r = "system";
-        if (strcmp(r, "system") && strcmp(r, "user") && strcmp(r, "assistant"))
-            return BAD(e, param, "'%s' = '%s' is not one of system, developer, user, assistant", param, role->valuestring);
-        j->messages[i].role = r;
+        if (strcmp(r, "system") && strcmp(r, "user") && strcmp(r, "assistant") && strcmp(r, "tool"))
+            return BAD(e, param, "'%s' = '%s' is not one of system, developer, user, assistant, tool", param, role->valuestring);
         const cJSON *c = cJSON_GetObjectItemCaseSensitive(m, "content");
-        if (!c || cJSON_IsNull(c)) {
-            snprintf(param, sizeof param, "messages[%d].content", i);
+        const cJSON *calls = !strcmp(r, "assistant") ? field(m, "tool_calls") : NULL;
+        snprintf(param, sizeof param, "messages[%d].content", i);
+        const char *content = NULL;
+        if (c && !cJSON_IsNull(c)) {
+            if (message_content(j, c, i, &content, e)) return -1;
+        } else if (!calls) {
             return BAD(e, param, "'%s' is required", param);
         }
-        if (message_content(j, c, i, &j->messages[i].content, e)) return -1;
-        snprintf(param, sizeof param, "messages[%d].content", i);
-        if (count_chars(cfg, &chars, j->messages[i].content, param, e)) return -1;
+        if (count_chars(cfg, &chars, content ? content : "", param, e)) return -1;
+        /* tool calls and results become text in the model's tool-call format; consecutive
+         * results form one user turn */
+        int is_tool = !strcmp(r, "tool");
+        if (calls && srv_render_tool_calls(j, calls, i, content, cfg, &content, e)) return -1;
+        if (is_tool && srv_render_tool_result(j, ms, m, i, content, prev_tool ? j->messages[w - 1].content : NULL, cfg, &content, e))
+            return -1;
+        if (is_tool && prev_tool) w--;
+        j->messages[w].role = is_tool ? "user" : r;
+        j->messages[w].content = content;
+        w++;
+        prev_tool = is_tool;
     }
+    n = w;
     j->r.messages = j->messages;
     j->r.n_messages = n;
     return 0;
@@ -435,6 +452,15 @@ static int parse_fields(srv_job *j, const cJSON *body, int chat, const srv_api_c
         return BAD(e, "task_group", "'task_group' needs a history store: start the server with --history FILE");
     s = group ? group : user;
     if (s && s[0] && cfg->has_history) j->r.task_group = s;
+    if (srv_parse_structured(j, body, chat, cfg, e)) return -1;
+    if (chat && cfg->max_chars) { /* the text as the model gets it: tools and tool calls rendered */
+        size_t total = 0;
+        for (int i = 0; i < j->r.n_messages; i++) total += utf8_chars(j->r.messages[i].content);
+        if (total > cfg->max_chars)
+            return BAD(e, j->tools ? "tools" : "messages",
+                       "the request's text with its %s rendered is %zu characters, more than the server's limit of %zu",
+                       j->tools ? "tools" : "tool calls", total, cfg->max_chars);
+    }
     return parse_ext(j, body, e);
 }
 
@@ -501,6 +527,10 @@ void srv_generate_error(const srv_job *j, srv_error *e) {
     const char *m = j->err.message;
     if (j->rc != SDNPU_EINVAL) {
         srv_fail(e, 500, "server_error", NULL, "%s: %s", sdnpu_status_string(j->rc), m);
+        return;
+    }
+    if (j->constraint && (strstr(m, "json_schema") || strstr(m, "grammar"))) { /* the constraint the request gave */
+        srv_constraint_error(j, m, e);
         return;
     }
     const char *param = "";
@@ -589,15 +619,21 @@ char *srv_completion_json(const srv_job *j, const char *id, long created, const 
     cJSON *ch = cJSON_AddArrayToObject(o, "choices"), *c = cJSON_CreateObject();
     cJSON_AddItemToArray(ch, c);
     cJSON_AddNumberToObject(c, "index", 0);
+    cJSON *calls = srv_answer_tool_calls(j, j->res.text, 0);
     if (j->chat) {
         cJSON *msg = cJSON_AddObjectToObject(c, "message");
         cJSON_AddStringToObject(msg, "role", "assistant");
-        cJSON_AddStringToObject(msg, "content", text);
+        if (calls) { /* OpenAI's shape: no content, the calls, finish_reason "tool_calls" */
+            cJSON_AddNullToObject(msg, "content");
+            cJSON_AddItemToObject(msg, "tool_calls", calls);
+        } else {
+            cJSON_AddStringToObject(msg, "content", text);
+        }
     } else {
         cJSON_AddStringToObject(c, "text", text);
         cJSON_AddNullToObject(c, "logprobs");
     }
-    cJSON_AddStringToObject(c, "finish_reason", finish_name(j->res.finish));
+    cJSON_AddStringToObject(c, "finish_reason", calls ? "tool_calls" : finish_name(j->res.finish));
     free(text);
     add_usage(o, j);
     add_sdnpu(o, j);
@@ -626,12 +662,37 @@ char *srv_chunk_event(const srv_job *j, const char *id, long created, const char
     }
     free(t);
     if (final) {
-        cJSON_AddStringToObject(c, "finish_reason", finish_name(j->res.finish));
+        cJSON *calls = srv_answer_tool_calls(j, j->res.text, 0);
+        cJSON_AddStringToObject(c, "finish_reason", calls ? "tool_calls" : finish_name(j->res.finish));
+        cJSON_Delete(calls);
         add_usage(o, j);
         add_sdnpu(o, j);
     } else {
         cJSON_AddNullToObject(c, "finish_reason");
     }
+    char *js = print_free(o);
+    if (!js) return NULL;
+    size_t n = strlen(js) + 9;
+    char *ev = malloc(n);
+    if (ev) snprintf(ev, n, "data: %s\n\n", js);
+    free(js);
+    return ev;
+}
+
+char *srv_tool_calls_event(const srv_job *j, const char *id, long created, const char *model_id, const cJSON *calls) {
+    cJSON *o = envelope(j, id, created, model_id, 1), *ch = cJSON_AddArrayToObject(o, "choices"), *c = cJSON_CreateObject();
+    cJSON *copy = cJSON_Duplicate(calls, 1);
+    if (!o || !ch || !c || !copy) {
+        cJSON_Delete(o);
+        cJSON_Delete(c);
+        cJSON_Delete(copy);
+        return NULL;
+    }
+    cJSON_AddItemToArray(ch, c);
+    cJSON_AddNumberToObject(c, "index", 0);
+    cJSON *d = cJSON_AddObjectToObject(c, "delta");
+    cJSON_AddItemToObject(d, "tool_calls", copy);
+    cJSON_AddNullToObject(c, "finish_reason");
     char *js = print_free(o);
     if (!js) return NULL;
     size_t n = strlen(js) + 9;

@@ -4,6 +4,7 @@
 #ifndef SDN_SERVER_OPENAI_H
 #define SDN_SERVER_OPENAI_H
 
+#include <cjson/cJSON.h>
 #include <stddef.h>
 
 #include "server/json_scan.h"
@@ -18,6 +19,7 @@ typedef struct srv_api_config {
     size_t max_values;      /* JSON values in one body at most (0: no limit) */
     int max_messages;       /* entries of `messages` at most (0: no limit) */
     size_t max_chars;       /* characters of text (message contents, prompt) at most (0: no limit) */
+    const char *tool_format; /* the model's tool-call format (sdnpu_model_info.tool_format): "hermes" or "json" (NULL: json) */
 } srv_api_config;
 
 /* Nesting of JSON values a body may have at most. */
@@ -60,10 +62,14 @@ char *srv_error_json(const srv_error *e);
 char *srv_completion_json(const srv_job *j, const char *id, long created, const char *model_id);
 
 /* One server-sent event "data: {chunk}\n\n" (malloc'd): the first (role) chunk when first,
- * else a chunk carrying text (len bytes); final: the chunk with finish_reason, usage and the
- * sdnpu block (text is then ignored). */
+ * else a chunk carrying text (len bytes); final: the chunk with finish_reason ("tool_calls"
+ * when the answer is read as tool calls), usage and the sdnpu block (text is then ignored). */
 char *srv_chunk_event(const srv_job *j, const char *id, long created, const char *model_id, const char *text, size_t len,
                       int first, int final);
+
+/* The event of a chat chunk whose delta carries the tool calls `calls` (an array from
+ * srv_answer_tool_calls with indexes), malloc'd. */
+char *srv_tool_calls_event(const srv_job *j, const char *id, long created, const char *model_id, const cJSON *calls);
 
 /* GET /v1/models (malloc'd). */
 char *srv_models_json(const char *model_id, long created);

@@ -25,6 +25,13 @@ typedef struct srv_job {
     const char **stop, **params;
     int chat, stream, include_usage;
     char method[32];        /* the drafting method, for the response's sdnpu block */
+    /* structured output and tool calls (tools.h) */
+    const char *constraint; /* the field the grammar or schema came from ("response_format.json_schema.schema",
+                               "grammar", "tools", ...: error answers name it); NULL: none */
+    int tools;              /* SRV_TOOLS_OFF, _AUTO, _FORCED: whether the answer is read back as tool calls */
+    int n_tools;
+    const char **tool_names; /* the request's tools in order (the array owned, the names in `json`) */
+    int forced_tool;        /* tools forced to one tool: its index; -1: any (branch k of the schema's anyOf is tool k) */
     /* progress, guarded by the pool's mutex */
     int refs;
     char *text;             /* text streamed so far */

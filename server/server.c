@@ -15,7 +15,9 @@
  * for the whole answer (non-streaming) or for each new piece of text (streaming, inside
  * microhttpd's content reader callback). Either wait ends early when the client hangs up,
  * which cancels the job. The HTTP status of a streamed answer is chosen when its first text
- * (or its end, or its error) is known, so a request the library refuses still gets a 4xx. */
+ * (or its end, or its error) is known, so a request the library refuses still gets a 4xx. A
+ * streamed answer of a request with tools holds back its text while it may still become a
+ * tool call (tools.h) and sends it at the end as delta.tool_calls, or as content. */
 #include "server/server.h"
 
 #include <errno.h>
@@ -34,6 +36,7 @@
 #include "server/gate.h"
 #include "server/openai.h"
 #include "server/pool.h"
+#include "server/tools.h"
 
 typedef struct srv {
     const srv_options *o;
@@ -145,6 +148,10 @@ typedef struct sse {
     char *pending; /* the event being written */
     size_t plen, poff;
     int first_sent, finished;
+    /* a job with tools: text that may still become a tool call is held back until the end */
+    char *held;
+    size_t hlen;
+    int released;  /* the text cannot be a tool call: streamed as it comes */
 } sse;
 
 /* The events that end a stream: the final chunk (and [DONE]), or an error event. */
@@ -161,10 +168,24 @@ static char *stream_end(sse *st) {
         free(js);
         return ev;
     }
+    /* text held back (a job with tools): the tool calls, or the text as content after all */
+    char *lead = NULL;
+    if (st->hlen || (j->tools && !st->released)) {
+        cJSON *calls = srv_answer_tool_calls(j, j->res.text, 1);
+        if (calls) lead = srv_tool_calls_event(j, st->id, st->created, st->s->model_id, calls);
+        else if (st->hlen) lead = srv_chunk_event(j, st->id, st->created, st->s->model_id, st->held, st->hlen, 0, 0);
+        else lead = strdup("");
+        cJSON_Delete(calls);
+        if (!lead) return NULL;
+    }
     char *fin = srv_chunk_event(j, st->id, st->created, st->s->model_id, NULL, 0, 0, 1);
-    if (!fin) return NULL;
-    size_t n = strlen(fin) + 16;
-    if ((ev = malloc(n))) snprintf(ev, n, "%sdata: [DONE]\n\n", fin);
+    if (!fin) {
+        free(lead);
+        return NULL;
+    }
+    size_t n = (lead ? strlen(lead) : 0) + strlen(fin) + 16;
+    if ((ev = malloc(n))) snprintf(ev, n, "%s%sdata: [DONE]\n\n", lead ? lead : "", fin);
+    free(lead);
     free(fin);
     return ev;
 }
@@ -198,6 +219,23 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max) {
                 char *piece = malloc(n + 1);
                 if (piece) memcpy(piece, j->text + from, n), j->taken = j->len;
                 pthread_mutex_unlock(&p->mu);
+                if (piece && j->tools && !st->released) { /* hold it while it may be a tool call */
+                    char *h = realloc(st->held, st->hlen + n + 1);
+                    if (h) {
+                        memcpy(h + st->hlen, piece, n);
+                        st->held = h;
+                        st->hlen += n;
+                        h[st->hlen] = 0;
+                        free(piece);
+                        if (srv_tool_call_possible(st->held, st->hlen)) continue;
+                        st->released = 1; /* not a call: what was held goes out as content */
+                        piece = st->held, n = st->hlen;
+                        st->held = NULL, st->hlen = 0;
+                    } else {
+                        free(piece);
+                        piece = NULL;
+                    }
+                }
                 if (piece) ev = srv_chunk_event(j, st->id, st->created, st->s->model_id, piece, n, 0, 0);
                 free(piece);
             } else {
@@ -226,6 +264,7 @@ static void sse_free(void *cls) {
     pthread_mutex_unlock(&p->mu);
     srv_job_unref(p, st->j);
     free(st->pending);
+    free(st->held);
     free(st);
 }
 
@@ -588,6 +627,7 @@ int srv_run(const srv_options *o) {
     s.api.model_path = o->model;
     s.api.n_ctx = sdnpu_context_n_ctx(s.pool.ctx[0]);
     s.api.has_history = o->history != NULL;
+    s.api.tool_format = mi.tool_format;
     /* request limits: a token-id prompt filling the context fits max_values; a text longer than
      * n_ctx * max_token_bytes bytes (so characters) cannot fit the context */
     s.api.max_values = 65536 + (size_t)s.api.n_ctx;

@@ -88,6 +88,7 @@ static void test_info_and_tokens(void **state) {
     assert_int_equal(mi.n_layers, 2);
     assert_int_equal(strlen(mi.fingerprint), 16);
     assert_true(mi.max_token_bytes > 0);
+    assert_string_equal(mi.tool_format, "json"); /* no chat template with a tool-call format */
     assert_true(sdnpu_model_has_tokenizer(m));
     int32_t *ids = NULL;
     int n = 0;

@@ -750,6 +750,69 @@ static void test_chat_real_model(void **state) {
     cmd_free(&r);
 }
 
+/* --grammar / --json-schema (issue 30): the files' errors are usage errors naming the option
+ * and the file, the two exclude each other, a grammar or schema the library refuses is a
+ * usage error with its message (position or keyword), and a grammar constrains the answer. */
+static void test_constraint_options(void **state) {
+    (void)state;
+    const char *m = model_path();
+    char missing[1024], empty[1024], bad_g[1024], bad_s[1024], yes_no[1024], dir[1024];
+    snprintf(missing, sizeof missing, "%s", tu_tmp("no-such-grammar.gbnf"));
+    snprintf(empty, sizeof empty, "%s", tu_tmp("empty.json"));
+    snprintf(bad_g, sizeof bad_g, "%s", tu_tmp("bad.gbnf"));
+    snprintf(bad_s, sizeof bad_s, "%s", tu_tmp("bad-schema.json"));
+    snprintf(yes_no, sizeof yes_no, "%s", tu_tmp("yes-no.gbnf"));
+    snprintf(dir, sizeof dir, "%s", tu_tmpdir());
+    assert_int_equal(tu_write_file(empty, "", 0), 0);
+    const char *g1 = "root ::= \"yes\" | \"no\"\nbroken ::= (\"a\"\n";
+    assert_int_equal(tu_write_file(bad_g, g1, strlen(g1)), 0);
+    const char *s1 = "{\"type\": \"object\", \"properties\": {\"when\": {\"type\": \"string\", \"format\": \"date\"}}}";
+    assert_int_equal(tu_write_file(bad_s, s1, strlen(s1)), 0);
+    const char *g2 = "root ::= \"yes\" | \"no\"\n";
+    assert_int_equal(tu_write_file(yes_no, g2, strlen(g2)), 0);
+    const char *cmds[] = {"run", "chat"};
+    for (int c = 0; c < 2; c++) {
+        cmd_result r = c == 0 ? RUN("run", "--model", m, "--prompt", "hi", "--grammar", missing) : RUN("chat", "--model", m, "--grammar", missing);
+        expect_usage(&r, "--grammar");
+        assert_non_null(strstr(r.err, "no-such-grammar.gbnf"));
+        cmd_free(&r);
+        r = c == 0 ? RUN("run", "--model", m, "--prompt", "hi", "--json-schema", empty) : RUN("chat", "--model", m, "--json-schema", empty);
+        expect_usage(&r, "--json-schema");
+        assert_non_null(strstr(r.err, "empty.json"));
+        cmd_free(&r);
+        r = c == 0 ? RUN("run", "--model", m, "--prompt", "hi", "--json-schema", dir) : RUN("chat", "--model", m, "--json-schema", dir);
+        expect_usage(&r, "--json-schema");
+        cmd_free(&r);
+        r = c == 0 ? RUN("run", "--model", m, "--prompt", "hi", "--grammar", yes_no, "--json-schema", bad_s)
+                   : RUN("chat", "--model", m, "--grammar", yes_no, "--json-schema", bad_s);
+        expect_usage(&r, "--grammar");
+        assert_non_null(strstr(r.err, "--json-schema"));
+        cmd_free(&r);
+        r = RUN(cmds[c], "--help");
+        assert_non_null(strstr(r.out, "--grammar FILE"));
+        assert_non_null(strstr(r.out, "--json-schema FILE"));
+        cmd_free(&r);
+    }
+    /* the library's verdict on the constraint itself */
+    cmd_result r = RUN("run", "--model", m, "--prompt-ids", PROMPT_IDS, "--max-tokens", "4", "--grammar", bad_g);
+    expect_usage(&r, "--grammar");
+    assert_non_null(strstr(r.err, "grammar: line 2"));
+    cmd_free(&r);
+    r = RUN("run", "--model", m, "--prompt-ids", PROMPT_IDS, "--max-tokens", "4", "--json-schema", bad_s);
+    expect_usage(&r, "--json-schema");
+    assert_non_null(strstr(r.err, "\"format\""));
+    assert_non_null(strstr(r.err, "/properties/when"));
+    cmd_free(&r);
+    /* a grammar constrains the answer, plain and speculative alike */
+    const char *specs[] = {"none", "sdnpu"};
+    for (int k = 0; k < 2; k++) {
+        r = RUN("run", "--model", m, "--prompt-ids", PROMPT_IDS, "--max-tokens", "8", "--quiet", "--spec", specs[k], "--grammar", yes_no);
+        expect_ok(&r);
+        if (strcmp(r.out, "yes\n") != 0 && strcmp(r.out, "no\n") != 0) fail_msg("--spec %s --grammar yes|no answered '%s'", specs[k], r.out);
+        cmd_free(&r);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_make_model_and_info), cmocka_unit_test(test_run_plain_deterministic),
@@ -760,6 +823,9 @@ int main(void) {
         cmocka_unit_test(test_option_vocabulary),   cmocka_unit_test(test_outputs_checked_first),
         cmocka_unit_test(test_global_options),
         cmocka_unit_test(test_prompt_sources),      cmocka_unit_test(test_chat_real_model),
+        cmocka_unit_test(test_constraint_options),
     };
+    /* SDN_TEST_FILTER=pattern runs only the matching tests (cmocka's wildcards) */
+    if (getenv("SDN_TEST_FILTER")) cmocka_set_test_filter(getenv("SDN_TEST_FILTER"));
     return cmocka_run_group_tests(tests, setup, NULL);
 }

@@ -3,7 +3,9 @@
  * (the chunks concatenate to the non-streamed text), greedy identity of speculative and plain
  * decoding against the library called directly, history through `user`, every bad-input case
  * with its status and field (a \u0000, data after the JSON, a key twice among them), 503 on a
- * full queue, cancellation when the client hangs up, and a clean exit on SIGTERM.
+ * full queue, cancellation when the client hangs up, a clean exit on SIGTERM, and constrained
+ * answers (issue 30: a grammar, a forced tool call in OpenAI's shape, streamed too, and a
+ * schema keyword the library refuses answered 400 naming it).
  * test_server_hostile.c holds the raw-socket cases (framing, slow clients, memory, store). */
 #include <cjson/cJSON.h>
 #include <curl/curl.h>
@@ -300,6 +302,78 @@ static void test_chat_and_stream(void **state) {
 
 /* Greedy output through the server: speculative (default) = plain ("none") = the library
  * called directly with plain decoding. */
+/* Structured output and tool calls over HTTP (the library's constrained decoding behind them). */
+#define TOOL_OK "{\"type\":\"function\",\"function\":{\"name\":\"confirm\",\"parameters\":{\"type\":\"object\",\"properties\":{\"ok\":{\"type\":\"boolean\"}},\"required\":[\"ok\"]}}}"
+
+static void test_structured(void **state) {
+    (void)state;
+    /* a grammar (llama-server's field): the answer is one of its sentences, plain and speculative alike */
+    const char *methods[] = {"none", "sdnpu"};
+    char body[1024];
+    for (int m = 0; m < 2; m++) {
+        snprintf(body, sizeof body, CHAT(",\"max_tokens\":16,\"grammar\":\"root ::= \\\"yes\\\" | \\\"no\\\"\",\"sdnpu\":{\"method\":\"%s\"}"), methods[m]);
+        cJSON *a = post_json(&g, "/v1/chat/completions", body, 200);
+        const char *t = str(a, "choices.0.message.content");
+        if (strcmp(t, "yes") && strcmp(t, "no")) fail_msg("grammar yes|no (%s): answer '%s'", methods[m], t);
+        cJSON_Delete(a);
+    }
+    /* a forced call: content null, tool_calls, finish_reason tool_calls, arguments valid */
+    cJSON *a = post_json(&g, "/v1/chat/completions", CHAT(",\"max_tokens\":96,\"tools\":[" TOOL_OK "],\"tool_choice\":\"required\""), 200);
+    assert_string_equal(str(a, "choices.0.finish_reason"), "tool_calls");
+    assert_true(cJSON_IsNull(at(a, "choices.0.message.content")));
+    assert_string_equal(str(a, "choices.0.message.tool_calls.0.type"), "function");
+    assert_string_equal(str(a, "choices.0.message.tool_calls.0.function.name"), "confirm");
+    assert_true(!strncmp(str(a, "choices.0.message.tool_calls.0.id"), "call_", 5));
+    cJSON *args = cJSON_Parse(str(a, "choices.0.message.tool_calls.0.function.arguments"));
+    assert_true(cJSON_IsObject(args) && cJSON_GetArraySize(args) == 1 && cJSON_IsBool(cJSON_GetObjectItem(args, "ok")));
+    cJSON_Delete(args);
+    cJSON_Delete(a);
+    /* streamed: one delta.tool_calls chunk, then finish_reason tool_calls, then [DONE] */
+    const char *sbody = CHAT(",\"max_tokens\":96,\"stream\":true,\"tools\":[" TOOL_OK "],\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"confirm\"}}");
+    reply r = {0};
+    assert_int_equal(http(&g, "POST", "/v1/chat/completions", sbody, strlen(sbody), KEY, &r, 0), 200);
+    int calls = 0, finals = 0, done = 0;
+    for (char *line = strtok(r.body, "\n"); line; line = strtok(NULL, "\n")) {
+        assert_true(!strncmp(line, "data: ", 6));
+        if (!strcmp(line + 6, "[DONE]")) { done = 1; continue; }
+        cJSON *c = cJSON_Parse(line + 6);
+        assert_non_null(c);
+        const cJSON *tc = cJSON_GetObjectItemCaseSensitive(at(c, "choices.0.delta"), "tool_calls");
+        if (tc) {
+            calls++;
+            assert_string_equal(str(c, "choices.0.delta.tool_calls.0.function.name"), "confirm");
+            assert_int_equal((int)num(c, "choices.0.delta.tool_calls.0.index"), 0);
+        }
+        if (cJSON_IsString(at(c, "choices.0.finish_reason"))) {
+            finals++;
+            assert_string_equal(str(c, "choices.0.finish_reason"), "tool_calls");
+        }
+        cJSON_Delete(c);
+    }
+    assert_true(done);
+    assert_int_equal(calls, 1);
+    assert_int_equal(finals, 1);
+    free(r.body);
+    /* a keyword the library does not support: 400 naming the field and the keyword */
+    cJSON *e = post_json(&g, "/v1/chat/completions", CHAT(",\"max_tokens\":8,\"response_format\":{\"type\":\"json_schema\",\"json_schema\":"
+                                                          "{\"name\":\"d\",\"schema\":{\"type\":\"string\",\"format\":\"date\"}}}"), 400);
+    assert_string_equal(str(e, "error.param"), "response_format.json_schema.schema");
+    assert_non_null(strstr(str(e, "error.message"), "format"));
+    cJSON_Delete(e);
+    e = post_json(&g, "/v1/chat/completions", CHAT(",\"max_tokens\":8,\"tool_choice\":\"required\",\"tools\":[{\"type\":\"function\",\"function\":"
+                                                   "{\"name\":\"d\",\"parameters\":{\"type\":\"object\",\"properties\":{\"when\":{\"type\":\"string\",\"format\":\"date\"}}}}}]"), 400);
+    assert_string_equal(str(e, "error.param"), "tools[0].function.parameters");
+    assert_non_null(strstr(str(e, "error.message"), "/properties/when"));
+    cJSON_Delete(e);
+    e = post_json(&g, "/v1/chat/completions", CHAT(",\"max_tokens\":8,\"stream\":true,\"grammar\":\"root ::= (\""), 400);
+    assert_string_equal(str(e, "error.param"), "grammar");
+    cJSON_Delete(e);
+    /* malformed shapes are refused before generation */
+    e = post_json(&g, "/v1/chat/completions", CHAT(",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"x\"}}"), 400);
+    assert_string_equal(str(e, "error.param"), "response_format.json_schema.schema");
+    cJSON_Delete(e);
+}
+
 static void test_greedy_identity(void **state) {
     (void)state;
     cJSON *spec = post_json(&g, "/v1/chat/completions", CHAT(",\"max_tokens\":40,\"sdnpu\":{\"ignore_eos\":true}"), 200);
@@ -663,6 +737,7 @@ int main(void) {
     const struct CMUnitTest shared[] = {
         cmocka_unit_test(test_endpoints),
         cmocka_unit_test(test_chat_and_stream),
+        cmocka_unit_test(test_structured),
         cmocka_unit_test(test_greedy_identity),
         cmocka_unit_test(test_history_user),
         cmocka_unit_test(test_bad_input),

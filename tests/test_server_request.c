@@ -6,8 +6,12 @@
  * job freed through the pool's path; nothing in a body is changed without a word (\u0000, raw
  * control characters, data after the JSON, a key twice: 400 naming the field); the limits on
  * messages, characters, JSON values and nesting; the scan's bound on the parse's memory against
- * what cJSON really allocates (counted by the allocator); and the strict head check against a
- * table of heads, every prefix of a good head waiting for more. */
+ * what cJSON really allocates (counted by the allocator); the strict head check against a
+ * table of heads, every prefix of a good head waiting for more; and structured output and
+ * tool calls (server/tools.c): response_format, grammar and json_schema read into the
+ * request's constraint, tools and tool_choice checked and rendered into the system prompt in
+ * both tool-call formats, tool calls and results of the history rendered, answers read back
+ * as tool calls, and the library's constraint errors answered naming the field. */
 #include <malloc.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -24,6 +28,7 @@
 #include "server/http_head.h"
 #include "server/json_scan.h"
 #include "server/openai.h"
+#include "server/tools.h"
 
 static const srv_api_config cfg = {.model_id = "tiny", .model_path = NULL, .n_ctx = 1024, .has_history = 0};
 /* small limits: 4 messages, 10 characters, 100 JSON values */
@@ -363,6 +368,415 @@ static void test_http_head(void **state) {
     assert_int_equal(srv_http_head_check("GET", 3, 8192, &v), 0);
 }
 
+/* ---- structured output and tool calls (server/tools.c) ---- */
+
+static srv_pool g_pool = {.mu = PTHREAD_MUTEX_INITIALIZER};
+static const srv_api_config hermes_cfg = {.model_id = "tiny", .n_ctx = 1024, .tool_format = "hermes"};
+
+/* Parse a body that must be accepted. */
+static srv_job *accepted(const srv_api_config *c, const char *body, int chat) {
+    srv_error e;
+    memset(&e, 0, sizeof e);
+    srv_job *j = srv_parse_request(body, strlen(body), chat, c, NULL, &e);
+    if (!j) fail_msg("refused (%d, param '%s': %s): %s", e.status, e.param, e.message, body);
+    return j;
+}
+
+/* The job's JSON schema parsed (the caller frees it). */
+static cJSON *job_schema(const srv_job *j) {
+    assert_non_null(j->r.json_schema);
+    cJSON *s = cJSON_Parse(j->r.json_schema);
+    assert_non_null(s);
+    return s;
+}
+
+#define DROID_SCHEMA                                                                                                                      \
+    "{\"type\":\"object\",\"title\":\"Action\",\"properties\":{\"id\":{\"type\":\"integer\",\"description\":\"element\"},\"action\":{"    \
+    "\"type\":\"string\",\"enum\":[\"tap\",\"text\",\"long_tap\",\"scroll_up\",\"scroll_down\",\"go_back\",\"N/A\"]},\"input_text\":{"  \
+    "\"type\":\"string\"}},\"required\":[\"id\",\"action\",\"input_text\"]}"
+
+static void test_response_format(void **state) {
+    (void)state;
+    /* text: no constraint; json_object: the JSON-object grammar */
+    srv_job *j = accepted(&cfg, MSG("a") ",\"response_format\":{\"type\":\"text\"}}", 1);
+    assert_null(j->r.grammar);
+    assert_null(j->r.json_schema);
+    assert_null(j->constraint);
+    srv_job_unref(&g_pool, j);
+    j = accepted(&cfg, MSG("a") ",\"response_format\":{\"type\":\"json_object\"}}", 1);
+    assert_null(j->r.grammar);
+    assert_string_equal(j->r.json_schema, "{\"type\":\"object\"}"); /* any object */
+    assert_string_equal(j->constraint, "response_format");
+    srv_job_unref(&g_pool, j);
+    /* json_schema: the schema as text, as it is (the library ignores annotations) */
+    j = accepted(&cfg, MSG("a") ",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"action\",\"strict\":true,"
+                                "\"schema\":" DROID_SCHEMA "}}}", 1);
+    assert_null(j->r.grammar);
+    assert_string_equal(j->constraint, "response_format.json_schema.schema");
+    cJSON *s = job_schema(j);
+    assert_string_equal(cJSON_GetObjectItem(s, "title")->valuestring, "Action");
+    const cJSON *props = cJSON_GetObjectItem(s, "properties");
+    assert_string_equal(cJSON_GetObjectItem(cJSON_GetObjectItem(props, "id"), "description")->valuestring, "element");
+    assert_string_equal(cJSON_GetObjectItem(cJSON_GetObjectItem(props, "id"), "type")->valuestring, "integer");
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(cJSON_GetObjectItem(props, "action"), "enum")), 7);
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(s, "required")), 3);
+    cJSON_Delete(s);
+    srv_job_unref(&g_pool, j);
+    /* completions take it too */
+    j = accepted(&cfg, "{\"prompt\":\"p\",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"schema\":{\"type\":\"object\","
+                       "\"properties\":{\"description\":{\"type\":\"string\"}}}}}}", 0);
+    s = job_schema(j);
+    assert_non_null(cJSON_GetObjectItem(cJSON_GetObjectItem(s, "properties"), "description"));
+    cJSON_Delete(s);
+    srv_job_unref(&g_pool, j);
+    /* llama-server's fields: grammar (GBNF text), json_schema (a schema) */
+    j = accepted(&cfg, MSG("a") ",\"grammar\":\"root ::= \\\"yes\\\" | \\\"no\\\"\"}", 1);
+    assert_string_equal(j->r.grammar, "root ::= \"yes\" | \"no\"");
+    assert_string_equal(j->constraint, "grammar");
+    srv_job_unref(&g_pool, j);
+    j = accepted(&cfg, "{\"prompt\":\"p\",\"json_schema\":{\"type\":\"integer\"}}", 0);
+    assert_string_equal(j->r.json_schema, "{\"type\":\"integer\"}");
+    assert_string_equal(j->constraint, "json_schema");
+    srv_job_unref(&g_pool, j);
+    /* llama-server's json_object with a schema */
+    j = accepted(&cfg, MSG("a") ",\"response_format\":{\"type\":\"json_object\",\"schema\":{\"type\":\"boolean\"}}}", 1);
+    assert_null(j->r.grammar);
+    assert_string_equal(j->r.json_schema, "{\"type\":\"boolean\"}");
+    assert_string_equal(j->constraint, "response_format.schema");
+    srv_job_unref(&g_pool, j);
+    const req_case cases[] = {
+        {MSG("a") ",\"response_format\":\"json\"}", 1, 400, "response_format", 0},
+        {MSG("a") ",\"response_format\":{}}", 1, 400, "response_format.type", 0},
+        {MSG("a") ",\"response_format\":{\"type\":\"yaml\"}}", 1, 400, "response_format.type", 0},
+        {MSG("a") ",\"response_format\":{\"type\":\"json_schema\"}}", 1, 400, "response_format.json_schema", 0},
+        {MSG("a") ",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":[]}}", 1, 400, "response_format.json_schema", 0},
+        {MSG("a") ",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"x\"}}}", 1, 400,
+         "response_format.json_schema.schema", 0},
+        {MSG("a") ",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"x\",\"schema\":\"object\"}}}", 1, 400,
+         "response_format.json_schema.schema", 0},
+        {MSG("a") ",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"x\",\"schema\":false}}}", 1, 400,
+         "response_format.json_schema.schema", 0},
+        {MSG("a") ",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"a b\",\"schema\":{}}}}", 1, 400,
+         "response_format.json_schema.name", 0},
+        {MSG("a") ",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"strict\":1,\"schema\":{}}}}", 1, 400,
+         "response_format.json_schema.strict", 0},
+        {MSG("a") ",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"schema\":true}}}", 1, 200, "", 0},
+        {MSG("a") ",\"grammar\":5}", 1, 400, "grammar", 0},
+        {MSG("a") ",\"grammar\":\"\"}", 1, 400, "grammar", 0},
+        {MSG("a") ",\"json_schema\":[1]}", 1, 400, "json_schema", 0},
+        {MSG("a") ",\"response_format\":{\"type\":\"json_object\"},\"grammar\":\"root ::= \\\"x\\\"\"}", 1, 400, "grammar", 0},
+        {MSG("a") ",\"grammar\":\"root ::= \\\"x\\\"\",\"json_schema\":{}}", 1, 400, "json_schema", 0},
+        {"{\"prompt\":\"p\",\"response_format\":{\"type\":\"json_object\"}}", 0, 200, "", 0},
+        {MSG("a") ",\"response_format\":{\"type\":\"json_object\",\"schema\":[]}}", 1, 400, "response_format.schema", 0},
+    };
+    char param[160];
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const req_case *c = &cases[i];
+        int st = parse_status(&cfg, c->body, strlen(c->body), c->chat, param, sizeof param);
+        if (st != c->status || strcmp(param, c->param))
+            fail_msg("case %zu (%s): status %d param '%s', want %d '%s'", i, c->body, st, param, c->status, c->param);
+    }
+}
+
+#define TOOL_WEATHER                                                                                                                     \
+    "{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"description\":\"The weather in a city\",\"parameters\":{\"type\":"  \
+    "\"object\",\"properties\":{\"city\":{\"type\":\"string\",\"description\":\"the city\"}},\"required\":[\"city\"]}}}"
+#define TOOL_TAP                                                                                                                         \
+    "{\"type\":\"function\",\"function\":{\"name\":\"tap\",\"parameters\":{\"type\":\"object\",\"properties\":{\"id\":{\"type\":"     \
+    "\"integer\"}},\"required\":[\"id\"]}}}"
+#define TOOLS2 ",\"tools\":[" TOOL_WEATHER "," TOOL_TAP "]"
+
+static void test_tools(void **state) {
+    (void)state;
+    /* auto (the default with tools): a system message listing them, no constraint */
+    srv_job *j = accepted(&cfg, MSG("Weather in Paris?") TOOLS2 "}", 1);
+    assert_int_equal(j->tools, SRV_TOOLS_AUTO);
+    assert_int_equal(j->n_tools, 2);
+    assert_null(j->r.json_schema);
+    assert_null(j->constraint);
+    assert_int_equal(j->r.n_messages, 2);
+    assert_string_equal(j->r.messages[0].role, "system");
+    const char *sys = j->r.messages[0].content;
+    assert_non_null(strstr(sys, "# Tools"));
+    assert_non_null(strstr(sys, "{\"name\": \"get_weather\", \"description\": \"The weather in a city\", \"parameters\": {\"type\": \"object\""));
+    assert_non_null(strstr(sys, "{\"name\": \"tap\", \"parameters\":"));
+    assert_non_null(strstr(sys, "{\"name\": \"<function name>\", \"arguments\":"));
+    assert_null(strstr(sys, "<tool_call>"));
+    assert_string_equal(j->r.messages[1].content, "Weather in Paris?");
+    srv_job_unref(&g_pool, j);
+    /* Hermes: the tools inside <tools></tools>, calls in <tool_call> tags; after the request's own system text */
+    j = accepted(&hermes_cfg,
+                 "{\"messages\":[{\"role\":\"system\",\"content\":\"Be brief.\"},{\"role\":\"user\",\"content\":\"x\"}]" TOOLS2 ",\"tool_choice\":\"auto\"}", 1);
+    assert_int_equal(j->r.n_messages, 2);
+    sys = j->r.messages[0].content;
+    assert_true(!strncmp(sys, "Be brief.\n\n# Tools\n", 19));
+    assert_non_null(strstr(sys, "<tools>\n{\"type\": \"function\", \"function\": {\"name\": \"get_weather\""));
+    assert_non_null(strstr(sys, "</tools>"));
+    assert_non_null(strstr(sys, "<tool_call>\n{\"name\": <function-name>, \"arguments\": <args-json-object>}\n</tool_call>"));
+    srv_job_unref(&g_pool, j);
+    /* none: tools not rendered, no constraint */
+    j = accepted(&cfg, MSG("x") TOOLS2 ",\"tool_choice\":\"none\"}", 1);
+    assert_int_equal(j->tools, SRV_TOOLS_OFF);
+    assert_int_equal(j->r.n_messages, 1);
+    assert_null(j->r.json_schema);
+    srv_job_unref(&g_pool, j);
+    /* required: one anyOf branch per tool, name const, arguments = the parameters */
+    j = accepted(&cfg, MSG("x") TOOLS2 ",\"tool_choice\":\"required\"}", 1);
+    assert_int_equal(j->tools, SRV_TOOLS_FORCED);
+    assert_int_equal(j->forced_tool, -1);
+    assert_string_equal(j->constraint, "tools");
+    assert_non_null(strstr(j->r.messages[0].content, "Call one of the functions now"));
+    cJSON *s = job_schema(j);
+    const cJSON *any = cJSON_GetObjectItem(s, "anyOf");
+    assert_int_equal(cJSON_GetArraySize(any), 2);
+    const cJSON *b0 = cJSON_GetArrayItem(any, 0), *p0 = cJSON_GetObjectItem(b0, "properties");
+    assert_string_equal(cJSON_GetObjectItem(b0, "type")->valuestring, "object");
+    assert_string_equal(cJSON_GetObjectItem(cJSON_GetObjectItem(p0, "name"), "const")->valuestring, "get_weather");
+    const cJSON *args = cJSON_GetObjectItem(p0, "arguments");
+    assert_string_equal(cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(args, "properties"), "city"), "type")->valuestring, "string");
+    assert_string_equal(cJSON_GetArrayItem(cJSON_GetObjectItem(args, "required"), 0)->valuestring, "city");
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(b0, "required")), 2);
+    assert_string_equal(cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetArrayItem(any, 1), "properties"), "name"), "const")->valuestring, "tap");
+    cJSON_Delete(s);
+    srv_job_unref(&g_pool, j);
+    /* a named tool: that tool's object alone; a tool without parameters: an empty arguments object */
+    j = accepted(&cfg, MSG("x") TOOLS2 ",\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"tap\"}}}", 1);
+    assert_int_equal(j->forced_tool, 1);
+    assert_non_null(strstr(j->r.messages[0].content, "Call the function \"tap\" now"));
+    s = job_schema(j);
+    assert_null(cJSON_GetObjectItem(s, "anyOf"));
+    assert_string_equal(cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(s, "properties"), "name"), "const")->valuestring, "tap");
+    cJSON_Delete(s);
+    srv_job_unref(&g_pool, j);
+    j = accepted(&cfg, MSG("x") ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"now\"}}],\"tool_choice\":\"required\"}", 1);
+    s = job_schema(j);
+    const cJSON *a = cJSON_GetObjectItem(cJSON_GetObjectItem(s, "properties"), "arguments");
+    assert_string_equal(cJSON_GetObjectItem(a, "type")->valuestring, "object");
+    assert_non_null(cJSON_GetObjectItem(a, "properties"));
+    cJSON_Delete(s);
+    srv_job_unref(&g_pool, j);
+    /* an empty tools array is no tools */
+    j = accepted(&cfg, MSG("x") ",\"tools\":[],\"parallel_tool_calls\":false}", 1);
+    assert_int_equal(j->tools, SRV_TOOLS_OFF);
+    srv_job_unref(&g_pool, j);
+    const req_case cases[] = {
+        {MSG("x") ",\"tools\":{}}", 1, 400, "tools", 0},
+        {MSG("x") ",\"tools\":[5]}", 1, 400, "tools[0]", 0},
+        {MSG("x") ",\"tools\":[{\"type\":\"retrieval\"}]}", 1, 400, "tools[0].type", 0},
+        {MSG("x") ",\"tools\":[{\"type\":\"function\"}]}", 1, 400, "tools[0].function", 0},
+        {MSG("x") ",\"tools\":[{\"type\":\"function\",\"function\":{\"description\":\"d\"}}]}", 1, 400, "tools[0].function.name", 0},
+        {MSG("x") ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"a b\"}}]}", 1, 400, "tools[0].function.name", 0},
+        {MSG("x") ",\"tools\":[" TOOL_TAP "," TOOL_WEATHER "," TOOL_TAP "]}", 1, 400, "tools[2].function.name", 0},
+        {MSG("x") ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":[]}}]}", 1, 400,
+         "tools[0].function.parameters", 0},
+        {MSG("x") ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":\"object\"}}]}", 1, 400,
+         "tools[0].function.parameters", 0},
+        {MSG("x") ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"description\":7}}]}", 1, 400,
+         "tools[0].function.description", 0},
+        {MSG("x") TOOLS2 ",\"tool_choice\":\"always\"}", 1, 400, "tool_choice", 0},
+        {MSG("x") TOOLS2 ",\"tool_choice\":7}", 1, 400, "tool_choice", 0},
+        {MSG("x") TOOLS2 ",\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"fly\"}}}", 1, 400, "tool_choice.function.name", 0},
+        {MSG("x") TOOLS2 ",\"tool_choice\":{\"type\":\"function\"}}", 1, 400, "tool_choice.function.name", 0},
+        {MSG("x") TOOLS2 ",\"tool_choice\":{\"type\":\"tool\",\"function\":{\"name\":\"tap\"}}}", 1, 400, "tool_choice.type", 0},
+        {MSG("x") ",\"tool_choice\":\"required\"}", 1, 400, "tool_choice", 0},
+        {MSG("x") ",\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"tap\"}}}", 1, 400, "tool_choice", 0},
+        {MSG("x") ",\"tool_choice\":\"auto\"}", 1, 200, "", 0},
+        {MSG("x") ",\"tool_choice\":\"none\"}", 1, 200, "", 0},
+        {MSG("x") TOOLS2 ",\"tool_choice\":\"required\",\"response_format\":{\"type\":\"json_object\"}}", 1, 400, "tool_choice", 0},
+        {MSG("x") TOOLS2 ",\"response_format\":{\"type\":\"json_object\"}}", 1, 200, "", 0}, /* auto: free, the format constrains */
+        {MSG("x") TOOLS2 ",\"parallel_tool_calls\":\"yes\"}", 1, 400, "parallel_tool_calls", 0},
+        {"{\"prompt\":\"p\"" TOOLS2 "}", 0, 400, "tools", 0},
+        {"{\"prompt\":\"p\",\"tool_choice\":\"none\"}", 0, 400, "tool_choice", 0},
+    };
+    char param[160];
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const req_case *c = &cases[i];
+        int st = parse_status(&cfg, c->body, strlen(c->body), c->chat, param, sizeof param);
+        if (st != c->status || strcmp(param, c->param))
+            fail_msg("case %zu (%s): status %d param '%s', want %d '%s'", i, c->body, st, param, c->status, c->param);
+    }
+}
+
+/* The conversation's tool calls and results, in both formats. */
+#define HISTORY                                                                                                                          \
+    "{\"messages\":[{\"role\":\"user\",\"content\":\"Weather in Paris and Rome?\"},"                                                      \
+    "{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{\"id\":\"call_1\",\"type\":\"function\",\"function\":{\"name\":"          \
+    "\"get_weather\",\"arguments\":\"{\\\"city\\\":\\\"Paris\\\"}\"}},{\"id\":\"call_2\",\"type\":\"function\",\"function\":{\"name\":" \
+    "\"get_weather\",\"arguments\":\"{\\\"city\\\":\\\"Rome\\\"}\"}}]},"                                                              \
+    "{\"role\":\"tool\",\"tool_call_id\":\"call_1\",\"content\":\"18 C\"},{\"role\":\"tool\",\"tool_call_id\":\"call_2\",\"content\":\"24 C\"},"
+
+static void test_tool_history(void **state) {
+    (void)state;
+    srv_job *j = accepted(&cfg, HISTORY "{\"role\":\"user\",\"content\":\"Thanks\"}]}", 1);
+    assert_int_equal(j->r.n_messages, 4); /* the two results are one user turn */
+    assert_string_equal(j->r.messages[1].role, "assistant");
+    assert_string_equal(j->r.messages[1].content, "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n"
+                                                  "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Rome\"}}");
+    assert_string_equal(j->r.messages[2].role, "user");
+    assert_string_equal(j->r.messages[2].content, "Result of the function call get_weather:\n18 C\nResult of the function call get_weather:\n24 C");
+    assert_string_equal(j->r.messages[3].content, "Thanks");
+    srv_job_unref(&g_pool, j);
+    j = accepted(&hermes_cfg, HISTORY "{\"role\":\"assistant\",\"content\":\"Sunny.\",\"tool_calls\":[]}]}", 1);
+    assert_int_equal(j->r.n_messages, 4);
+    assert_string_equal(j->r.messages[1].content, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>\n"
+                                                  "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Rome\"}}\n</tool_call>");
+    assert_string_equal(j->r.messages[2].content, "<tool_response>\n18 C\n</tool_response>\n<tool_response>\n24 C\n</tool_response>");
+    assert_string_equal(j->r.messages[3].content, "Sunny.");
+    srv_job_unref(&g_pool, j);
+    /* content before calls; arguments that are not JSON go in as a string */
+    j = accepted(&hermes_cfg, "{\"messages\":[{\"role\":\"assistant\",\"content\":\"Let me look.\",\"tool_calls\":[{\"type\":\"function\","
+                              "\"function\":{\"name\":\"f\",\"arguments\":\"not json\"}}]}]}", 1);
+    assert_string_equal(j->r.messages[0].content, "Let me look.\n<tool_call>\n{\"name\": \"f\", \"arguments\": \"not json\"}\n</tool_call>");
+    srv_job_unref(&g_pool, j);
+    const req_case cases[] = {
+        {"{\"messages\":[{\"role\":\"assistant\",\"content\":null}]}", 1, 400, "messages[0].content", 0},
+        {"{\"messages\":[{\"role\":\"assistant\",\"tool_calls\":{}}]}", 1, 400, "messages[0].tool_calls", 0},
+        {"{\"messages\":[{\"role\":\"assistant\",\"tool_calls\":[7]}]}", 1, 400, "messages[0].tool_calls[0]", 0},
+        {"{\"messages\":[{\"role\":\"assistant\",\"tool_calls\":[{\"function\":{\"arguments\":\"{}\"}}]}]}", 1, 400,
+         "messages[0].tool_calls[0].function.name", 0},
+        {"{\"messages\":[{\"role\":\"assistant\",\"tool_calls\":[{\"function\":{\"name\":\"f\",\"arguments\":5}}]}]}", 1, 400,
+         "messages[0].tool_calls[0].function.arguments", 0},
+        {"{\"messages\":[{\"role\":\"tool\",\"content\":null}]}", 1, 400, "messages[0].content", 0},
+        {"{\"messages\":[{\"role\":\"tool\",\"content\":\"r\",\"tool_call_id\":5}]}", 1, 400, "messages[0].tool_call_id", 0},
+        {"{\"messages\":[{\"role\":\"function\",\"content\":\"r\"}]}", 1, 400, "messages[0].role", 0},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"r\",\"tool_calls\":[]}]}", 1, 200, "", 0}, /* only an assistant's are read */
+    };
+    char param[160];
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const req_case *c = &cases[i];
+        int st = parse_status(&cfg, c->body, strlen(c->body), c->chat, param, sizeof param);
+        if (st != c->status || strcmp(param, c->param))
+            fail_msg("case %zu (%s): status %d param '%s', want %d '%s'", i, c->body, st, param, c->status, c->param);
+    }
+}
+
+/* The answer's calls: n of them, the k-th naming `name` with arguments `args` (compact JSON). */
+static void expect_calls(const srv_job *j, const char *text, int n, const char *name, const char *args) {
+    cJSON *calls = srv_answer_tool_calls(j, text, 0);
+    if (!n) {
+        if (calls) fail_msg("read as tool calls: %s", text);
+        return;
+    }
+    if (!calls) fail_msg("not read as tool calls: %s", text);
+    assert_int_equal(cJSON_GetArraySize(calls), n);
+    const cJSON *c = cJSON_GetArrayItem(calls, n - 1), *fn = cJSON_GetObjectItem(c, "function");
+    assert_true(!strncmp(cJSON_GetObjectItem(c, "id")->valuestring, "call_", 5));
+    assert_string_equal(cJSON_GetObjectItem(c, "type")->valuestring, "function");
+    assert_string_equal(cJSON_GetObjectItem(fn, "name")->valuestring, name);
+    assert_string_equal(cJSON_GetObjectItem(fn, "arguments")->valuestring, args);
+    assert_null(cJSON_GetObjectItem(c, "index"));
+    cJSON_Delete(calls);
+}
+
+static void test_answer_tool_calls(void **state) {
+    (void)state;
+    srv_job *j = accepted(&cfg, MSG("x") TOOLS2 "}", 1);
+    expect_calls(j, "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}", 1, "get_weather", "{\"city\":\"Paris\"}");
+    expect_calls(j, "\n {\"name\": \"tap\", \"arguments\": {\"id\": 3}} \n", 1, "tap", "{\"id\":3}");
+    expect_calls(j, "<tool_call>\n{\"name\": \"tap\", \"arguments\": {\"id\": 3}}\n</tool_call>", 1, "tap", "{\"id\":3}");
+    expect_calls(j, "<think>\nhmm\n</think>\n\n<tool_call>\n{\"name\": \"tap\", \"arguments\": {\"id\": 1}}\n</tool_call>\n"
+                    "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": \"{\\\"city\\\": \\\"Rome\\\"}\"}\n</tool_call>\n",
+                 2, "get_weather", "{\"city\":\"Rome\"}");
+    expect_calls(j, "Hello there.", 0, NULL, NULL);
+    expect_calls(j, "{\"name\": \"fly\", \"arguments\": {}}", 0, NULL, NULL);                 /* not a tool of the request */
+    expect_calls(j, "{\"name\": \"tap\", \"arguments\": {\"id\": 3}} and more", 0, NULL, NULL); /* text after it */
+    expect_calls(j, "{\"name\": \"tap\", \"arguments\": 3}", 0, NULL, NULL);
+    expect_calls(j, "{\"name\": \"tap\", \"arguments\": {}, \"x\": 1}", 0, NULL, NULL);
+    expect_calls(j, "{\"name\": \"tap\", \"arguments\": {\"id\": 3", 0, NULL, NULL);              /* cut short (max_tokens) */
+    expect_calls(j, "<tool_call>\n{\"name\": \"tap\", \"arguments\": {}}\n", 0, NULL, NULL);
+    expect_calls(j, "<tool_call>{\"name\": \"tap\", \"arguments\": {}}</tool_call> then text", 0, NULL, NULL);
+    expect_calls(j, "", 0, NULL, NULL);
+    /* ids differ; stream deltas carry an index */
+    cJSON *a = srv_answer_tool_calls(j, "{\"name\": \"tap\", \"arguments\": {}}", 1), *b = srv_answer_tool_calls(j, "{\"name\": \"tap\", \"arguments\": {}}", 0);
+    assert_int_equal(cJSON_GetObjectItem(cJSON_GetArrayItem(a, 0), "index")->valueint, 0);
+    assert_string_not_equal(cJSON_GetObjectItem(cJSON_GetArrayItem(a, 0), "id")->valuestring, cJSON_GetObjectItem(cJSON_GetArrayItem(b, 0), "id")->valuestring);
+    cJSON_Delete(a);
+    cJSON_Delete(b);
+    /* the completion: content null, the calls, finish_reason tool_calls */
+    j->res.text = strdup("{\"name\": \"tap\", \"arguments\": {\"id\": 2}}");
+    char *js = srv_completion_json(j, "chatcmpl-1", 1, "tiny");
+    cJSON *o = cJSON_Parse(js);
+    const cJSON *ch = cJSON_GetArrayItem(cJSON_GetObjectItem(o, "choices"), 0), *msg = cJSON_GetObjectItem(ch, "message");
+    assert_string_equal(cJSON_GetObjectItem(ch, "finish_reason")->valuestring, "tool_calls");
+    assert_true(cJSON_IsNull(cJSON_GetObjectItem(msg, "content")));
+    assert_string_equal(cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(msg, "tool_calls"), 0), "function"), "arguments")->valuestring, "{\"id\":2}");
+    cJSON_Delete(o);
+    free(js);
+    js = srv_chunk_event(j, "chatcmpl-1", 1, "tiny", NULL, 0, 0, 1);
+    assert_non_null(strstr(js, "\"finish_reason\":\"tool_calls\""));
+    free(js);
+    cJSON *calls = srv_answer_tool_calls(j, j->res.text, 1);
+    js = srv_tool_calls_event(j, "chatcmpl-1", 1, "tiny", calls);
+    assert_true(!strncmp(js, "data: {", 7));
+    o = cJSON_Parse(js + 6);
+    const cJSON *d = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(o, "choices"), 0), "delta");
+    assert_string_equal(cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(d, "tool_calls"), 0), "function"), "name")->valuestring, "tap");
+    cJSON_Delete(o);
+    cJSON_Delete(calls);
+    free(js);
+    /* plain text stays content */
+    free(j->res.text);
+    j->res.text = strdup("It is sunny.");
+    js = srv_completion_json(j, "chatcmpl-2", 1, "tiny");
+    assert_non_null(strstr(js, "\"content\":\"It is sunny.\""));
+    assert_non_null(strstr(js, "\"finish_reason\":\"stop\""));
+    free(js);
+    srv_job_unref(&g_pool, j);
+    /* tool_choice none: never read as calls */
+    j = accepted(&cfg, MSG("x") TOOLS2 ",\"tool_choice\":\"none\"}", 1);
+    expect_calls(j, "{\"name\": \"tap\", \"arguments\": {}}", 0, NULL, NULL);
+    srv_job_unref(&g_pool, j);
+    /* streaming: what may still become a call is held back */
+    const char *hold[] = {"", "  \n", "{", "{\"na", "<", "<tool", "<tool_call>\n{", "<think>", "<thi"};
+    const char *go[] = {"Hi", " I", "<b>", "<toolbox>", "[1]"};
+    for (size_t i = 0; i < sizeof hold / sizeof hold[0]; i++) assert_int_equal(srv_tool_call_possible(hold[i], strlen(hold[i])), 1);
+    for (size_t i = 0; i < sizeof go / sizeof go[0]; i++) assert_int_equal(srv_tool_call_possible(go[i], strlen(go[i])), 0);
+}
+
+/* The library's constraint errors as 400s naming the request's field. */
+static void test_constraint_errors(void **state) {
+    (void)state;
+    const struct {
+        const char *body, *lib, *param, *in_message;
+    } cases[] = {
+        {MSG("x") ",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"schema\":{\"type\":\"string\",\"format\":\"date\"}}}}",
+         "json_schema: unsupported keyword \"format\" at /format", "response_format.json_schema.schema", "unsupported keyword \"format\" at /format"},
+        {MSG("x") ",\"grammar\":\"root ::= [\"}", "grammar: line 1, column 10: unterminated character class", "grammar", "line 1, column 10"},
+        {MSG("x") ",\"json_schema\":{\"type\":\"string\",\"format\":\"date\"}}", "json_schema: unsupported keyword \"format\" at /format",
+         "json_schema", "at /format"},
+        {MSG("x") TOOLS2 ",\"tool_choice\":\"required\"}",
+         "json_schema: unsupported keyword \"format\" at /anyOf/1/properties/arguments/properties/id", "tools[1].function.parameters",
+         "unsupported keyword \"format\" at /properties/id"},
+        {MSG("x") TOOLS2 ",\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"get_weather\"}}}",
+         "json_schema: unsupported keyword \"format\" at /properties/arguments", "tools[0].function.parameters", "format\" at /"},
+        {MSG("x") TOOLS2 ",\"tool_choice\":\"required\"}", "json_schema: too many rules", "tools", "too many rules"},
+        {MSG("x") ",\"response_format\":{\"type\":\"json_object\"}}", "json_schema: out of memory", "response_format", "out of memory"},
+        {MSG("x") ",\"response_format\":{\"type\":\"json_object\",\"schema\":{\"format\":\"x\"}}}", "json_schema: unsupported keyword \"format\" at /format",
+         "response_format.schema", "format"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        srv_job *j = accepted(&cfg, cases[i].body, 1);
+        j->rc = SDNPU_EINVAL;
+        snprintf(j->err.message, sizeof j->err.message, "%s", cases[i].lib);
+        srv_error e;
+        memset(&e, 0, sizeof e);
+        srv_generate_error(j, &e);
+        assert_int_equal(e.status, 400);
+        if (strcmp(e.param, cases[i].param) || !strstr(e.message, cases[i].in_message))
+            fail_msg("case %zu: param '%s' message '%s', want '%s' and '%s'", i, e.param, e.message, cases[i].param, cases[i].in_message);
+        srv_job_unref(&g_pool, j);
+    }
+}
+
+static void test_json_print_py(void **state) {
+    (void)state;
+    cJSON *v = cJSON_Parse("{\"a\":1,\"b\":[true,null,\"x\\n\\\"y\\u0001\"],\"c\":{},\"d\":[],\"e\":-2.5}");
+    char *s = srv_json_print_py(v);
+    assert_string_equal(s, "{\"a\": 1, \"b\": [true, null, \"x\\n\\\"y\\u0001\"], \"c\": {}, \"d\": [], \"e\": -2.5}");
+    free(s);
+    cJSON_Delete(v);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cut_model_name),
@@ -371,6 +785,12 @@ int main(void) {
         cmocka_unit_test(test_no_silent_change),
         cmocka_unit_test(test_tree_bound),
         cmocka_unit_test(test_http_head),
+        cmocka_unit_test(test_response_format),
+        cmocka_unit_test(test_tools),
+        cmocka_unit_test(test_tool_history),
+        cmocka_unit_test(test_answer_tool_calls),
+        cmocka_unit_test(test_constraint_errors),
+        cmocka_unit_test(test_json_print_py),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -3,7 +3,7 @@
  * array) is sent as one request and the answer streams to stdout, then joins the
  * conversation. The context keeps its KV cache between turns, so each turn prefills only the
  * new messages (methods without prefill predictions). `/reset` forgets the conversation,
- * `/exit` (or end of input) ends the session. */
+ * `/exit` (or end of input) ends the session. --grammar / --json-schema constrain every answer. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +11,7 @@
 
 #include "engine/cli/cli.h"
 #include "engine/cli/opts.h"
+#include "engine/cli/run_common.h"
 #include "sdnpu.h"
 
 typedef struct convo {
@@ -51,7 +52,8 @@ static int on_text(void *ud, const char *text, size_t len) {
 }
 
 int cmd_chat(int argc, char **argv) {
-    const char *model = NULL, *system = NULL, *spec = "pld", *tmpl = NULL, *tokenizer = NULL;
+    const char *model = NULL, *system = NULL, *spec = "pld", *tmpl = NULL, *tokenizer = NULL, *grammar_file = NULL, *schema_file = NULL;
+    char *grammar = NULL, *schema = NULL;
     int max_tokens = 256, top_k = 0, threads = cli_default_threads(), n_ctx = 0, quiet = 0;
     float temp = 0, top_p = 1, min_p = 0, repeat_penalty = 0;
     int repeat_last_n = 0;
@@ -77,6 +79,8 @@ int cmd_chat(int argc, char **argv) {
         {.name = "--ctx", .kind = CLI_INT, .dest = &n_ctx, .lo = 2, .hi = 1 << 22, .arg = "N", .help = "KV cache size: the conversation's length at most (default min(trained, 8192))"},
         {.name = "--tokenizer", .kind = CLI_STR, .dest = &tokenizer, .arg = "FILE", .help = "llama2.c tokenizer.bin (for llama2.c checkpoints)"},
         {.name = "--quiet", .kind = CLI_FLAG, .dest = &quiet, .help = "no banner, prompts or statistics: answers only"},
+        {.name = "--grammar", .kind = CLI_STR, .dest = &grammar_file, .arg = "FILE", .help = "constrain every answer to a GBNF grammar (root rule \"root\")"},
+        {.name = "--json-schema", .kind = CLI_STR, .dest = &schema_file, .arg = "FILE", .help = "constrain every answer to JSON valid against a JSON schema"},
         {NULL},
     };
     const cli_cmd cmd = {.name = "chat", .synopsis = "--model M [options]",
@@ -95,6 +99,7 @@ int cmd_chat(int argc, char **argv) {
         fprintf(stderr, "sdnpu chat: option --spec: %s\n", err.message);
         goto done_opts;
     }
+    if (sdn_read_constraint("chat", grammar_file, schema_file, &grammar, &schema)) goto done_opts;
     rc = 1;
     sdnpu_model *m = NULL;
     sdnpu_context *ctx = NULL;
@@ -174,8 +179,18 @@ int cmd_chat(int argc, char **argv) {
         r.stop = stops.v;
         r.n_stop = stops.n;
         r.on_text = on_text;
+        r.grammar = grammar;
+        r.json_schema = schema;
         sdnpu_result res;
-        if (sdnpu_generate(ctx, &r, &res, &err)) {
+        int grc = sdnpu_generate(ctx, &r, &res, &err);
+        if (grc && sdn_constraint_error(grc, &err)) { /* it would refuse every turn */
+            fprintf(stderr, "sdnpu chat: option %s %s: %s\n", grammar ? "--grammar" : "--json-schema", grammar ? grammar_file : schema_file,
+                    err.message);
+            convo_truncate(&c, before);
+            rc = 2;
+            break;
+        }
+        if (grc) {
             fprintf(stderr, "sdnpu chat: %s%s\n", err.message, c.n > base + 1 ? " (/reset starts a new conversation)" : "");
             convo_truncate(&c, before);
             rc = 1;
@@ -209,5 +224,7 @@ done:
     sdnpu_model_free(m);
 done_opts:
     cli_list_free(&stops);
+    free(grammar);
+    free(schema);
     return rc;
 }

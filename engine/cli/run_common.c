@@ -27,6 +27,38 @@ void sdn_run_opts_free(sdn_run_opts *o) {
     cli_list_free(&o->stops);
     free(o->prompt_buf);
     o->prompt_buf = NULL;
+    free(o->grammar);
+    free(o->json_schema);
+    o->grammar = o->json_schema = NULL;
+}
+
+int sdn_read_constraint(const char *cmd, const char *grammar_file, const char *json_schema_file, char **grammar, char **json_schema) {
+    *grammar = *json_schema = NULL;
+    if (grammar_file && json_schema_file) {
+        fprintf(stderr, "sdnpu %s: options --grammar %s and --json-schema %s exclude each other: an answer takes one constraint\n", cmd,
+                grammar_file, json_schema_file);
+        return 2;
+    }
+    const char *opt = grammar_file ? "--grammar" : "--json-schema", *path = grammar_file ? grammar_file : json_schema_file;
+    if (!path) return 0;
+    char *text = NULL;
+    size_t len = 0;
+    sdn_err e = {0};
+    if (sdn_text_read_file(path, (size_t)1 << 20, "a grammar or schema file is 1 MiB at most", &text, &len, NULL, &e)) {
+        fprintf(stderr, "sdnpu %s: option %s: %s\n", cmd, opt, e.msg);
+        return 2;
+    }
+    if (!len) {
+        fprintf(stderr, "sdnpu %s: option %s: %s is empty\n", cmd, opt, path);
+        free(text);
+        return 2;
+    }
+    *(grammar_file ? grammar : json_schema) = text;
+    return 0;
+}
+
+int sdn_constraint_error(int rc, const sdnpu_error *err) {
+    return rc == SDNPU_EINVAL && (!strncmp(err->message, "grammar", 7) || !strncmp(err->message, "json_schema", 11));
 }
 
 int sdn_run_opts_table(sdn_run_opts *o, cli_opt *t, int cap) {
@@ -211,7 +243,8 @@ static void on_progress(void *ud, int done, int total) {
 }
 
 /* One generation pass with `method` on its own context (a graph context is set up for the
- * kind of pass it runs). Returns 0, or prints the error and returns 1. */
+ * kind of pass it runs). Returns 0, or prints the error and returns 1 (2: the library refused
+ * the --grammar / --json-schema constraint). */
 static int run_pass(const sdn_run_opts *o, sdnpu_model *m, sdnpu_request rq, const char *method, FILE *out, pass *p) {
     sdnpu_error err = {0};
     sdnpu_context *c = NULL;
@@ -244,6 +277,12 @@ static int run_pass(const sdn_run_opts *o, sdnpu_model *m, sdnpu_request rq, con
         char *rep = NULL;
         if (!sdnpu_graph_report(c, &rep, NULL)) fputs(rep, stderr);
         sdnpu_free(rep);
+    }
+    if (rc && sdn_constraint_error(rc, &err)) { /* the constraint the user gave: a usage error */
+        fprintf(stderr, "sdnpu: option %s %s: %s\n", o->grammar ? "--grammar" : "--json-schema",
+                o->grammar ? o->grammar_file : o->json_schema_file, err.message);
+        sdnpu_context_free(c);
+        return 2;
     }
     if (rc) fprintf(stderr, "sdnpu: %s\n", err.message);
     sdnpu_context_free(c);
@@ -369,7 +408,7 @@ int sdn_run_request(const sdn_run_opts *o, FILE *out) {
     sdnpu_model *m = NULL;
     int32_t *ids = NULL;
     char **docs = NULL;
-    int n_ids = 0, code = 1;
+    int n_ids = 0, code = 1, prc = 0;
     pass base = {0}, spec = {0};
     sdnpu_model_params mp;
     sdnpu_model_params_init(&mp);
@@ -398,6 +437,8 @@ int sdn_run_request(const sdn_run_opts *o, FILE *out) {
     rq.chat_template = o->chat_template;
     rq.stop = o->stops.v;
     rq.n_stop = o->stops.n;
+    rq.grammar = o->grammar;
+    rq.json_schema = o->json_schema;
     if (o->n_ctx > mi.context_length)
         fprintf(stderr, "sdnpu: warning: --ctx %d is past %s's trained context length of %d tokens: output beyond %d tokens "
                         "is likely to degrade\n", o->n_ctx, o->model_path, mi.context_length, mi.context_length);
@@ -443,16 +484,17 @@ int sdn_run_request(const sdn_run_opts *o, FILE *out) {
     int plain_only = !strcmp(o->spec, "none");
     if (plain_only || o->compare) {
         if (o->compare && !o->quiet && out) fprintf(out, "-- plain decoding --\n");
-        if (run_pass(o, m, rq, "none", out, &base)) goto out;
+        if ((prc = run_pass(o, m, rq, "none", out, &base))) goto out;
         if (!o->quiet) print_stats(o, &base, NULL);
     }
     if (!plain_only) {
         if (o->compare && !o->quiet && out) fprintf(out, "-- speculative decoding (%s) --\n", o->spec);
-        if (run_pass(o, m, rq, o->spec, o->compare && o->quiet ? NULL : out, &spec)) goto out;
+        if ((prc = run_pass(o, m, rq, o->spec, o->compare && o->quiet ? NULL : out, &spec))) goto out;
         if (!o->quiet) print_stats(o, &spec, o->compare ? &base : NULL);
     }
     code = o->stats_json ? write_stats_json(o, &mi, &base, &spec) : 0;
 out:
+    if (prc) code = prc;
     if (docs) {
         for (int i = 0; i < o->contexts.n; i++) free(docs[i]);
         free(docs);
