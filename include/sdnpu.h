@@ -45,9 +45,9 @@ extern "C" {
 #endif
 
 #define SDNPU_VERSION_MAJOR 0
-#define SDNPU_VERSION_MINOR 5
+#define SDNPU_VERSION_MINOR 6
 #define SDNPU_VERSION_PATCH 0
-#define SDNPU_VERSION "0.5.0"
+#define SDNPU_VERSION "0.6.0"
 
 #if defined(_WIN32)
 #define SDNPU_API
@@ -75,7 +75,7 @@ typedef struct sdnpu_error {
     char message[1024];
 } sdnpu_error;
 
-/* "0.5.0": the library's version (may differ from SDNPU_VERSION of the header compiled in). */
+/* "0.6.0": the library's version (may differ from SDNPU_VERSION of the header compiled in). */
 SDNPU_API const char *sdnpu_version(void);
 /* Short English name of a status code ("invalid argument", ...); never NULL. */
 SDNPU_API const char *sdnpu_status_string(int code);
