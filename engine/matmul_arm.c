@@ -5,7 +5,7 @@
  *
  *   neon     -march=armv8-a              int8 dot products by SMULL/SMLAL2 + SADALP
  *   dotprod  -march=armv8.2-a+dotprod    SDOT (4-byte dot products into int32 lanes)
- *   i8mm     -march=armv8.6-a+i8mm       SMMLA (2x8 by 8x2 int8 products into 2x2 int32) on
+ *   i8mm     -march=armv8.2-a+dotprod+i8mm  SMMLA (2x8 by 8x2 int8 products into 2x2 int32) on
  *                                        pairs of activation rows x pairs of weight columns
  *
  * Same bits as the portable kernels (engine/matmul_portable.c), by construction: a weight
@@ -386,7 +386,8 @@ static inline void fstep(uint32_t wtype, const dec_t *D, int c, float dx, float 
 }
 
 static void run(src_t *s, int64_t in, const char *act, size_t stride, int n, float *Y, int64_t ldy, int64_t o0, int64_t o1) {
-    static __thread dec_t D;
+    dec_t D; /* about 12 KB of stack with src_t and the accumulators: no thread-local storage,
+              * which Android before API 29 only emulates */
     const uint32_t wt = s->wtype;
     const int q32 = sdn_act_family(wt) == SDN_ACT_Q32;
     const int be = q32 ? 32 : 256;
@@ -447,7 +448,7 @@ static int handled(uint32_t wtype) {
 
 int SDN_KFN(sdn_matmul_arm)(uint32_t wtype, const void *W, size_t row_bytes, int64_t in, const void *act, int n, float *Y,
                             int64_t ldy, int64_t o0, int64_t o1) {
-    static __thread src_t s;
+    src_t s;
     const size_t stride = sdn_act_row_stride(wtype, in);
     if (!handled(wtype) || !stride || !src_init(&s, wtype, in)) return 0;
     s.W = W;
@@ -459,7 +460,7 @@ int SDN_KFN(sdn_matmul_arm)(uint32_t wtype, const void *W, size_t row_bytes, int
 
 int SDN_KFN(sdn_matmul_arm_packed)(uint32_t wtype, const void *P, int64_t in, const void *act, int n, float *Y, int64_t ldy,
                                    int64_t o0, int64_t o1) {
-    static __thread src_t s;
+    src_t s;
     const size_t stride = sdn_act_row_stride(wtype, in);
     if (!handled(wtype) || !stride || o0 % GC || !src_init(&s, wtype, in)) return 0;
     s.W = NULL;
