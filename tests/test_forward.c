@@ -542,6 +542,8 @@ static void test_bad_batches(void **state) {
 }
 
 int main(void) {
+    /* SDN_TEST_FILTER=pattern runs only the matching tests (cmocka's wildcards; .ci/aarch64: '*]') */
+    if (getenv("SDN_TEST_FILTER")) cmocka_set_test_filter(getenv("SDN_TEST_FILTER"));
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bad_batches),
         cmocka_unit_test(test_topk),

@@ -487,6 +487,8 @@ static void test_packed(void **state) {
 }
 
 int main(void) {
+    /* SDN_TEST_FILTER=pattern runs only the matching tests (cmocka's wildcards; .ci/aarch64: '*]') */
+    if (getenv("SDN_TEST_FILTER")) cmocka_set_test_filter(getenv("SDN_TEST_FILTER"));
     const struct CMUnitTest tests[] = {
         KPATH_TESTS(test_act_prepare_agree),
         cmocka_unit_test(test_accuracy),
