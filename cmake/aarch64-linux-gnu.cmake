@@ -9,8 +9,8 @@ set(CMAKE_C_COMPILER aarch64-linux-gnu-gcc)
 # -L /usr/aarch64-linux-gnu: that prefix takes the loader of the cross toolchain's
 # libc6-arm64-cross (Debian 12: 2.36-8cross1) while the libraries' search path finds the newer
 # libc.so.6 of libc6:arm64 (2.36-9+deb12uN); the two disagree on the loader's private data and
-# pthread_create then walks the stack cache list forever (any threaded program: sdnpu
-# --threads 2, OpenBLAS's thread start). -cpu max: every feature, so each kernel path runs.
+# pthread_create then never returns (any threaded program: sdnpu --threads 2, OpenBLAS's
+# thread start). -cpu max: every feature, so each kernel path runs.
 set(CMAKE_CROSSCOMPILING_EMULATOR qemu-aarch64 -L / -cpu max)
 # the arm64 packages' pkg-config files and libraries (Debian multiarch paths)
 set(ENV{PKG_CONFIG_LIBDIR} "/usr/lib/aarch64-linux-gnu/pkgconfig:/usr/share/pkgconfig")

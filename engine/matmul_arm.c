@@ -273,7 +273,8 @@ static inline void zip_chunks(const int8_t *a, const int8_t *b, int len, int8x16
 
 #endif
 
-static void decode(src_t *s, int64_t o, int nc, int64_t b, dec_t *D) {
+/* Decode block b of columns o..o+nc-1; pairs: also the SMMLA column pairs (batches of 2+ rows). */
+static void decode(src_t *s, int64_t o, int nc, int64_t b, dec_t *D, int pairs) {
     const uint8_t *blk[GC];
     src_blocks(s, o, nc, b, blk);
     const int ncp = (nc + 1) & ~1;
@@ -283,7 +284,9 @@ static void decode(src_t *s, int64_t o, int nc, int64_t b, dec_t *D) {
     }
 #if defined(ARM_I8MM)
     const int len = sdn_act_family(s->wtype) == SDN_ACT_Q32 ? 32 : 256;
-    for (int c = 0; c < ncp; c += 2) zip_chunks(D->lv[c], D->lv[c + 1], len, D->zp[c / 2]);
+    for (int c = 0; pairs && c < ncp; c += 2) zip_chunks(D->lv[c], D->lv[c + 1], len, D->zp[c / 2]);
+#else
+    (void)pairs;
 #endif
 }
 
@@ -399,7 +402,7 @@ static void run(src_t *s, int64_t in, const char *act, size_t stride, int n, flo
             memset(acc, 0, sizeof acc);
             memset(accm, 0, sizeof accm);
             for (int64_t b = 0; b < s->nb; b++) {
-                decode(s, o, nc, b, &D);
+                decode(s, o, nc, b, &D, nr >= 2);
                 int r = 0;
 #if defined(ARM_I8MM)
                 for (; r + 1 < nr; r += 2) {
