@@ -102,7 +102,13 @@ int sdn_pin_thread(pthread_t th, int cpu0, int n, sdn_err *err) {
     cpu_set_t set;
     CPU_ZERO(&set);
     for (int i = cpu0; i < cpu0 + n; i++) CPU_SET(i, &set);
+#if defined(__ANDROID__)
+    /* Bionic has no pthread_setaffinity_np: the thread's kernel id and sched_setaffinity */
+    if (sched_setaffinity(pthread_gettid_np(th), sizeof set, &set) != 0)
+        return sdn_fail(err, SDN_EIO, "cannot pin a thread to CPUs %d..%d", cpu0, cpu0 + n - 1);
+#else
     if (pthread_setaffinity_np(th, sizeof set, &set) != 0) return sdn_fail(err, SDN_EIO, "cannot pin a thread to CPUs %d..%d", cpu0, cpu0 + n - 1);
+#endif
     return SDN_OK;
 }
 

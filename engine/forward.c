@@ -430,9 +430,23 @@ static void rope_tables(sdn_ctx *c, const sdn_batch *b, int kv_base) {
     if (c->inv_freq_swa) rope_table(c, b, kv_base, c->inv_freq_swa, c->rope_cs_swa);
 }
 
+/* tanh in float with the same bits on every architecture: the C library's tanhf is not
+ * (glibc's x86-64 and AArch64 tanhf and erff give other bits for some inputs, while its exp,
+ * expf, sin, cos, pow agree; issue 32, docs/kernels.md "AArch64"). (1 - e) / (1 + e) with
+ * e = exp(-2|x|) in double, then rounded once to float: relative error far below float's
+ * half ulp except at rounding boundaries; below 2^-12 tanh x = x in float (x^2/3 < 2^-25). */
+static inline float tanh_f(float x) {
+    const double y = fabs((double)x);
+    if (y < 0x1p-12) return x;
+    if (y > 20.0) return x > 0 ? 1.0f : -1.0f;
+    const double e = exp(-2.0 * y);
+    const float t = (float)((1.0 - e) / (1.0 + e));
+    return x < 0 ? -t : t;
+}
+
 /* gelu with the tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). */
 static inline float gelu_tanh(float x) {
-    return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
+    return 0.5f * x * (1.0f + tanh_f(0.7978845608028654f * (x + 0.044715f * x * x * x)));
 }
 
 /* The FFN's gated activation hb = act(hb) * hb2 over n x hidden elements, split over the
@@ -567,7 +581,7 @@ static void attention(sdn_ctx *c, const sdn_batch *b, int layer, int kv_base) {
 
 /* Final logit soft-capping (Gemma): x = cap * tanh(x / cap). */
 static void softcap(float *x, size_t n, float cap) {
-    for (size_t i = 0; i < n; i++) x[i] = cap * tanhf(x[i] / cap);
+    for (size_t i = 0; i < n; i++) x[i] = cap * tanh_f(x[i] / cap);
 }
 
 static int topk_logits(sdn_ctx *c, const sdn_batch *b, int nl, int inv, sdn_err *err) {

@@ -5,7 +5,13 @@
  * tile config + tile data for AMX. On Linux, AMX tile data must also be requested per
  * process with arch_prctl(ARCH_REQ_XCOMP_PERM = 0x1023, XFEATURE_XTILEDATA = 18) (Linux's
  * Documentation/arch/x86/xstate.rst) before the first tile instruction; that request is made
- * once, the first time the amx path is asked about. */
+ * once, the first time the amx path is asked about.
+ *
+ * On AArch64 (Linux and Android) the features come from the kernel's hardware-capability words:
+ * getauxval(AT_HWCAP) bit HWCAP_ASIMD (Advanced SIMD) and HWCAP_ASIMDDP (SDOT/UDOT), and
+ * getauxval(AT_HWCAP2) bit HWCAP2_I8MM (SMMLA/UMMLA/USMMLA); user space cannot read the ID
+ * registers itself without the kernel's emulation, and the auxiliary vector is what both
+ * glibc and Bionic provide. */
 #include "engine/kernel_path.h"
 
 #include <pthread.h>
@@ -20,12 +26,27 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 #endif
+#if defined(__aarch64__) && defined(__linux__) /* Android included */
+#include <sys/auxv.h>
+/* the bits of the AArch64 HWCAP words (Linux's arch/arm64/include/uapi/asm/hwcap.h), for
+ * C libraries whose headers predate them */
+#ifndef HWCAP_ASIMD
+#define HWCAP_ASIMD (1UL << 1)
+#endif
+#ifndef HWCAP_ASIMDDP
+#define HWCAP_ASIMDDP (1UL << 20)
+#endif
+#ifndef HWCAP2_I8MM
+#define HWCAP2_I8MM (1UL << 13)
+#endif
+#endif
 
 #include "engine/matmul_internal.h"
 
 typedef struct cpu_caps {
     int avx2, fma, f16c, avxvnni, avx512f, avx512bw, avx512vl, avx512vnni, amx_tile, amx_int8;
     int os_ymm, os_zmm, os_tile;
+    int asimd, asimddp, i8mm; /* AArch64 */
 } cpu_caps;
 
 static cpu_caps g_caps;
@@ -66,6 +87,16 @@ static void detect(void) {
         k->amx_int8 = (d >> 25) & 1;
         if (a >= 1 && __get_cpuid_count(7, 1, &a, &b, &c, &d)) k->avxvnni = (a >> 4) & 1;
     }
+#elif defined(__aarch64__)
+    cpu_caps *k = &g_caps;
+#if defined(__linux__)
+    const unsigned long hw = getauxval(AT_HWCAP), hw2 = getauxval(AT_HWCAP2);
+    k->asimd = (hw & HWCAP_ASIMD) != 0;
+    k->asimddp = (hw & HWCAP_ASIMDDP) != 0;
+    k->i8mm = (hw2 & HWCAP2_I8MM) != 0;
+#else
+    k->asimd = 1; /* Advanced SIMD is part of every AArch64 CPU; the others are not asked here */
+#endif
 #endif
 }
 
@@ -88,7 +119,7 @@ static int amx_permission(void) {
     return ok;
 }
 
-static const char *const names[SDN_KPATH_COUNT] = {"portable", "avx2", "avx512", "amx"};
+static const char *const names[SDN_KPATH_COUNT] = {"portable", "avx2", "avx512", "amx", "neon", "dotprod", "i8mm"};
 
 const char *sdn_kpath_name(sdn_kpath p) { return (unsigned)p < SDN_KPATH_COUNT ? names[p] : "?"; }
 
@@ -98,13 +129,28 @@ int sdn_kpath_parse(const char *s, sdn_kpath *out, sdn_err *err) {
             *out = (sdn_kpath)p;
             return SDN_OK;
         }
-    return sdn_fail(err, SDN_EINVAL, "unknown kernel path '%s' (expected portable, avx2, avx512 or amx)", s ? s : "");
+    return sdn_fail(err, SDN_EINVAL, "unknown kernel path '%s' (expected portable, avx2, avx512, amx, neon, dotprod or i8mm)", s ? s : "");
 }
 
 /* What path p needs that this machine lacks ("" if nothing). */
 static const char *missing(sdn_kpath p) {
     const cpu_caps *k = caps();
     if (p == SDN_KPATH_PORTABLE) return "";
+    if (p >= SDN_KPATH_NEON) {
+#if defined(__aarch64__)
+        if (!k->asimd) return "Advanced SIMD (HWCAP_ASIMD)";
+        if (p == SDN_KPATH_NEON) return "";
+        if (!k->asimddp) return "the dot-product instructions (FEAT_DotProd, HWCAP_ASIMDDP)";
+        if (p == SDN_KPATH_DOTPROD) return "";
+        if (!k->i8mm) return "the int8 matrix multiply (FEAT_I8MM, HWCAP2_I8MM)";
+        return "";
+#else
+        return "AArch64 (this build is not for an AArch64 CPU)";
+#endif
+    }
+#if !defined(__x86_64__)
+    return "x86-64 (this build is not for an x86-64 CPU)";
+#endif
     if (!k->avx2 || !k->fma || !k->f16c) return "AVX2/FMA/F16C";
     if (!k->os_ymm) return "operating-system support of the ymm register state";
     if (p == SDN_KPATH_AVX2) return "";
@@ -171,6 +217,9 @@ const char *sdn_kpath_describe(void) {
     case SDN_KPATH_AVX2: return caps()->avxvnni ? "avx2 (avx2+fma+f16c+avx-vnni)" : "avx2 (avx2+fma+f16c)";
     case SDN_KPATH_AVX512: return "avx512 (avx512f+bw+vl+vnni)";
     case SDN_KPATH_AMX: return "amx (amx-int8 tiles from 16 rows, avx512 below)";
+    case SDN_KPATH_NEON: return "neon (asimd)";
+    case SDN_KPATH_DOTPROD: return "dotprod (asimd+dotprod)";
+    case SDN_KPATH_I8MM: return "i8mm (asimd+dotprod+i8mm)";
     default: return "portable (C)";
     }
 }
@@ -178,6 +227,13 @@ const char *sdn_kpath_describe(void) {
 const char *sdn_cpu_features(void) {
     static char buf[160];
     const cpu_caps *k = caps();
+#if defined(__aarch64__)
+    snprintf(buf, sizeof buf, "%s%s%s", k->asimd ? "asimd " : "", k->asimddp ? "asimddp " : "", k->i8mm ? "i8mm " : "");
+    size_t la = strlen(buf);
+    if (la) buf[la - 1] = 0;
+    else snprintf(buf, sizeof buf, "none of asimd/asimddp/i8mm");
+    return buf;
+#endif
     snprintf(buf, sizeof buf, "%s%s%s%s%s%s%s%s%s%s", k->avx2 ? "avx2 " : "", k->fma ? "fma " : "", k->f16c ? "f16c " : "",
              k->avxvnni ? "avx-vnni " : "", k->avx512f ? "avx512f " : "", k->avx512bw ? "avx512bw " : "",
              k->avx512vl ? "avx512vl " : "", k->avx512vnni ? "avx512vnni " : "", k->amx_tile ? "amx-tile " : "",

@@ -6,6 +6,12 @@
  *   avx512    AVX-512 F/BW/VL + VNNI
  *   amx       avx512 plus AMX-INT8 tiles for batches of SDN_AMX_MIN_ROWS rows and more
  *             (needs the Linux permission for tile data, requested on selection)
+ *   neon      AArch64 Advanced SIMD (ARMv8.0, every AArch64 CPU)
+ *   dotprod   neon plus the int8 dot products SDOT (FEAT_DotProd, ARMv8.2+)
+ *   i8mm      dotprod plus the int8 matrix multiply SMMLA (FEAT_I8MM, ARMv8.6+)
+ *
+ * The x86 paths exist on x86-64 builds, the AArch64 paths on AArch64 builds; asking for a path
+ * of the other architecture is the same error as asking for one the CPU lacks.
  *
  * One binary holds every path (the SIMD kernels are compiled per file with their own target
  * flags, see CMakeLists.txt); the best supported path is used unless the environment
@@ -22,7 +28,10 @@ typedef enum sdn_kpath {
     SDN_KPATH_AVX2 = 1,
     SDN_KPATH_AVX512 = 2,
     SDN_KPATH_AMX = 3,
-    SDN_KPATH_COUNT = 4
+    SDN_KPATH_NEON = 4,
+    SDN_KPATH_DOTPROD = 5,
+    SDN_KPATH_I8MM = 6,
+    SDN_KPATH_COUNT = 7
 } sdn_kpath;
 
 /* Batches of at least this many rows use AMX tiles on the amx path (a conservative choice:
@@ -34,7 +43,7 @@ typedef enum sdn_kpath {
  * again instead of sizing drafts from an old curve. Bump it with such a change. */
 #define SDN_KERNEL_REV 7
 
-/* "portable", "avx2", "avx512", "amx". */
+/* "portable", "avx2", "avx512", "amx", "neon", "dotprod", "i8mm". */
 const char *sdn_kpath_name(sdn_kpath p);
 /* Parse a path name; SDN_EINVAL with a message listing the names if unknown. */
 int sdn_kpath_parse(const char *s, sdn_kpath *out, sdn_err *err);
@@ -77,7 +86,8 @@ sdn_prefill_mm sdn_prefill_mm_get(void);
  * called while a forward pass runs. */
 void sdn_prefill_mm_set(sdn_prefill_mm m);
 
-/* Features this CPU reports, e.g. "avx2 fma f16c avx512f avx512bw avx512vl avx512vnni". */
+/* Features this CPU reports, e.g. "avx2 fma f16c avx512f avx512bw avx512vl avx512vnni" or, on
+ * AArch64, "asimd asimddp i8mm". */
 const char *sdn_cpu_features(void);
 
 #endif

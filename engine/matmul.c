@@ -12,6 +12,9 @@
  *   any type, plain C                                  matmul_portable.c
  *   the packed layout of Q8_0/Q4_0/Q4_1/Q4_K/Q6_K       matmul_pack.c (its kernels: the
  *                                                      column files above, *_packed)
+ * On AArch64 the paths neon, dotprod and i8mm run engine/matmul_arm.c (compiled once per path)
+ * for the activation preparation and Q8_0, Q4_0, Q4_1, Q4_K, Q6_K, and the portable kernels
+ * for the other types.
  * Layouts of the prepared activations: matmul_internal.h. */
 #include "engine/matmul.h"
 
@@ -69,12 +72,41 @@ static const kvariant *variant(void) {
 #endif
 }
 
+#if defined(__aarch64__) /* the AArch64 kernels are built on AArch64 only (CMakeLists.txt) */
+typedef int (*arm_fn)(uint32_t, const void *, size_t, int64_t, const void *, int, float *, int64_t, int64_t, int64_t);
+typedef int (*armpk_fn)(uint32_t, const void *, int64_t, const void *, int, float *, int64_t, int64_t, int64_t);
+typedef struct armvariant {
+    prep_fn prep;
+    arm_fn rows;
+    armpk_fn packed;
+} armvariant;
+#define AV(v) {sdn_act_prepare_##v, sdn_matmul_arm_##v, sdn_matmul_arm_packed_##v}
+static const armvariant av_neon = AV(neon), av_dotprod = AV(dotprod), av_i8mm = AV(i8mm);
+
+/* The AArch64 variant of the path in use (NULL: portable). */
+static const armvariant *arm_variant(void) {
+    switch (sdn_kpath_get()) {
+    case SDN_KPATH_NEON: return &av_neon;
+    case SDN_KPATH_DOTPROD: return &av_dotprod;
+    case SDN_KPATH_I8MM: return &av_i8mm;
+    default: return NULL;
+    }
+}
+#endif
+
 size_t sdn_act_bytes(uint32_t wtype, int64_t in, int n) {
     size_t stride = sdn_act_row_stride(wtype, in);
     return n > 0 ? stride * (size_t)n : 0;
 }
 
 void sdn_act_prepare(uint32_t wtype, const float *X, int64_t ldx, int n, int64_t in, void *act) {
+#if defined(__aarch64__)
+    const armvariant *a = arm_variant();
+    if (a) {
+        a->prep(wtype, X, ldx, n, in, act);
+        return;
+    }
+#endif
     const kvariant *v = variant();
     if (v) v->prep(wtype, X, ldx, n, in, act);
     else sdn_act_prepare_portable(wtype, X, ldx, n, in, act);
@@ -82,6 +114,10 @@ void sdn_act_prepare(uint32_t wtype, const float *X, int64_t ldx, int n, int64_t
 
 void sdn_matmul_rows(uint32_t wtype, const void *W, size_t row_bytes, int64_t in, const void *act, int n, float *Y,
                      int64_t ldy, int64_t o0, int64_t o1) {
+#if defined(__aarch64__)
+    const armvariant *a = arm_variant();
+    if (a && a->rows(wtype, W, row_bytes, in, act, n, Y, ldy, o0, o1)) return;
+#endif
     const kvariant *v = variant();
     if (!v) {
         sdn_matmul_rows_portable(wtype, W, row_bytes, in, act, n, Y, ldy, o0, o1);
@@ -104,6 +140,19 @@ void sdn_matmul_rows(uint32_t wtype, const void *W, size_t row_bytes, int64_t in
 
 void sdn_matmul_rows_packed(uint32_t wtype, const void *P, int64_t in, const void *act, int n, float *Y, int64_t ldy,
                             int64_t o0, int64_t o1) {
+#if defined(__aarch64__)
+    const armvariant *a = arm_variant();
+    if (a) {
+        if (!sdn_act_row_stride(wtype, in) || n <= 0 || o1 <= o0) return;
+        /* columns before the first group boundary take the portable kernel, as below */
+        int64_t oa = (o0 + SDN_PACK_COLS - 1) / SDN_PACK_COLS * SDN_PACK_COLS;
+        if (oa > o1) oa = o1;
+        if (oa > o0) sdn_matmul_rows_packed_portable(wtype, P, in, act, n, Y, ldy, o0, oa);
+        if (oa < o1 && !a->packed(wtype, P, in, act, n, Y, ldy, oa, o1))
+            sdn_matmul_rows_packed_portable(wtype, P, in, act, n, Y, ldy, oa, o1);
+        return;
+    }
+#endif
     const kvariant *v = variant();
     if (!sdn_act_row_stride(wtype, in) || n <= 0 || o1 <= o0) return;
     /* the SIMD kernels start at a column group; columns before the first boundary (callers
@@ -119,7 +168,13 @@ void sdn_matmul_rows_packed(uint32_t wtype, const void *P, int64_t in, const voi
 const char *sdn_matmul_isa(void) { return sdn_kpath_describe(); }
 
 int sdn_matmul_prefill_fast(uint32_t wtype) {
+#if defined(__aarch64__)
+    /* as on x86: the batch kernels on a SIMD path (chunk-invariant prefill); their speed
+     * against OpenBLAS on AArch64 is not measured (docs/kernels.md, "AArch64") */
+    if (!arm_variant()) return 0;
+#else
     if (!variant()) return 0;
+#endif
     switch (wtype) {
     case SDN_TYPE_Q8_0:
     case SDN_TYPE_Q4_0:

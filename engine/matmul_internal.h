@@ -117,6 +117,19 @@ static inline const int16_t *sdn_act_bsum(const void *row, int64_t in) {
 SDN_KDECL(avx2)
 SDN_KDECL(avx2vnni)
 SDN_KDECL(avx512)
+/* The AArch64 kernels (engine/matmul_arm.c, compiled per path: neon, dotprod, i8mm): the
+ * activation preparation and the batched quantized types on the file's layout and on the
+ * packed one (o0 a multiple of SDN_PACK_COLS); the matmuls return 0 for the types they leave
+ * to the portable kernel. */
+#define SDN_KDECL_ARM(v)                                                                                               \
+    void sdn_act_prepare_##v(uint32_t wtype, const float *X, int64_t ldx, int n, int64_t in, void *act);              \
+    int sdn_matmul_arm_##v(uint32_t wtype, const void *W, size_t row_bytes, int64_t in, const void *act, int n,      \
+                           float *Y, int64_t ldy, int64_t o0, int64_t o1);                                            \
+    int sdn_matmul_arm_packed_##v(uint32_t wtype, const void *P, int64_t in, const void *act, int n, float *Y,       \
+                                  int64_t ldy, int64_t o0, int64_t o1);
+SDN_KDECL_ARM(neon)
+SDN_KDECL_ARM(dotprod)
+SDN_KDECL_ARM(i8mm)
 
 /* fp16 -> fp32 of all 65536 codes, read by the SIMD kernels (defined in matmul.c, filled with
  * the exact F16C conversion by sdn_kernels_setup). */

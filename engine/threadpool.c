@@ -12,6 +12,10 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #define CPU_RELAX() _mm_pause()
+#elif defined(__aarch64__)
+/* YIELD: the spin-wait hint (a no-op on most cores, lets an SMT sibling or an emulator's other
+ * thread run) */
+#define CPU_RELAX() __asm__ __volatile__("yield" ::: "memory")
 #else
 #define CPU_RELAX() ((void)0)
 #endif

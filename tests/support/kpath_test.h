@@ -1,8 +1,10 @@
 /* kpath_test.h - run a CMocka test once per kernel path (engine/kernel_path.h).
  *
- * KPATH_TESTS(fn) expands to four CMUnitTest entries named "fn[portable]", "fn[avx2]",
- * "fn[avx512]", "fn[amx]"; each first calls kpath_use(state), which forces its path, or
- * prints why this machine lacks it and reports the test SKIPPED (never a silent pass). */
+ * KPATH_TESTS(fn) expands to four CMUnitTest entries, one per path of the build's architecture:
+ * "fn[PORTABLE]", "fn[AVX2]", "fn[AVX512]", "fn[AMX]" on x86-64, "fn[PORTABLE]", "fn[NEON]",
+ * "fn[DOTPROD]", "fn[I8MM]" on AArch64 (PORTABLE alone elsewhere); each first calls
+ * kpath_use(state), which forces its path, or prints why this machine lacks it and reports the
+ * test SKIPPED (never a silent pass). */
 #ifndef SDN_KPATH_TEST_H
 #define SDN_KPATH_TEST_H
 
@@ -13,7 +15,8 @@
 
 #include "engine/kernel_path.h"
 
-static sdn_kpath kpath_ids[SDN_KPATH_COUNT] = {SDN_KPATH_PORTABLE, SDN_KPATH_AVX2, SDN_KPATH_AVX512, SDN_KPATH_AMX};
+static sdn_kpath kpath_ids[SDN_KPATH_COUNT] = {SDN_KPATH_PORTABLE, SDN_KPATH_AVX2,    SDN_KPATH_AVX512, SDN_KPATH_AMX,
+                                               SDN_KPATH_NEON,     SDN_KPATH_DOTPROD, SDN_KPATH_I8MM};
 
 /* Force the path this test entry was registered for, or skip it with the reason. */
 static inline void kpath_use(void **state) {
@@ -26,6 +29,12 @@ static inline void kpath_use(void **state) {
 }
 
 #define KPATH_TEST1(fn, i) {#fn "[" #i "]", fn, NULL, NULL, &kpath_ids[SDN_KPATH_##i]}
+#if defined(__aarch64__)
+#define KPATH_TESTS(fn) KPATH_TEST1(fn, PORTABLE), KPATH_TEST1(fn, NEON), KPATH_TEST1(fn, DOTPROD), KPATH_TEST1(fn, I8MM)
+#elif defined(__x86_64__)
 #define KPATH_TESTS(fn) KPATH_TEST1(fn, PORTABLE), KPATH_TEST1(fn, AVX2), KPATH_TEST1(fn, AVX512), KPATH_TEST1(fn, AMX)
+#else
+#define KPATH_TESTS(fn) KPATH_TEST1(fn, PORTABLE)
+#endif
 
 #endif
