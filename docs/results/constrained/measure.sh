@@ -5,7 +5,8 @@
 #   1. sdnpu bench: constrained plain vs constrained sdnpu with forced-text drafting
 #   2. the same without forced-text drafting (--param grammar.forced=0)
 #   3. unconstrained plain vs sdnpu (no schema)
-#   4. sdnpu serve vs llama-server (built from source: LLAMA_SERVER=path), both with the schema
+#   4. 1 with a history store (each answer stored in the ui group, later requests draft from it)
+#   5. sdnpu serve vs llama-server (built from source: LLAMA_SERVER=path), both with the schema
 #      as response_format json_schema, llama-server plain and with three n-gram speculative types
 # Outputs go to $OUT (default docs/results/constrained); answers are validated with jsonschema.
 set -euo pipefail
@@ -16,7 +17,7 @@ S=${SDNPU:-build/sdnpu}
 OUT=${OUT:-docs/results/constrained}
 N=${LIMIT:-40}
 schema=bench/schemas/ui_action.json
-common=(--model "$M" --dataset "$D" --tasks ui --limit "$N" --max-tokens 64 --threads 2 --ctx 2048 --methods sdnpu)
+common=(--model "$M" --dataset "$D" --tasks ui --limit "$N" --max-tokens 64 --threads 2 --ctx 4096 --methods sdnpu)
 $S bench "${common[@]}" --json-schema $schema --answers "$OUT/answers-constrained.jsonl" --json "$OUT/bench-constrained.json" \
   > "$OUT/bench-constrained.txt" 2>&1
 python3 - "$schema" "$OUT/answers-constrained.jsonl" <<'PY' | tee -a "$OUT/bench-constrained.txt"
@@ -35,9 +36,13 @@ $S bench "${common[@]}" --json-schema $schema --param grammar.forced=0 --json "$
   > "$OUT/bench-constrained-noforced.txt" 2>&1
 $S bench "${common[@]}" --answers "$OUT/answers-unconstrained.jsonl" --json "$OUT/bench-unconstrained.json" \
   > "$OUT/bench-unconstrained.txt" 2>&1
+rm -f "$OUT/history.sqlite"
+$S bench "${common[@]}" --json-schema $schema --history "$OUT/history.sqlite" --json "$OUT/bench-constrained-history.json" \
+  > "$OUT/bench-constrained-history.txt" 2>&1
+rm -f "$OUT/history.sqlite"
 if [ -n "${LLAMA_SERVER:-}" ]; then
   python3 scripts/reference/bench_vs_llamaserver.py --sdnpu "$S" --llama-server "$LLAMA_SERVER" --model "$M" --data "$D" \
-    --tasks ui --limit "${LLAMA_LIMIT:-24}" --ctx 2048 --max-tokens 64 --threads 2 --json-schema $schema --sdnpu-noforced \
+    --tasks ui --limit "${LLAMA_LIMIT:-24}" --ctx 4096 --max-tokens 64 --threads 2 --json-schema $schema --sdnpu-noforced \
     --spec-types ngram-simple,ngram-map-k,ngram-mod --llama-fa off --llama-source "${LLAMA_SOURCE:-}" \
     --json "$OUT/vs-llamaserver.json" > "$OUT/vs-llamaserver.txt" 2>&1
 fi
