@@ -94,15 +94,10 @@ static gen_out run(sdnpu_context *c, const char *prompt, const char *chat_templa
 }
 
 static char *slurp(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) fail_msg("cannot read %s", path);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)n + 1);
-    if (fread(b, 1, (size_t)n, f) != (size_t)n) fail_msg("cannot read %s", path);
-    b[n] = 0;
-    fclose(f);
+    char *b = NULL;
+    size_t n = 0;
+    sdn_err e = {0};
+    if (sdn_read_file(path, &b, &n, &e)) fail_msg("%s", e.msg);
     return b;
 }
 
