@@ -97,11 +97,15 @@ static void finish(sdn_accept *out, int32_t bonus) {
     for (int i = 0; i < out->n_acc; i++) out->keep[i + 1] = out->nodes[i] + 1;
 }
 
-void sdn_verify_greedy_rows(const sdn_tree *t, const int32_t *row_choice, sdn_accept *out) {
+/* The greedy walk: from the root, follow the child carrying each row's choice (row_choice[row],
+ * or the row's argmax computed on the way when row_choice is NULL: only the rows on the
+ * accepted path then pay for it). */
+static void greedy_walk(const sdn_tree *t, const int32_t *row_choice, const float *logits, int vocab, sdn_accept *out) {
     out->n_acc = 0;
     int cur = -1; /* -1 = root */
     for (;;) {
-        int32_t a = row_choice[cur + 1];
+        int row = cur + 1;
+        int32_t a = row_choice ? row_choice[row] : sdn_argmax(logits + (size_t)row * vocab, vocab);
         int child = -1;
         for (int i = cur + 1; i < t->n; i++)
             if (t->parent[i] == cur && t->token[i] == a) { child = i; break; }
@@ -113,26 +117,12 @@ void sdn_verify_greedy_rows(const sdn_tree *t, const int32_t *row_choice, sdn_ac
     }
 }
 
+void sdn_verify_greedy_rows(const sdn_tree *t, const int32_t *row_choice, sdn_accept *out) { greedy_walk(t, row_choice, NULL, 0, out); }
+
 void sdn_verify_greedy(const sdn_tree *t, const float *logits, int vocab, sdn_accept *out, int32_t *argmax) {
-    if (argmax) {
+    if (argmax)
         for (int r = 0; r <= t->n; r++) argmax[r] = sdn_argmax(logits + (size_t)r * vocab, vocab);
-        sdn_verify_greedy_rows(t, argmax, out);
-        return;
-    }
-    out->n_acc = 0;
-    int cur = -1; /* -1 = root */
-    for (;;) {
-        int row = cur + 1;
-        int32_t a = sdn_argmax(logits + (size_t)row * vocab, vocab);
-        int child = -1;
-        for (int i = cur + 1; i < t->n; i++)
-            if (t->parent[i] == cur && t->token[i] == a) { child = i; break; }
-        if (child < 0) { finish(out, a); return; }
-        out->nodes[out->n_acc] = child;
-        out->tokens[out->n_acc] = a;
-        out->n_acc++;
-        cur = child;
-    }
+    greedy_walk(t, argmax, logits, vocab, out);
 }
 
 int sdn_verify_sample(const sdn_tree *t, const float *logits, int vocab, const sdn_sampling *s, sdn_rng *rng, sdn_dist *work,
