@@ -36,23 +36,23 @@
 #include <immintrin.h>
 /* The SIMD helpers below (attention dot products, exponentials, axpy) are compiled for
  * AVX2+FMA by function attribute and used when the kernel path in use is not portable
- * (engine/kernel_path.h), so the build needs no -march flag. */
+ * (kernels/kernel_path.h), so the build needs no -march flag. */
 #define FWD_SIMD 1
 #define FWD_TARGET __attribute__((target("avx2,fma"), noinline))
 static int g_simd = -1; /* 1: AVX2+FMA helpers (set from the kernel path by sdn_ctx_new) */
 #endif
 
 #include "common/sdn_mem.h"
-#include "engine/attention.h"
-#include "engine/kv_cache.h"
+#include "attention/attention.h"
+#include "attention/kv_cache.h"
 #include "common/sdn_util.h"
-#include "engine/gguf.h"
-#include "engine/kernel_path.h"
+#include "modelfile/gguf.h"
+#include "kernels/kernel_path.h"
 #include "engine/layout.h"
-#include "engine/matmul.h"
+#include "kernels/matmul.h"
 #include "engine/model_internal.h"
-#include "engine/quant.h"
-#include "engine/threadpool.h"
+#include "kernels/quant.h"
+#include "kernels/threadpool.h"
 
 /* OpenBLAS-specific thread control (declared in its cblas.h as well). */
 extern void openblas_set_num_threads(int num_threads);
@@ -74,8 +74,8 @@ struct sdn_ctx {
     sdn_pool *pool;
     int n_threads, n_ctx, max_batch, n_kv;
     int qd, kvd;
-    sdn_kv *kv;               /* the KV cache (engine/kv_cache.h) */
-    sdn_att_ws *attws;        /* attention scratch (engine/attention.h) */
+    sdn_kv *kv;               /* the KV cache (attention/kv_cache.h) */
+    sdn_att_ws *attws;        /* attention scratch (attention/attention.h) */
     /* activations, max_batch rows each */
     float *x, *xb, *xb2, *q, *k, *v, *att, *hb, *hb2;
     float *rope_cs;           /* [max_batch][rope_dims/2][2] cos, sin */

@@ -10,7 +10,7 @@
  * attention row uses the batch-invariant kernels of matmul.h, so a row's output bits do not
  * depend on n, on the other rows or on the thread count. Otherwise (prefill) batches of more
  * than SDN_INVARIANT_MAX_ROWS rows use GEMM-based causal attention, and each matmul runs as
- * the prefill-matmul setting says (engine/kernel_path.h; default auto): the same batch kernels
+ * the prefill-matmul setting says (kernels/kernel_path.h; default auto): the same batch kernels
  * on the quantized weights for the types where they beat SGEMM, else OpenBLAS SGEMM on F32
  * weights (dequantized in tiles, or the model's resident F32 copy when loaded). */
 #ifndef SDN_FORWARD_H
@@ -20,8 +20,8 @@
 #include <stdint.h>
 
 #include "common/sdn_err.h"
-#include "engine/kv_cache.h"
-#include "engine/model.h"
+#include "attention/kv_cache.h"
+#include "modelfile/model.h"
 
 #define SDN_INVARIANT_MAX_ROWS 64
 /* The default KV cache size in positions: min(the model's trained length, this). */
@@ -46,7 +46,7 @@ typedef struct sdn_ctx_params {
                         sdn_layout_decode_resident: Q8_0/Q4_0/Q4_1 matrices packed for the
                         kernels) if it is not; 1: leave the layouts to the caller (the graph
                         scheduler manages G2 itself); matrices without G2 read the mapping */
-    sdn_kv_type type_k, type_v; /* KV cache element types (engine/kv_cache.h; 0, SDN_KV_AUTO: the process default, f16) */
+    sdn_kv_type type_k, type_v; /* KV cache element types (attention/kv_cache.h; 0, SDN_KV_AUTO: the process default, f16) */
 } sdn_ctx_params;
 
 /* Fails (naming the variable) when SDN_KERNEL or SDN_PREFILL_MATMUL holds an invalid value,

@@ -9,10 +9,10 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#include "engine/gguf.h"
-#include "engine/matmul.h"
+#include "modelfile/gguf.h"
+#include "kernels/matmul.h"
 #include "engine/model_internal.h"
-#include "engine/quant.h"
+#include "kernels/quant.h"
 
 #define NMAT 7
 static void mats(sdn_layer *y, sdn_weight **ws) {

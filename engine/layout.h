@@ -17,7 +17,7 @@
 #include <stddef.h>
 
 #include "common/sdn_err.h"
-#include "engine/model.h"
+#include "modelfile/model.h"
 
 typedef enum sdn_layout { SDN_LAYOUT_F32 = 0, SDN_LAYOUT_QUANT = 1 } sdn_layout;
 

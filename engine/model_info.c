@@ -4,15 +4,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/gguf.h"
-#include "engine/chat_template.h"
-#include "engine/kernel_path.h"
-#include "engine/kv_cache.h"
+#include "modelfile/gguf.h"
+#include "tokenizer/chat_template.h"
+#include "kernels/kernel_path.h"
+#include "attention/kv_cache.h"
 #include "engine/layout.h"
-#include "engine/matmul.h"
+#include "kernels/matmul.h"
 #include "engine/model_internal.h"
-#include "engine/tensor_types.h"
-#include "engine/tokenizer.h"
+#include "modelfile/tensor_types.h"
+#include "tokenizer/tokenizer.h"
 
 typedef struct sb { char *p; size_t n, cap; int oom; } sb;
 static void add(sb *b, const char *fmt, ...) {

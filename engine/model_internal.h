@@ -6,7 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "engine/model.h"
+#include "modelfile/model.h"
 
 /* A weight matrix y = W x with W of `out` rows of `in` elements, in the file's layout. */
 typedef struct sdn_weight {

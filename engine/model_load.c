@@ -38,14 +38,14 @@
 #include <xxhash.h>
 
 #include "common/sdn_util.h"
-#include "engine/model_registry.h"
-#include "engine/gguf.h"
-#include "engine/kv_cache.h"
+#include "modelfile/model_registry.h"
+#include "modelfile/gguf.h"
+#include "attention/kv_cache.h"
 #include "engine/layout.h"
 #include "engine/model_internal.h"
-#include "engine/quant.h"
-#include "engine/tensor_types.h"
-#include "engine/tokenizer.h"
+#include "kernels/quant.h"
+#include "modelfile/tensor_types.h"
+#include "tokenizer/tokenizer.h"
 
 /* ---------------------------------------------------------------- GGUF ---- */
 

@@ -5,7 +5,7 @@
  * user/assistant messages. Rendered as a request and as a conversation. */
 #include <stdlib.h>
 
-#include "engine/chat_template.h"
+#include "tokenizer/chat_template.h"
 #include "fuzz/fuzz_util.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

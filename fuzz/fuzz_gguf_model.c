@@ -3,7 +3,7 @@
  * then its size queries. Finding = any sanitizer report or crash. */
 #include <stdlib.h>
 
-#include "engine/model.h"
+#include "modelfile/model.h"
 #include "fuzz/fuzz_util.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/gguf.h"
-#include "engine/tokenizer.h"
+#include "modelfile/gguf.h"
+#include "tokenizer/tokenizer.h"
 
 static const char *texts[] = {
     "Hello world! 123 4567 don't  \t\n\n  tabs\tand spaces   ",

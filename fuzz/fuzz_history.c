@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "datasets/history.h"
+#include "runtime/history.h"
 
 static char fz_path[256], fz_wal[272], fz_shm[272];
 

@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/model.h"
-#include "engine/tokenizer.h"
+#include "modelfile/model.h"
+#include "tokenizer/tokenizer.h"
 #include "fuzz/fuzz_util.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

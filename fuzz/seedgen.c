@@ -18,11 +18,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "datasets/history.h"
-#include "datasets/trace.h"
-#include "engine/gguf.h"
-#include "engine/make_model.h"
-#include "engine/tensor_types.h"
+#include "runtime/history.h"
+#include "tools/trace.h"
+#include "modelfile/gguf.h"
+#include "tools/make_model.h"
+#include "modelfile/tensor_types.h"
 #include "suffix_automaton/sam.h"
 
 static char root[900];

@@ -24,7 +24,7 @@
 #include <stdint.h>
 
 #include "common/sdn_err.h"
-#include "engine/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 typedef struct sdn_grammar sdn_grammar;
 typedef struct sdn_gstate sdn_gstate;

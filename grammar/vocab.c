@@ -1,6 +1,6 @@
 /* vocab.c - a model vocabulary against the matcher: each token's bytes (byte-fallback
  * tokens as their byte, SentencePiece's U+2581 as a space, byte-level BPE's mapped code
- * points as their bytes: engine/tokenizer.c's sdn_tokenizer_token_bytes), a byte trie of
+ * points as their bytes: tokenizer/tokenizer.c's sdn_tokenizer_token_bytes), a byte trie of
  * the vocabulary in preorder (walked once per whole-vocabulary mask, pruning every subtree
  * whose prefix the grammar rejects), single-token checks, and the constrained argmax that
  * checks candidates in descending logit order. */

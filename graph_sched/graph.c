@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/model.h"
+#include "modelfile/model.h"
 
 int sdn_blocks_partition(int n_layers, int n_blocks, sdn_blocks *out, sdn_err *err) {
     memset(out, 0, sizeof *out);

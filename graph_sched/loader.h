@@ -10,7 +10,7 @@
 
 #include "common/sdn_err.h"
 #include "engine/layout.h"
-#include "engine/model.h"
+#include "modelfile/model.h"
 
 typedef struct sdn_loader sdn_loader;
 

@@ -33,7 +33,7 @@
 
 #include "common/sdn_err.h"
 #include "engine/forward.h"
-#include "engine/model.h"
+#include "modelfile/model.h"
 #include "engine/forward.h"
 #include "graph_sched/graph.h"
 #include "graph_sched/latency.h"

@@ -30,7 +30,7 @@
 #include <stdio.h>
 
 #include "common/sdn_err.h"
-#include "engine/model.h"
+#include "modelfile/model.h"
 #include "graph_sched/latency.h"
 
 typedef struct sdn_profile_opts {

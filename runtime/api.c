@@ -1,8 +1,8 @@
 /* api.c - the public API of include/sdnpu.h: models, contexts and the request path.
  *
  * One request (sdnpu_generate) is these steps, each a function below, in order:
- *   request_tokens()   render with the chat template and tokenize   (engine/request.c)
- *   history_lookup()   earlier answers of the task group -> automaton (datasets/history.c)
+ *   request_tokens()   render with the chat template and tokenize   (tokenizer/request.c)
+ *   history_lookup()   earlier answers of the task group -> automaton (runtime/history.c)
  *   make_drafter()     the drafting method with its parameters        (draft/methods.c)
  *   make_grammar()     the request's grammar or JSON schema compiled  (grammar/)
  *   gen_params()       budget from the verify cost curve, graph hooks (runtime/verify_cost.c,
@@ -19,14 +19,14 @@
 #include <string.h>
 
 #include "common/sdn_err.h"
-#include "datasets/history.h"
+#include "runtime/history.h"
 #include "draft/methods.h"
-#include "engine/chat_template.h"
+#include "tokenizer/chat_template.h"
 #include "engine/forward.h"
-#include "engine/model.h"
-#include "engine/model_registry.h"
-#include "engine/request.h"
-#include "engine/tokenizer.h"
+#include "modelfile/model.h"
+#include "modelfile/model_registry.h"
+#include "tokenizer/request.h"
+#include "tokenizer/tokenizer.h"
 #include "grammar/grammar.h"
 #include "runtime/decode.h"
 #include "runtime/graph_setup.h"

@@ -19,7 +19,7 @@
 #include <string.h>
 
 #include "common/sdn_util.h"
-#include "engine/model.h"
+#include "modelfile/model.h"
 #include "runtime/verify_cost.h"
 #include "verify/verify.h"
 

@@ -10,7 +10,7 @@
 
 #include "common/sdn_err.h"
 #include "engine/forward.h"
-#include "engine/model.h"
+#include "modelfile/model.h"
 #include "runtime/decode.h"
 #include "graph_sched/budget.h"
 #include "graph_sched/prefill.h"

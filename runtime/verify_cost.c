@@ -9,10 +9,10 @@
 #include <unistd.h>
 
 #include "common/sdn_util.h"
-#include "engine/kernel_path.h"
-#include "engine/model_registry.h"
+#include "kernels/kernel_path.h"
+#include "modelfile/model_registry.h"
 #include "graph_sched/profile.h"
-#include "datasets/jsonl.h"
+#include "common/jsonl.h"
 
 int sdn_cost_parse(const char *name, const char *text, size_t len, sdn_cost_profile *p, sdn_err *err) {
     memset(p, 0, sizeof *p);

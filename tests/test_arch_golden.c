@@ -28,8 +28,8 @@
 #include <xxhash.h>
 
 #include "engine/forward.h"
-#include "engine/kernel_path.h"
-#include "engine/model.h"
+#include "kernels/kernel_path.h"
+#include "modelfile/model.h"
 #include "support/kpath_test.h"
 #include "support/smollm2_golden.h"
 #include "support/test_util.h"

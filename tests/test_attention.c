@@ -1,5 +1,5 @@
-/* test_attention.c - the KV cache and the attention kernels on their own (engine/kv_cache.h,
- * engine/attention.h):
+/* test_attention.c - the KV cache and the attention kernels on their own (attention/kv_cache.h,
+ * attention/attention.h):
  *
  *   - the cache's F16 conversion equals the F16C instruction (VCVTPS2PH, round to nearest
  *     even) on every half-precision value, ties and random floats, saturating instead of
@@ -24,10 +24,10 @@
 #endif
 
 #include "common/sdn_util.h"
-#include "engine/attention.h"
-#include "engine/kernel_path.h"
-#include "engine/kv_cache.h"
-#include "engine/threadpool.h"
+#include "attention/attention.h"
+#include "kernels/kernel_path.h"
+#include "attention/kv_cache.h"
+#include "kernels/threadpool.h"
 
 #if defined(__x86_64__)
 __attribute__((target("f16c"))) static uint16_t f16c(float x) { return (uint16_t)_cvtss_sh(x, _MM_FROUND_TO_NEAREST_INT); }

@@ -18,14 +18,14 @@
 
 #include <cmocka.h>
 
-#include "bench/bench.h"
-#include "datasets/dataset.h"
-#include "datasets/history.h"
-#include "bench/story_task.h"
-#include "bench/study.h"
-#include "datasets/trace.h"
+#include "tools/bench.h"
+#include "tools/dataset.h"
+#include "runtime/history.h"
+#include "tools/story_task.h"
+#include "tools/study.h"
+#include "tools/trace.h"
 #include "draft/methods.h"
-#include "engine/model.h"
+#include "modelfile/model.h"
 #include "support/test_util.h"
 
 static void test_first_sentence(void **state) {

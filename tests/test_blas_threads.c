@@ -19,7 +19,7 @@
 #include <cmocka.h>
 
 #include "engine/forward.h"
-#include "engine/model.h"
+#include "modelfile/model.h"
 #include "support/test_util.h"
 
 static int g_calls, g_last = -1, g_repeat;

@@ -11,9 +11,9 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "engine/chat_template.h"
-#include "engine/gguf.h"
-#include "engine/tokenizer.h"
+#include "tokenizer/chat_template.h"
+#include "modelfile/gguf.h"
+#include "tokenizer/tokenizer.h"
 #include "support/test_util.h"
 
 static const sdn_chat_msg k_conv[] = {

@@ -21,7 +21,7 @@
 #include <cmocka.h>
 
 #include "sdnpu.h"
-#include "datasets/dataset.h"
+#include "tools/dataset.h"
 #include "support/test_util.h"
 
 #define MAX_TOKENS 40

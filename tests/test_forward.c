@@ -24,9 +24,9 @@
 
 #include "common/sdn_util.h"
 #include "engine/forward.h"
-#include "engine/kernel_path.h"
+#include "kernels/kernel_path.h"
 #include "engine/layout.h"
-#include "engine/model.h"
+#include "modelfile/model.h"
 #include "support/kpath_test.h"
 #include "support/ref_model.h"
 #include "support/test_util.h"
@@ -199,7 +199,7 @@ static void test_batch_invariance_path(void **state) {
     }
 }
 
-/* The prefill-matmul setting (engine/kernel_path.h) on every kernel path: a 90-token prefill
+/* The prefill-matmul setting (kernels/kernel_path.h) on every kernel path: a 90-token prefill
  * (more than SDN_INVARIANT_MAX_ROWS rows: the prefill path) under sgemm, auto and kernels is
  * within the tolerance of the reference; auto gives exactly the bits of kernels for the types
  * sdn_matmul_prefill_fast names on a SIMD path and exactly those of sgemm otherwise; kernels

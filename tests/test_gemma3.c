@@ -30,12 +30,12 @@
 #include <cmocka.h>
 
 #include "draft/methods.h"
-#include "engine/chat_template.h"
+#include "tokenizer/chat_template.h"
 #include "engine/forward.h"
-#include "engine/model.h"
-#include "engine/request.h"
+#include "modelfile/model.h"
+#include "tokenizer/request.h"
 #include "runtime/decode.h"
-#include "engine/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "support/smollm2_golden.h"
 #include "support/test_util.h"
 

@@ -14,9 +14,9 @@
 #include <cmocka.h>
 
 #include "common/sdn_util.h"
-#include "engine/gguf.h"
-#include "engine/model.h"
-#include "engine/tensor_types.h"
+#include "modelfile/gguf.h"
+#include "modelfile/model.h"
+#include "modelfile/tensor_types.h"
 #include "support/test_util.h"
 
 static int fill_seq(void *ctx, int index, const char *name, void *dst, size_t nbytes, sdn_err *err) {

@@ -28,9 +28,9 @@
 
 #include <cmocka.h>
 
-#include "engine/gguf.h"
+#include "modelfile/gguf.h"
 #include "engine/sampler.h"
-#include "engine/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "grammar/grammar.h"
 #include "support/test_util.h"
 

@@ -26,7 +26,7 @@
 #include "common/sdn_util.h"
 #include "engine/forward.h"
 #include "engine/layout.h"
-#include "engine/model.h"
+#include "modelfile/model.h"
 #include "runtime/decode.h"
 #include "graph_sched/graph.h"
 #include "graph_sched/prefill.h"
@@ -85,7 +85,7 @@ static void check_g2_vs_g1(const char *type, double tol) {
     }
     print_message("  %s: max |G2 - G1| / max |G1| = %.2e (tolerance %.0e)\n", type, md / mx, tol);
     assert_true(md / mx <= tol);
-    /* a quantized type's G1 runs the batch kernels, as G2 does (engine/kernel_path.h): the
+    /* a quantized type's G1 runs the batch kernels, as G2 does (kernels/kernel_path.h): the
      * same bits, so graph modes and chunk sizes do not change the KV entries; F32's G1 runs
      * SGEMM, which need not agree bit for bit */
     if (strcmp(type, "F32") != 0) assert_memory_equal(x[0], x[1], (size_t)N * dim * sizeof(float));

@@ -21,10 +21,10 @@
 #include "common/sdn_util.h"
 #include "engine/forward.h"
 #include "engine/layout.h"
-#include "engine/matmul.h"
-#include "engine/model.h"
+#include "kernels/matmul.h"
+#include "modelfile/model.h"
 #include "engine/model_internal.h"
-#include "engine/quant.h"
+#include "kernels/quant.h"
 #include "graph_sched/loader.h"
 #include "support/test_util.h"
 

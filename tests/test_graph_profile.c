@@ -18,7 +18,7 @@
 #include <cmocka.h>
 
 #include "engine/layout.h"
-#include "engine/model.h"
+#include "modelfile/model.h"
 #include "graph_sched/profile.h"
 #include "support/test_util.h"
 

@@ -25,7 +25,7 @@
 #include "common/sdn_util.h"
 #include "draft/methods.h"
 #include "engine/forward.h"
-#include "engine/model.h"
+#include "modelfile/model.h"
 #include "runtime/decode.h"
 #include "runtime/graph_setup.h"
 #include "support/test_util.h"

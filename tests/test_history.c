@@ -27,7 +27,7 @@
 #include <xxhash.h>
 
 #include "common/sdn_util.h"
-#include "datasets/history.h"
+#include "runtime/history.h"
 #include "draft/sam_drafter.h"
 #include "suffix_automaton/sam.h"
 #include "support/test_util.h"

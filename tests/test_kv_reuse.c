@@ -17,7 +17,7 @@
 #include "common/sdn_util.h"
 #include "draft/methods.h"
 #include "engine/forward.h"
-#include "engine/model.h"
+#include "modelfile/model.h"
 #include "runtime/decode.h"
 #include "support/test_util.h"
 

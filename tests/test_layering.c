@@ -1,9 +1,15 @@
-/* test_layering.c - the module folders form layers (README "Layout"): a file may include
- * headers of its own folder and of the folders below it, never above, so there is no include
- * cycle between modules (issue 15 removed engine -> verify -> engine). The order:
- *   common < suffix_automaton < engine < grammar < draft < verify, graph_sched < datasets < runtime < bench
- * The CLI (engine/cli, bench/cli) sits above everything; include/sdnpu.h includes nothing of
- * sdnpu; the server (server/) includes only the public header. Reads the source tree ($SDN_SOURCE). */
+/* test_layering.c - the folders form layers (README "Layout", docs/layout.md): a file may include
+ * headers of its own folder and of the layers below it, never of a higher layer or of another
+ * folder on the same layer, so there is no include cycle between modules. The library, bottom
+ * first:
+ *   common < suffix_automaton < modelfile < kernels < attention < tokenizer < engine < grammar
+ *   < draft < verify, graph_sched < runtime
+ * then the tools library (tools/, not in libsdnpu) and the command line (cli/) on top. The
+ * public header (include/sdnpu.h) includes nothing of sdnpu; the server (server/) and the
+ * examples include only the public header (and the server its own files); tests and fuzz
+ * targets may include anything. Every folder of the tree that holds C files, subfolders
+ * included, must be declared here (a subfolder takes its top folder's rule), so a new folder
+ * cannot slip past the check. Reads the source tree ($SDN_SOURCE). */
 #include <dirent.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -11,27 +17,40 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include "support/test_util.h"
 
+#define ANYTHING 100 /* tests (which include fuzz targets' sources too), scripts: above every layer */
+
 static const struct {
     const char *folder;
     int level;
+    int public_only; /* 1: may include no other folder's header (only include/sdnpu.h and its own) */
 } k_layers[] = {
-    {"common", 0}, {"suffix_automaton", 1}, {"engine", 2}, {"grammar", 3}, {"draft", 4}, {"verify", 5},
-    {"graph_sched", 5}, {"datasets", 6}, {"runtime", 7}, {"bench", 8},
+    {"common", 0, 0},      {"suffix_automaton", 1, 0}, {"modelfile", 2, 0}, {"kernels", 3, 0},
+    {"attention", 4, 0},   {"tokenizer", 5, 0},        {"engine", 6, 0},    {"grammar", 7, 0},
+    {"draft", 8, 0},       {"verify", 9, 0},           {"graph_sched", 9, 0}, {"runtime", 10, 0},
+    {"tools", 11, 0},      {"server", 12, 1},          {"cli", 13, 0},      {"include", 0, 1},
+    {"examples", 14, 1},   {"tests", ANYTHING, 0},     {"fuzz", ANYTHING - 1, 0}, {"scripts", ANYTHING, 0},
 };
 #define N_LAYERS (int)(sizeof k_layers / sizeof k_layers[0])
 
-static int level_of(const char *folder, size_t len) {
+static int find_layer(const char *folder, size_t len) {
     for (int i = 0; i < N_LAYERS; i++)
-        if (strlen(k_layers[i].folder) == len && !strncmp(k_layers[i].folder, folder, len)) return k_layers[i].level;
-    return -1;
+        if (strlen(k_layers[i].folder) == len && !strncmp(k_layers[i].folder, folder, len)) return i;
+    return -1; /* not a declared folder (e.g. tests' "support/x.h"): not a module include */
 }
 
-/* Violations in one file: includes "X/..." with level(X) > level. */
-static int check_file(const char *path, const char *folder, int level) {
+/* Violations in one file of top folder `folder`: includes "X/..." of a declared folder X other
+ * than its own, where X is a higher layer or a folder on the same layer, or any such include at
+ * all from a public-only folder. */
+static int check_file(const char *path, const char *folder) {
+    int me = find_layer(folder, strlen(folder));
+    if (me < 0) fail_msg("%s: folder %s is not declared", path, folder);
+    int level = k_layers[me].level, public_only = k_layers[me].public_only;
     FILE *f = fopen(path, "r");
     if (!f) fail_msg("cannot read %s", path);
     char line[1024];
@@ -43,14 +62,61 @@ static int check_file(const char *path, const char *folder, int level) {
         p += 10;
         const char *slash = strchr(p, '/'), *quote = strchr(p, '"');
         if (!slash || !quote || slash > quote) continue;
-        int l = level_of(p, (size_t)(slash - p));
-        if (l > level) {
-            print_error("%s (layer %s) includes %.*s, a higher layer\n", path, folder, (int)(quote - p), p);
+        size_t len = (size_t)(slash - p);
+        int x = find_layer(p, len);
+        if (x < 0 || x == me) continue;
+        if (public_only || k_layers[x].level >= level) {
+            print_error("%s (layer %s) includes %.*s, %s\n", path, folder, (int)(quote - p), p,
+                        public_only ? "but may use the public header only" : "which is not a lower layer");
             bad++;
         }
     }
     fclose(f);
     return bad;
+}
+
+static int is_source(const char *name) {
+    size_t n = strlen(name);
+    return n >= 3 && (!strcmp(name + n - 2, ".c") || !strcmp(name + n - 2, ".h"));
+}
+
+/* Walks `dir` (a folder of top folder `top`) and its subfolders; counts files and violations. */
+static void walk(const char *dir, const char *top, int *files, int *bad) {
+    DIR *d = opendir(dir);
+    if (!d) fail_msg("cannot list %s", dir);
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.') continue;
+        char path[2048];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        struct stat st;
+        if (lstat(path, &st)) continue;
+        if (S_ISDIR(st.st_mode)) walk(path, top, files, bad);
+        else if (S_ISREG(st.st_mode) && is_source(e->d_name)) {
+            *bad += check_file(path, top);
+            (*files)++;
+        }
+    }
+    closedir(d);
+}
+
+/* Does `dir` or a subfolder hold a C file? */
+static int holds_sources(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    struct dirent *e;
+    int found = 0;
+    while (!found && (e = readdir(d))) {
+        if (e->d_name[0] == '.') continue;
+        char path[2048];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        struct stat st;
+        if (lstat(path, &st)) continue;
+        if (S_ISDIR(st.st_mode)) found = holds_sources(path);
+        else found = S_ISREG(st.st_mode) && is_source(e->d_name);
+    }
+    closedir(d);
+    return found;
 }
 
 static void test_no_upward_includes(void **state) {
@@ -61,57 +127,58 @@ static void test_no_upward_includes(void **state) {
     for (int i = 0; i < N_LAYERS; i++) {
         char dir[1200];
         snprintf(dir, sizeof dir, "%s/%s", src, k_layers[i].folder);
-        DIR *d = opendir(dir);
-        if (!d) fail_msg("cannot list %s", dir);
-        struct dirent *e;
-        while ((e = readdir(d))) {
-            size_t n = strlen(e->d_name);
-            if (n < 3 || (strcmp(e->d_name + n - 2, ".c") && strcmp(e->d_name + n - 2, ".h"))) continue;
-            char path[1600];
-            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-            bad += check_file(path, k_layers[i].folder, k_layers[i].level);
-            files++;
-        }
-        closedir(d);
+        walk(dir, k_layers[i].folder, &files, &bad);
     }
-    assert_true(files > 100);
+    assert_true(files > 250);
     assert_int_equal(bad, 0);
 }
 
-/* The public header stands alone: no sdnpu module header behind it. */
-static void test_public_header_alone(void **state) {
+/* Every top folder with C files in it (build folders aside) is declared above. */
+static void test_every_folder_declared(void **state) {
     (void)state;
-    const char *path = tu_source_path("include/sdnpu.h");
-    assert_int_equal(check_file(path, "include", -1), 0);
-}
-
-/* The server (server/, `sdnpu serve`) is a client of the public API: no module header. */
-static void test_server_public_api_only(void **state) {
-    (void)state;
-    char dir[1200];
-    snprintf(dir, sizeof dir, "%s", tu_source_path("server"));
-    DIR *d = opendir(dir);
-    if (!d) fail_msg("cannot list %s", dir);
-    int bad = 0, files = 0;
+    char src[1100];
+    snprintf(src, sizeof src, "%s", tu_source_path("."));
+    DIR *d = opendir(src);
+    assert_non_null(d);
     struct dirent *e;
+    int undeclared = 0;
     while ((e = readdir(d))) {
-        size_t n = strlen(e->d_name);
-        if (n < 3 || (strcmp(e->d_name + n - 2, ".c") && strcmp(e->d_name + n - 2, ".h"))) continue;
-        char path[1600];
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        bad += check_file(path, "server", -1);
-        files++;
+        if (e->d_name[0] == '.' || !strncmp(e->d_name, "build", 5)) continue;
+        char path[2048];
+        snprintf(path, sizeof path, "%s/%s", src, e->d_name);
+        struct stat st;
+        if (lstat(path, &st) || !S_ISDIR(st.st_mode) || !holds_sources(path)) continue;
+        if (find_layer(e->d_name, strlen(e->d_name)) < 0) {
+            print_error("folder %s holds C files but has no place in the layer table\n", e->d_name);
+            undeclared++;
+        }
     }
     closedir(d);
-    assert_true(files >= 6);
-    assert_int_equal(bad, 0);
+    assert_int_equal(undeclared, 0);
+}
+
+/* The checker itself: an upward, a same-layer and a non-public include are each caught. */
+static void test_checker_catches(void **state) {
+    (void)state;
+    char path[] = "/tmp/sdn_layering_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    FILE *f = fdopen(fd, "w");
+    fputs("#include \"runtime/api.h\"\n#include \"graph_sched/x.h\"\n#include \"common/sdn_err.h\"\n", f);
+    fclose(f);
+    assert_int_equal(check_file(path, "runtime"), 0);  /* all three are lower */
+    assert_int_equal(check_file(path, "draft"), 2);    /* runtime and graph_sched are higher */
+    assert_int_equal(check_file(path, "verify"), 2);   /* runtime higher, graph_sched same layer */
+    assert_int_equal(check_file(path, "server"), 3);   /* public header only */
+    assert_int_equal(check_file(path, "cli"), 0);
+    unlink(path);
 }
 
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_no_upward_includes),
-        cmocka_unit_test(test_public_header_alone),
-        cmocka_unit_test(test_server_public_api_only),
+        cmocka_unit_test(test_every_folder_declared),
+        cmocka_unit_test(test_checker_catches),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -23,12 +23,12 @@
 
 #include "common/sdn_mem.h"
 #include "common/sdn_util.h"
-#include "datasets/dataset.h"
-#include "datasets/trace.h"
+#include "tools/dataset.h"
+#include "tools/trace.h"
 #include "engine/forward.h"
-#include "engine/model.h"
-#include "engine/request.h"
-#include "engine/tokenizer.h"
+#include "modelfile/model.h"
+#include "tokenizer/request.h"
+#include "tokenizer/tokenizer.h"
 #include "support/test_util.h"
 
 static void test_trace_token_limit(void **state) {

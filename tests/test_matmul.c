@@ -1,4 +1,4 @@
-/* test_matmul.c - the small-batch kernels (engine/matmul.h, engine/matmul_ref.h).
+/* test_matmul.c - the small-batch kernels (kernels/matmul.h, kernels/matmul_ref.h).
  *
  *  - accuracy: for every weight type and several shapes (in = 64, 100, 256, 896, 4864;
  *    out from 1 to 300, odd sizes), Y = sdn_matmul_rows against a double-precision dot
@@ -19,7 +19,7 @@
  *    positions, among padding rows of garbage bits (NaN/Inf included) and garbage prepared
  *    bytes, give the same bits; any split of [0, out) into [o0, o1) ranges gives the same
  *    bits; nothing outside Y[r < n][o0 <= o < o1] is written;
- *  - every kernel path of engine/kernel_path.h (tests named fn[path]; paths this machine
+ *  - every kernel path of kernels/kernel_path.h (tests named fn[path]; paths this machine
  *    lacks are reported SKIPPED by name): invariance as above on the path, and the path's
  *    bits against the portable path's for batches n = 1..64 (bit for bit for the types whose
  *    float work has one fixed order on every path, see cross_path_exact; to float rounding
@@ -41,11 +41,11 @@
 #include <cmocka.h>
 
 #include "common/sdn_util.h"
-#include "engine/matmul.h"
-#include "engine/matmul_internal.h"
-#include "engine/matmul_ref.h"
-#include "engine/quant.h"
-#include "engine/tensor_types.h"
+#include "kernels/matmul.h"
+#include "kernels/matmul_internal.h"
+#include "kernels/matmul_ref.h"
+#include "kernels/quant.h"
+#include "modelfile/tensor_types.h"
 #include "support/kpath_test.h"
 
 static const uint32_t all_types[] = {SDN_TYPE_F32,  SDN_TYPE_F16,  SDN_TYPE_BF16, SDN_TYPE_Q8_0,

@@ -1,5 +1,5 @@
 /* test_model_registry.c - the known-models table, the model cache and `sdnpu pull`
- * (engine/model_registry.h), without the network:
+ * (modelfile/model_registry.h), without the network:
  *   - SHA-256 against the FIPS 180-2 example vectors;
  *   - --model resolution: a path stays a path, an unknown bare name is refused listing the
  *     known names, a known model that is not cached asks for `sdnpu pull`;
@@ -26,7 +26,7 @@
 #include <cmocka.h>
 
 #include "common/sdn_util.h"
-#include "engine/model_registry.h"
+#include "modelfile/model_registry.h"
 #include "support/test_util.h"
 
 static const sdn_known_model *smol(void) {

@@ -1,4 +1,4 @@
-/* test_quant.c - tensor block formats (engine/quant.h) against independent references.
+/* test_quant.c - tensor block formats (kernels/quant.h) against independent references.
  *
  *  - fp16/bf16 conversions: every one of the 65536 codes against a decoder written from the
  *    IEEE definition with ldexp (subnormals, infinities, NaN), known rounding cases, and the
@@ -6,7 +6,7 @@
  *  - dequantization of every type on hand-built blocks: a few values worked out by hand from
  *    the layout, then random block bytes against a deliberately naive decoder in this file
  *    that reads the GGUF layout bit by bit (get_bits on byte offsets written from the
- *    ggml-common.h block definitions, not from engine/quant.c), and the SIMD dequantizers
+ *    ggml-common.h block definitions, not from kernels/quant.c), and the SIMD dequantizers
  *    bit-identical to the scalar ones (sdn_dequantize_row_ref) on every kernel path the
  *    machine has (tests fn[path]; paths it lacks reported SKIPPED);
  *  - quantize -> dequantize error bounds per type on N(0,1) data (RMS error relative to the
@@ -24,8 +24,8 @@
 
 #include "common/sdn_util.h"
 #include "support/kpath_test.h"
-#include "engine/quant.h"
-#include "engine/tensor_types.h"
+#include "kernels/quant.h"
+#include "modelfile/tensor_types.h"
 
 /* ------------------------------------------------------------ independent decoders */
 

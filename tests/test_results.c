@@ -19,9 +19,9 @@
 #include <sqlite3.h>
 
 #include "common/sdn_util.h"
-#include "bench/projection.h"
-#include "datasets/progress.h"
-#include "bench/results.h"
+#include "tools/projection.h"
+#include "tools/progress.h"
+#include "tools/results.h"
 #include "runtime/decode.h"
 #include "runtime/verify_cost.h"
 #include "support/test_util.h"

@@ -31,12 +31,12 @@
 #include <cmocka.h>
 
 #include "common/sdn_util.h"
-#include "engine/chat_template.h"
+#include "tokenizer/chat_template.h"
 #include "engine/forward.h"
-#include "engine/model.h"
-#include "engine/request.h"
+#include "modelfile/model.h"
+#include "tokenizer/request.h"
 #include "runtime/decode.h"
-#include "engine/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "support/ref_model.h"
 #include "support/smollm2_golden.h"
 #include "support/test_util.h"
@@ -192,7 +192,7 @@ static void test_teacher_forced(void **state) {
         assert_true(total[inv] >= 40 * 16);
         assert_true(rate[inv] >= MIN_AGREE);
     }
-    /* the attention is the same on both paths now (engine/attention.h): so is every logit */
+    /* the attention is the same on both paths now (attention/attention.h): so is every logit */
     assert_int_equal(agree[1], agree[2]);
 }
 

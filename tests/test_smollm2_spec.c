@@ -15,9 +15,9 @@
 
 #include "draft/methods.h"
 #include "engine/forward.h"
-#include "engine/model.h"
+#include "modelfile/model.h"
 #include "runtime/decode.h"
-#include "engine/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "support/smollm2_golden.h"
 #include "support/test_util.h"
 

@@ -19,9 +19,9 @@
 #include "common/sdn_util.h"
 #include "draft/methods.h"
 #include "engine/forward.h"
-#include "engine/model.h"
+#include "modelfile/model.h"
 #include "runtime/decode.h"
-#include "engine/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "support/kpath_test.h"
 #include "support/test_util.h"
 

@@ -23,7 +23,7 @@
 #include "common/sdn_util.h"
 #include "draft/drafter.h"
 #include "engine/forward.h"
-#include "engine/model.h"
+#include "modelfile/model.h"
 #include "runtime/decode.h"
 #include "support/test_util.h"
 #include "verify/verify.h"

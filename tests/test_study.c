@@ -20,13 +20,13 @@
 
 #include <cmocka.h>
 
-#include "bench/study.h"
-#include "datasets/trace.h"
+#include "tools/study.h"
+#include "tools/trace.h"
 #include "draft/methods.h"
 #include "engine/forward.h"
-#include "engine/model.h"
+#include "modelfile/model.h"
 #include "runtime/decode.h"
-#include "engine/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "support/test_util.h"
 
 /* ---- the live reference ------------------------------------------------------------------ */

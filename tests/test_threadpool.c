@@ -1,4 +1,4 @@
-/* test_threadpool.c - engine/threadpool.c.
+/* test_threadpool.c - kernels/threadpool.c.
  *
  * Regression test for the lost wakeup fixed in 66577ab: a worker used to read the job
  * generation when it started running, so a job published by sdn_pool_run before a freshly
@@ -25,7 +25,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "engine/threadpool.h"
+#include "kernels/threadpool.h"
 
 static const char *watch_what = "";
 

@@ -15,10 +15,10 @@
 
 #include "common/sdn_util.h"
 #include "engine/forward.h"
-#include "engine/model.h"
-#include "engine/request.h"
+#include "modelfile/model.h"
+#include "tokenizer/request.h"
 #include "runtime/decode.h"
-#include "engine/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "support/test_util.h"
 
 

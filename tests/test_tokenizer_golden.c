@@ -15,8 +15,8 @@
 #include <cjson/cJSON.h>
 
 #include "common/sdn_util.h"
-#include "engine/gguf.h"
-#include "engine/tokenizer.h"
+#include "modelfile/gguf.h"
+#include "tokenizer/tokenizer.h"
 #include "support/test_util.h"
 
 static sdn_tokenizer *open_gguf_tok(const char *rel, sdn_gguf **g) {

@@ -13,8 +13,8 @@
 #include <cmocka.h>
 
 #include "common/sdn_util.h"
-#include "engine/gguf.h"
-#include "engine/tokenizer.h"
+#include "modelfile/gguf.h"
+#include "tokenizer/tokenizer.h"
 #include "support/test_util.h"
 
 /* ---- vocabularies written by the test */

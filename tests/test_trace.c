@@ -15,10 +15,10 @@
 
 #include <cmocka.h>
 
-#include "datasets/dataset.h"
-#include "datasets/trace.h"
-#include "datasets/trace_import.h"
-#include "engine/tokenizer.h"
+#include "tools/dataset.h"
+#include "tools/trace.h"
+#include "tools/trace_import.h"
+#include "tokenizer/tokenizer.h"
 #include "support/test_util.h"
 
 static void test_round_trip(void **state) {

@@ -10,7 +10,7 @@ speculative configuration without forced-text drafting (docs/constrained.md):
   python3 scripts/reference/bench_vs_llamaserver.py --llama-server PATH/llama-server \\
       --model ~/.cache/sdnpu/models/SmolLM2-135M-Instruct.Q4_1.gguf \\
       --data ../shared/datasets/ui/ui_droidtask.jsonl --tasks ui --ctx 2048 --max-tokens 64 \\
-      --json-schema bench/schemas/ui_action.json --sdnpu-noforced
+      --json-schema tools/schemas/ui_action.json --sdnpu-noforced
 
 Configurations, for each KV cache type of --cache-type (f16, q8, f32; llama.cpp gets f16, q8_0,
 f32), each a fresh server process with one slot, the same GGUF, --threads threads and a context
@@ -30,7 +30,7 @@ With --rounds N > 1 the whole list of configurations runs N times, in reverse or
 round, and each request's figures are the median over rounds.
 
 Requests: one user message "Document:\\n<context>\\n\\n<prompt>" (sdnpu's request format,
-engine/chat_template.h) sent as the same text to both servers, which both render it with the
+tokenizer/chat_template.h) sent as the same text to both servers, which both render it with the
 model's chat template (ChatML with SmolLM2's default system turn); the prompt token counts the
 two servers report are compared and a difference is printed. Greedy (temperature 0),
 max_tokens --max-tokens, "stream": true with "stream_options": {"include_usage": true}.

@@ -14,7 +14,7 @@ answer, the top-k logits at every answer position) and "chat" lines.
   budget on 2 cores.
 --family qwen3: a file written by `sdnpu make-model` (seeded random weights, the generated
   SentencePiece vocabulary, no chat template: requests are raw text as sdnpu renders them for
-  a model without a template, engine/request.c: the context, its trailing newlines dropped, a
+  a model without a template, tokenizer/request.c: the context, its trailing newlines dropped, a
   blank line, the prompt; tokenized with BOS and without control-token parsing). Fewer
   requests (--per-task); the answers of a random model
   mean nothing, its logits are what is compared. Used for the exact Qwen3-0.6B and 1.7B shapes
@@ -80,7 +80,7 @@ def sha256(path):
 
 
 def user_message(row):
-    """sdnpu's request format for one document (engine/chat_template.h)."""
+    """sdnpu's request format for one document (tokenizer/chat_template.h)."""
     ctx, prompt = row.get("context") or "", row.get("prompt") or ""
     if ctx and prompt:
         return "Document:\n" + ctx + "\n\n" + prompt

@@ -7,7 +7,7 @@ exact GGUF file sdnpu pulls:
 
   * the rendered prompt: the model's own Jinja chat template (from the GGUF metadata,
     rendered by jinja2 as llama-cpp-python does) applied to one user message built the way
-    sdnpu builds a request ("Document:\\n<context>\\n\\n<prompt>", engine/chat_template.h),
+    sdnpu builds a request ("Document:\\n<context>\\n\\n<prompt>", tokenizer/chat_template.h),
     and its token ids from llama.cpp's tokenizer (special tokens parsed);
   * llama.cpp's greedy answer (up to --max-new tokens, stopping at <|im_end|>), one token per
     llama_eval step;
@@ -69,7 +69,7 @@ TASKS = [  # (file under datasets/, rows taken in file order)
 
 
 def user_message(row):
-    """sdnpu's request format for one document (engine/chat_template.h)."""
+    """sdnpu's request format for one document (tokenizer/chat_template.h)."""
     ctx, prompt = row.get("context") or "", row.get("prompt") or ""
     if ctx and prompt:
         return "Document:\n" + ctx + "\n\n" + prompt

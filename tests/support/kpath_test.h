@@ -1,4 +1,4 @@
-/* kpath_test.h - run a CMocka test once per kernel path (engine/kernel_path.h).
+/* kpath_test.h - run a CMocka test once per kernel path (kernels/kernel_path.h).
  *
  * KPATH_TESTS(fn) expands to four CMUnitTest entries, one per path of the build's architecture:
  * "fn[PORTABLE]", "fn[AVX2]", "fn[AVX512]", "fn[AMX]" on x86-64, "fn[PORTABLE]", "fn[NEON]",
@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <cmocka.h>
 
-#include "engine/kernel_path.h"
+#include "kernels/kernel_path.h"
 
 static sdn_kpath kpath_ids[SDN_KPATH_COUNT] = {SDN_KPATH_PORTABLE, SDN_KPATH_AVX2,    SDN_KPATH_AVX512, SDN_KPATH_AMX,
                                                SDN_KPATH_NEON,     SDN_KPATH_DOTPROD, SDN_KPATH_I8MM};

@@ -17,8 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/gguf.h"
-#include "engine/quant.h"
+#include "modelfile/gguf.h"
+#include "kernels/quant.h"
 
 typedef struct rlayer {
     float *an, *fn, *wq, *wk, *wv, *wo, *wg, *wu, *wd, *bq, *bk, *bv;

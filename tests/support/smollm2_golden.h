@@ -7,7 +7,7 @@
 
 #include <stdint.h>
 
-#include "engine/chat_template.h"
+#include "tokenizer/chat_template.h"
 
 typedef struct sg_request {
     char *id, *task, *context, *prompt, *rendered;

@@ -13,10 +13,10 @@
 #include <cmocka.h>
 
 #include "engine/forward.h"
-#include "engine/make_model.h"
-#include "engine/model.h"
-#include "engine/model_registry.h"
-#include "engine/tokenizer.h"
+#include "tools/make_model.h"
+#include "modelfile/model.h"
+#include "modelfile/model_registry.h"
+#include "tokenizer/tokenizer.h"
 #include "draft/methods.h"
 #include "runtime/decode.h"
 

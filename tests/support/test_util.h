@@ -30,7 +30,7 @@ struct sdn_model *tu_load(const char *path, const char *tokenizer);
 struct sdn_model *tu_load_stories(void);
 /* An inference context (failing the test on error). */
 struct sdn_ctx *tu_ctx(struct sdn_model *m, int n_ctx, int threads, int max_batch);
-/* The same with KV cache types (sdn_kv_type values of engine/kv_cache.h). */
+/* The same with KV cache types (sdn_kv_type values of attention/kv_cache.h). */
 struct sdn_ctx *tu_ctx_kv(struct sdn_model *m, int n_ctx, int threads, int max_batch, int type_k, int type_v);
 /* Write bytes to a file; returns 0 on success. */
 int tu_write_file(const char *path, const void *data, size_t n);
@@ -44,7 +44,7 @@ const char *tu_source_path(const char *rel);
  * verified size and SHA-256), or NULL when it is not in the cache; under CI=true its absence
  * fails the test. */
 const char *tu_smollm2(void);
-/* The same for any known model of engine/model_registry.c (`sdnpu pull NAME`): its cached
+/* The same for any known model of modelfile/model_registry.c (`sdnpu pull NAME`): its cached
  * path (a static buffer, valid until a call with another name), or NULL / a CI failure. */
 const char *tu_known_model(const char *name);
 

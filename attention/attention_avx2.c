@@ -1,0 +1,394 @@
+/* attention_avx2.c - the per-tile attention kernels on x86 SIMD, compiled once per variant
+ * (CMakeLists.txt: avx2, avx2vnni, avx512; SDN_KFN names the exported functions). They
+ * compute exactly the arithmetic attention/attention_kern.h states, lane by lane, so every
+ * variant and the portable C give the same bits; what they add is width and reuse:
+ *   scores  keys stored transposed per tile, so a vector holds one element of 8 or 16
+ *           positions: each key vector (converted from F16 once) serves a block of queries,
+ *           each lane a sequential FMA chain over the head dimension; q8 keys take 4 elements
+ *           per 32-bit lane with VPDPBUSD (AVX-512 VNNI, AVX-VNNI) or, without VNNI, with
+ *           sign-and-absolute VPMADDUBSW + VPMADDWD, exact integer sums either way
+ *   update  max, rescale, exponential and pairwise sum on 64-lane vectors; the value rows of
+ *           the visible lanes are converted once and accumulated into a block of queries whose
+ *           outputs stay in registers.
+ * The head dimension must be a multiple of the vector width (attention.c falls back to the
+ * portable kernels otherwise). */
+#include <immintrin.h>
+
+#include "attention/attention_kern.h"
+#include "kernels/matmul_internal.h"
+
+#if defined(__AVX512F__)
+#define W 16
+typedef __m512 vf;
+#define vf_load(p) _mm512_loadu_ps(p)
+#define vf_store(p, v) _mm512_storeu_ps(p, v)
+#define vf_set1(x) _mm512_set1_ps(x)
+#define vf_zero() _mm512_setzero_ps()
+#define vf_fma(a, b, c) _mm512_fmadd_ps(a, b, c)
+#define vf_fnma(a, b, c) _mm512_fnmadd_ps(a, b, c)
+#define vf_mul(a, b) _mm512_mul_ps(a, b)
+#define vf_add(a, b) _mm512_add_ps(a, b)
+#define vf_sub(a, b) _mm512_sub_ps(a, b)
+#define vf_max(a, b) _mm512_max_ps(a, b)
+#define vf_f16(p) _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(p)))
+#define vf_i8(p) _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(p))))
+#define vf_round(v) _mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
+#define vf_pow2(k) _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(k), _mm512_set1_epi32(127)), 23))
+/* lanes of v where bit i of m is set, 0 or -inf elsewhere */
+#define vf_keep0(m, v) _mm512_maskz_mov_ps((__mmask16)(m), v)
+#define vf_keepninf(m, v) _mm512_mask_mov_ps(_mm512_set1_ps(-INFINITY), (__mmask16)(m), v)
+#define QB_SCORES 6 /* queries per score block: 6 x 4 accumulators + 4 key vectors */
+#define QB_Q8 3     /* q8 keys: 3 x (4 integer + 4 float accumulators) + 4 key vectors */
+#define QB_PV 6
+static inline __m256 vf_fold8(vf v) { return _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1)); }
+static inline float vf_hmax(vf v) { return _mm512_reduce_max_ps(v); }
+#else
+#define W 8
+typedef __m256 vf;
+#define vf_load(p) _mm256_loadu_ps(p)
+#define vf_store(p, v) _mm256_storeu_ps(p, v)
+#define vf_set1(x) _mm256_set1_ps(x)
+#define vf_zero() _mm256_setzero_ps()
+#define vf_fma(a, b, c) _mm256_fmadd_ps(a, b, c)
+#define vf_fnma(a, b, c) _mm256_fnmadd_ps(a, b, c)
+#define vf_mul(a, b) _mm256_mul_ps(a, b)
+#define vf_add(a, b) _mm256_add_ps(a, b)
+#define vf_sub(a, b) _mm256_sub_ps(a, b)
+#define vf_max(a, b) _mm256_max_ps(a, b)
+#define vf_f16(p) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(p)))
+#define vf_i8(p) _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(p))))
+#define vf_round(v) _mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
+#define vf_pow2(k) _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(k), _mm256_set1_epi32(127)), 23))
+static inline __m256 mask8(unsigned m) {
+    const __m256i bits = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+    return _mm256_castsi256_ps(_mm256_cmpeq_epi32(_mm256_and_si256(_mm256_set1_epi32((int)m), bits), bits));
+}
+#define vf_keep0(m, v) _mm256_and_ps(mask8(m), v)
+#define vf_keepninf(m, v) _mm256_blendv_ps(_mm256_set1_ps(-INFINITY), v, mask8(m))
+#define QB_SCORES 2 /* 16 registers: 2 x 4 accumulators + 4 key vectors */
+#define QB_Q8 1
+#define QB_PV 2
+static inline __m256 vf_fold8(vf v) { return v; }
+static inline float vf_hmax(vf v) {
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    m = _mm_max_ss(m, _mm_movehdup_ps(m));
+    return _mm_cvtss_f32(m);
+}
+#endif
+#define NV (64 / W) /* vectors per tile */
+
+#define INLINE static inline __attribute__((always_inline))
+
+/* att_exp of every lane (attention_kern.h). */
+INLINE vf vexp(vf x) {
+    x = vf_max(x, vf_set1(-87.0f));
+    const vf k = vf_round(vf_mul(x, vf_set1(1.44269504f)));
+    const vf r = vf_fnma(k, vf_set1(0.69314718f), x);
+    vf p = vf_set1(1.0f / 720);
+    p = vf_fma(p, r, vf_set1(1.0f / 120));
+    p = vf_fma(p, r, vf_set1(1.0f / 24));
+    p = vf_fma(p, r, vf_set1(1.0f / 6));
+    p = vf_fma(p, r, vf_set1(0.5f));
+    p = vf_fma(p, r, vf_set1(1.0f));
+    p = vf_fma(p, r, vf_set1(1.0f));
+    return vf_mul(p, vf_pow2(k));
+}
+
+/* tsum64 of the NV vectors p (attention_kern.h): halves added down to 8 lanes, then 4, 2, 1. */
+INLINE float tsum64(const vf *p) {
+#if W == 16
+    const vf w = vf_add(vf_add(p[0], p[2]), vf_add(p[1], p[3]));
+#else
+    const vf w = vf_add(vf_add(vf_add(p[0], p[4]), vf_add(p[2], p[6])), vf_add(vf_add(p[1], p[5]), vf_add(p[3], p[7])));
+#endif
+    const __m256 x = vf_fold8(w);
+    __m128 y = _mm_add_ps(_mm256_castps256_ps128(x), _mm256_extractf128_ps(x, 1));
+    y = _mm_add_ps(y, _mm_movehl_ps(y, y));
+    y = _mm_add_ss(y, _mm_movehdup_ps(y));
+    return _mm_cvtss_f32(y);
+}
+
+/* ------------------------------------------------------------------ scores ---- */
+
+/* F32/F16 keys: lanes [l0, l0 + 4W) of nb queries (nb a constant after inlining). */
+INLINE void scores_f_blk(const sdn_att_kt *t, const sdn_att_q *q, float *sc, int l0, const int nb, const uint8_t *pf) {
+    vf acc[QB_SCORES][4];
+    for (int b = 0; b < nb; b++)
+        for (int c = 0; c < 4; c++) acc[b][c] = vf_zero();
+    const int hd = t->hd;
+    /* the next tile's keys (pf: once per tile): its bytes spread over this tile's d loop */
+    const size_t pf_step = pf ? (t->pf_bytes / (size_t)hd + 63) / 64 * 64 : 0;
+    if (t->tk == SDN_KV_F32) {
+        const float *k = (const float *)t->k + l0;
+        for (int d = 0; d < hd; d++, k += 64) {
+            if (pf)
+                for (size_t o = 0; o < pf_step; o += 64) _mm_prefetch((const char *)pf + (size_t)d * pf_step + o, _MM_HINT_T0);
+            const vf k0 = vf_load(k), k1 = vf_load(k + W), k2 = vf_load(k + 2 * W), k3 = vf_load(k + 3 * W);
+            for (int b = 0; b < nb; b++) {
+                const vf qd = vf_set1(q[b].q[d]);
+                acc[b][0] = vf_fma(qd, k0, acc[b][0]);
+                acc[b][1] = vf_fma(qd, k1, acc[b][1]);
+                acc[b][2] = vf_fma(qd, k2, acc[b][2]);
+                acc[b][3] = vf_fma(qd, k3, acc[b][3]);
+            }
+        }
+    } else {
+        const uint16_t *k = (const uint16_t *)t->k + l0;
+        for (int d = 0; d < hd; d++, k += 64) {
+            if (pf)
+                for (size_t o = 0; o < pf_step; o += 64) _mm_prefetch((const char *)pf + (size_t)d * pf_step + o, _MM_HINT_T0);
+            const vf k0 = vf_f16(k), k1 = vf_f16(k + W), k2 = vf_f16(k + 2 * W), k3 = vf_f16(k + 3 * W);
+            for (int b = 0; b < nb; b++) {
+                const vf qd = vf_set1(q[b].q[d]);
+                acc[b][0] = vf_fma(qd, k0, acc[b][0]);
+                acc[b][1] = vf_fma(qd, k1, acc[b][1]);
+                acc[b][2] = vf_fma(qd, k2, acc[b][2]);
+                acc[b][3] = vf_fma(qd, k3, acc[b][3]);
+            }
+        }
+    }
+    for (int b = 0; b < nb; b++) {
+        const vf s = vf_set1(q[b].qs);
+        for (int c = 0; c < 4; c++) vf_store(sc + (size_t)b * 64 + l0 + c * W, vf_mul(acc[b][c], s));
+    }
+}
+
+#if W == 16
+typedef __m512i vi;
+#define vi_zero() _mm512_setzero_si512()
+#define vi_load(p) _mm512_loadu_si512((const void *)(p))
+#define vi_set1(x) _mm512_set1_epi32(x)
+#define vi_sub(a, b) _mm512_sub_epi32(a, b)
+#define vi_cvt(v) _mm512_cvtepi32_ps(v)
+/* acc += sum over 4 bytes of (u8 k) * (s8 q) per 32-bit lane */
+#define vi_dot(acc, k, q) _mm512_dpbusd_epi32(acc, k, q)
+#define Q8_BIASED 1
+#else
+typedef __m256i vi;
+#define vi_zero() _mm256_setzero_si256()
+#define vi_load(p) _mm256_loadu_si256((const __m256i *)(const void *)(p))
+#define vi_set1(x) _mm256_set1_epi32(x)
+#define vi_sub(a, b) _mm256_sub_epi32(a, b)
+#define vi_cvt(v) _mm256_cvtepi32_ps(v)
+#if defined(__AVXVNNI__)
+#define vi_dot(acc, k, q) _mm256_dpbusd_avx_epi32(acc, k, q)
+#define Q8_BIASED 1
+#else
+/* without VNNI: the stored byte minus 128 is the signed key; |k| * sign(q, k) pairs by
+ * VPMADDUBSW (at most 2 * 128 * 127, no saturation), then pairs of pairs by VPMADDWD: the
+ * exact sum of k * q, so the offset is not subtracted */
+INLINE __m256i dot_nv(__m256i acc, __m256i ku, __m256i q) {
+    const __m256i k = _mm256_xor_si256(ku, _mm256_set1_epi8((char)0x80));
+    const __m256i p16 = _mm256_maddubs_epi16(_mm256_abs_epi8(k), _mm256_sign_epi8(q, k));
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(p16, _mm256_set1_epi16(1)));
+}
+#define vi_dot(acc, k, q) dot_nv(acc, k, q)
+#define Q8_BIASED 0
+#endif
+#endif
+
+/* Q8 keys: lanes [l0, l0 + 4W) of nb queries, block of 32 elements by block: each block's
+ * exact int32 dot products, then scaled and summed into the float scores in block order. */
+INLINE void scores_q8_blk(const sdn_att_kt *t, const sdn_att_q *q, float *sc, int l0, const int nb, const uint8_t *pf) {
+    vf s[QB_Q8][4];
+    for (int b = 0; b < nb; b++)
+        for (int c = 0; c < 4; c++) s[b][c] = vf_zero(); /* (set by the first block) */
+    const size_t pf_step = pf ? (t->pf_bytes / (size_t)(t->hd4 / 4) + 63) / 64 * 64 : 0;
+    for (int kb = 0; kb < t->kblocks; kb++) {
+        vi acc[QB_Q8][4];
+        for (int b = 0; b < nb; b++)
+            for (int c = 0; c < 4; c++) acc[b][c] = vi_zero();
+        const int g0 = kb * (SDN_KV_KBLOCK / 4);
+        const uint8_t *k = (const uint8_t *)t->k + (size_t)g0 * 64 * 4 + (size_t)l0 * 4;
+        for (int g = g0; g < g0 + SDN_KV_KBLOCK / 4; g++, k += 64 * 4) {
+            if (pf)
+                for (size_t o = 0; o < pf_step; o += 64) _mm_prefetch((const char *)pf + (size_t)g * pf_step + o, _MM_HINT_T0);
+            const vi k0 = vi_load(k), k1 = vi_load(k + 4 * W), k2 = vi_load(k + 8 * W), k3 = vi_load(k + 12 * W);
+            for (int b = 0; b < nb; b++) {
+                int32_t q4;
+                memcpy(&q4, q[b].q8 + 4 * g, 4);
+                const vi qv = vi_set1(q4);
+                acc[b][0] = vi_dot(acc[b][0], k0, qv);
+                acc[b][1] = vi_dot(acc[b][1], k1, qv);
+                acc[b][2] = vi_dot(acc[b][2], k2, qv);
+                acc[b][3] = vi_dot(acc[b][3], k3, qv);
+            }
+        }
+        for (int b = 0; b < nb; b++) {
+            const vf qs = vf_set1(q[b].q8s[kb]);
+            for (int c = 0; c < 4; c++) {
+                vi a = acc[b][c];
+#if Q8_BIASED
+                a = vi_sub(a, vi_set1(q[b].q8bias[kb]));
+#endif
+                const vf w = vf_mul(vf_f16(t->ks + (size_t)kb * 64 + l0 + c * W), qs), dot = vi_cvt(a);
+                s[b][c] = kb ? vf_fma(dot, w, s[b][c]) : vf_mul(dot, w);
+            }
+        }
+    }
+    for (int b = 0; b < nb; b++)
+        for (int c = 0; c < 4; c++) vf_store(sc + (size_t)b * 64 + l0 + c * W, s[b][c]);
+}
+
+void SDN_KFN(sdn_att_scores)(const sdn_att_kt *t, const sdn_att_q *q, int nq, float *sc) {
+    for (int l0 = 0; l0 < 64; l0 += 4 * W)
+        for (int i = 0; i < nq; i += QB_SCORES) {
+            const int nb = nq - i < QB_SCORES ? nq - i : QB_SCORES;
+            const uint8_t *pf = l0 == 0 && i == 0 ? t->pf : NULL;
+            if (t->tk == SDN_KV_Q8) {
+                for (int i8 = i; i8 < i + nb; i8 += QB_Q8) {
+                    const int n8 = i + nb - i8 < QB_Q8 ? i + nb - i8 : QB_Q8;
+                    const uint8_t *pf8 = i8 == i ? pf : NULL;
+                    switch (n8) {
+                    case 1: scores_q8_blk(t, q + i8, sc + (size_t)i8 * 64, l0, 1, pf8); break;
+#if QB_Q8 > 2
+                    case 2: scores_q8_blk(t, q + i8, sc + (size_t)i8 * 64, l0, 2, pf8); break;
+#endif
+                    default: scores_q8_blk(t, q + i8, sc + (size_t)i8 * 64, l0, QB_Q8, pf8); break;
+                    }
+                }
+            } else {
+                switch (nb) {
+                case 1: scores_f_blk(t, q + i, sc + (size_t)i * 64, l0, 1, pf); break;
+#if QB_SCORES > 2
+                case 2: scores_f_blk(t, q + i, sc + (size_t)i * 64, l0, 2, pf); break;
+                case 3: scores_f_blk(t, q + i, sc + (size_t)i * 64, l0, 3, pf); break;
+                case 4: scores_f_blk(t, q + i, sc + (size_t)i * 64, l0, 4, pf); break;
+                case 5: scores_f_blk(t, q + i, sc + (size_t)i * 64, l0, 5, pf); break;
+#endif
+                default: scores_f_blk(t, q + i, sc + (size_t)i * 64, l0, QB_SCORES, pf); break;
+                }
+            }
+        }
+}
+
+/* ------------------------------------------------------------------ update ---- */
+
+/* Softmax part of one query: running max and sum, rescaled output; the weights of the value
+ * rows into w[64] (p_j, or p_j * vs_j for q8 values; 0 for invisible lanes). */
+INLINE void softmax_part(sdn_att_q *Q, const float *s, float *w, const sdn_att_vt *v) {
+    const uint64_t vis = Q->vis;
+    vf sv[NV], mx = vf_set1(-INFINITY);
+    for (int c = 0; c < NV; c++) {
+        sv[c] = vf_keepninf((vis >> (c * W)) & ((1u << W) - 1), vf_load(s + c * W));
+        mx = vf_max(mx, sv[c]);
+    }
+    const float mt = vf_hmax(mx);
+    if (Q->m == -INFINITY) Q->m = mt;
+    else if (mt > Q->m) {
+        const float a = sdn_att_exp(Q->m - mt);
+        const vf av = vf_set1(a);
+        for (int d = 0; d < v->hd; d += W) vf_store(Q->acc + d, vf_mul(vf_load(Q->acc + d), av));
+        Q->l *= a;
+        Q->m = mt;
+    }
+    const vf m = vf_set1(Q->m);
+    vf p[NV];
+    for (int c = 0; c < NV; c++) p[c] = vf_keep0((vis >> (c * W)) & ((1u << W) - 1), vexp(vf_sub(sv[c], m)));
+    Q->l = Q->l + tsum64(p);
+    if (v->scaled)
+        for (int c = 0; c < NV; c++) vf_store(w + c * W, vf_mul(p[c], vf_load(v->vsc + c * W)));
+    else
+        for (int c = 0; c < NV; c++) vf_store(w + c * W, p[c]);
+}
+
+/* acc_b += w_b[j] * v_j over the lanes j each query sees, in increasing order; nch vectors of
+ * the head dimension from d0, nb queries (both constants after inlining). */
+INLINE void pv_blk(sdn_att_q *const *q, const float *w, const sdn_att_vt *v, int d0, const int nch, const int nb, int pf) {
+    vf acc[QB_PV][4];
+    uint64_t uni = 0, vis[QB_PV];
+    float *out[QB_PV];
+    for (int b = 0; b < nb; b++) {
+        vis[b] = q[b]->vis;
+        out[b] = q[b]->acc + d0;
+        uni |= vis[b];
+        for (int c = 0; c < nch; c++) acc[b][c] = vf_load(out[b] + c * W);
+    }
+    const int all = nb == 1 || ({ int same = 1; for (int b = 1; b < nb; b++) same &= vis[b] == vis[0]; same; });
+    for (; uni; uni &= uni - 1) {
+        const int j = __builtin_ctzll(uni);
+        const uint8_t *row = v->vrow[j];
+        if (pf && d0 == 0) /* the next tile's row j */
+            for (size_t o = 0; o < v->pf_row; o += 64) _mm_prefetch((const char *)v->pf + (size_t)j * v->pf_row + o, _MM_HINT_T0);
+        vf x[4];
+        switch (v->tv) {
+        case SDN_KV_F32:
+            for (int c = 0; c < nch; c++) x[c] = vf_load((const float *)row + d0 + c * W);
+            break;
+        case SDN_KV_F16:
+            for (int c = 0; c < nch; c++) x[c] = vf_f16((const uint16_t *)row + d0 + c * W);
+            break;
+        default:
+            for (int c = 0; c < nch; c++) x[c] = vf_i8((const int8_t *)row + d0 + c * W);
+            break;
+        }
+        for (int b = 0; b < nb; b++) {
+            if (!all && !(vis[b] >> j & 1)) continue;
+            const vf wj = vf_set1(w[(size_t)b * 64 + j]);
+            for (int c = 0; c < nch; c++) acc[b][c] = vf_fma(wj, x[c], acc[b][c]);
+        }
+    }
+    for (int b = 0; b < nb; b++)
+        for (int c = 0; c < nch; c++) vf_store(out[b] + c * W, acc[b][c]);
+}
+
+INLINE void pv_q(sdn_att_q *const *q, const float *w, const sdn_att_vt *v, const int nb, int pf) {
+    int d0 = 0;
+    for (; d0 + 4 * W <= v->hd; d0 += 4 * W) pv_blk(q, w, v, d0, 4, nb, pf);
+    for (; d0 < v->hd; d0 += W) pv_blk(q, w, v, d0, 1, nb, pf);
+}
+
+void SDN_KFN(sdn_att_update)(sdn_att_q *q, int nq, const float *sc, const sdn_att_vt *v) {
+    float w[QB_PV * 64] __attribute__((aligned(64)));
+    for (int i = 0; i < nq; i += QB_PV) {
+        sdn_att_q *tmp[QB_PV];
+        int nb = 0;
+        /* the block's visible queries, gathered (a query that sees nothing is left alone) */
+        for (int b = i; b < nq && b < i + QB_PV; b++) {
+            if (!q[b].vis) continue;
+            softmax_part(&q[b], sc + (size_t)b * 64, w + (size_t)nb * 64, v);
+            tmp[nb] = &q[b];
+            nb++;
+        }
+        const int pf = v->pf && i == 0;
+        switch (nb) {
+        case 0: break;
+        case 1: pv_q(tmp, w, v, 1, pf); break;
+#if QB_PV > 2
+        case 2: pv_q(tmp, w, v, 2, pf); break;
+        case 3: pv_q(tmp, w, v, 3, pf); break;
+        case 4: pv_q(tmp, w, v, 4, pf); break;
+        case 5: pv_q(tmp, w, v, 5, pf); break;
+#endif
+        default: pv_q(tmp, w, v, QB_PV, pf); break;
+        }
+    }
+}
+
+void SDN_KFN(sdn_att_cvt)(const void *src, sdn_kv_type t, float *dst, size_t n) {
+    if (t == SDN_KV_F16)
+        for (size_t i = 0; i < n; i += W) vf_store(dst + i, vf_f16((const uint16_t *)src + i));
+    else
+        for (size_t i = 0; i < n; i += W) vf_store(dst + i, vf_i8((const int8_t *)src + i));
+}
+
+void SDN_KFN(sdn_att_merge)(float *ACC, const float *acc, float ea, float eb, int hd) {
+    const vf va = vf_set1(ea), vb = vf_set1(eb);
+    for (int d = 0; d < hd; d += W) vf_store(ACC + d, vf_fma(vf_load(acc + d), vb, vf_mul(vf_load(ACC + d), va)));
+}
+
+void SDN_KFN(sdn_att_scale)(float *o, const float *acc, float s, int hd) {
+    const vf vs = vf_set1(s);
+    for (int d = 0; d < hd; d += W) vf_store(o + d, vf_mul(vf_load(acc + d), vs));
+}
+
+/* sdn_kv_f16 of n values (n a multiple of 8): clamped to +-65504 (a NaN stays NaN), then
+ * VCVTPS2PH with round to nearest even, what the scalar conversion computes (test_attention). */
+void SDN_KFN(sdn_kv_f16_row)(const float *x, uint16_t *h, int n) {
+    const __m256 lo = _mm256_set1_ps(-65504.0f), hi = _mm256_set1_ps(65504.0f);
+    for (int i = 0; i < n; i += 8) {
+        const __m256 v = _mm256_min_ps(hi, _mm256_max_ps(lo, _mm256_loadu_ps(x + i)));
+        _mm_storeu_si128((__m128i *)(void *)(h + i), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+    }
+}

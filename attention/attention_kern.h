@@ -1,0 +1,119 @@
+/* attention_kern.h - the per-tile attention kernels behind attention/attention.c, one set per
+ * kernel path (portable C in attention.c; AVX2, AVX2+VNNI and AVX-512 variants compiled from
+ * attention_avx2.c, see CMakeLists.txt), and the arithmetic they must all share.
+ *
+ * Every path computes the same bits: the kernels only change which lanes are computed
+ * together, never an operation or its order. Per query and tile of 64 positions:
+ *   score     f32/f16 keys: s_j = (fma chain over d = 0 .. hd-1 of q[d] * k_j[d], from 0) * qs
+ *             q8 keys:      per block b of 32 elements, the exact int32 dot_b = sum over the
+ *                           block of q8[d] * k8_j[d], and w_b = ks_jb * qs_b; then
+ *                           s_j = (float)dot_0 * w_0, s_j = fma((float)dot_b, w_b, s_j) for b >= 1
+ *   update    over the query's visible lanes (a 64-bit mask): mt = max s_j; when the running
+ *             max m is -inf, m = mt; else if mt > m: a = att_exp(m - mt), acc[d] *= a, l *= a,
+ *             m = mt; then p_j = att_exp(s_j - m) for visible lanes, 0 for the others;
+ *             l = l + tsum64(p); acc[d] = fma(w_j, v_j[d], acc[d]) for the visible lanes j in
+ *             increasing order, w_j = p_j (f32/f16 values) or p_j * vs_j (q8 values, v_j[d]
+ *             the stored integer)
+ *   att_exp   x = max(x, -87); k = nearbyint(x * 1.44269504f); r = fma(-k, 0.69314718f, x);
+ *             a degree-6 Taylor polynomial of e^r by Horner's rule with fma, times 2^k built
+ *             from the exponent bits (the softmax exponential of engine/forward.c)
+ *   tsum64    pairwise: u_i = p_i + p_{i+32}, then halves again (16, 8, 4, 2, 1)
+ * Conversions are exact (F16 -> F32, int8 -> float). */
+#ifndef SDN_ATTENTION_KERN_H
+#define SDN_ATTENTION_KERN_H
+
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "attention/kv_cache.h"
+
+/* One query (a row's head) as the kernels see it. */
+typedef struct sdn_att_q {
+    const float *q;   /* f32/f16 keys: the query, hd floats */
+    const int8_t *q8; /* q8 keys: the quantized query, hd4 bytes (zero-padded), a scale per block of 32 */
+    const int32_t *q8bias; /* q8 keys: per block, 128 * the sum of its bytes (the keys' offset, removed exactly) */
+    const float *q8s; /* q8 keys: per block, its scale times the score scale (qs_b) */
+    float qs;         /* f32/f16 keys: the score scale */
+    uint64_t vis;     /* visible lanes of the tile being processed */
+    float m, l;       /* running max and sum of the current super-tile */
+    float *acc;       /* [hd] running output of the current super-tile */
+} sdn_att_q;
+
+/* One key tile of the cache (kv_cache.h layout): 64 slots. */
+typedef struct sdn_att_kt {
+    sdn_kv_type tk;
+    int hd, hd4, kblocks;
+    const void *k;       /* the tile */
+    const uint16_t *ks;  /* q8: the 64 slots' F16 scales of each block: [block][64] */
+    const uint8_t *pf;   /* the next tile's keys, prefetched while this one is computed (or NULL) */
+    size_t pf_bytes;
+} sdn_att_kt;
+
+/* The values a tile update reads: lane j's row at vrow[j] (stored as tv, hd elements); with
+ * scaled (q8 values) the weight of lane j is p_j * vsc[j]. q8 rows may be handed over already
+ * converted to floats (tv f32, scaled 1): the conversion is exact, the bits the same. */
+typedef struct sdn_att_vt {
+    sdn_kv_type tv;
+    int hd, scaled;
+    const uint8_t *vrow[64];
+    float vsc[64];
+    const uint8_t *pf;   /* the next tile's first value row, prefetched row by row (or NULL) */
+    size_t pf_row;       /* bytes from one of its rows to the next */
+} sdn_att_vt;
+
+/* sc[i * 64 + j] = score of query i against slot j of tile t, for i < nq (every lane, visible
+ * or not; invisible lanes may hold anything, NaN included). */
+typedef void (*sdn_att_scores_fn)(const sdn_att_kt *t, const sdn_att_q *q, int nq, float *sc);
+/* The update of each query i < nq with its scores sc + i * 64 over its lanes q[i].vis (none:
+ * the query is left as it is). */
+typedef void (*sdn_att_update_fn)(sdn_att_q *q, int nq, const float *sc, const sdn_att_vt *v);
+
+/* dst[i] = the exact float of src[i] (stored as t: f16 or q8's int8), i < n (a multiple of 16). */
+typedef void (*sdn_att_cvt_fn)(const void *src, sdn_kv_type t, float *dst, size_t n);
+
+/* ACC[d] = fma(acc[d], eb, ACC[d] * ea) for d < hd (the merge of a super-tile, attention.h). */
+typedef void (*sdn_att_merge_fn)(float *ACC, const float *acc, float ea, float eb, int hd);
+/* o[d] = acc[d] * s for d < hd. */
+typedef void (*sdn_att_scale_fn)(float *o, const float *acc, float s, int hd);
+
+#define SDN_ATT_KDECL(v)                                                                                   \
+    void sdn_att_scores_##v(const sdn_att_kt *t, const sdn_att_q *q, int nq, float *sc);                \
+    void sdn_att_update_##v(sdn_att_q *q, int nq, const float *sc, const sdn_att_vt *v);                \
+    void sdn_att_cvt_##v(const void *src, sdn_kv_type t, float *dst, size_t n);                         \
+    void sdn_att_merge_##v(float *ACC, const float *acc, float ea, float eb, int hd);                   \
+    void sdn_att_scale_##v(float *o, const float *acc, float s, int hd);                                \
+    void sdn_kv_f16_row_##v(const float *x, uint16_t *h, int n);
+SDN_ATT_KDECL(portable)
+SDN_ATT_KDECL(avx2)
+SDN_ATT_KDECL(avx2vnni)
+SDN_ATT_KDECL(avx512)
+
+/* The scalar definitions (also what the portable kernels run). */
+static inline float sdn_att_exp(float x) {
+    if (x < -87.0f) x = -87.0f;
+    const float k = sdn_kv_round(x * 1.44269504f);
+    const float r = fmaf(-k, 0.69314718f, x);
+    float p = 1.0f / 720;
+    p = fmaf(p, r, 1.0f / 120);
+    p = fmaf(p, r, 1.0f / 24);
+    p = fmaf(p, r, 1.0f / 6);
+    p = fmaf(p, r, 0.5f);
+    p = fmaf(p, r, 1.0f);
+    p = fmaf(p, r, 1.0f);
+    const uint32_t bits = (uint32_t)((int32_t)k + 127) << 23;
+    float e;
+    memcpy(&e, &bits, 4);
+    return p * e;
+}
+
+static inline float sdn_att_tsum64(const float *p) {
+    float u[32];
+    for (int i = 0; i < 32; i++) u[i] = p[i] + p[i + 32];
+    for (int w = 16; w >= 1; w /= 2)
+        for (int i = 0; i < w; i++) u[i] = u[i] + u[i + w];
+    return u[0];
+}
+
+#endif

@@ -1,0 +1,34 @@
+/* bench_util.h - helpers shared by the benchmark commands: medians, a streaming-read
+ * memory bandwidth probe, the cache directory for generated benchmark models, and the
+ * projection table of study and bench. */
+#ifndef SDN_BENCH_UTIL_H
+#define SDN_BENCH_UTIL_H
+
+#include <stddef.h>
+
+#include "tools/study.h"
+#include "runtime/verify_cost.h"
+
+/* Median of n values (the array is sorted in place). */
+double bench_median(double *v, int n);
+/* Streaming-read bandwidth in GB/s (1e9 bytes/s) with `threads` threads over a buffer of
+ * `bytes` (much larger than the caches, on transparent huge pages): the best of three
+ * variants (hardware prefetch only; software prefetch 1 KiB or 4 KiB ahead), each the median
+ * of `reps` passes. Each thread reads its contiguous share line by line. */
+double bench_read_bandwidth(int threads, size_t bytes, int reps);
+/* The cache directory ($SDNPU_CACHE, $XDG_CACHE_HOME/sdnpu, ~/.cache/sdnpu), created. */
+const char *bench_cache_dir(void);
+/* Path of a cached make-model model of shape/type (written on first use). NULL on error
+ * (message printed). vocab_from may be NULL. */
+const char *bench_model(const char *shape, const char *type, const char *vocab_from);
+/* Allocation for the benchmark commands: on failure print "sdnpu: out of memory (N bytes)"
+ * and exit with status 1 (a benchmark cannot go on without its buffers). */
+void *bench_xmalloc(size_t n);
+void *bench_xcalloc(size_t n, size_t size);
+char *bench_xstrdup(const char *s);
+/* Print each cell's counts projected onto profile p (read from path): verify and draft ms
+ * per step, ms/token and speedup there, labelled as a projection; a budget column when a
+ * cell has one (bench). Cells without steps are left out. */
+void bench_print_projection(const sdn_cost_profile *p, const char *path, const sdn_result_cell *cells, int n);
+
+#endif

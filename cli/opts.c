@@ -1,0 +1,299 @@
+/* opts.c - see opts.h: the table-driven option parser and help, the rules main.c applies to
+ * every command (--opt=value, -h, deprecated spellings), the default thread count, the
+ * up-front check of output paths, and each command's runnable example. */
+#include "cli/opts.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <limits.h>
+#include <math.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "draft/methods.h"
+
+static const struct {
+    const char *cmd, *example;
+} k_examples[] = {
+    {"demo", "sdnpu demo --max-tokens 64"},
+    {"run", "sdnpu run --model smollm2-135m-instruct --prompt \"Name three colours.\" --max-tokens 32"},
+    {"chat", "sdnpu chat --model smollm2-135m-instruct --system \"You answer briefly.\""},
+    {"serve", "sdnpu serve --model smollm2-135m-instruct --history answers.sqlite --port 8080"},
+    {"pull", "sdnpu pull smollm2-135m-instruct"},
+    {"info", "sdnpu info --model smollm2-135m-instruct"},
+    {"make-model", "sdnpu make-model --shape tiny-llama --type Q8_0 --out /tmp/tiny.gguf"},
+    {"tokenize", "sdnpu tokenize --model smollm2-135m-instruct \"Hello, world\""},
+    {"bench-model", "sdnpu bench-model --shape qwen2.5-0.5b --types Q8_0 --prompt-tokens 64 --max-tokens 16"},
+    {"bench-verify", "sdnpu bench-verify --model smollm2-135m-instruct --rows 1,2,4,8 --json /tmp/curve.json"},
+    {"bench-attention", "sdnpu bench-attention --context 4096 --rows 1,16 --cache f16,q8"},
+    {"bench-sam", "sdnpu bench-sam"},
+    {"bench-kernels", "sdnpu bench-kernels --types Q8_0"},
+    {"profile", "sdnpu profile --model smollm2-135m-instruct"},
+    {"bench-graphs", "sdnpu bench-graphs --part ttft --reps 3 --threads 1"},
+    {"bench", "sdnpu bench --model smollm2-135m-instruct --dataset summary --limit 2 --max-tokens 32 --budgets default,8 --out /tmp/bench"},
+    {"trace", "sdnpu trace --model M.gguf --dataset stories.jsonl --out /tmp/stories.trace.jsonl"},
+    {"trace-import", "sdnpu trace-import --outputs answers.jsonl --tokenizer tokenizer.bin --out /tmp/t.trace.jsonl"},
+    {"study", "sdnpu study --traces /tmp/stories.trace.jsonl --csv /tmp/study.csv"},
+    {"make-story-task", "sdnpu make-story-task --model stories260K.bin --tokenizer tok512.bin --out /tmp/stories.jsonl --n 4"},
+};
+
+const char *cli_example(const char *name) {
+    for (size_t i = 0; i < sizeof k_examples / sizeof k_examples[0]; i++)
+        if (!strcmp(k_examples[i].cmd, name)) return k_examples[i].example;
+    return NULL;
+}
+
+void cli_list_free(cli_list *l) {
+    free(l->v);
+    l->v = NULL;
+    l->n = 0;
+}
+
+void cli_param_help(FILE *f) {
+    const char *key;
+    int is_float;
+    double lo, hi, def;
+    fprintf(f, "                        keys (range, default):\n");
+    for (int i = 0; sdn_method_param_info(i, &key, &is_float, &lo, &hi, &def); i++)
+        fprintf(f, "                          %-18s %s in [%g, %g], default %g\n", key, is_float ? "number " : "integer", lo, hi, def);
+    fprintf(f, "                        reuse.rule: 0 = a reused segment ages out after reuse.max_age steps, 1 = the paper's\n"
+               "                          rule (kept one step at least, dropped after a step drafting more than\n"
+               "                          reuse.threshold tokens); sdnpu.weigh: 1 = with calibration the context continuation\n"
+               "                          is weighed by the model's prefill predictions, 0 = not (the paper's drafter,\n"
+               "                          the default: it measured better on the real tasks)\n");
+}
+
+void cli_help(const cli_cmd *c, FILE *f) {
+    fprintf(f, "usage: sdnpu %s %s\n", c->name, c->synopsis);
+    if (c->about) fprintf(f, "%s\n", c->about);
+    fprintf(f, "\noptions (--opt VALUE or --opt=VALUE):\n");
+    for (const cli_opt *o = c->opts; o->name; o++) {
+        if (!o->help) continue;
+        char lhs[64];
+        snprintf(lhs, sizeof lhs, "%s%s%s", o->name, o->arg ? " " : "", o->arg ? o->arg : "");
+        if (strlen(lhs) < 22) fprintf(f, "  %-22s%s\n", lhs, o->help);
+        else fprintf(f, "  %s\n  %-22s%s\n", lhs, "", o->help);
+        if (!strcmp(o->name, "--param")) cli_param_help(f);
+    }
+    fprintf(f, "  -h, --help            this help\n  --version             the program's version\n");
+    const char *ex = cli_example(c->name);
+    if (ex) fprintf(f, "\nexample:\n  %s\n", ex);
+}
+
+static int set_value(const cli_cmd *c, const cli_opt *o, const char *v) {
+    char *end;
+    errno = 0;
+    switch (o->kind) {
+    case CLI_STR: *(const char **)o->dest = v; return 0;
+    case CLI_LIST: {
+        cli_list *l = o->dest;
+        const char **nv = realloc(l->v, (size_t)(l->n + 1) * sizeof *nv);
+        if (!nv) { fprintf(stderr, "sdnpu %s: out of memory\n", c->name); return -1; }
+        l->v = nv;
+        l->v[l->n++] = v;
+        return 0;
+    }
+    case CLI_INT:
+    case CLI_U64: {
+        long long x = strtoll(v, &end, 10);
+        if (errno || end == v || *end || (double)x < o->lo || (double)x > o->hi) {
+            fprintf(stderr, "sdnpu %s: option %s: '%s' is not an integer in [%.0f, %.0f]\n", c->name, o->name, v, o->lo, o->hi);
+            return -1;
+        }
+        if (o->kind == CLI_INT) *(int *)o->dest = (int)x;
+        else *(uint64_t *)o->dest = (uint64_t)x;
+        return 0;
+    }
+    case CLI_FLOAT:
+    case CLI_DOUBLE: {
+        double x = strtod(v, &end);
+        if (errno || end == v || *end || !isfinite(x) || x < o->lo || x > o->hi) {
+            fprintf(stderr, "sdnpu %s: option %s: '%s' is not a number in [%g, %g]\n", c->name, o->name, v, o->lo, o->hi);
+            return -1;
+        }
+        if (o->kind == CLI_FLOAT) *(float *)o->dest = (float)x;
+        else *(double *)o->dest = x;
+        return 0;
+    }
+    case CLI_FLAG: *(int *)o->dest = 1; return 0;
+    }
+    return -1;
+}
+
+int cli_parse(const cli_cmd *c, int argc, char **argv, const char **pos, int *n_pos) {
+    if (n_pos) *n_pos = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            cli_help(c, stdout);
+            return 0;
+        }
+        if (a[0] != '-' || !strcmp(a, "-")) {
+            if (!c->positional || !n_pos || *n_pos >= c->max_positional) {
+                fprintf(stderr, "sdnpu %s: unexpected argument '%s'%s\n", c->name, a,
+                        c->positional ? " (too many)" : " (this command takes options only; see --help)");
+                return CLI_EXIT_USAGE;
+            }
+            pos[(*n_pos)++] = a;
+            continue;
+        }
+        const char *eq = strncmp(a, "--", 2) == 0 ? strchr(a, '=') : NULL;
+        size_t nl = eq ? (size_t)(eq - a) : strlen(a);
+        const cli_opt *o = c->opts;
+        for (; o->name; o++)
+            if (strlen(o->name) == nl && !strncmp(o->name, a, nl)) break;
+        if (!o->name) {
+            fprintf(stderr, "sdnpu %s: unknown option %.*s (sdnpu %s --help lists the options)\n", c->name, (int)nl, a, c->name);
+            return CLI_EXIT_USAGE;
+        }
+        if (o->deprecated_for) fprintf(stderr, "sdnpu %s: note: %s is deprecated, use %s\n", c->name, o->name, o->deprecated_for);
+        const char *v = NULL;
+        if (o->kind == CLI_FLAG) {
+            if (eq) {
+                fprintf(stderr, "sdnpu %s: option %s takes no value\n", c->name, o->name);
+                return CLI_EXIT_USAGE;
+            }
+        } else if (eq) v = eq + 1;
+        else if (i + 1 < argc) v = argv[++i];
+        else {
+            fprintf(stderr, "sdnpu %s: option %s needs a value (%s)\n", c->name, o->name, o->arg ? o->arg : "VALUE");
+            return CLI_EXIT_USAGE;
+        }
+        if (set_value(c, o, v)) return CLI_EXIT_USAGE;
+    }
+    return CLI_CONTINUE;
+}
+
+/* Old spellings, by command ("*": every command), and their current names. */
+static const struct {
+    const char *cmd, *old, *now;
+} k_aliases[] = {
+    {"make-story-task", "--tokens", "--max-tokens"},
+    {"bench-sam", "--tokens", "--context-tokens"},
+    {"trace-import", "--max-new", "--max-tokens"},
+    {"bench-model", "--gen", "--max-tokens"},
+    {"bench-model", "--prompt", "--prompt-tokens"},
+    {"bench-graphs", "--prompt", "--prompt-tokens"},
+    {"trace", "--topk", "--prefill-topk"},
+};
+
+void cli_normalize(const char *cmd, int *argc, char **argv) {
+    int n = *argc;
+    for (int i = 1; i < n; i++) {
+        char *a = argv[i];
+        if (!strcmp(a, "-h")) {
+            argv[i] = "--help";
+            continue;
+        }
+        if (strncmp(a, "--", 2) != 0) continue;
+        char *eq = strchr(a, '=');
+        if (eq) { /* split in place: "--opt" and "value" */
+            memmove(&argv[i + 2], &argv[i + 1], (size_t)(n - i - 1) * sizeof *argv);
+            *eq = 0;
+            argv[i + 1] = eq + 1;
+            n++;
+        }
+        for (size_t k = 0; k < sizeof k_aliases / sizeof k_aliases[0]; k++)
+            if ((!strcmp(k_aliases[k].cmd, "*") || !strcmp(k_aliases[k].cmd, cmd)) && !strcmp(argv[i], k_aliases[k].old)) {
+                fprintf(stderr, "sdnpu %s: note: %s is deprecated, use %s\n", cmd, k_aliases[k].old, k_aliases[k].now);
+                argv[i] = (char *)k_aliases[k].now;
+                break;
+            }
+        if (eq) i++; /* the value is not an option */
+    }
+    argv[n] = NULL;
+    *argc = n;
+}
+
+int cli_default_threads(void) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof set, &set) == 0) {
+        int n = CPU_COUNT(&set);
+        if (n > 0) return n;
+    }
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+int cli_check_output(const char *opt, const char *path) {
+    if (!path || !strcmp(path, "-")) return 0;
+    struct stat st;
+    if (stat(path, &st) == 0) {
+        if (S_ISDIR(st.st_mode)) {
+            fprintf(stderr, "sdnpu: option %s: %s is a directory, not a file\n", opt, path);
+            return -1;
+        }
+        if (access(path, W_OK) != 0) {
+            fprintf(stderr, "sdnpu: option %s: %s: cannot write: %s\n", opt, path, strerror(errno));
+            return -1;
+        }
+        return 0;
+    }
+    char copy[PATH_MAX];
+    snprintf(copy, sizeof copy, "%s", path);
+    const char *dir = dirname(copy);
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        fprintf(stderr, "sdnpu: option %s: %s: the directory %s does not exist\n", opt, path, dir);
+        return -1;
+    }
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0644);
+    if (fd < 0) {
+        fprintf(stderr, "sdnpu: option %s: %s: cannot create: %s\n", opt, path, strerror(errno));
+        return -1;
+    }
+    close(fd);
+    unlink(path);
+    return 0;
+}
+
+int cli_check_output_dir(const char *opt, const char *dir) {
+    char p[PATH_MAX];
+    snprintf(p, sizeof p, "%s", dir);
+    for (;;) {
+        struct stat st;
+        if (stat(p, &st) == 0) {
+            if (!S_ISDIR(st.st_mode)) {
+                fprintf(stderr, "sdnpu: option %s: %s: %s is not a directory\n", opt, dir, p);
+                return -1;
+            }
+            if (access(p, W_OK | X_OK) != 0) {
+                fprintf(stderr, "sdnpu: option %s: %s: cannot write in %s: %s\n", opt, dir, p, strerror(errno));
+                return -1;
+            }
+            return 0;
+        }
+        char *slash = strrchr(p, '/');
+        if (!slash) return access(".", W_OK) == 0 ? 0 : (fprintf(stderr, "sdnpu: option %s: %s: cannot write here\n", opt, dir), -1);
+        if (slash == p) { p[1] = 0; continue; }
+        *slash = 0;
+    }
+}
+
+char *cli_command_line(int argc, char **argv) {
+    size_t cap = 8;
+    for (int i = 0; i < argc; i++) cap += 4 * strlen(argv[i]) + 3;
+    char *s = malloc(cap), *p = s;
+    if (!s) return NULL;
+    p += sprintf(p, "sdnpu");
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        *p++ = ' ';
+        if (*a && !strpbrk(a, " \t\n'\"\\$`*?;&|<>()")) {
+            p += sprintf(p, "%s", a);
+            continue;
+        }
+        *p++ = '\'';
+        for (; *a; a++) {
+            if (*a == '\'') p += sprintf(p, "'\\''");
+            else *p++ = *a;
+        }
+        *p++ = '\'';
+    }
+    *p = 0;
+    return s;
+}

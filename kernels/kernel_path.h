@@ -1,0 +1,93 @@
+/* kernel_path.h - which family of matmul/dequantization kernels a process runs, chosen at run
+ * time from what the CPU (and the operating system) supports.
+ *
+ *   portable  plain C (kernels/matmul_portable.c), any CPU
+ *   avx2      AVX2 + FMA + F16C (AVX-VNNI used when present)
+ *   avx512    AVX-512 F/BW/VL + VNNI
+ *   amx       avx512 plus AMX-INT8 tiles for batches of SDN_AMX_MIN_ROWS rows and more
+ *             (needs the Linux permission for tile data, requested on selection)
+ *   neon      AArch64 Advanced SIMD (ARMv8.0, every AArch64 CPU)
+ *   dotprod   neon plus the int8 dot products SDOT (FEAT_DotProd, ARMv8.2+)
+ *   i8mm      dotprod plus the int8 matrix multiply SMMLA (FEAT_I8MM, ARMv8.6+)
+ *
+ * The x86 paths exist on x86-64 builds, the AArch64 paths on AArch64 builds; asking for a path
+ * of the other architecture is the same error as asking for one the CPU lacks.
+ *
+ * One binary holds every path (the SIMD kernels are compiled per file with their own target
+ * flags, see CMakeLists.txt); the best supported path is used unless the environment
+ * variable SDN_KERNEL or sdn_kpath_set() forces another. Forcing a path the CPU lacks is an
+ * error. Whatever the path, the kernels of the batched types produce the same bits
+ * (docs/kernels.md, "Batch invariance"). */
+#ifndef SDN_KERNEL_PATH_H
+#define SDN_KERNEL_PATH_H
+
+#include "common/sdn_err.h"
+
+typedef enum sdn_kpath {
+    SDN_KPATH_PORTABLE = 0,
+    SDN_KPATH_AVX2 = 1,
+    SDN_KPATH_AVX512 = 2,
+    SDN_KPATH_AMX = 3,
+    SDN_KPATH_NEON = 4,
+    SDN_KPATH_DOTPROD = 5,
+    SDN_KPATH_I8MM = 6,
+    SDN_KPATH_COUNT = 7
+} sdn_kpath;
+
+/* Batches of at least this many rows use AMX tiles on the amx path (a conservative choice:
+ * AMX could not be measured where this was written; see docs/kernels.md). */
+#define SDN_AMX_MIN_ROWS 16
+
+/* Revision of the kernels' speed: part of the key of cached measurements (the verify-cost
+ * curve of runtime/verify_cost.c), so a change that makes steps faster or slower is measured
+ * again instead of sizing drafts from an old curve. Bump it with such a change. */
+#define SDN_KERNEL_REV 7
+
+/* "portable", "avx2", "avx512", "amx", "neon", "dotprod", "i8mm". */
+const char *sdn_kpath_name(sdn_kpath p);
+/* Parse a path name; SDN_EINVAL with a message listing the names if unknown. */
+int sdn_kpath_parse(const char *s, sdn_kpath *out, sdn_err *err);
+/* Resolve the path once: SDN_KERNEL if set (an unknown or unsupported name is an error),
+ * else the best. Later calls return the first result. */
+int sdn_kpath_init(sdn_err *err);
+/* The path in use (calls sdn_kpath_init on first use; an invalid SDN_KERNEL aborts the
+ * process with its message, so callers that want an error status call sdn_kpath_init first). */
+sdn_kpath sdn_kpath_get(void);
+/* Force path p for the rest of the process (tests, benchmarks, --kernel); SDN_EUNSUP naming
+ * the missing CPU features if the machine lacks it. Not to be called while kernels run. */
+int sdn_kpath_set(sdn_kpath p, sdn_err *err);
+/* Human-readable description of the path in use, e.g. "avx512 (avx512f+bw+vl+vnni)". */
+const char *sdn_kpath_describe(void);
+/* How prefill batches (the non-invariant path of engine/forward.h: more than
+ * SDN_INVARIANT_MAX_ROWS rows) multiply by the weights:
+ *   auto     the batch kernels of matmul.h for the weight types whose SIMD kernels beat
+ *            OpenBLAS SGEMM on dequantized F32 at prefill sizes (sdn_matmul_prefill_fast:
+ *            Q8_0, Q4_0, Q4_1, Q4_K, Q6_K on a SIMD path; measured in docs/kernels.md), SGEMM
+ *            for the other types and on the portable path (whether or not the graph
+ *            scheduler's F32 layout G1 is resident: the kernels keep a row's bits the same in
+ *            any batch, which makes prefill chunk-invariant; docs/engine.md)
+ *   sgemm    always SGEMM on F32 weights (dequantized per call when no F32 layout is resident)
+ *   kernels  always the batch kernels, on the quantized weights
+ * Set by the environment variable SDN_PREFILL_MATMUL or sdn_prefill_mm_set (CLI: the global
+ * option --prefill-matmul). */
+typedef enum sdn_prefill_mm { SDN_PREFILL_MM_AUTO = 0, SDN_PREFILL_MM_SGEMM = 1, SDN_PREFILL_MM_KERNELS = 2 } sdn_prefill_mm;
+/* "auto", "sgemm", "kernels". */
+const char *sdn_prefill_mm_name(sdn_prefill_mm m);
+/* Parse a setting name; SDN_EINVAL with a message listing the names if unknown. */
+int sdn_prefill_mm_parse(const char *s, sdn_prefill_mm *out, sdn_err *err);
+/* Resolve the setting once: SDN_PREFILL_MATMUL if set (an unknown name is an error, naming
+ * the variable), else auto. */
+int sdn_prefill_mm_init(sdn_err *err);
+/* The setting in use (calls sdn_prefill_mm_init on first use; an invalid SDN_PREFILL_MATMUL
+ * aborts the process with its message, so callers that want an error status call
+ * sdn_prefill_mm_init first). */
+sdn_prefill_mm sdn_prefill_mm_get(void);
+/* Force setting m for the rest of the process (tests, benchmarks, --prefill-matmul). Not to be
+ * called while a forward pass runs. */
+void sdn_prefill_mm_set(sdn_prefill_mm m);
+
+/* Features this CPU reports, e.g. "avx2 fma f16c avx512f avx512bw avx512vl avx512vnni" or, on
+ * AArch64, "asimd asimddp i8mm". */
+const char *sdn_cpu_features(void);
+
+#endif

@@ -1,0 +1,110 @@
+/* bench.h - running a dataset's requests on a model: the benchmark (plain decoding and
+ * every drafting method on the same requests, outputs checked against plain decoding,
+ * per-task statistics) and trace recording (plain greedy generation with the prefill
+ * predictions, written as trace rows). Shared by `sdnpu bench`, `sdnpu trace` and apps.
+ *
+ * Requests become prompt tokens through tokenizer/request.h: the context as one document
+ * and the prompt as the question, rendered with the model's chat template (or raw text
+ * for base models); with use_input the row's original full input (dataset.h "input") is
+ * the single user turn instead, as Spec-Bench renders its questions. Rows whose prompt
+ * leaves fewer than 16 positions of the context for generation are skipped and counted. */
+#ifndef SDN_BENCH_H
+#define SDN_BENCH_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "common/sdn_err.h"
+#include "draft/methods.h"
+#include "runtime/graph_setup.h"
+#include "runtime/verify_cost.h"
+#include "tools/dataset.h"
+#include "runtime/history.h"
+#include "tools/results.h"
+#include "draft/draft_tree.h"
+#include "grammar/grammar.h"
+#include "modelfile/model.h"
+
+typedef struct sdn_bench_opts {
+    const char *const *methods; /* drafting methods compared with plain decoding (which is
+                                   always run, first in the table; "none" may not be listed) */
+    int n_methods;
+    int max_tokens;             /* new tokens per request (default 128) */
+    sdn_draft_caps caps;        /* max_branch (and max_depth of the default budget): 0 = the
+                                   engine's; max_nodes / max_depth: the one budget when
+                                   n_budgets = 0 (below) */
+    const int *budgets;         /* draft budgets every method runs at (plain decoding runs once):
+                                   SDN_BENCH_DEFAULT_BUDGET (0) = the engine's default, as
+                                   `sdnpu run` without --draft-max: this machine's verify-cost
+                                   curve (sdn_verify_curve) with caps.max_nodes = 0, so
+                                   sdn_draft_budget sizes every step (with graphs: the graph
+                                   runtime's fixed size); N > 0 = fixed caps of N draft tokens,
+                                   depth N, branch caps.max_branch */
+    int n_budgets;              /* 0: one budget, caps.max_nodes (with caps.max_depth) when > 0,
+                                   else the default */
+    int fresh_prefill;          /* 1: every run prefills the whole prompt (no KV reuse) */
+    const char *chat_template;  /* NULL = auto (request.h) */
+    int use_input;              /* render the row's "input" (when present) as the user turn */
+    int threads, n_ctx;         /* 0: 2 threads; the model's context (at most 4096) */
+    int preds_k;                /* prefill top-k for methods that use predictions, and for
+                                   traces (0 in traces: none) */
+    sdn_history *history;       /* optional: earlier answers of the group as SAM history; each
+                                   request's answer is stored after it ran */
+    long history_budget;        /* tokens of history per request (default 4096) */
+    const sdn_method_config *mcfg; /* method parameters (NULL: defaults) */
+    const sdn_gs_options *graphs;  /* fixed-shape graphs switched during prefill (NULL: none) */
+    /* called before every run (done = requests finished; note: request id, run, method@budget)
+       and after every request (done of total; note: the request id) */
+    void (*progress)(void *ud, long done, long total, const char *note);
+    void *ud;
+    FILE *log;                  /* skipped rows and output mismatches (NULL: stderr) */
+    /* Constrained decoding (docs/constrained.md): every run, plain included, decodes under this
+     * grammar (NULL: none); forced-text drafting follows mcfg->forced. */
+    const sdn_grammar *grammar;
+    const sdn_gvocab *gvocab;   /* the model's vocabulary as bytes (required with grammar) */
+    FILE *answers;              /* optional: plain decoding's answers, one JSON line each:
+                                   {"id": ..., "task": ..., "answer": "...", "complete": true} */
+} sdn_bench_opts;
+
+#define SDN_BENCH_DEFAULT_BUDGET 0
+
+typedef struct sdn_bench_result {
+    sdn_result_cell *cells;     /* per task (first-appearance order) x (none, then each method at
+                                   each budget: method-major, budgets in the listed order) */
+    int n_cells;
+    long prefills;              /* runs that prefilled their prompt (KV reuse: one per request) */
+    int have_curve;             /* the default budget ran: curve holds what it used */
+    sdn_vcurve curve;           /* ms of a verification step with d draft tokens, by KV length */
+    int n_requests, skipped;    /* requests run / rows skipped (too long for the context) */
+    long mismatches;            /* (request, method) pairs whose output differed from plain */
+    char model_fp[17];
+} sdn_bench_result;
+
+/* Run the benchmark. Every method's greedy output must equal plain decoding's; a mismatch
+ * is reported on opts->log and counted (never silently ignored).
+ *
+ * KV reuse: the runs of one request share the prompt's KV entries. The request's first run
+ * (whichever the rotation puts first) prefills the prompt - with the top-k prefill
+ * predictions when any listed method uses them (k = preds_k, default 8) - and every later run
+ * keeps those entries (sdn_gen_params.reuse_kv, and reuse_preds for methods that use the
+ * predictions), so it prefills nothing and decodes after exactly the same KV entries. That
+ * one prefill is counted in the task's plain-decoding cell (t_prefill of "none"); method
+ * cells have t_prefill 0 (not measured), unless a run had to prefill itself (--graphs: a
+ * prefill hook cannot reuse entries, so every run prefills and each cell has its own). A
+ * method cell's t_decode includes its drafter's begin (sdn_gen_stats.t_begin: calibration
+ * trees, automaton over the prompt), which is done after the prefill for each run. */
+int sdn_bench_run(sdn_model *m, const sdn_dataset *ds, const sdn_bench_opts *o, sdn_bench_result *out, sdn_err *err);
+void sdn_bench_result_free(sdn_bench_result *r);
+
+/* Parse a --budgets list: comma-separated "default" (SDN_BENCH_DEFAULT_BUDGET) and integers
+ * in [1, 63], at most `cap`, no repeats. *n receives the count. SDN_EINVAL names the bad item. */
+int sdn_bench_parse_budgets(const char *list, int *out, int cap, int *n, sdn_err *err);
+
+/* Record a trace: plain greedy generation of every row (with opts->preds_k prefill
+ * predictions per context position when > 0), one trace row per request written to
+ * `out`. model_name / tokenizer_name are stored as the trace's "model" / "tokenizer".
+ * *written / *skipped (optional) count rows. */
+int sdn_trace_record(sdn_model *m, const char *model_name, const char *tokenizer_name, const sdn_dataset *ds, const sdn_bench_opts *o,
+                     FILE *out, int *written, int *skipped, sdn_err *err);
+
+#endif

@@ -1,0 +1,32 @@
+/* builtin_corpus.c - a short English text written for sdnpu: the training text of the
+ * generated make-model vocabulary and the document of the built-in demo request. */
+#include "tools/vocab_gen.h"
+
+const char sdn_builtin_corpus[] =
+    "The harbor town of Wrenmouth sits at the mouth of a narrow river, where the water turns from brown to green "
+    "as it meets the sea. For most of the year the town is quiet. Fishing boats leave before dawn and return in "
+    "the late afternoon, and the only sounds in the streets are gulls, church bells and the rattle of carts on "
+    "the cobblestones.\n\n"
+    "The town council met on Tuesday evening to discuss the old lighthouse on the northern cliff. The lighthouse "
+    "was built in 1871 and has not been used since 1964, when an automatic beacon was installed on the breakwater. "
+    "Members of the council said that the building is in poor condition. The roof leaks, the iron railings have "
+    "rusted, and the stairs are no longer safe. A report from the county engineer estimated that repairs would "
+    "cost about 420,000 pounds.\n\n"
+    "Some members of the council want to sell the lighthouse to a private buyer who has offered to turn it into a "
+    "small hotel. Others want the town to keep it and open it as a museum about the history of the harbor. The "
+    "mayor, Helen Carver, said that the council would not make a decision until it had heard from the people who "
+    "live in the town. She said that a public meeting will be held in the school hall next month, and that every "
+    "resident is welcome to speak.\n\n"
+    "Many people in Wrenmouth have strong feelings about the lighthouse. Thomas Reed, a retired fisherman, said "
+    "that his father had been the last keeper of the light. He said that the lighthouse is part of the history of "
+    "the town and should never be sold. A local shop owner, Maria Lind, said that a hotel would bring visitors "
+    "and money to the town, and that the building will fall down if nobody pays to repair it.\n\n"
+    "The council also discussed the new ferry service to the islands. The ferry will run twice a day during the "
+    "summer and once a day during the winter. Tickets will cost six pounds for adults and three pounds for "
+    "children. The first ferry will leave the harbor on the first of May at nine in the morning.\n\n"
+    "In other news, the school football team won the county cup for the second year in a row. The team beat "
+    "Castleford by two goals to one in the final on Saturday afternoon. The coach, David Price, said that he was "
+    "very proud of the players and that the whole town had helped the team by coming to every match.\n\n"
+    "The weather in Wrenmouth was cold and wet for most of the week, with strong winds from the north. The "
+    "weather service said that the rain will stop on Friday and that the weekend will be dry and sunny, with a "
+    "light wind from the west. Fishing boats are expected to return to the sea on Saturday morning.\n";
