@@ -138,6 +138,14 @@ static att_kernels kernels_for(int hd) {
         break;
     default: break;
     }
+#elif defined(__aarch64__)
+    /* attention_arm.c takes head dimensions of whole 4-lane vectors */
+    if (hd % 4 == 0) switch (sdn_kpath_get()) {
+        case SDN_KPATH_NEON: return ATT_KERNELS(neon);
+        case SDN_KPATH_DOTPROD: return ATT_KERNELS(dotprod);
+        case SDN_KPATH_I8MM: return ATT_KERNELS(i8mm);
+        default: break;
+        }
 #endif
     return ATT_KERNELS(portable);
 }

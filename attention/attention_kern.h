@@ -1,6 +1,7 @@
 /* attention_kern.h - the per-tile attention kernels behind attention/attention.c, one set per
  * kernel path (portable C in attention.c; AVX2, AVX2+VNNI and AVX-512 variants compiled from
- * attention_avx2.c, see CMakeLists.txt), and the arithmetic they must all share.
+ * attention_avx2.c; neon, dotprod and i8mm variants compiled from attention_arm.c; see
+ * CMakeLists.txt), and the arithmetic they must all share.
  *
  * Every path computes the same bits: the kernels only change which lanes are computed
  * together, never an operation or its order. Per query and tile of 64 positions:
@@ -89,6 +90,9 @@ SDN_ATT_KDECL(portable)
 SDN_ATT_KDECL(avx2)
 SDN_ATT_KDECL(avx2vnni)
 SDN_ATT_KDECL(avx512)
+SDN_ATT_KDECL(neon)
+SDN_ATT_KDECL(dotprod)
+SDN_ATT_KDECL(i8mm)
 
 /* The scalar definitions (also what the portable kernels run). */
 static inline float sdn_att_exp(float x) {

@@ -180,12 +180,17 @@ float sdn_kv_q8_row(const float *x, int n, int8_t *q) {
     return sdn_fp16_to_fp32(dh);
 }
 
-/* n values to F16 (sdn_kv_f16): on the SIMD paths with F16C when n is a multiple of 8, the
- * same bits. */
+/* n values to F16 (sdn_kv_f16): on the x86 SIMD paths with F16C when n is a multiple of 8,
+ * on the AArch64 ones with FCVTN when n is a multiple of 4; the same bits. */
 static void f16_row(const float *x, uint16_t *h, int n) {
 #if defined(__x86_64__)
     if (n % 8 == 0 && sdn_kpath_get() != SDN_KPATH_PORTABLE) {
         sdn_kv_f16_row_avx2(x, h, n);
+        return;
+    }
+#elif defined(__aarch64__)
+    if (n % 4 == 0 && sdn_kpath_get() != SDN_KPATH_PORTABLE) {
+        sdn_kv_f16_row_neon(x, h, n); /* FCVTN: every AArch64 path has it */
         return;
     }
 #endif

@@ -7,8 +7,9 @@
  *   - attention over caches of every key/value type against a naive double-precision
  *     softmax over the same stored (dequantized) entries, for causal prefill batches, decode
  *     rows, tree batches and sliding windows, across tile and super-tile boundaries;
- *   - the same inputs give the same bits on every kernel path (portable, avx2, avx512; the
- *     paths this CPU lacks are reported skipped), with 1 and 2 threads, and for head
+ *   - the same inputs give the same bits on every kernel path (portable, avx2, avx512 on
+ *     x86-64; portable, neon, dotprod, i8mm on AArch64; the paths this CPU lacks are reported
+ *     skipped), with 1 and 2 threads, and for head
  *     dimensions the SIMD kernels take and ones they leave to the portable code. */
 #include <math.h>
 #include <setjmp.h>
@@ -25,9 +26,18 @@
 
 #include "common/sdn_util.h"
 #include "attention/attention.h"
+#include "attention/attention_kern.h"
 #include "kernels/kernel_path.h"
 #include "attention/kv_cache.h"
 #include "kernels/threadpool.h"
+
+/* every kernel path of this build's architecture (the portable one first: the reference) */
+#if defined(__aarch64__)
+static const sdn_kpath paths[] = {SDN_KPATH_PORTABLE, SDN_KPATH_NEON, SDN_KPATH_DOTPROD, SDN_KPATH_I8MM};
+#else
+static const sdn_kpath paths[] = {SDN_KPATH_PORTABLE, SDN_KPATH_AVX2, SDN_KPATH_AVX512};
+#endif
+#define NPATHS ((int)(sizeof paths / sizeof paths[0]))
 
 #if defined(__x86_64__)
 __attribute__((target("f16c"))) static uint16_t f16c(float x) { return (uint16_t)_cvtss_sh(x, _MM_FROUND_TO_NEAREST_INT); }
@@ -60,8 +70,43 @@ static void test_f16_conversion(void **state) {
     }
     assert_int_equal(sdn_kv_f16(INFINITY), 0x7bff);
     print_message("F16 conversion equals F16C on %ld values (saturating at +-65504)\n", n);
+#elif defined(__aarch64__)
+    /* the AArch64 row conversion (FCVTN, attention_arm.c) against the scalar one, bit for bit:
+     * every half and the midpoints between neighbours (ties to even), random bit patterns
+     * (NaN, infinities, subnormals, overflow included) */
+    enum { R = 4096 };
+    static float x[R];
+    static uint16_t got[R];
+    long n = 0;
+    int m = 0;
+    sdn_rng r;
+    sdn_rng_seed(&r, 7);
+    for (uint32_t h = 0; h < 0x7bff || m; h++) {
+        if (h < 0x7bff) {
+            float a = sdn_fp16_to_fp32((uint16_t)h), b = sdn_fp16_to_fp32((uint16_t)(h + 1));
+            float mid = 0.5f * (a + b);
+            x[m++] = a, x[m++] = -a, x[m++] = mid, x[m++] = -mid;
+        }
+        if (m == R || h >= 0x7bff) {
+            sdn_kv_f16_row_neon(x, got, m);
+            for (int i = 0; i < m; i++, n++)
+                if (got[i] != sdn_kv_f16(x[i])) fail_msg("F16 of %a: FCVTN row %#x, scalar %#x", (double)x[i], got[i], sdn_kv_f16(x[i]));
+            m = 0;
+        }
+    }
+    for (int it = 0; it < 250; it++) {
+        for (int i = 0; i < R; i++) {
+            const uint32_t bits = (uint32_t)sdn_rng_below(&r, 1ull << 32);
+            memcpy(&x[i], &bits, 4);
+        }
+        x[0] = INFINITY, x[1] = -INFINITY, x[2] = NAN, x[3] = -NAN;
+        sdn_kv_f16_row_neon(x, got, R);
+        for (int i = 0; i < R; i++, n++)
+            if (got[i] != sdn_kv_f16(x[i])) fail_msg("F16 of %a: FCVTN row %#x, scalar %#x", (double)x[i], got[i], sdn_kv_f16(x[i]));
+    }
+    print_message("F16 row conversion (FCVTN) equals the scalar one on %ld values\n", n);
 #else
-    print_message("SKIPPED: F16C is an x86 instruction\n");
+    print_message("SKIPPED: no SIMD F16 conversion on this architecture\n");
     skip();
 #endif
 }
@@ -110,10 +155,9 @@ static void test_store_paths(void **state) {
         k[i] = mag * ((float)sdn_rng_below(&r, 2000001) / 1e6f - 1.0f);
         v[i] = mag * ((float)sdn_rng_below(&r, 2000001) / 1e6f - 1.0f);
     }
-    const sdn_kpath paths[] = {SDN_KPATH_PORTABLE, SDN_KPATH_AVX2, SDN_KPATH_AVX512};
     for (int t = SDN_KV_FIRST; t < SDN_KV_TYPE_COUNT; t++) {
         sdn_kv *ref = NULL;
-        for (int p = 0; p < 3; p++) {
+        for (int p = 0; p < NPATHS; p++) {
             if (sdn_kpath_set(paths[p], NULL)) continue;
             sdn_kv *kv;
             assert_int_equal(sdn_kv_new(&cfg, (sdn_kv_type)t, (sdn_kv_type)t, N, &kv, NULL), SDN_OK);
@@ -331,9 +375,8 @@ static void test_attention_reference(void **state) {
 static void test_attention_paths(void **state) {
     (void)state;
     sdn_err e = {0};
-    const sdn_kpath paths[] = {SDN_KPATH_PORTABLE, SDN_KPATH_AVX2, SDN_KPATH_AVX512};
-    int have[3], checked = 0;
-    for (int p = 0; p < 3; p++) {
+    int have[NPATHS], checked = 0;
+    for (int p = 0; p < NPATHS; p++) {
         have[p] = sdn_kpath_set(paths[p], &e) == SDN_OK;
         if (!have[p]) print_message("SKIPPED path %s: %s\n", sdn_kpath_name(paths[p]), e.msg);
     }
@@ -344,7 +387,7 @@ static void test_attention_paths(void **state) {
                 make_setup(&S, &cases[ci], tk, tv, 200 + ci);
                 const size_t bytes = (size_t)cases[ci].n * cases[ci].n_heads * cases[ci].hd * sizeof(float);
                 float *base = NULL;
-                for (int p = 0; p < 3; p++) {
+                for (int p = 0; p < NPATHS; p++) {
                     if (!have[p]) continue;
                     assert_int_equal(sdn_kpath_set(paths[p], &e), SDN_OK);
                     for (int th = 1; th <= 2; th++) {
