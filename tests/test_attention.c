@@ -416,5 +416,7 @@ int main(void) {
         cmocka_unit_test(test_attention_reference),
         cmocka_unit_test(test_attention_paths),
     };
+    /* SDN_TEST_FILTER=pattern runs only the matching tests (cmocka's wildcards) */
+    if (getenv("SDN_TEST_FILTER")) cmocka_set_test_filter(getenv("SDN_TEST_FILTER"));
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
