@@ -30,6 +30,9 @@
 #include <sys/auxv.h>
 /* the bits of the AArch64 HWCAP words (Linux's arch/arm64/include/uapi/asm/hwcap.h), for
  * C libraries whose headers predate them */
+#ifndef AT_HWCAP2 /* (linux/auxvec.h) */
+#define AT_HWCAP2 26
+#endif
 #ifndef HWCAP_ASIMD
 #define HWCAP_ASIMD (1UL << 1)
 #endif
