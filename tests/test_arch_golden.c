@@ -11,10 +11,12 @@
  * model, the tokens and sdnpu's own arithmetic. Each answer position's logits row is hashed
  * (XXH64 of its float bytes).
  *
- * Which paths must match: on AArch64 all four (the SIMD paths' kernels reproduce the portable
- * float sequence, the rest of their work is the portable code). On x86-64 the portable path;
- * the avx2/avx512/amx paths keep their own float order in attention and in the row-parallel
- * types (docs/kernels.md, "Batch invariance"), so they are reported as not compared.
+ * Which paths must match: on AArch64 all four (the SIMD paths' matmul and attention kernels
+ * reproduce the portable float sequence, the rest of their work is the portable code). On x86-64 the portable path;
+ * the avx2/avx512/amx paths keep their own float operations in the SiLU and top-k
+ * exponentials of engine/forward.c and their own order in the row-parallel types
+ * (docs/kernels.md, "Elementwise work", "Batch invariance"), so they are reported as not
+ * compared.
  *
  * Recording (x86-64): scripts/record_arch_golden.sh (SDN_GOLDEN_RECORD=1, portable entry). */
 #include <setjmp.h>
