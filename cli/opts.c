@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "draft/methods.h"
+#include "sdnpu.h"
 
 static const struct {
     const char *cmd, *example;
@@ -80,6 +81,8 @@ void cli_help(const cli_cmd *c, FILE *f) {
         if (!strcmp(o->name, "--param")) cli_param_help(f);
     }
     fprintf(f, "  -h, --help            this help\n  --version             the program's version\n");
+    if (c->epilogue) fprintf(f, "\n%s%s", c->epilogue, c->epilogue[strlen(c->epilogue) - 1] == '\n' ? "" : "\n");
+    if (c->epilogue_fn) c->epilogue_fn(f);
     const char *ex = cli_example(c->name);
     if (ex) fprintf(f, "\nexample:\n  %s\n", ex);
 }
@@ -89,6 +92,32 @@ static int set_value(const cli_cmd *c, const cli_opt *o, const char *v) {
     errno = 0;
     switch (o->kind) {
     case CLI_STR: *(const char **)o->dest = v; return 0;
+    case CLI_ENUM: {
+        size_t vl = strlen(v);
+        for (const char *p = o->choices; p && *p;) {
+            const char *e = strchr(p, '|');
+            size_t l = e ? (size_t)(e - p) : strlen(p);
+            if (l == vl && !strncmp(p, v, l)) {
+                *(const char **)o->dest = v;
+                return 0;
+            }
+            p = e ? e + 1 : p + l;
+        }
+        char list[256];
+        snprintf(list, sizeof list, "%s", o->choices ? o->choices : "");
+        for (char *q = list; *q; q++)
+            if (*q == '|') *q = ',';
+        fprintf(stderr, "sdnpu %s: option %s: '%s' is not one of %s\n", c->name, o->name, v, list);
+        return -1;
+    }
+    case CLI_FN: {
+        char why[256] = "";
+        if (o->fn(o->dest, v, why, sizeof why)) {
+            fprintf(stderr, "sdnpu %s: option %s: '%s': %s\n", c->name, o->name, v, why[0] ? why : "bad value");
+            return -1;
+        }
+        return 0;
+    }
     case CLI_LIST: {
         cli_list *l = o->dest;
         const char **nv = realloc(l->v, (size_t)(l->n + 1) * sizeof *nv);
@@ -98,6 +127,7 @@ static int set_value(const cli_cmd *c, const cli_opt *o, const char *v) {
         return 0;
     }
     case CLI_INT:
+    case CLI_LONG:
     case CLI_U64: {
         long long x = strtoll(v, &end, 10);
         if (errno || end == v || *end || (double)x < o->lo || (double)x > o->hi) {
@@ -105,6 +135,7 @@ static int set_value(const cli_cmd *c, const cli_opt *o, const char *v) {
             return -1;
         }
         if (o->kind == CLI_INT) *(int *)o->dest = (int)x;
+        else if (o->kind == CLI_LONG) *(long *)o->dest = (long)x;
         else *(uint64_t *)o->dest = (uint64_t)x;
         return 0;
     }
@@ -120,6 +151,7 @@ static int set_value(const cli_cmd *c, const cli_opt *o, const char *v) {
         return 0;
     }
     case CLI_FLAG: *(int *)o->dest = 1; return 0;
+    case CLI_REFUSE: return -1;
     }
     return -1;
 }
@@ -151,6 +183,10 @@ int cli_parse(const cli_cmd *c, int argc, char **argv, const char **pos, int *n_
             return CLI_EXIT_USAGE;
         }
         if (o->deprecated_for) fprintf(stderr, "sdnpu %s: note: %s is deprecated, use %s\n", c->name, o->name, o->deprecated_for);
+        if (o->kind == CLI_REFUSE) {
+            fprintf(stderr, "sdnpu %s: option %s: %s\n", c->name, o->name, o->choices);
+            return CLI_EXIT_USAGE;
+        }
         const char *v = NULL;
         if (o->kind == CLI_FLAG) {
             if (eq) {
@@ -164,8 +200,59 @@ int cli_parse(const cli_cmd *c, int argc, char **argv, const char **pos, int *n_
             return CLI_EXIT_USAGE;
         }
         if (set_value(c, o, v)) return CLI_EXIT_USAGE;
+        if (o->check == CLI_CHECK_OUT_FILE && cli_check_output(o->name, v)) return CLI_EXIT_RUNTIME;
+        if (o->check == CLI_CHECK_OUT_DIR && cli_check_output_dir(o->name, v)) return CLI_EXIT_RUNTIME;
     }
     return CLI_CONTINUE;
+}
+
+int cli_extract(const char *who, const cli_opt *opts, int *argc, char **argv) {
+    const cli_cmd c = {.name = who, .opts = opts};
+    int j = 1;
+    for (int i = 1; i < *argc; i++) {
+        const char *a = argv[i];
+        const char *eq = strncmp(a, "--", 2) == 0 ? strchr(a, '=') : NULL;
+        size_t nl = eq ? (size_t)(eq - a) : strlen(a);
+        const cli_opt *o = opts;
+        for (; o->name; o++)
+            if (strlen(o->name) == nl && !strncmp(o->name, a, nl)) break;
+        if (!o->name) {
+            argv[j++] = argv[i];
+            continue;
+        }
+        const char *v = NULL;
+        if (eq) v = eq + 1;
+        else if (i + 1 < *argc) v = argv[++i];
+        else {
+            fprintf(stderr, "sdnpu %s: option %s needs a value (%s)\n", who, o->name, o->arg ? o->arg : "VALUE");
+            return CLI_EXIT_USAGE;
+        }
+        if (set_value(&c, o, v)) return CLI_EXIT_USAGE;
+    }
+    *argc = j;
+    argv[j] = NULL;
+    return 0;
+}
+
+int cli_int_list(const char *cmd, const char *opt, const char *v, long lo, long hi, long *out, int cap) {
+    int n = 0;
+    const char *p = v;
+    for (;;) {
+        char *end;
+        errno = 0;
+        long x = strtol(p, &end, 10);
+        if (errno || end == p || (*end && *end != ',') || x < lo || x > hi) {
+            fprintf(stderr, "sdnpu %s: option %s: '%s' is not a comma-separated list of integers in [%ld, %ld]\n", cmd, opt, v, lo, hi);
+            return -1;
+        }
+        if (n == cap) {
+            fprintf(stderr, "sdnpu %s: option %s: '%s': %d values at most\n", cmd, opt, v, cap);
+            return -1;
+        }
+        out[n++] = x;
+        if (!*end) return n;
+        p = end + 1;
+    }
 }
 
 /* Old spellings, by command ("*": every command), and their current names. */
@@ -210,14 +297,17 @@ void cli_normalize(const char *cmd, int *argc, char **argv) {
 }
 
 int cli_default_threads(void) {
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    if (sched_getaffinity(0, sizeof set, &set) == 0) {
-        int n = CPU_COUNT(&set);
-        if (n > 0) return n;
-    }
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n > 0 ? (int)n : 1;
+    sdnpu_context_params cp;
+    sdnpu_context_params_init(&cp);
+    return cp.n_threads;
+}
+
+const char *cli_threads_help(void) {
+    static char h[128];
+    if (!h[0])
+        snprintf(h, sizeof h, "compute threads (default: the CPUs this process may use, %d at most; here %d)", SDNPU_DEFAULT_MAX_THREADS,
+                 cli_default_threads());
+    return h;
 }
 
 int cli_check_output(const char *opt, const char *path) {
