@@ -6,6 +6,7 @@
 #include "common/sdn_util.h"
 #include "cli/cli.h"
 #include "cli/opts.h"
+#include "cli/bench_util.h"
 #include "tools/make_model.h"
 
 static void shapes(FILE *f) {
@@ -40,6 +41,7 @@ int cmd_make_model(int argc, char **argv) {
         fprintf(stderr, "sdnpu make-model: --shape and --out are required (sdnpu make-model --help)\n");
         return 2;
     }
+    if (bench_check_shapes_types("make-model", "--shape", o.shape, "--type", o.type)) return 2;
     sdn_err err = {0};
     double t0 = sdn_now();
     if (sdn_make_model(&o, &err)) {

@@ -29,7 +29,7 @@ int cmd_trace_import(int argc, char **argv) {
         {.name = "--tokenizer", .kind = CLI_STR, .dest = &tokenizer, .arg = "FILE",
          .help = "llama2.c tokenizer.bin of the model (e.g. ../shared/models/llama2-tokenizer/tokenizer.bin)"},
         {.name = "--vocab", .kind = CLI_STR, .dest = &vocab, .arg = "GGUF", .help = "or the tokenizer of a GGUF file (vocabulary-only files work)"},
-        {.name = "--chat-template", .kind = CLI_STR, .dest = &tmpl, .arg = "NAME", .help = "template the answers were generated with (default vicuna)"},
+        {.name = "--chat-template", .kind = CLI_ENUM, .dest = &tmpl, .arg = "NAME", .choices = "chatml|llama3|llama2|vicuna|plain|gemma", .help = "template the answers were generated with (default vicuna)"},
         {.name = "--system", .kind = CLI_STR, .dest = &o.system, .arg = "TEXT", .help = "system prompt (default: the template's)"},
         {.name = "--agree", .kind = CLI_STR, .dest = &agree, .arg = "FILE", .help = "keep only answers identical to this other run's (FP16 run-to-run noise)"},
         CLI_O_TASKS(&o.tasks),

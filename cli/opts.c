@@ -80,7 +80,8 @@ void cli_help(const cli_cmd *c, FILE *f) {
         else fprintf(f, "  %s\n  %-22s%s\n", lhs, "", o->help);
         if (!strcmp(o->name, "--param")) cli_param_help(f);
     }
-    fprintf(f, "  -h, --help            this help\n  --version             the program's version\n");
+    fprintf(f, "  -h, --help            this help\n  --version             the program's version\n"
+               "  (and the options of every command: --kernel, --prefill-matmul, --cache-type-k, --cache-type-v; sdnpu --help)\n");
     if (c->epilogue) fprintf(f, "\n%s%s", c->epilogue, c->epilogue[strlen(c->epilogue) - 1] == '\n' ? "" : "\n");
     if (c->epilogue_fn) c->epilogue_fn(f);
     const char *ex = cli_example(c->name);
@@ -162,6 +163,10 @@ int cli_parse(const cli_cmd *c, int argc, char **argv, const char **pos, int *n_
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             cli_help(c, stdout);
+            return 0;
+        }
+        if (!strcmp(a, "--version")) {
+            cli_version(stdout);
             return 0;
         }
         if (a[0] != '-' || !strcmp(a, "-")) {
@@ -387,3 +392,18 @@ char *cli_command_line(int argc, char **argv) {
     *p = 0;
     return s;
 }
+
+void cli_version(FILE *f) { fprintf(f, "sdnpu %s (libsdnpu %s)\n", SDNPU_VERSION, sdnpu_version()); }
+
+int cli_int(const char *opt, const char *val, long lo, long hi, long *out) {
+    char *end;
+    errno = 0;
+    long v = strtol(val, &end, 10);
+    if (errno || end == val || *end || v < lo || v > hi) {
+        fprintf(stderr, "sdnpu: option %s: '%s' is not an integer in [%ld, %ld]\n", opt, val, lo, hi);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+

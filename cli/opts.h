@@ -86,6 +86,11 @@ int cli_extract(const char *who, const cli_opt *opts, int *argc, char **argv);
 /* Parse a comma-separated list of integers in [lo, hi] (at most cap) for option `opt`;
  * returns the count, or -1 after "sdnpu CMD: option OPT: ..." on stderr. */
 int cli_int_list(const char *cmd, const char *opt, const char *v, long lo, long hi, long *out, int cap);
+/* "sdnpu VERSION (libsdnpu VERSION)" (--version of the program and of every command). */
+void cli_version(FILE *f);
+/* Parse integer `val` of option `opt` in [lo, hi] (items of list values); prints "sdnpu: option
+ * OPT: ..." and returns -1 when it is not one. */
+int cli_int(const char *opt, const char *val, long lo, long hi, long *out);
 /* Print the help of c generated from its table, and its runnable example (cli_example). */
 void cli_help(const cli_cmd *c, FILE *f);
 void cli_list_free(cli_list *l);
@@ -108,6 +113,9 @@ int cli_default_threads(void);
 /* The help line of --threads with that default ("compute threads (default: ..., here N)"). */
 const char *cli_threads_help(void);
 
+/* The names --chat-template takes (tokenizer/chat_template.h's families, auto and none). */
+#define CLI_CHAT_TEMPLATES "auto|none|chatml|llama3|llama2|vicuna|plain|gemma"
+
 /* ---- the shared option vocabulary ----
  * Options several commands take are declared here once (name, kind, value name, the checks);
  * a command gives the destination, the range where its own differs, and the help line with its
@@ -122,7 +130,7 @@ const char *cli_threads_help(void);
 #define CLI_O_SEED(d, hi_, h) {.name = "--seed", .kind = CLI_U64, .dest = (d), .lo = 0, .hi = (hi_), .arg = "S", .help = (h)}
 #define CLI_O_TEMP(d, lo_, hi_, h) {.name = "--temp", .kind = CLI_FLOAT, .dest = (d), .lo = (lo_), .hi = (hi_), .arg = "T", .help = (h)}
 #define CLI_O_SPEC(d, h) {.name = "--spec", .kind = CLI_STR, .dest = (d), .arg = "METHOD", .help = (h)}
-#define CLI_O_CHAT_TEMPLATE(d) {.name = "--chat-template", .kind = CLI_STR, .dest = (d), .arg = "NAME", .help = "auto (default), none, chatml, llama3, llama2, vicuna, plain, gemma"}
+#define CLI_O_CHAT_TEMPLATE(d) {.name = "--chat-template", .kind = CLI_ENUM, .dest = (d), .arg = "NAME", .choices = CLI_CHAT_TEMPLATES, .help = "auto (default), none, chatml, llama3, llama2, vicuna, plain, gemma"}
 #define CLI_O_DATASET(d) {.name = "--dataset", .kind = CLI_LIST, .dest = (d), .arg = "D", .help = "task file or directory (repeatable, 32 at most; default ../shared/datasets)"}
 #define CLI_O_TASKS(d) {.name = "--tasks", .kind = CLI_STR, .dest = (d), .arg = "LIST", .help = "only these tasks (comma-separated, e.g. summary,rag)"}
 #define CLI_O_LIMIT(d) {.name = "--limit", .kind = CLI_INT, .dest = (d), .lo = 1, .hi = 1 << 30, .arg = "N", .help = "at most N requests per task"}
