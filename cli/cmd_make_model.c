@@ -37,11 +37,11 @@ int cmd_make_model(int argc, char **argv) {
                          .about = "Write a seeded random-weight GGUF of a named shape.", .opts = table, .epilogue_fn = shapes};
     int rc = cli_parse(&cmd, argc, argv, NULL, NULL);
     if (rc != CLI_CONTINUE) return rc;
+    if (bench_check_shapes_types("make-model", "--shape", o.shape, "--type", o.type)) return 2;
     if (!o.shape || !o.out_path) {
         fprintf(stderr, "sdnpu make-model: --shape and --out are required (sdnpu make-model --help)\n");
         return 2;
     }
-    if (bench_check_shapes_types("make-model", "--shape", o.shape, "--type", o.type)) return 2;
     sdn_err err = {0};
     double t0 = sdn_now();
     if (sdn_make_model(&o, &err)) {

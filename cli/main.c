@@ -107,11 +107,10 @@ int main(int argc, char **argv) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
     }
-    /* room for every --opt=value to become two arguments */
-    char **args = calloc((size_t)argc * 2 + 1, sizeof *args);
+    /* a copy: the global options are taken out of it */
+    char **args = calloc((size_t)argc + 1, sizeof *args);
     if (!args) return 1;
     memcpy(args, argv, (size_t)argc * sizeof *argv);
-    cli_normalize(argv[1], &argc, args);
     argv = args;
     int rc = 2;
     if (kernel_option(argv[1], &argc, argv)) goto out;

@@ -88,6 +88,19 @@ void cli_help(const cli_cmd *c, FILE *f) {
     if (ex) fprintf(f, "\nexample:\n  %s\n", ex);
 }
 
+/* Old spellings, by command ("*": every command), and their current names. */
+static const struct {
+    const char *cmd, *old, *now;
+} k_aliases[] = {
+    {"make-story-task", "--tokens", "--max-tokens"},
+    {"bench-sam", "--tokens", "--context-tokens"},
+    {"trace-import", "--max-new", "--max-tokens"},
+    {"bench-model", "--gen", "--max-tokens"},
+    {"bench-model", "--prompt", "--prompt-tokens"},
+    {"bench-graphs", "--prompt", "--prompt-tokens"},
+    {"trace", "--topk", "--prefill-topk"},
+};
+
 static int set_value(const cli_cmd *c, const cli_opt *o, const char *v) {
     char *end;
     errno = 0;
@@ -183,6 +196,11 @@ int cli_parse(const cli_cmd *c, int argc, char **argv, const char **pos, int *n_
         const cli_opt *o = c->opts;
         for (; o->name; o++)
             if (strlen(o->name) == nl && !strncmp(o->name, a, nl)) break;
+        for (size_t k = 0; !o->name && k < sizeof k_aliases / sizeof k_aliases[0]; k++)
+            if (!strcmp(k_aliases[k].cmd, c->name) && strlen(k_aliases[k].old) == nl && !strncmp(k_aliases[k].old, a, nl)) {
+                fprintf(stderr, "sdnpu %s: note: %s is deprecated, use %s\n", c->name, k_aliases[k].old, k_aliases[k].now);
+                for (o = c->opts; o->name && strcmp(o->name, k_aliases[k].now); o++) {}
+            }
         if (!o->name) {
             fprintf(stderr, "sdnpu %s: unknown option %.*s (sdnpu %s --help lists the options)\n", c->name, (int)nl, a, c->name);
             return CLI_EXIT_USAGE;
@@ -258,47 +276,6 @@ int cli_int_list(const char *cmd, const char *opt, const char *v, long lo, long 
         if (!*end) return n;
         p = end + 1;
     }
-}
-
-/* Old spellings, by command ("*": every command), and their current names. */
-static const struct {
-    const char *cmd, *old, *now;
-} k_aliases[] = {
-    {"make-story-task", "--tokens", "--max-tokens"},
-    {"bench-sam", "--tokens", "--context-tokens"},
-    {"trace-import", "--max-new", "--max-tokens"},
-    {"bench-model", "--gen", "--max-tokens"},
-    {"bench-model", "--prompt", "--prompt-tokens"},
-    {"bench-graphs", "--prompt", "--prompt-tokens"},
-    {"trace", "--topk", "--prefill-topk"},
-};
-
-void cli_normalize(const char *cmd, int *argc, char **argv) {
-    int n = *argc;
-    for (int i = 1; i < n; i++) {
-        char *a = argv[i];
-        if (!strcmp(a, "-h")) {
-            argv[i] = "--help";
-            continue;
-        }
-        if (strncmp(a, "--", 2) != 0) continue;
-        char *eq = strchr(a, '=');
-        if (eq) { /* split in place: "--opt" and "value" */
-            memmove(&argv[i + 2], &argv[i + 1], (size_t)(n - i - 1) * sizeof *argv);
-            *eq = 0;
-            argv[i + 1] = eq + 1;
-            n++;
-        }
-        for (size_t k = 0; k < sizeof k_aliases / sizeof k_aliases[0]; k++)
-            if ((!strcmp(k_aliases[k].cmd, "*") || !strcmp(k_aliases[k].cmd, cmd)) && !strcmp(argv[i], k_aliases[k].old)) {
-                fprintf(stderr, "sdnpu %s: note: %s is deprecated, use %s\n", cmd, k_aliases[k].old, k_aliases[k].now);
-                argv[i] = (char *)k_aliases[k].now;
-                break;
-            }
-        if (eq) i++; /* the value is not an option */
-    }
-    argv[n] = NULL;
-    *argc = n;
 }
 
 int cli_default_threads(void) {

@@ -4,10 +4,14 @@
  * name, help line with the default) and calls cli_parse: it accepts `--opt value` and
  * `--opt=value`, `-h`/`--help` (the help generated from the table, ending with the command's
  * runnable example), repeatable list options, positional arguments, deprecated spellings
- * (parsed as the new name with a note on stderr), and returns exit code 2 for every usage
- * error with a message naming the option. main.c applies the same rules (--opt=value, -h,
- * --version, deprecated spellings, the example after --help) to every command before it
- * runs, so the benchmark commands that still parse their own loops share them too.
+ * (parsed as the new name with a note on stderr: make-story-task --tokens, trace-import
+ * --max-new, bench-model --gen: --max-tokens; bench-sam --tokens: --context-tokens; trace
+ * --topk: --prefill-topk; bench-model and bench-graphs --prompt N: --prompt-tokens), and
+ * returns exit code 2 for every usage error with a message naming the option and the value.
+ * Every command parses its options with it (main.c takes the program's global options out
+ * first with cli_extract); options several commands take are declared once (CLI_O_* below).
+ * Defaults shared with the library are the library's (SDNPU_DEFAULT_* in sdnpu.h, read
+ * through sdnpu_request_init / sdnpu_context_params_init).
  *
  * Exit codes of every command: 0 success, 1 runtime failure (a file that cannot be read, a
  * model that fails to load, ...), 2 usage error (unknown option, bad value, missing or
@@ -99,13 +103,6 @@ void cli_list_free(cli_list *l);
  * --help. */
 const char *cli_example(const char *name);
 
-/* Rewrite argv of command `cmd` in place for the rules every command shares: "-h" becomes
- * "--help", "--opt=value" becomes "--opt" "value", and deprecated spellings (make-story-task --tokens,
- * trace-import --max-new, bench-model --gen: --max-tokens; bench-sam --tokens:
- * --context-tokens; trace --topk: --prefill-topk; bench-model and bench-graphs --prompt N:
- * --prompt-tokens) become the current name with a note on stderr. *argc may grow; argv must
- * have room for 2 * argc + 1 entries (main allocates it). */
-void cli_normalize(const char *cmd, int *argc, char **argv);
 
 /* Default compute threads: the library's (sdnpu_context_params_init: SDNPU_DEFAULT_THREADS,
  * min(the CPUs this process may use, SDNPU_DEFAULT_MAX_THREADS)). */
