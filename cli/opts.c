@@ -68,6 +68,19 @@ void cli_param_help(FILE *f) {
                "                          the default: it measured better on the real tasks)\n");
 }
 
+/* A help line wrapped at spaces to 110 columns, continued under the first (column 24). */
+static void help_text(FILE *f, const char *h) {
+    const int width = 110 - 24;
+    while ((int)strlen(h) > width) {
+        int cut = width;
+        while (cut > 0 && h[cut] != ' ') cut--;
+        if (cut == 0) break;
+        fprintf(f, "%.*s\n%24s", cut, h, "");
+        h += cut + 1;
+    }
+    fprintf(f, "%s\n", h);
+}
+
 void cli_help(const cli_cmd *c, FILE *f) {
     fprintf(f, "usage: sdnpu %s %s\n", c->name, c->synopsis);
     if (c->about) fprintf(f, "%s\n", c->about);
@@ -76,8 +89,9 @@ void cli_help(const cli_cmd *c, FILE *f) {
         if (!o->help) continue;
         char lhs[64];
         snprintf(lhs, sizeof lhs, "%s%s%s", o->name, o->arg ? " " : "", o->arg ? o->arg : "");
-        if (strlen(lhs) < 22) fprintf(f, "  %-22s%s\n", lhs, o->help);
-        else fprintf(f, "  %s\n  %-22s%s\n", lhs, "", o->help);
+        if (strlen(lhs) < 22) fprintf(f, "  %-22s", lhs);
+        else fprintf(f, "  %s\n  %-22s", lhs, "");
+        help_text(f, o->help);
         if (!strcmp(o->name, "--param")) cli_param_help(f);
     }
     fprintf(f, "  -h, --help            this help\n  --version             the program's version\n"
