@@ -328,12 +328,13 @@ static int stories_e2e(const char *dir, int threads, int max_tokens, sdn_err *er
 int cmd_bench_verify(int argc, char **argv) {
     const char *cost_out = NULL, *stories = NULL, *shapes = "qwen2.5-0.5b,llama-3.2-1b", *types = "F16,Q8_0";
     const char *model = NULL, *rows_opt = "1,2,4,8,16,32,64", *json = NULL;
-    long threads = cli_default_threads(), reps = 5, max_tokens = 200, context = 256;
+    int nthreads = cli_default_threads();
+    long threads, reps = 5, max_tokens = 200, context = 256;
     int skip_curve = 0;
     const cli_opt table[] = {
         CLI_O_SHAPES(&shapes, "make-model shapes whose verify cost is measured (default qwen2.5-0.5b,llama-3.2-1b)"),
         CLI_O_TYPES(&types, "their weight types (default F16,Q8_0)"),
-        {.name = "--threads", .kind = CLI_LONG, .dest = &threads, .lo = 1, .hi = 256, .arg = "N", .help = cli_threads_help()},
+        CLI_O_THREADS(&nthreads),
         CLI_O_REPS(&reps, 31, "repetitions, median reported (default 5)"),
         {.name = "--cost-out", .kind = CLI_STR, .dest = &cost_out, .arg = "FILE", .help = "write the first shape's verify-cost profile",
          .check = CLI_CHECK_OUT_FILE},
@@ -352,6 +353,7 @@ int cmd_bench_verify(int argc, char **argv) {
                          .opts = table};
     int prc = cli_parse(&cmd, argc, argv, NULL, NULL);
     if (prc != CLI_CONTINUE) return prc;
+    threads = nthreads;
     if (!model && bench_check_shapes_types("bench-verify", "--shapes", shapes, "--types", types)) return 2;
     if (model) return model_curve(model, rows_opt, (int)threads, (int)reps, (int)context, json);
     sdn_err err = {0};

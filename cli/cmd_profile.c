@@ -19,7 +19,8 @@ static double step_cost(void *ud, int shape, int k) { return sdn_profile_verify(
 
 int cmd_profile(int argc, char **argv) {
     const char *model = NULL, *db = NULL;
-    long threads = cli_default_threads(), blocks = SDN_GS_DEFAULT_BLOCKS, s1 = SDN_GS_DEFAULT_S1, s2 = 0, plen = 1024, reps = 3;
+    int nthreads = cli_default_threads();
+    long threads, blocks = SDN_GS_DEFAULT_BLOCKS, s1 = SDN_GS_DEFAULT_S1, s2 = 0, plen = 1024, reps = 3;
     double accept = SDN_ACCEPT_DEFAULT;
     int force = 0;
     char blocks_h[48], g1_h[48], acc_h[96];
@@ -28,7 +29,7 @@ int cmd_profile(int argc, char **argv) {
     snprintf(acc_h, sizeof acc_h, "per-token draft acceptance of the budget's model (default %.2f)", SDN_ACCEPT_DEFAULT);
     const cli_opt table[] = {
         CLI_O_MODEL(&model, "model file or known model name"),
-        {.name = "--threads", .kind = CLI_LONG, .dest = &threads, .lo = 1, .hi = 256, .arg = "K", .help = cli_threads_help()},
+        CLI_O_THREADS(&nthreads),
         {.name = "--blocks", .kind = CLI_LONG, .dest = &blocks, .lo = 1, .hi = 128, .arg = "N", .help = blocks_h},
         {.name = "--g1", .kind = CLI_LONG, .dest = &s1, .lo = 1, .hi = 4096, .arg = "S1", .help = g1_h},
         {.name = "--g2", .kind = CLI_LONG, .dest = &s2, .lo = 1, .hi = 64, .arg = "S2", .help = "decode graph rows for the schedule (default: from the budget)"},
@@ -44,6 +45,7 @@ int cmd_profile(int argc, char **argv) {
                          .opts = table};
     int rc = cli_parse(&cmd, argc, argv, NULL, NULL);
     if (rc != CLI_CONTINUE) return rc;
+    threads = nthreads;
     if (!model) {
         fprintf(stderr, "sdnpu profile: --model is required (sdnpu profile --help)\n");
         return 2;
