@@ -24,54 +24,19 @@
 #include "engine/forward.h"
 #include "modelfile/model.h"
 
-static void usage(FILE *f) {
-    fprintf(f,
-            "usage: sdnpu bench --model M [options]\n"
-            "  --model M            model file (GGUF or llama2.c checkpoint)\n"
-            "  --tokenizer FILE     llama2.c tokenizer.bin (for llama2.c checkpoints)\n"
-            "  --dataset D          task file or directory (repeatable; default ../shared/datasets)\n"
-            "  --methods LIST       drafting methods compared with plain decoding (default all: %s)\n"
-            "  --tasks LIST         only these tasks      --limit N   at most N requests per task\n"
-            "  --max-tokens N       new tokens per request (default 128)\n"
-            "  --budgets LIST       draft budgets every method runs at (plain decoding runs once per request):\n"
-            "                       'default' = the engine's default, as `sdnpu run` without --draft-max (this\n"
-            "                       machine's verify-cost curve sizes every step), N = at most N draft tokens,\n"
-            "                       depth N (default: default). After the table: each task and method's best budget\n"
-            "  --draft-max N        one fixed budget N (= --budgets N; not with --budgets)\n"
-            "  --draft-depth D --draft-branch B   depth of --draft-max's budget; branching of every budget (default 4)\n"
-            "  --threads N --ctx N  worker threads (default: the CPUs this process may use), KV cache size (default\n"
-            "                       min(trained length, 8192))\n"
-            "  --chat-template NAME --use-input   request rendering (see `sdnpu trace --help`)\n"
-            "  --history FILE       history store: earlier answers of the group feed SAM; answers are stored\n"
-            "  --history-budget N   history tokens per request (default 4096)\n"
-            "  --param KEY=VALUE    a drafting-method parameter (repeatable; keys below)\n"
-            "  --graphs MODE        fixed-shape graphs switched during prefill: single, sync, async, progressive\n"
-            "                       (--graph-blocks N --g1 S1 --g2 S2 --profile-db FILE, as for run)\n"
-            "  --out DIR            write bench.csv and bench.json (and the charts) into DIR\n"
-            "  --json FILE --csv FILE   write the result cells to these files (as bench.json / bench.csv)\n"
-            "  --results-db FILE    append the run to an SQLite results database\n"
-            "  --plot               SVG charts into --out DIR (or .): ms/token per task and method, accepted\n"
-            "                       tokens per step (histogram per method, pooled over tasks), verify cost vs draft\n"
-            "                       size with the default budget's choice marked\n"
-            "  --cost PROFILE       verify-cost profile to plot (default: measured on the model when plotting)\n"
-            "  --cost-out FILE      measure the verify-cost profile on the model and write it\n"
-            "  --project PROFILE    also project every cell onto another model's verify-cost profile (repeatable;\n"
-            "                       `sdnpu bench-verify --shapes S --types T --cost-out PROFILE`): the live steps'\n"
-            "                       draft sizes and draft time at that model's step cost, a projection\n"
-            "  --fresh-prefill      every run prefills its prompt (default: the request's first run prefills,\n"
-            "                       the others reuse its KV entries and prefill predictions)\n"
-            "  --json-schema FILE   constrained decoding: every run (plain included) answers in this JSON schema\n"
-            "  --grammar FILE       ... or in this GBNF grammar (docs/constrained.md); --param grammar.forced=0 turns\n"
-            "                       forced-text drafting off. A table after the results: complete answers and\n"
-            "                       the constraint's cost per step\n"
-            "  --answers FILE       write plain decoding's answers, one JSON line each (id, task, answer, complete)\n",
-            sdn_method_list());
-    cli_param_help(f);
-    fprintf(f,
-            "Times: ms/token = decode time (drafter set-up such as calibration trees included) per output token;\n"
-            "speedup = plain decoding's ms/token on the same requests in the same run / the method's. 'prefill ms'\n"
-            "is the request's one prefill (with the prefill predictions when a listed method uses them), shown on\n"
-            "the plain-decoding row: the other runs reuse its KV entries and prefill nothing ('-').\n");
+/* --budgets LIST (cli_opt.fn; dest: a bench_budgets). */
+typedef struct bench_budgets {
+    int v[64], n;
+} bench_budgets;
+
+static int parse_budgets(void *dest, const char *value, char *why, size_t cap) {
+    bench_budgets *b = dest;
+    sdn_err be = {0};
+    if (sdn_bench_parse_budgets(value, b->v, 64, &b->n, &be)) {
+        snprintf(why, cap, "%s", be.msg);
+        return -1;
+    }
+    return 0;
 }
 
 static int mkdir_p(const char *dir) {
@@ -176,86 +141,100 @@ static void cell_label(const sdn_result_cell *c, int n_budgets, char *buf, size_
 
 int cmd_bench(int argc, char **argv) {
     const char *model = NULL, *tokenizer = NULL, *methods_arg = NULL, *tasks = NULL, *out_dir = NULL, *rdb = NULL, *cost = NULL;
-    const char *cost_out = NULL, *hist_path = NULL, *v, *projs[8], *json_out = NULL, *csv_out = NULL;
+    const char *cost_out = NULL, *hist_path = NULL, *projs[8], *json_out = NULL, *csv_out = NULL, *graphs = NULL;
     const char *schema_path = NULL, *grammar_path = NULL, *answers_path = NULL;
     int n_projs = 0;
     const char *datasets[32];
-    int n_ds = 0, plot = 0, n_params = 0, budgets[64], n_budgets = 0;
-    const char *params[64];
+    int n_ds = 0, plot = 0, limit = 0;
+    bench_budgets bud = {.n = 0};
+    int *budgets = bud.v, n_budgets;
     char *cmdline = NULL;
-    long x, limit = 0;
+    long hist_budget = 0;
     sdn_bench_opts o = {.max_tokens = 128, .threads = cli_default_threads()};
-    sdn_method_config mcfg;
-    sdn_method_defaults(&mcfg);
+    dscli_params par;
+    dscli_params_init(&par);
     sdn_gs_options gopt = {0};
     char gdb[1200];
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-#define VAL() ((v = cli_value(argc, argv, &i, a)) != NULL)
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
-        else if (!strcmp(a, "--model")) { if (!VAL()) return 2; model = v; }
-        else if (!strcmp(a, "--tokenizer")) { if (!VAL()) return 2; tokenizer = v; }
-        else if (!strcmp(a, "--dataset")) {
-            if (!VAL()) return 2;
-            if (n_ds == 32) { fprintf(stderr, "sdnpu: option --dataset: at most 32\n"); return 2; }
-            datasets[n_ds++] = v;
-        }
-        else if (!strcmp(a, "--methods")) { if (!VAL()) return 2; methods_arg = v; }
-        else if (!strcmp(a, "--tasks")) { if (!VAL()) return 2; tasks = v; }
-        else if (!strcmp(a, "--out")) { if (!VAL()) return 2; if (cli_check_output_dir(a, v)) return 1; out_dir = v; }
-        else if (!strcmp(a, "--results-db")) { if (!VAL()) return 2; if (cli_check_output(a, v)) return 1; rdb = v; }
-        else if (!strcmp(a, "--cost")) { if (!VAL()) return 2; cost = v; }
-        else if (!strcmp(a, "--json")) { if (!VAL()) return 2; if (cli_check_output(a, v)) return 1; json_out = v; }
-        else if (!strcmp(a, "--csv")) { if (!VAL()) return 2; if (cli_check_output(a, v)) return 1; csv_out = v; }
-        else if (!strcmp(a, "--project")) {
-            if (!VAL()) return 2;
-            if (n_projs == 8) { fprintf(stderr, "sdnpu bench: option --project: at most 8 profiles\n"); return 2; }
-            projs[n_projs++] = v;
-        }
-        else if (!strcmp(a, "--cost-out")) { if (!VAL()) return 2; if (cli_check_output(a, v)) return 1; cost_out = v; }
-        else if (!strcmp(a, "--history")) { if (!VAL()) return 2; hist_path = v; }
-        else if (!strcmp(a, "--chat-template")) { if (!VAL()) return 2; o.chat_template = v; }
-        else if (!strcmp(a, "--use-input")) o.use_input = 1;
-        else if (!strcmp(a, "--plot")) plot = 1;
-        else if (!strcmp(a, "--limit")) { if (!VAL() || cli_int(a, v, 1, 1 << 30, &limit)) return 2; }
-        else if (!strcmp(a, "--graphs")) { if (!VAL()) return 2; gopt.graphs = v; o.graphs = &gopt; }
-        else if (!strcmp(a, "--graph-blocks")) { if (!VAL() || cli_int(a, v, 1, 128, &x)) return 2; gopt.n_blocks = (int)x; }
-        else if (!strcmp(a, "--g1")) { if (!VAL() || cli_int(a, v, 1, 4096, &x)) return 2; gopt.s1 = (int)x; }
-        else if (!strcmp(a, "--g2")) { if (!VAL() || cli_int(a, v, 1, 64, &x)) return 2; gopt.s2 = (int)x; }
-        else if (!strcmp(a, "--profile-db")) { if (!VAL()) return 2; gopt.profile_db = v; }
-        else if (!strcmp(a, "--param")) {
-            if (!VAL()) return 2;
-            sdn_err pe = {0};
-            if (sdn_method_set_param(&mcfg, v, &pe)) { fprintf(stderr, "sdnpu: %s\n", pe.msg); return 2; }
-            if (n_params < 64) params[n_params++] = v;
-            o.mcfg = &mcfg;
-        }
-        else if (!strcmp(a, "--history-budget")) { if (!VAL() || cli_int(a, v, 1, 1L << 30, &x)) return 2; o.history_budget = x; }
-        else if (!strcmp(a, "--param")) {
-            if (!VAL()) return 2;
-            sdn_err pe = {0};
-            if (sdn_method_set_param(&mcfg, v, &pe)) { fprintf(stderr, "sdnpu: %s\n", pe.msg); return 2; }
-            o.mcfg = &mcfg;
-        }
-        else if (!strcmp(a, "--max-tokens")) { if (!VAL() || cli_int(a, v, 1, 1 << 20, &x)) return 2; o.max_tokens = (int)x; }
-        else if (!strcmp(a, "--draft-max")) { if (!VAL() || cli_int(a, v, 1, 63, &x)) return 2; o.caps.max_nodes = (int)x; }
-        else if (!strcmp(a, "--budgets")) {
-            if (!VAL()) return 2;
-            sdn_err be = {0};
-            if (sdn_bench_parse_budgets(v, budgets, 64, &n_budgets, &be)) { fprintf(stderr, "sdnpu bench: %s\n", be.msg); return 2; }
-        }
-        else if (!strcmp(a, "--fresh-prefill")) o.fresh_prefill = 1;
-        else if (!strcmp(a, "--json-schema")) { if (!VAL()) return 2; schema_path = v; }
-        else if (!strcmp(a, "--grammar")) { if (!VAL()) return 2; grammar_path = v; }
-        else if (!strcmp(a, "--answers")) { if (!VAL()) return 2; if (cli_check_output(a, v)) return 1; answers_path = v; }
-        else if (!strcmp(a, "--draft-depth")) { if (!VAL() || cli_int(a, v, 1, 63, &x)) return 2; o.caps.max_depth = (int)x; }
-        else if (!strcmp(a, "--draft-branch")) { if (!VAL() || cli_int(a, v, 1, 63, &x)) return 2; o.caps.max_branch = (int)x; }
-        else if (!strcmp(a, "--threads")) { if (!VAL() || cli_int(a, v, 1, 256, &x)) return 2; o.threads = (int)x; }
-        else if (!strcmp(a, "--ctx")) { if (!VAL() || cli_int(a, v, 32, 1 << 22, &x)) return 2; o.n_ctx = (int)x; }
-        else { fprintf(stderr, "sdnpu bench: unknown option '%s'\n", a); usage(stderr); return 2; }
-#undef VAL
+    cli_list ds_list = {0}, proj_list = {0};
+    static char methods_h[256];
+    snprintf(methods_h, sizeof methods_h, "drafting methods compared with plain decoding (default all: %s)", sdn_method_list());
+    const cli_opt table[] = {
+        CLI_O_MODEL(&model, "model file (GGUF or llama2.c checkpoint)"),
+        CLI_O_TOKENIZER(&tokenizer),
+        CLI_O_DATASET(&ds_list),
+        {.name = "--methods", .kind = CLI_STR, .dest = &methods_arg, .arg = "LIST", .help = methods_h},
+        CLI_O_TASKS(&tasks),
+        CLI_O_LIMIT(&limit),
+        CLI_O_MAX_TOKENS(&o.max_tokens, 1, 1 << 20, "new tokens per request (default 128)"),
+        {.name = "--budgets", .kind = CLI_FN, .dest = &bud, .fn = parse_budgets, .arg = "LIST",
+         .help = "draft budgets every method runs at (plain decoding runs once per request): 'default' = the engine's default, as "
+                 "`sdnpu run` without --draft-max (this machine's verify-cost curve sizes every step), N = at most N draft tokens, "
+                 "depth N (default: default). After the table: each task and method's best budget"},
+        CLI_O_DRAFT_MAX(&o.caps.max_nodes, "one fixed budget N (= --budgets N; not with --budgets)"),
+        CLI_O_DRAFT_DEPTH(&o.caps.max_depth, "depth of --draft-max's budget"),
+        CLI_O_DRAFT_BRANCH(&o.caps.max_branch, "branching of every budget (default 4)"),
+        CLI_O_THREADS(&o.threads),
+        CLI_O_CTX(&o.n_ctx, 32, "KV cache size (default min(trained length, 8192))"),
+        CLI_O_CHAT_TEMPLATE(&o.chat_template),
+        CLI_O_USE_INPUT(&o.use_input),
+        {.name = "--history", .kind = CLI_STR, .dest = &hist_path, .arg = "FILE",
+         .help = "history store: earlier answers of the group feed SAM; answers are stored"},
+        {.name = "--history-budget", .kind = CLI_LONG, .dest = &hist_budget, .lo = 1, .hi = 1L << 30, .arg = "N", .help = "history tokens per request (default 4096)"},
+        {.name = "--param", .kind = CLI_FN, .dest = &par, .fn = dscli_param_fn, .arg = "KEY=VALUE", .help = "a drafting-method parameter (repeatable; keys below)"},
+        CLI_O_GRAPHS(&graphs),
+        CLI_O_GRAPH_BLOCKS(&gopt.n_blocks, "--graph-blocks"),
+        CLI_O_G1(&gopt.s1),
+        CLI_O_G2(&gopt.s2),
+        CLI_O_PROFILE_DB(&gopt.profile_db),
+        CLI_O_OUT_DIR(&out_dir, "write bench.csv and bench.json (and the charts) into DIR"),
+        CLI_O_JSON(&json_out, "write the result cells to this file (as bench.json)"),
+        CLI_O_CSV(&csv_out, "write the result cells to this file (as bench.csv)"),
+        CLI_O_RESULTS_DB(&rdb),
+        {.name = "--plot", .kind = CLI_FLAG, .dest = &plot,
+         .help = "SVG charts into --out DIR (or .): ms/token per task and method, accepted tokens per step (histogram per method, "
+                 "pooled over tasks), verify cost vs draft size with the default budget's choice marked"},
+        {.name = "--cost", .kind = CLI_STR, .dest = &cost, .arg = "PROFILE", .help = "verify-cost profile to plot (default: measured on the model when plotting)"},
+        {.name = "--cost-out", .kind = CLI_STR, .dest = &cost_out, .arg = "FILE", .help = "measure the verify-cost profile on the model and write it",
+         .check = CLI_CHECK_OUT_FILE},
+        {.name = "--project", .kind = CLI_LIST, .dest = &proj_list, .arg = "PROFILE",
+         .help = "also project every cell onto another model's verify-cost profile (repeatable, 8 at most; `sdnpu bench-verify --shapes S "
+                 "--types T --cost-out PROFILE`): the live steps' draft sizes and draft time at that model's step cost, a projection"},
+        {.name = "--fresh-prefill", .kind = CLI_FLAG, .dest = &o.fresh_prefill,
+         .help = "every run prefills its prompt (default: the request's first run prefills, the others reuse its KV entries and prefill predictions)"},
+        {.name = "--json-schema", .kind = CLI_STR, .dest = &schema_path, .arg = "FILE",
+         .help = "constrained decoding: every run (plain included) answers in this JSON schema"},
+        {.name = "--grammar", .kind = CLI_STR, .dest = &grammar_path, .arg = "FILE",
+         .help = "... or in this GBNF grammar (docs/constrained.md); --param grammar.forced=0 turns forced-text drafting off. A table after "
+                 "the results: complete answers and the constraint's cost per step"},
+        {.name = "--answers", .kind = CLI_STR, .dest = &answers_path, .arg = "FILE",
+         .help = "write plain decoding's answers, one JSON line each (id, task, answer, complete)", .check = CLI_CHECK_OUT_FILE},
+        CLI_O_END,
+    };
+    const cli_cmd cmd = {.name = "bench", .synopsis = "--model M [options]",
+                         .about = "Generation over a dataset: every drafting method vs plain decoding (acceptance, ms/token, speedup).",
+                         .opts = table,
+                         .epilogue = "Times: ms/token = decode time (drafter set-up such as calibration trees included) per output token;\n"
+                                     "speedup = plain decoding's ms/token on the same requests in the same run / the method's. 'prefill ms'\n"
+                                     "is the request's one prefill (with the prefill predictions when a listed method uses them), shown on\n"
+                                     "the plain-decoding row: the other runs reuse its KV entries and prefill nothing ('-').\n"};
+    int prc = cli_parse(&cmd, argc, argv, NULL, NULL);
+    if (prc == CLI_CONTINUE && ds_list.n > 32) { fprintf(stderr, "sdnpu: option --dataset: at most 32\n"); prc = 2; }
+    if (prc == CLI_CONTINUE && proj_list.n > 8) { fprintf(stderr, "sdnpu bench: option --project: at most 8 profiles\n"); prc = 2; }
+    for (int i = 0; prc == CLI_CONTINUE && i < ds_list.n; i++) datasets[n_ds++] = ds_list.v[i];
+    for (int i = 0; prc == CLI_CONTINUE && i < proj_list.n; i++) projs[n_projs++] = proj_list.v[i];
+    cli_list_free(&ds_list);
+    cli_list_free(&proj_list);
+    if (prc != CLI_CONTINUE) return prc;
+    n_budgets = bud.n;
+    if (hist_budget) o.history_budget = hist_budget;
+    if (par.given) o.mcfg = &par.cfg;
+    const char **params = par.v;
+    int n_params = par.n;
+    if (graphs) {
+        gopt.graphs = graphs;
+        o.graphs = &gopt;
     }
-    if (!model) { fprintf(stderr, "sdnpu bench: --model is required\n"); usage(stderr); return 2; }
+    if (!model) { fprintf(stderr, "sdnpu bench: --model is required (sdnpu bench --help)\n"); return 2; }
     if (schema_path && grammar_path) { fprintf(stderr, "sdnpu bench: give --json-schema or --grammar, not both\n"); return 2; }
     sdn_grammar *gram = NULL;
     sdn_gvocab *gvocab = NULL;
@@ -320,7 +299,7 @@ int cmd_bench(int argc, char **argv) {
     int have_prof = 0, code = 1;
     for (int i = 0; i < n_ds; i++)
         if (sdn_dataset_load(&ds, datasets[i], &err)) goto fail;
-    sdn_dataset_filter(&ds, tasks, (int)limit);
+    sdn_dataset_filter(&ds, tasks, limit);
     if (ds.n == 0) { fprintf(stderr, "sdnpu bench: no requests (check --tasks)\n"); goto out; }
     for (int i = 0; i < n_projs; i++) /* before the run: a bad profile fails at once */
         if (sdn_cost_load(projs[i], &projp[i], &err)) goto fail;

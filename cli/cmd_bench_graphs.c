@@ -23,6 +23,7 @@
 #include "common/sdn_util.h"
 #include "cli/bench_util.h"
 #include "cli/cli.h"
+#include "cli/opts.h"
 #include "engine/forward.h"
 #include "tools/make_model.h"
 #include "modelfile/model.h"
@@ -41,26 +42,6 @@ typedef struct gopts {
     int layers, prompt, reps, threads, blocks, s1, s2, instances, pin, pairs;
     long seed;
 } gopts;
-
-static void usage(FILE *f) {
-    fprintf(f, "usage: sdnpu bench-graphs [options]\n"
-               "  --part ttft|gap|all    which benchmark (default all)\n"
-               "  --shapes A,B           model shapes (default qwen2.5-0.5b,llama-3.2-1b)\n"
-               "  --type T               weight type (default Q8_0)\n"
-               "  --layers L             cut the models to L layers (default: the full shape)\n"
-               "  --prompt-tokens N      prompt tokens (default 1024)\n"
-               "  --reps R               repetitions per scheduler (default 3, at most %d)\n"
-               "  --threads K[,K2]       compute threads, one table each (default 2; 1 leaves a core to the loader)\n"
-               "  --modes A,B,...        schedulers (default single,sync,async,progressive,optimal; single is always run)\n"
-               "  --pin auto|on|off      pin the computation to CPUs 0..K-1 and the loader to the others (auto: on\n"
-               "                         when K is below the online CPUs)\n"
-               "  --pairs P              contention pairs: a G1 task alone vs beside a G2 load, interleaved (default 24, 0: skip)\n"
-               "  --blocks N --g1 S1 --g2 S2   graphs (default %d blocks, S1 %d, S2 %d)\n"
-               "  --instances I          random scheduling instances for the gap (default 300)\n"
-               "  --seed S               seed of the random instances (default 1)\n"
-               "  --profile-db FILE      profile cache (default $SDNPU_CACHE/profiles.sqlite)\n",
-            MAXREPS, SDN_GS_DEFAULT_BLOCKS, SDN_GS_DEFAULT_S1, SDN_GS_DEFAULT_S2);
-}
 
 static const char *model_path(const char *shape, const char *type, int layers) {
     if (layers <= 0) return bench_model(shape, type, NULL);
@@ -597,47 +578,43 @@ int cmd_bench_graphs(int argc, char **argv) {
     gopts o = {.shapes = "qwen2.5-0.5b,llama-3.2-1b", .type = "Q8_0", .part = "all", .prompt = 1024, .reps = 3, .threads_list = "2",
                .blocks = SDN_GS_DEFAULT_BLOCKS, .s1 = SDN_GS_DEFAULT_S1, .s2 = SDN_GS_DEFAULT_S2, .instances = 300, .seed = 1, .pin = -1, .pairs = 24};
     char dbpath[1200];
-    const char *v;
     long x;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-#define VAL() (v = cli_value(argc, argv, &i, a))
-#define INT(lo, hi, dst) do { if (!VAL() || cli_int(a, v, lo, hi, &x)) return 2; dst = (int)x; } while (0)
-        if (!strcmp(a, "--part")) { if (!VAL()) return 2; o.part = v; }
-        else if (!strcmp(a, "--shapes")) { if (!VAL()) return 2; o.shapes = v; }
-        else if (!strcmp(a, "--type")) { if (!VAL()) return 2; o.type = v; }
-        else if (!strcmp(a, "--profile-db")) { if (!VAL()) return 2; o.db = v; }
-        else if (!strcmp(a, "--layers")) INT(1, 1024, o.layers);
-        else if (!strcmp(a, "--prompt-tokens")) INT(2, 1 << 20, o.prompt);
-        else if (!strcmp(a, "--reps")) INT(1, MAXREPS, o.reps);
-        else if (!strcmp(a, "--modes")) { if (!VAL()) return 2; o.modes = v; }
-        else if (!strcmp(a, "--pairs")) INT(0, 4096, o.pairs);
-        else if (!strcmp(a, "--pin")) {
-            if (!VAL()) return 2;
-            if (!strcmp(v, "auto")) o.pin = -1;
-            else if (!strcmp(v, "on")) o.pin = 1;
-            else if (!strcmp(v, "off")) o.pin = 0;
-            else { fprintf(stderr, "sdnpu bench-graphs: --pin must be auto, on or off (got '%s')\n", v); return 2; }
-        }
-        else if (!strcmp(a, "--threads")) { if (!VAL()) return 2; o.threads_list = v; }
-        else if (!strcmp(a, "--blocks")) INT(1, 128, o.blocks);
-        else if (!strcmp(a, "--g1")) INT(1, 4096, o.s1);
-        else if (!strcmp(a, "--g2")) INT(1, 64, o.s2);
-        else if (!strcmp(a, "--instances")) INT(1, 1000000, o.instances);
-        else if (!strcmp(a, "--seed")) { if (!VAL() || cli_int(a, v, 0, 1L << 40, &x)) return 2; o.seed = x; }
-        else if (!strcmp(a, "--help")) { usage(stdout); return 0; }
-        else {
-            fprintf(stderr, "sdnpu bench-graphs: unknown option %s\n", a);
-            usage(stderr);
-            return 2;
-        }
-#undef INT
-#undef VAL
-    }
-    if (strcmp(o.part, "ttft") && strcmp(o.part, "gap") && strcmp(o.part, "all")) {
-        fprintf(stderr, "sdnpu bench-graphs: --part must be ttft, gap or all\n");
-        return 2;
-    }
+    const char *pin = "auto";
+    char reps_h[64], graphs_h[96];
+    snprintf(reps_h, sizeof reps_h, "repetitions per scheduler (default 3, at most %d)", MAXREPS);
+    snprintf(graphs_h, sizeof graphs_h, "decode graph rows (default %d)", SDN_GS_DEFAULT_S2);
+    const cli_opt table[] = {
+        {.name = "--part", .kind = CLI_ENUM, .dest = &o.part, .choices = "ttft|gap|all", .arg = "ttft|gap|all", .help = "which benchmark (default all)"},
+        CLI_O_SHAPES(&o.shapes, "model shapes (default qwen2.5-0.5b,llama-3.2-1b)"),
+        {.name = "--type", .kind = CLI_STR, .dest = &o.type, .arg = "T", .help = "weight type (default Q8_0)"},
+        {.name = "--layers", .kind = CLI_INT, .dest = &o.layers, .lo = 1, .hi = 1024, .arg = "L", .help = "cut the models to L layers (default: the full shape)"},
+        {.name = "--prompt-tokens", .kind = CLI_INT, .dest = &o.prompt, .lo = 2, .hi = 1 << 20, .arg = "N", .help = "prompt tokens (default 1024; old spelling --prompt N)"},
+        CLI_O_REPS(&o.reps, MAXREPS, reps_h),
+        {.name = "--threads", .kind = CLI_STR, .dest = &o.threads_list, .arg = "K[,K2]",
+         .help = "compute threads, one table each (default 2; 1 leaves a core to the loader)"},
+        {.name = "--modes", .kind = CLI_STR, .dest = &o.modes, .arg = "A,B,...",
+         .help = "schedulers (default single,sync,async,progressive,optimal; single is always run)"},
+        {.name = "--pin", .kind = CLI_ENUM, .dest = &pin, .choices = "auto|on|off", .arg = "auto|on|off",
+         .help = "pin the computation to CPUs 0..K-1 and the loader to the others (auto: on when K is below the online CPUs)"},
+        {.name = "--pairs", .kind = CLI_INT, .dest = &o.pairs, .lo = 0, .hi = 4096, .arg = "P",
+         .help = "contention pairs: a G1 task alone vs beside a G2 load, interleaved (default 24, 0: skip)"},
+        CLI_O_GRAPH_BLOCKS(&o.blocks, "--blocks"),
+        CLI_O_G1(&o.s1),
+        {.name = "--g2", .kind = CLI_INT, .dest = &o.s2, .lo = 1, .hi = 64, .arg = "S2", .help = graphs_h},
+        {.name = "--instances", .kind = CLI_INT, .dest = &o.instances, .lo = 1, .hi = 1000000, .arg = "I", .help = "random scheduling instances for the gap (default 300)"},
+        {.name = "--seed", .kind = CLI_LONG, .dest = &o.seed, .lo = 0, .hi = (double)(1L << 40), .arg = "S", .help = "seed of the random instances (default 1)"},
+        {.name = "--profile-db", .kind = CLI_STR, .dest = &o.db, .arg = "FILE", .help = "profile cache (default $SDNPU_CACHE/profiles.sqlite)"},
+        CLI_O_END,
+    };
+    const cli_cmd cmd = {.name = "bench-graphs", .synopsis = "[options]",
+                         .about = "Graph switching: time to first token of sync/async/progressive, and greedy vs optimal schedules.",
+                         .opts = table};
+    int prc = cli_parse(&cmd, argc, argv, NULL, NULL);
+    if (prc != CLI_CONTINUE) return prc;
+    if (bench_check_shapes_types("bench-graphs", "--shapes", o.shapes, "--type", o.type)) return 2;
+    o.pin = !strcmp(pin, "auto") ? -1 : !strcmp(pin, "on") ? 1 : 0;
+    long tl[64];
+    if (cli_int_list("bench-graphs", "--threads", o.threads_list, 1, 256, tl, 64) < 0) return 2;
     if (!o.db) {
         snprintf(dbpath, sizeof dbpath, "%s/profiles.sqlite", bench_cache_dir());
         o.db = dbpath;

@@ -23,6 +23,7 @@
 
 #include "common/sdn_util.h"
 #include "cli/cli.h"
+#include "cli/opts.h"
 #include "kernels/matmul.h"
 #include "kernels/quant.h"
 #include "modelfile/tensor_types.h"
@@ -162,22 +163,6 @@ static double probe_run(const uint8_t *buf, size_t mem, int nt, int variant, int
     return (double)(mem / (size_t)nt / (256 * streams[variant]) * (256 * streams[variant]) * (size_t)nt) / best / 1e9;
 }
 
-static void usage(void) {
-    printf("usage: sdnpu bench-kernels [options]\n"
-           "  --types LIST    weight types (default F32,F16,BF16,Q8_0,Q4_0,Q4_1,Q5_0,Q5_1,Q4_K,Q5_K,Q6_K)\n"
-           "  --shapes LIST   OUTxIN matrices (default 896x896,4864x896,896x4864: Qwen2.5-0.5B attn, ffn up, ffn down)\n"
-           "  --n LIST        activation rows per call (default 1,2,4,8,16,32,64)\n"
-           "  --threads LIST  thread counts, at most %d (default 1,2)\n"
-           "  --mem MB        weight working set rotated over, and probe size (default 512)\n"
-           "  --time SEC      measuring time per configuration (default 0.15)\n"
-           "  --layout L      packed (default: Q8_0/Q4_0/Q4_1/Q4_K/Q6_K on the packed layout the engine loads,\n"
-           "                  the other types on the file's) or file (every type on the file's layout)\n"
-           "  --repeat K      K rounds over all configurations, keeping each one's fastest median and\n"
-           "                  the best probe (default 1; on a shared machine this filters out the\n"
-           "                  intervals when other work ran)\n",
-           MAXT);
-}
-
 /* ---------------------------------------------------------------- main */
 
 int cmd_bench_kernels(int argc, char **argv) {
@@ -188,38 +173,31 @@ int cmd_bench_kernels(int argc, char **argv) {
     double min_time = 0.15;
     const char *types_s = "F32,F16,BF16,Q8_0,Q4_0,Q4_1,Q5_0,Q5_1,Q4_K,Q5_K,Q6_K";
     const char *shapes_s = "896x896,4864x896,896x4864";
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(); return 0; }
-        if (!strcmp(a, "--types")) {
-            if (!(v = cli_value(argc, argv, &i, a))) return 2;
-            types_s = v;
-        } else if (!strcmp(a, "--shapes")) {
-            if (!(v = cli_value(argc, argv, &i, a))) return 2;
-            shapes_s = v;
-        } else if (!strcmp(a, "--n")) {
-            if (!(v = cli_value(argc, argv, &i, a)) || (nn = parse_list(a, v, 1, 64, nlist, 16)) < 0) return 2;
-        } else if (!strcmp(a, "--threads")) {
-            if (!(v = cli_value(argc, argv, &i, a)) || (nthr = parse_list(a, v, 1, MAXT, tlist, 4)) < 0) return 2;
-        } else if (!strcmp(a, "--mem")) {
-            if (!(v = cli_value(argc, argv, &i, a)) || cli_int(a, v, 1, 16384, &mem_mb)) return 2;
-        } else if (!strcmp(a, "--repeat")) {
-            if (!(v = cli_value(argc, argv, &i, a)) || cli_int(a, v, 1, 100, &repeat)) return 2;
-        } else if (!strcmp(a, "--layout")) {
-            if (!(v = cli_value(argc, argv, &i, a))) return 2;
-            if (!strcmp(v, "packed")) use_packed = 1;
-            else if (!strcmp(v, "file")) use_packed = 0;
-            else {
-                fprintf(stderr, "sdnpu: option --layout: '%s' is not packed or file\n", v);
-                return 2;
-            }
-        } else if (!strcmp(a, "--time")) {
-            if (!(v = cli_value(argc, argv, &i, a)) || cli_float(a, v, 0.001, 60, &min_time)) return 2;
-        } else {
-            fprintf(stderr, "sdnpu bench-kernels: unknown option '%s'\n", a);
-            return 2;
-        }
-    }
+    const char *n_s = NULL, *threads_s = NULL, *layout = "packed";
+    char threads_h[48];
+    snprintf(threads_h, sizeof threads_h, "thread counts, at most %d (default 1,2)", MAXT);
+    const cli_opt table[] = {
+        CLI_O_TYPES(&types_s, "weight types (default F32,F16,BF16,Q8_0,Q4_0,Q4_1,Q5_0,Q5_1,Q4_K,Q5_K,Q6_K)"),
+        CLI_O_SHAPES(&shapes_s, "OUTxIN matrices (default 896x896,4864x896,896x4864: Qwen2.5-0.5B attn, ffn up, ffn down)"),
+        {.name = "--n", .kind = CLI_STR, .dest = &n_s, .arg = "LIST", .help = "activation rows per call (default 1,2,4,8,16,32,64)"},
+        {.name = "--threads", .kind = CLI_STR, .dest = &threads_s, .arg = "LIST", .help = threads_h},
+        {.name = "--mem", .kind = CLI_LONG, .dest = &mem_mb, .lo = 1, .hi = 16384, .arg = "MB", .help = "weight working set rotated over, and probe size (default 512)"},
+        {.name = "--time", .kind = CLI_DOUBLE, .dest = &min_time, .lo = 0.001, .hi = 60, .arg = "SEC", .help = "measuring time per configuration (default 0.15)"},
+        {.name = "--layout", .kind = CLI_ENUM, .dest = &layout, .choices = "packed|file", .arg = "L",
+         .help = "packed (default: Q8_0/Q4_0/Q4_1/Q4_K/Q6_K on the packed layout the engine loads, the other types on the file's) "
+                 "or file (every type on the file's layout)"},
+        {.name = "--repeat", .kind = CLI_LONG, .dest = &repeat, .lo = 1, .hi = 100, .arg = "K",
+         .help = "K rounds over all configurations, keeping each one's fastest median and the best probe (default 1; on a shared "
+                 "machine this filters out the intervals when other work ran)"},
+        CLI_O_END,
+    };
+    const cli_cmd cmd = {.name = "bench-kernels", .synopsis = "[options]",
+                         .about = "Speed of the small-batch matmul kernels vs a memory-bandwidth probe.", .opts = table};
+    int prc = cli_parse(&cmd, argc, argv, NULL, NULL);
+    if (prc != CLI_CONTINUE) return prc;
+    use_packed = !strcmp(layout, "packed");
+    if (n_s && (nn = parse_list("--n", n_s, 1, 64, nlist, 16)) < 0) return 2;
+    if (threads_s && (nthr = parse_list("--threads", threads_s, 1, MAXT, tlist, 4)) < 0) return 2;
     {
         char buf[256];
         snprintf(buf, sizeof buf, "%s", types_s);

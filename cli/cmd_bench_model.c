@@ -271,45 +271,54 @@ static int bench_one(const char *path, const bopts *o) {
     return 0;
 }
 
+/* --threads 1,2,...: each in [1, 256], 8 at most (cli_opt.fn; dest: the bopts). */
+static int parse_threads(void *dest, const char *v, char *why, size_t cap) {
+    bopts *o = dest;
+    char buf[128];
+    snprintf(buf, sizeof buf, "%s", v);
+    o->n_threads = 0;
+    for (char *t = strtok(buf, ","); t && o->n_threads < 8; t = strtok(NULL, ",")) {
+        char *end;
+        long x = strtol(t, &end, 10);
+        if (end == t || *end || x < 1 || x > 256) {
+            snprintf(why, cap, "'%s' is not an integer in [1, 256]", t);
+            return -1;
+        }
+        o->threads[o->n_threads++] = (int)x;
+    }
+    return 0;
+}
+
 int cmd_bench_model(int argc, char **argv) {
     bopts o = {.prompt = 256, .gen = 32, .reps = 3, .threads = {1, 2}, .n_threads = 2};
     const char *models[8];
     int nm = 0;
     const char *shape = "qwen2.5-0.5b", *types = "Q8_0,F16", *vocab = NULL, *json = NULL;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v;
-        long x;
-        if (!strcmp(a, "--help")) {
-            printf("usage: sdnpu bench-model [--model M ...] [--shape S --types T1,T2] [--vocab-from GGUF]\n"
-                   "                         [--threads 1,2] [--prompt-tokens N] [--max-tokens N] [--reps N] [--json OUT]\n"
-                   "                         [--table-only]\n"
-                   "  default: make-model qwen2.5-0.5b in Q8_0 and F16 (cached), 256-token prefill, 32 decode steps\n"
-                   "  --table-only: only the per-thread prefill/decode table (no setting comparison, prefill\n"
-                   "  predictions, F32 layout or tokenizer lines)\n");
-            return 0;
-        } else if (!strcmp(a, "--model")) { if (!(v = cli_value(argc, argv, &i, a))) return 2; if (nm < 8) models[nm++] = v; }
-        else if (!strcmp(a, "--table-only")) o.table_only = 1;
-        else if (!strcmp(a, "--json")) { if (!(json = cli_value(argc, argv, &i, a))) return 2; if (cli_check_output(a, json)) return 1; }
-        else if (!strcmp(a, "--shape")) { if (!(shape = cli_value(argc, argv, &i, a))) return 2; }
-        else if (!strcmp(a, "--types")) { if (!(types = cli_value(argc, argv, &i, a))) return 2; }
-        else if (!strcmp(a, "--vocab-from")) { if (!(vocab = cli_value(argc, argv, &i, a))) return 2; }
-        else if (!strcmp(a, "--prompt-tokens")) { if (!(v = cli_value(argc, argv, &i, a)) || cli_int(a, v, 8, 8192, &x)) return 2; o.prompt = (int)x; }
-        else if (!strcmp(a, "--max-tokens")) { if (!(v = cli_value(argc, argv, &i, a)) || cli_int(a, v, 1, 4000, &x)) return 2; o.gen = (int)x; }
-        else if (!strcmp(a, "--reps")) { if (!(v = cli_value(argc, argv, &i, a)) || cli_int(a, v, 1, 15, &x)) return 2; o.reps = (int)x; }
-        else if (!strcmp(a, "--threads")) {
-            if (!(v = cli_value(argc, argv, &i, a))) return 2;
-            o.n_threads = 0;
-            char buf[128];
-            snprintf(buf, sizeof buf, "%s", v);
-            for (char *t = strtok(buf, ","); t && o.n_threads < 8; t = strtok(NULL, ",")) {
-                if (cli_int(a, t, 1, 256, &x)) return 2;
-                o.threads[o.n_threads++] = (int)x;
-            }
-        } else {
-            fprintf(stderr, "sdnpu bench-model: unknown option %s\n", a);
-            return 2;
-        }
-    }
+    cli_list model_list = {0};
+    const cli_opt table[] = {
+        CLI_O_MODELS(&model_list, "model file (repeatable, 8 at most; default: make-model --shape models, cached)"),
+        {.name = "--shape", .kind = CLI_STR, .dest = &shape, .arg = "S", .help = "make-model shape (default qwen2.5-0.5b)"},
+        CLI_O_TYPES(&types, "weight types of the --shape models (default Q8_0,F16)"),
+        {.name = "--vocab-from", .kind = CLI_STR, .dest = &vocab, .arg = "GGUF", .help = "copy the tokenizer of this GGUF into the --shape models"},
+        {.name = "--threads", .kind = CLI_FN, .dest = &o, .fn = parse_threads, .arg = "LIST", .help = "thread counts measured (default 1,2)"},
+        {.name = "--prompt-tokens", .kind = CLI_INT, .dest = &o.prompt, .lo = 8, .hi = 8192, .arg = "N",
+         .help = "prefill tokens (default 256; old spelling --prompt N)"},
+        CLI_O_MAX_TOKENS(&o.gen, 1, 4000, "decode steps (default 32; old spelling --gen)"),
+        CLI_O_REPS(&o.reps, 15, "repetitions, median reported (default 3)"),
+        CLI_O_JSON(&json, "write the results as JSON"),
+        {.name = "--table-only", .kind = CLI_FLAG, .dest = &o.table_only,
+         .help = "only the per-thread prefill/decode table (no setting comparison, prefill predictions, F32 layout or tokenizer lines)"},
+        CLI_O_END,
+    };
+    const cli_cmd cmd = {.name = "bench-model", .synopsis = "[--model M ...] [--shape S --types T1,T2] [options]",
+                         .about = "Prefill/decode speed vs. memory bandwidth and SGEMM; default: make-model qwen2.5-0.5b in Q8_0 and F16\n"
+                                  "(cached), 256-token prefill, 32 decode steps.",
+                         .opts = table};
+    int prc = cli_parse(&cmd, argc, argv, NULL, NULL);
+    for (int i = 0; prc == CLI_CONTINUE && i < model_list.n && nm < 8; i++) models[nm++] = model_list.v[i];
+    cli_list_free(&model_list);
+    if (prc != CLI_CONTINUE) return prc;
+    if (!nm && bench_check_shapes_types("bench-model", "--shape", shape, "--types", types)) return 2;
     if (nm == 0) {
         if (!vocab && access("../shared/golden/tokenizer/ggml-vocab-qwen2.5.gguf", R_OK) == 0 && !strcmp(shape, "qwen2.5-0.5b"))
             vocab = "../shared/golden/tokenizer/ggml-vocab-qwen2.5.gguf";

@@ -22,6 +22,7 @@
 #include "draft/pld.h"
 #include "draft/sam_drafter.h"
 #include "cli/cli.h"
+#include "cli/opts.h"
 #include "suffix_automaton/sam.h"
 #include "cli/bench_util.h"
 
@@ -294,33 +295,19 @@ fail:
 
 int cmd_bench_sam(int argc, char **argv) {
     bench_opts o = {100000, 151936, 1, 5, 2000};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            printf("usage: sdnpu bench-sam [--context-tokens N] [--vocab V] [--seed S] [--runs R] [--steps K]\n"
-                   "  --context-tokens N  context length (default 100000)\n"
-                   "  --vocab V   vocabulary size (default 151936)\n"
-                   "  --seed S    random seed (default 1)\n"
-                   "  --runs R    repetitions per measurement, median reported (default 5)\n"
-                   "  --steps K   decoding steps of the drafter benchmark (default 2000)\n");
-            return 0;
-        }
-        long *dst = !strcmp(a, "--context-tokens") ? &o.tokens : !strcmp(a, "--vocab") ? &o.vocab : !strcmp(a, "--seed") ? &o.seed
-                  : !strcmp(a, "--runs")   ? &o.runs
-                  : !strcmp(a, "--steps")  ? &o.steps
-                                           : NULL;
-        if (!dst) {
-            fprintf(stderr, "sdnpu bench-sam: unknown option '%s' (see --help)\n", a);
-            return 2;
-        }
-        if (!(v = cli_value(argc, argv, &i, a))) return 2;
-        long lo = dst == &o.vocab ? 2 : dst == &o.seed ? 0 : 1;
-        long hi = dst == &o.tokens ? 50000000L : dst == &o.vocab ? (long)SDN_SAM_MAX_TOKEN : dst == &o.seed ? 0x7fffffffL
-                : dst == &o.runs   ? 101
-                                   : 1000000L;
-        if (dst == &o.tokens) lo = 1000;
-        if (cli_int(a, v, lo, hi, dst)) return 2;
-    }
+    const cli_opt table[] = {
+        {.name = "--context-tokens", .kind = CLI_LONG, .dest = &o.tokens, .lo = 1000, .hi = 50000000L, .arg = "N",
+         .help = "context length (default 100000; old spelling --tokens)"},
+        {.name = "--vocab", .kind = CLI_LONG, .dest = &o.vocab, .lo = 2, .hi = (double)SDN_SAM_MAX_TOKEN, .arg = "V", .help = "vocabulary size (default 151936)"},
+        {.name = "--seed", .kind = CLI_LONG, .dest = &o.seed, .lo = 0, .hi = 0x7fffffffL, .arg = "S", .help = "random seed (default 1)"},
+        {.name = "--runs", .kind = CLI_LONG, .dest = &o.runs, .lo = 1, .hi = 101, .arg = "R", .help = "repetitions per measurement, median reported (default 5)"},
+        {.name = "--steps", .kind = CLI_LONG, .dest = &o.steps, .lo = 1, .hi = 1000000L, .arg = "K", .help = "decoding steps of the drafter benchmark (default 2000)"},
+        CLI_O_END,
+    };
+    const cli_cmd cmd = {.name = "bench-sam", .synopsis = "[options]",
+                         .about = "Micro-benchmark of the suffix automaton and baseline drafters.", .opts = table};
+    int prc = cli_parse(&cmd, argc, argv, NULL, NULL);
+    if (prc != CLI_CONTINUE) return prc;
     long n = o.tokens, V = o.vocab, nq = 20000, n_out = o.steps * 4;
     printf("sdnpu bench-sam: %ld tokens, vocabulary %ld, seed %ld, median of %ld runs\n", n, V, o.seed, o.runs);
     printf("targets: extension >= %.0f M tokens/s, a draft query < %.0f us, <= %.0f bytes per indexed token\n", TARGET_EXT_MTOK,

@@ -328,32 +328,33 @@ static int stories_e2e(const char *dir, int threads, int max_tokens, sdn_err *er
 int cmd_bench_verify(int argc, char **argv) {
     const char *cost_out = NULL, *stories = NULL, *shapes = "qwen2.5-0.5b,llama-3.2-1b", *types = "F16,Q8_0";
     const char *model = NULL, *rows_opt = "1,2,4,8,16,32,64", *json = NULL;
-    long threads = cli_default_threads(), reps = 5, max_tokens = 200, context = 256;
+    int nthreads = cli_default_threads();
+    long threads, reps = 5, max_tokens = 200, context = 256;
     int skip_curve = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v;
-        if (!strcmp(a, "--help")) {
-            printf("usage: sdnpu bench-verify [--shapes S1,S2] [--types T1,T2] [--threads N] [--reps N] [--cost-out FILE]\n"
-                   "                          [--stories DIR] [--max-tokens N] [--no-curve]\n"
-                   "       sdnpu bench-verify --model FILE [--rows 1,2,4,8,16,32,64] [--context N] [--json OUT] [--threads N] [--reps N]\n"
-                   "  (--model: only the verify-cost curve of that file, after an N-token context (default 256,\n"
-                   "   at most 16384); --json writes {\"kernel\", \"threads\", \"model\", \"context\", \"rows\", \"ms\"};\n"
-                   "   --kernel NAME forces a kernel path)\n");
-            return 0;
-        } else if (!strcmp(a, "--cost-out")) { if (!(cost_out = cli_value(argc, argv, &i, a))) return 2; if (cli_check_output(a, cost_out)) return 1; }
-        else if (!strcmp(a, "--stories")) { if (!(stories = cli_value(argc, argv, &i, a))) return 2; }
-        else if (!strcmp(a, "--shapes")) { if (!(shapes = cli_value(argc, argv, &i, a))) return 2; }
-        else if (!strcmp(a, "--types")) { if (!(types = cli_value(argc, argv, &i, a))) return 2; }
-        else if (!strcmp(a, "--no-curve")) skip_curve = 1;
-        else if (!strcmp(a, "--model")) { if (!(model = cli_value(argc, argv, &i, a))) return 2; }
-        else if (!strcmp(a, "--context")) { if (!(v = cli_value(argc, argv, &i, a)) || cli_int(a, v, 1, 16384, &context)) return 2; }
-        else if (!strcmp(a, "--rows")) { if (!(rows_opt = cli_value(argc, argv, &i, a))) return 2; }
-        else if (!strcmp(a, "--json")) { if (!(json = cli_value(argc, argv, &i, a))) return 2; if (cli_check_output(a, json)) return 1; }
-        else if (!strcmp(a, "--threads")) { if (!(v = cli_value(argc, argv, &i, a)) || cli_int(a, v, 1, 256, &threads)) return 2; }
-        else if (!strcmp(a, "--reps")) { if (!(v = cli_value(argc, argv, &i, a)) || cli_int(a, v, 1, 31, &reps)) return 2; }
-        else if (!strcmp(a, "--max-tokens")) { if (!(v = cli_value(argc, argv, &i, a)) || cli_int(a, v, 1, 4000, &max_tokens)) return 2; }
-        else { fprintf(stderr, "sdnpu bench-verify: unknown option %s\n", a); return 2; }
-    }
+    const cli_opt table[] = {
+        CLI_O_SHAPES(&shapes, "make-model shapes whose verify cost is measured (default qwen2.5-0.5b,llama-3.2-1b)"),
+        CLI_O_TYPES(&types, "their weight types (default F16,Q8_0)"),
+        CLI_O_THREADS(&nthreads),
+        CLI_O_REPS(&reps, 31, "repetitions, median reported (default 5)"),
+        {.name = "--cost-out", .kind = CLI_STR, .dest = &cost_out, .arg = "FILE", .help = "write the first shape's verify-cost profile",
+         .check = CLI_CHECK_OUT_FILE},
+        {.name = "--stories", .kind = CLI_STR, .dest = &stories, .arg = "DIR",
+         .help = "TinyStories model directory of the end-to-end run (default ../shared/models/stories260K when present)"},
+        {.name = "--max-tokens", .kind = CLI_LONG, .dest = &max_tokens, .lo = 1, .hi = 4000, .arg = "N", .help = "new tokens of the end-to-end run (default 200)"},
+        {.name = "--no-curve", .kind = CLI_FLAG, .dest = &skip_curve, .help = "skip the verify-cost curves of the shapes"},
+        CLI_O_MODEL(&model, "only the verify-cost curve of this file (after --context tokens)"),
+        {.name = "--rows", .kind = CLI_STR, .dest = &rows_opt, .arg = "LIST", .help = "rows of --model's curve (default 1,2,4,8,16,32,64)"},
+        {.name = "--context", .kind = CLI_LONG, .dest = &context, .lo = 1, .hi = 16384, .arg = "N", .help = "context before --model's curve (default 256)"},
+        CLI_O_JSON(&json, "write --model's curve: {\"kernel\", \"threads\", \"model\", \"context\", \"rows\", \"ms\"}"),
+        CLI_O_END,
+    };
+    const cli_cmd cmd = {.name = "bench-verify", .synopsis = "[--shapes S1,S2] [--types T1,T2] [options]   (or: --model FILE [--rows LIST] [--json OUT])",
+                         .about = "Verify-step cost vs. tree size; none/pld/sam end to end on TinyStories (--kernel NAME forces a kernel path).",
+                         .opts = table};
+    int prc = cli_parse(&cmd, argc, argv, NULL, NULL);
+    if (prc != CLI_CONTINUE) return prc;
+    threads = nthreads;
+    if (!model && bench_check_shapes_types("bench-verify", "--shapes", shapes, "--types", types)) return 2;
     if (model) return model_curve(model, rows_opt, (int)threads, (int)reps, (int)context, json);
     sdn_err err = {0};
     if (!skip_curve) {

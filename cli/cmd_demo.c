@@ -75,8 +75,7 @@ int cmd_demo(int argc, char **argv) {
     sdn_run_opts o;
     sdn_run_opts_init(&o);
     o.max_tokens = 128;
-    o.spec = "sdnpu";
-    o.compare = 1;
+    o.compare = 1; /* --spec: the library's default (SDNPU_DEFAULT_METHOD), as for run */
     int offline = 0;
     cli_opt table[64];
     int n = sdn_run_opts_table(&o, table, 63);
@@ -87,8 +86,8 @@ int cmd_demo(int argc, char **argv) {
     snprintf(about, sizeof about,
              "Pulls %s into the cache ($SDNPU_CACHE, default ~/.cache/sdnpu) on first use and asks it to summarize a\n"
              "document that ships with sdnpu (%s), with plain and speculative decoding side by side.\n"
-             "The options of `sdnpu run` (--model, --context, --prompt replace the defaults; default --spec sdnpu --compare).",
-             DEMO_MODEL, DEMO_DOC_SOURCE);
+             "The options of `sdnpu run` (--model, --context, --prompt replace the defaults; default --spec %s --compare).",
+             DEMO_MODEL, DEMO_DOC_SOURCE, o.spec);
     const cli_cmd cmd = {.name = "demo", .synopsis = "[--offline] [run options]", .about = about, .opts = table};
     int prc = cli_parse(&cmd, argc, argv, NULL, NULL);
     if (prc == CLI_CONTINUE && !(prc = sdn_run_opts_check(&o))) prc = CLI_CONTINUE;

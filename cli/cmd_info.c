@@ -72,9 +72,9 @@ int cmd_info(int argc, char **argv) {
     int n_ctx = 0; /* 0: the engine's default, min(trained context, 8192) */
     cli_list models = {0};
     const cli_opt table[] = {
-        {.name = "--model", .kind = CLI_LIST, .dest = &models, .arg = "M", .help = "model file or known model name (repeatable; also positional)"},
-        {.name = "--tokenizer", .kind = CLI_STR, .dest = &tok, .arg = "FILE", .help = "llama2.c tokenizer.bin (for llama2.c checkpoints)"},
-        {.name = "--ctx", .kind = CLI_INT, .dest = &n_ctx, .lo = 2, .hi = 1 << 22, .arg = "N", .help = "KV cache size for the memory figures (default min(trained length, 8192))"},
+        CLI_O_MODELS(&models, "model file or known model name (repeatable; also positional)"),
+        CLI_O_TOKENIZER(&tok),
+        CLI_O_CTX(&n_ctx, 2, "KV cache size for the memory figures (default min(trained length, 8192))"),
         {NULL},
     };
     const cli_cmd cmd = {.name = "info", .synopsis = "--model M [--model M2 ...] [options]   (or: sdnpu info M [M2 ...])",

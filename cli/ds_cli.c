@@ -91,3 +91,20 @@ void dscli_progress(void *ud, long done, long total, const char *note) {
     (void)total;
     sdn_progress_update(ud, done, note);
 }
+
+void dscli_params_init(dscli_params *p) {
+    memset(p, 0, sizeof *p);
+    sdn_method_defaults(&p->cfg);
+}
+
+int dscli_param_fn(void *dest, const char *value, char *why, size_t cap) {
+    dscli_params *p = dest;
+    sdn_err e = {0};
+    if (sdn_method_set_param(&p->cfg, value, &e)) {
+        snprintf(why, cap, "%s", strncmp(e.msg, "option --param: ", 16) ? e.msg : e.msg + 16);
+        return -1;
+    }
+    if (p->n < 64) p->v[p->n++] = value;
+    p->given = 1;
+    return 0;
+}

@@ -4,7 +4,21 @@
 #ifndef SDN_DS_CLI_H
 #define SDN_DS_CLI_H
 
+#include <stddef.h>
+
+#include "draft/methods.h"
 #include "tools/progress.h"
+
+/* The --param values of study and bench: each one applied to cfg as it is parsed (a bad key
+ * or value is a usage error), the first 64 kept for the records. */
+typedef struct dscli_params {
+    sdn_method_config cfg;
+    const char *v[64];
+    int n, given;
+} dscli_params;
+void dscli_params_init(dscli_params *p);
+/* cli_opt.fn of --param (dest: a dscli_params). */
+int dscli_param_fn(void *dest, const char *value, char *why, size_t cap);
 
 /* The shared material directory: $SDN_SHARED, else ../shared beside the source tree the
  * program was built in (BUILD/sdnpu with BUILD/../CMakeLists.txt); NULL when absent. Nothing

@@ -14,11 +14,14 @@
 
 void sdn_run_opts_init(sdn_run_opts *o) {
     memset(o, 0, sizeof *o);
-    o->max_tokens = 256;
+    sdnpu_request rq; /* the defaults are the library's (SDNPU_DEFAULT_* in sdnpu.h) */
+    sdnpu_request_init(&rq);
+    o->max_tokens = rq.max_tokens;
     o->threads = cli_default_threads();
-    o->top_p = 1.0f;
-    o->spec = "none";
-    o->prefill_topk = 4;
+    o->top_p = rq.top_p;
+    o->spec = rq.method;
+    o->prefill_topk = rq.prefill_topk;
+    o->draft_max = rq.draft_max;
 }
 
 void sdn_run_opts_free(sdn_run_opts *o) {
@@ -62,48 +65,49 @@ int sdn_constraint_error(int rc, const sdnpu_error *err) {
 }
 
 int sdn_run_opts_table(sdn_run_opts *o, cli_opt *t, int cap) {
-    static char threads_help[96], spec_help[160];
-    snprintf(threads_help, sizeof threads_help, "compute threads (default: the CPUs this process may use, here %d)", cli_default_threads());
+    static char spec_help[160], max_help[64], topk_help[96];
     snprintf(spec_help, sizeof spec_help, "drafting method: %s (default %s)", sdnpu_methods(), o->spec);
+    snprintf(max_help, sizeof max_help, "new tokens at most (default %d)", o->max_tokens);
+    snprintf(topk_help, sizeof topk_help, "prefill predictions kept per position for sam+cal/sdnpu (default %d)", o->prefill_topk);
     const double big = 1 << 22;
     const cli_opt opts[] = {
-        {.name = "--model", .kind = CLI_STR, .dest = &o->model_path, .arg = "M", .help = "GGUF file, llama2.c checkpoint or known model name"},
+        CLI_O_MODEL(&o->model_path, "GGUF file, llama2.c checkpoint or known model name"),
         {.name = "--prompt", .kind = CLI_STR, .dest = &o->prompt, .arg = "TEXT", .help = "the prompt ('-': read it from stdin)"},
         {.name = "--prompt-file", .kind = CLI_STR, .dest = &o->prompt_file, .arg = "FILE", .help = "read the prompt from FILE (UTF-8 or UTF-16 with BOM)"},
         {.name = "--prompt-ids", .kind = CLI_STR, .dest = &o->prompt_ids, .arg = "\"ID ...\"", .help = "the prompt as token ids, used as they are"},
         {.name = "--context", .kind = CLI_LIST, .dest = &o->contexts, .arg = "FILE", .help = "a context document (repeatable; UTF-8 or UTF-16 with BOM)"},
         {.name = "--system", .kind = CLI_STR, .dest = &o->system, .arg = "TEXT", .help = "system prompt (needs a chat template; an error without one)"},
-        {.name = "--chat-template", .kind = CLI_STR, .dest = &o->chat_template, .arg = "NAME", .help = "auto (default), none, chatml, llama3, llama2, vicuna, plain, gemma"},
+        CLI_O_CHAT_TEMPLATE(&o->chat_template),
         {.name = "--print-prompt", .kind = CLI_FLAG, .dest = &o->print_prompt, .help = "print the prompt as the model sees it (chat template applied) and exit"},
-        {.name = "--max-tokens", .kind = CLI_INT, .dest = &o->max_tokens, .lo = 0, .hi = big, .arg = "N", .help = "new tokens at most (default 256; demo 128)"},
+        CLI_O_MAX_TOKENS(&o->max_tokens, 0, big, max_help),
         {.name = "--stop", .kind = CLI_LIST, .dest = &o->stops, .arg = "STR", .help = "end the answer before STR (repeatable)"},
-        {.name = "--temp", .kind = CLI_FLOAT, .dest = &o->temp, .lo = 0, .hi = 100, .arg = "T", .help = "sampling temperature (default 0: greedy)"},
+        CLI_O_TEMP(&o->temp, 0, 100, "sampling temperature (default 0: greedy)"),
         {.name = "--top-k", .kind = CLI_INT, .dest = &o->top_k, .lo = 0, .hi = 1 << 24, .arg = "K", .help = "sample from the K most likely tokens (default 0: all)"},
         {.name = "--top-p", .kind = CLI_FLOAT, .dest = &o->top_p, .lo = 0, .hi = 1, .arg = "P", .help = "nucleus sampling (default 1)"},
-        {.name = "--seed", .kind = CLI_U64, .dest = &o->seed, .lo = 0, .hi = 9.2e18, .arg = "S", .help = "sampling seed (default 0)"},
+        CLI_O_SEED(&o->seed, 9.2e18, "sampling seed (default 0)"),
         {.name = "--min-p", .kind = CLI_FLOAT, .dest = &o->min_p, .lo = 0, .hi = 1, .arg = "P", .help = "drop tokens less than P times as likely as the most likely (default 0: off)"},
         {.name = "--repeat-penalty", .kind = CLI_FLOAT, .dest = &o->repeat_penalty, .lo = 0, .hi = 10, .arg = "R", .help = "penalize tokens seen in the last --repeat-last-n, greedy too (default 1: off)"},
         {.name = "--repeat-last-n", .kind = CLI_INT, .dest = &o->repeat_last_n, .lo = 0, .hi = 1 << 20, .arg = "N", .help = "window of --repeat-penalty in tokens, prompt included (default 64)"},
         {.name = "--ignore-eos", .kind = CLI_FLAG, .dest = &o->ignore_eos, .help = "keep generating past end-of-generation tokens"},
-        {.name = "--spec", .kind = CLI_STR, .dest = &o->spec, .arg = "METHOD", .help = spec_help},
+        CLI_O_SPEC(&o->spec, spec_help),
         {.name = "--compare", .kind = CLI_FLAG, .dest = &o->compare, .help = "also run plain decoding: same output?, speedup"},
-        {.name = "--draft-max", .kind = CLI_INT, .dest = &o->draft_max, .lo = 1, .hi = 63, .arg = "N", .help = "draft tokens per step at most (default: from this machine's verify cost curve)"},
-        {.name = "--draft-depth", .kind = CLI_INT, .dest = &o->draft_depth, .lo = 1, .hi = 63, .arg = "D", .help = "draft tree depth at most (default: as --draft-max)"},
-        {.name = "--draft-branch", .kind = CLI_INT, .dest = &o->draft_branch, .lo = 1, .hi = 63, .arg = "B", .help = "draft tree branching at most (default 4)"},
-        {.name = "--param", .kind = CLI_LIST, .dest = &o->params, .arg = "KEY=VALUE", .help = "a drafting parameter (repeatable; needs --spec other than none)"},
-        {.name = "--prefill-topk", .kind = CLI_INT, .dest = &o->prefill_topk, .lo = 1, .hi = 64, .arg = "K", .help = "prefill predictions kept per position for sam+cal/sdnpu (default 4)"},
+        CLI_O_DRAFT_MAX(&o->draft_max, "draft tokens per step at most (default: from this machine's verify cost curve)"),
+        CLI_O_DRAFT_DEPTH(&o->draft_depth, "draft tree depth at most (default: as --draft-max)"),
+        CLI_O_DRAFT_BRANCH(&o->draft_branch, "draft tree branching at most (default 4)"),
+        {.name = "--param", .kind = CLI_LIST, .dest = &o->params, .arg = "KEY=VALUE", .help = "a drafting parameter (repeatable; not with --spec none)"},
+        CLI_O_PREFILL_TOPK(&o->prefill_topk, 1, topk_help),
         {.name = "--history", .kind = CLI_STR, .dest = &o->history, .arg = "FILE", .help = "SQLite history store of earlier answers (created when missing)"},
         {.name = "--task-group", .kind = CLI_STR, .dest = &o->task_group, .arg = "NAME", .help = "draft from the group's earlier answers in --history, store this one"},
-        {.name = "--graphs", .kind = CLI_STR, .dest = &o->graphs, .arg = "MODE", .help = "fixed-shape graphs switched during prefill: single, sync, async, progressive"},
-        {.name = "--graph-blocks", .kind = CLI_INT, .dest = &o->graph_blocks, .lo = 1, .hi = 128, .arg = "N", .help = "graph layer blocks (default 8)"},
-        {.name = "--g1", .kind = CLI_INT, .dest = &o->g1, .lo = 1, .hi = 4096, .arg = "S1", .help = "prefill graph rows (default 256)"},
-        {.name = "--g2", .kind = CLI_INT, .dest = &o->g2, .lo = 1, .hi = 64, .arg = "S2", .help = "decode graph rows (default: from the profile)"},
-        {.name = "--profile-db", .kind = CLI_STR, .dest = &o->profile_db, .arg = "FILE", .help = "graph profile cache (default $SDNPU_CACHE/profiles.sqlite)"},
+        CLI_O_GRAPHS(&o->graphs),
+        CLI_O_GRAPH_BLOCKS(&o->graph_blocks, "--graph-blocks"),
+        CLI_O_G1(&o->g1),
+        CLI_O_G2(&o->g2),
+        CLI_O_PROFILE_DB(&o->profile_db),
         {.name = "--graph-pin", .kind = CLI_FLAG, .dest = &o->graph_pin, .help = "compute threads on CPUs 0..threads-1, the graph loader on the others"},
-        {.name = "--threads", .kind = CLI_INT, .dest = &o->threads, .lo = 1, .hi = 256, .arg = "N", .help = threads_help},
-        {.name = "--ctx", .kind = CLI_INT, .dest = &o->n_ctx, .lo = 2, .hi = big, .arg = "N", .help = "KV cache size in tokens (default min(trained length, 8192); past the trained length: a warning)"},
-        {.name = "--tokenizer", .kind = CLI_STR, .dest = &o->tokenizer_path, .arg = "FILE", .help = "llama2.c tokenizer.bin (for llama2.c checkpoints)"},
-        {.name = "--quiet", .kind = CLI_FLAG, .dest = &o->quiet, .help = "print only the generated text"},
+        CLI_O_THREADS(&o->threads),
+        CLI_O_CTX(&o->n_ctx, 2, "KV cache size in tokens (default min(trained length, 8192); past the trained length: a warning)"),
+        CLI_O_TOKENIZER(&o->tokenizer_path),
+        CLI_O_QUIET(&o->quiet, "print only the generated text"),
         {.name = "--stats-json", .kind = CLI_STR, .dest = &o->stats_json, .arg = "FILE", .help = "write the run's statistics as JSON (checked writable first)"},
     };
     int n = (int)(sizeof opts / sizeof opts[0]);

@@ -154,9 +154,27 @@ typedef struct sdnpu_context sdnpu_context;
 /* The default KV cache size of a context: min(the model's trained length, this) positions. */
 #define SDNPU_DEFAULT_N_CTX 8192
 
+/* The one table of defaults, read by the library's init functions (sdnpu_request_init,
+ * sdnpu_context_params_init), the `sdnpu` program and its server alike:
+ *   SDNPU_DEFAULT_METHOD       the drafting method of a request ("sdnpu"; greedy output is the
+ *                              same as plain decoding's, token for token)
+ *   SDNPU_DEFAULT_MAX_TOKENS   new tokens of a request at most
+ *   SDNPU_DEFAULT_DRAFT_MAX    draft budget: 0 = each step's draft size from this machine's
+ *                              verify cost curve (measured once, cached) and the acceptance so far
+ *   SDNPU_DEFAULT_PREFILL_TOPK prefill predictions kept per position for calibrating methods
+ *   SDNPU_DEFAULT_MAX_THREADS  compute threads: n_threads 0 means min(the CPUs this process may
+ *                              run on, this); sdnpu_context_params_init fills in that number */
+#define SDNPU_DEFAULT_METHOD "sdnpu"
+#define SDNPU_DEFAULT_MAX_TOKENS 256
+#define SDNPU_DEFAULT_DRAFT_MAX 0
+#define SDNPU_DEFAULT_PREFILL_TOPK 4
+#define SDNPU_DEFAULT_MAX_THREADS 8
+
 typedef struct sdnpu_context_params {
     int n_ctx;                /* KV cache size in tokens (0, default: min(trained length, SDNPU_DEFAULT_N_CTX)) */
-    int n_threads;            /* compute threads (0, default: 2) */
+    int n_threads;            /* compute threads (0: the default rule, min(the CPUs this process may
+                                 run on, SDNPU_DEFAULT_MAX_THREADS); sdnpu_context_params_init
+                                 sets that number) */
     const char *history_path; /* SQLite history store of earlier answers per task group (created
                                  when missing); NULL (default): none */
     const char *graphs;       /* fixed-shape graphs switched during prefill: NULL (default: off),
@@ -234,15 +252,16 @@ typedef struct sdnpu_request {
     const char *task_group;
     int store_answer;          /* 1 (default): store the answer when it ended normally */
     /* Drafting: "none" (plain decoding), "pld", "sam", "sam+tree", "sam+cal", "sam+reuse",
-     * "sdnpu" (default). draft_max 0 (default): each step's draft size from this machine's
-     * verify cost curve (measured once, cached) and the acceptance seen so far. */
+     * "sdnpu" (SDNPU_DEFAULT_METHOD). draft_max 0 (SDNPU_DEFAULT_DRAFT_MAX): each step's draft
+     * size from this machine's verify cost curve (measured once, cached) and the acceptance
+     * seen so far. */
     const char *method;
     int draft_max, draft_depth, draft_branch; /* 0: defaults */
     const char *const *params; /* drafting parameters "KEY=VALUE" (docs/drafting.md) */
     int n_params;
-    int prefill_topk;          /* prefill predictions kept per position for calibration (0: 4) */
+    int prefill_topk;          /* prefill predictions kept per position for calibration (0: SDNPU_DEFAULT_PREFILL_TOPK) */
     /* Sampling: temperature 0 (default) is greedy. */
-    int max_tokens;            /* new tokens at most (default 256) */
+    int max_tokens;            /* new tokens at most (default SDNPU_DEFAULT_MAX_TOKENS) */
     float temperature, top_p;  /* top_p default 1 */
     int top_k;                 /* 0: all */
     uint64_t seed;

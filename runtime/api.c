@@ -14,11 +14,13 @@
 
 #include <limits.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/sdn_err.h"
+#include "common/sdn_util.h"
 #include "runtime/history.h"
 #include "draft/methods.h"
 #include "tokenizer/chat_template.h"
@@ -201,9 +203,19 @@ int sdnpu_check_graphs(const char *graphs, sdnpu_error *err) {
 
 /* ---- contexts ---- */
 
+/* The default rule of n_threads (0): min(the CPUs this process may run on, SDNPU_DEFAULT_MAX_THREADS). */
+static int default_threads(void) {
+    int n = 0;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof set, &set) == 0) n = CPU_COUNT(&set);
+    if (n <= 0) n = sdn_cpus_online();
+    return n < 1 ? 1 : n > SDNPU_DEFAULT_MAX_THREADS ? SDNPU_DEFAULT_MAX_THREADS : n;
+}
+
 void sdnpu_context_params_init(sdnpu_context_params *p) {
     memset(p, 0, sizeof *p);
-    p->n_threads = 2;
+    p->n_threads = default_threads();
 }
 
 static char *dup_or_null(const char *s) { return s ? strdup(s) : NULL; }
@@ -238,7 +250,7 @@ int sdnpu_context_new(sdnpu_model *m, const sdnpu_context_params *p, sdnpu_conte
     if (!c) return sdn_fail(E(err), SDN_ENOMEM, "out of memory");
     c->model = m;
     c->p = *p;
-    if (c->p.n_threads == 0) c->p.n_threads = 2;
+    if (c->p.n_threads == 0) c->p.n_threads = default_threads();
     c->history_path = dup_or_null(p->history_path);
     c->graphs = dup_or_null(p->graphs);
     c->profile_db = dup_or_null(p->profile_db);
@@ -294,8 +306,10 @@ int sdnpu_graph_report(const sdnpu_context *c, char **text, sdnpu_error *err) {
 void sdnpu_request_init(sdnpu_request *r) {
     memset(r, 0, sizeof *r);
     r->store_answer = 1;
-    r->method = "sdnpu";
-    r->max_tokens = 256;
+    r->method = SDNPU_DEFAULT_METHOD;
+    r->max_tokens = SDNPU_DEFAULT_MAX_TOKENS;
+    r->draft_max = SDNPU_DEFAULT_DRAFT_MAX;
+    r->prefill_topk = SDNPU_DEFAULT_PREFILL_TOPK;
     r->top_p = 1.0f;
     r->reuse_kv = 1;
 }
@@ -489,7 +503,7 @@ static int gen_params(sdnpu_context *c, const sdnpu_request *r, sdn_drafter *d, 
     gp->caps.max_nodes = r->draft_max;
     gp->caps.max_depth = r->draft_depth;
     gp->caps.max_branch = r->draft_branch;
-    gp->prefill_topk = d->ops && sdn_method_uses_prefill_preds(r->method) ? (r->prefill_topk > 0 ? r->prefill_topk : 4) : 0;
+    gp->prefill_topk = d->ops && sdn_method_uses_prefill_preds(r->method) ? (r->prefill_topk > 0 ? r->prefill_topk : SDNPU_DEFAULT_PREFILL_TOPK) : 0;
     gp->reuse_kv = r->reuse_kv;
     if (c->last_preds.tok) gp->reuse_preds = &c->last_preds;
     int rc;

@@ -613,7 +613,9 @@ int srv_run(const srv_options *o) {
     sdnpu_context_params cp;
     sdnpu_context_params_init(&cp);
     cp.n_ctx = o->n_ctx;
+    /* threads 0: the library's default (cp.n_threads), shared by the slots */
     if (o->threads > 0) cp.n_threads = o->threads;
+    else if (o->slots > 1) cp.n_threads = cp.n_threads / o->slots > 0 ? cp.n_threads / o->slots : 1;
     cp.history_path = o->history;
     if (srv_pool_start(&s.pool, m, &cp, o->slots, o->queue, msg, sizeof msg)) {
         fprintf(stderr, "sdnpu serve: %s\n", msg);
