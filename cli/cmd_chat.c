@@ -111,7 +111,8 @@ int cmd_chat(int argc, char **argv) {
         goto done_opts;
     }
     sdnpu_model_info mi;
-    sdnpu_model_get_info(m, &mi);
+    sdnpu_model_info_init(&mi);
+    sdnpu_model_get_info(m, &mi, NULL);
     if (!sdnpu_model_has_tokenizer(m)) {
         fprintf(stderr, "sdnpu chat: %s has no tokenizer (give --tokenizer FILE)\n", model);
         rc = 2;
@@ -182,6 +183,7 @@ int cmd_chat(int argc, char **argv) {
         r.grammar = grammar;
         r.json_schema = schema;
         sdnpu_result res;
+        sdnpu_result_init(&res);
         int grc = sdnpu_generate(ctx, &r, &res, &err);
         if (grc && sdn_constraint_error(grc, &err)) { /* it would refuse every turn */
             fprintf(stderr, "sdnpu chat: option %s %s: %s\n", grammar ? "--grammar" : "--json-schema", grammar ? grammar_file : schema_file,

@@ -102,6 +102,8 @@ int main(int argc, char **argv) {
     }
     printf("sdnpu %s, model %s\n", sdnpu_version(), model_name);
     sdnpu_result plain, spec;
+    sdnpu_result_init(&plain);
+    sdnpu_result_init(&spec);
     int rc = summarize(ctx, doc ? doc : k_document, "none", max_tokens, &plain);
     if (!rc) rc = summarize(ctx, doc ? doc : k_document, "sdnpu", max_tokens, &spec);
     if (!rc) {

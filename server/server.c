@@ -622,7 +622,8 @@ int srv_run(const srv_options *o) {
         return 1;
     }
     sdnpu_model_info mi;
-    sdnpu_model_get_info(m, &mi);
+    sdnpu_model_info_init(&mi);
+    sdnpu_model_get_info(m, &mi, NULL);
     s.api.model_id = s.model_id;
     s.api.model_path = o->model;
     s.api.n_ctx = sdnpu_context_n_ctx(s.pool.ctx[0]);

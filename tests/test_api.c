@@ -83,7 +83,8 @@ static void test_info_and_tokens(void **state) {
     (void)state;
     sdnpu_model *m = load_tiny();
     sdnpu_model_info mi;
-    sdnpu_model_get_info(m, &mi);
+    sdnpu_model_info_init(&mi);
+    sdnpu_model_get_info(m, &mi, NULL);
     assert_string_equal(mi.architecture, "llama");
     assert_int_equal(mi.n_layers, 2);
     assert_int_equal(strlen(mi.fingerprint), 16);
@@ -118,6 +119,7 @@ static void test_generate_lossless_and_streaming(void **state) {
     assert_int_equal(sdnpu_context_new(m, NULL, &c, &e), SDNPU_OK);
     sdnpu_request r;
     sdnpu_result base;
+    sdnpu_result_init(&base);
     summary_request(&r, "none");
     r.reuse_kv = 0;
     assert_int_equal(sdnpu_generate(c, &r, &base, &e), SDNPU_OK);
@@ -133,6 +135,7 @@ static void test_generate_lossless_and_streaming(void **state) {
         r.on_text = collect;
         r.user_data = &col;
         sdnpu_result res;
+        sdnpu_result_init(&res);
         if (sdnpu_generate(c, &r, &res, &e)) fail_msg("%s: %s", methods[k], e.message);
         assert_int_equal(res.n_tokens, base.n_tokens);
         assert_memory_equal(res.tokens, base.tokens, sizeof(int32_t) * (size_t)base.n_tokens);
@@ -165,6 +168,9 @@ static void test_history_store(void **state) {
     assert_int_equal(sdnpu_context_new(m, &cp, &c, &e), SDNPU_OK);
     sdnpu_request r;
     sdnpu_result a, b, plain;
+    sdnpu_result_init(&a);
+    sdnpu_result_init(&b);
+    sdnpu_result_init(&plain);
     summary_request(&r, "none");
     assert_int_equal(sdnpu_generate(c, &r, &plain, &e), SDNPU_OK);
     summary_request(&r, "sam");
@@ -182,6 +188,7 @@ static void test_history_store(void **state) {
     assert_true(b.stats.mean_accepted > 2.0);
     /* another group sees nothing; store_answer = 0 stores nothing */
     sdnpu_result o;
+    sdnpu_result_init(&o);
     r.task_group = "other";
     r.store_answer = 0;
     assert_int_equal(sdnpu_generate(c, &r, &o, &e), SDNPU_OK);
@@ -219,6 +226,9 @@ static void test_kv_reuse(void **state) {
     assert_int_equal(sdnpu_context_new(m, NULL, &fresh, &e), SDNPU_OK);
     sdnpu_request r;
     sdnpu_result first, second, ref;
+    sdnpu_result_init(&first);
+    sdnpu_result_init(&second);
+    sdnpu_result_init(&ref);
     summary_request(&r, "none");
     assert_int_equal(sdnpu_generate(c, &r, &first, &e), SDNPU_OK);
     assert_int_equal(first.stats.reused_tokens, 0);
@@ -300,6 +310,8 @@ static void test_progress(void **state) {
     for (int k = 0; k < 2; k++) {
         sdnpu_request r;
         sdnpu_result res, plain;
+        sdnpu_result_init(&res);
+        sdnpu_result_init(&plain);
         summary_request(&r, methods[k]);
         assert_int_equal(sdnpu_generate(ref, &r, &plain, &e), SDNPU_OK);
         progress_log log = {.monotonic = 1};
@@ -341,6 +353,7 @@ static void test_cancel(void **state) {
     r.on_text = collect;
     r.user_data = &col;
     sdnpu_result res;
+    sdnpu_result_init(&res);
     assert_int_equal(sdnpu_generate(c, &r, &res, &e), SDNPU_OK);
     assert_int_equal(res.finish, SDNPU_FINISH_CANCELLED);
     assert_int_equal(col.calls, 3);
@@ -366,6 +379,7 @@ static void test_stop_strings(void **state) {
     assert_int_equal(sdnpu_context_new(m, NULL, &c, &e), SDNPU_OK);
     sdnpu_request r;
     sdnpu_result full;
+    sdnpu_result_init(&full);
     summary_request(&r, "none");
     assert_int_equal(sdnpu_generate(c, &r, &full, &e), SDNPU_OK);
     size_t L = strlen(full.text);
@@ -376,6 +390,7 @@ static void test_stop_strings(void **state) {
     size_t first = (size_t)(strstr(full.text, stop) - full.text);
     const char *stops[] = {"\x01never\x02", stop};
     sdnpu_result ref = {0};
+    sdnpu_result_init(&ref);
     const char *methods[] = {"none", "sam", "pld", "sdnpu"};
     for (int k = 0; k < 4; k++) {
         collected col = {0};
@@ -386,6 +401,7 @@ static void test_stop_strings(void **state) {
         r.on_text = collect;
         r.user_data = &col;
         sdnpu_result res;
+        sdnpu_result_init(&res);
         if (sdnpu_generate(c, &r, &res, &e)) fail_msg("%s: %s", methods[k], e.message);
         assert_int_equal(res.finish, SDNPU_FINISH_STOP);
         assert_int_equal(res.stop_index, 1);
@@ -435,6 +451,8 @@ static void test_penalty_lossless(void **state) {
     assert_int_equal(sdnpu_context_new(m, &cp, &c, &e), SDNPU_OK);
     sdnpu_request r;
     sdnpu_result base, pen;
+    sdnpu_result_init(&base);
+    sdnpu_result_init(&pen);
     summary_request(&r, "none");
     r.max_tokens = 64;
     assert_int_equal(sdnpu_generate(c, &r, &base, &e), SDNPU_OK);
@@ -456,6 +474,7 @@ static void test_penalty_lossless(void **state) {
         r.task_group = "penalized";
         r.store_answer = 0;
         sdnpu_result res;
+        sdnpu_result_init(&res);
         if (sdnpu_generate(c, &r, &res, &e)) fail_msg("%s: %s", methods[k], e.message);
         assert_int_equal(res.n_tokens, 64);
         assert_memory_equal(res.tokens, pen.tokens, sizeof(int32_t) * 64);
@@ -495,6 +514,7 @@ static void test_messages(void **state) {
     r.max_tokens = 8;
     r.ignore_eos = 1;
     sdnpu_result res;
+    sdnpu_result_init(&res);
     assert_int_equal(sdnpu_generate(c, &r, &res, &e), SDNPU_OK);
     assert_int_equal(res.n_tokens, 8);
     sdnpu_result_free(&res);
@@ -519,6 +539,7 @@ static void test_bad_requests(void **state) {
     assert_int_equal(sdnpu_context_new(m, NULL, &c, &e), SDNPU_OK);
     sdnpu_request r;
     sdnpu_result res;
+    sdnpu_result_init(&res);
     sdnpu_request_init(&r);
     assert_int_equal(sdnpu_generate(c, &r, &res, &e), SDNPU_EINVAL); /* nothing to answer */
     assert_non_null(strstr(e.message, "prompt"));
@@ -576,6 +597,7 @@ typedef struct job {
 
 static void *run_job(void *arg) {
     job *j = arg;
+    sdnpu_result_init(&j->res);
     sdnpu_context *c = NULL;
     sdnpu_context_params cp;
     sdnpu_context_params_init(&cp);
@@ -618,7 +640,8 @@ static void test_context_n_ctx(void **state) {
     (void)state;
     sdnpu_model *m = load_tiny();
     sdnpu_model_info mi;
-    sdnpu_model_get_info(m, &mi);
+    sdnpu_model_info_init(&mi);
+    sdnpu_model_get_info(m, &mi, NULL);
     sdnpu_context *c = NULL;
     sdnpu_error e = {0};
     assert_int_equal(sdnpu_context_new(m, NULL, &c, &e), SDNPU_OK);
