@@ -414,6 +414,7 @@ int sdn_run_request(const sdn_run_opts *o, FILE *out) {
     sdnpu_model_params mp;
     sdnpu_model_params_init(&mp);
     mp.tokenizer_path = o->tokenizer_path;
+    mp.pull = 1; /* the program pulls a known model on first use (the library does not by default) */
     if (sdnpu_model_load(o->model_path, &mp, &m, &err)) { fprintf(stderr, "sdnpu: %s\n", err.message); return 1; }
     sdnpu_model_info mi;
     sdnpu_model_info_init(&mi);

@@ -141,7 +141,7 @@ void sdnpu_set_log(sdnpu_log_fn fn, void *user) {
 
 static void model_params_defaults(sdnpu_model_params *p) {
     memset(p, 0, sizeof *p);
-    p->pull = 1;
+    p->pull = 0; /* downloading is an explicit step (sdnpu pull, sdnpu_model_pull, or pull = 1) */
 }
 
 sdnpu_status sdnpu_model_params_init_sized(sdnpu_model_params *p, size_t size) {
@@ -163,7 +163,11 @@ sdnpu_status sdnpu_model_load(const char *path_or_name, const sdnpu_model_params
     if (!path_or_name || !*path_or_name) return sdn_fail(E(err), SDN_EINVAL, "sdnpu_model_load: no model path or name");
     const sdn_known_model *km = sdn_known_model_find(path_or_name);
     char pulled[1200];
-    if (p->pull && km && sdn_known_model_check(km, NULL) != SDN_OK) { /* a known name not (validly) cached yet */
+    sdn_err why = {0};
+    if (km && sdn_known_model_check(km, &why) != SDN_OK && !p->pull) /* a known name not (validly) cached yet */
+        return sdn_fail(E(err), SDN_EIO, "model '%s' is not in the cache (%s): download it first with `sdnpu pull %s`, or set sdnpu_model_params.pull = 1",
+                        path_or_name, why.msg[0] ? why.msg : "missing", km->name);
+    if (p->pull && km && sdn_known_model_check(km, NULL) != SDN_OK) {
         sdn_pull_opts po = {.quiet = 1};
         int rc = sdn_model_pull(km, &po, pulled, sizeof pulled, E(err));
         if (rc) return rc;
