@@ -23,9 +23,10 @@
  * - Every fallible function returns an sdnpu_status: SDNPU_OK (0) or an error code, and takes
  *   an optional `sdnpu_error *` that receives the code and a message naming the file, field
  *   or option at fault (cleared at the start of every call, so one struct can be reused).
- *   Pass NULL when the message is not wanted. Each function lists the codes it returns; any
- *   function that allocates may also return SDNPU_ENOMEM. A failed call leaves its output
- *   pointers NULL / zero and the objects it was given as its documentation says.
+ *   Pass NULL when the message is not wanted. Each function lists the codes it returns
+ *   (tests/test_api.c provokes each one); besides those, any function that allocates returns
+ *   SDNPU_ENOMEM when an allocation fails. A failed call leaves its output pointers NULL /
+ *   zero and the objects it was given as its documentation says.
  * - A NULL object argument (model, context, request) where one is required is SDNPU_EINVAL
  *   for functions returning a status; void and value getters document their NULL behaviour.
  * - Strings are UTF-8. Memory the library returns is released with the matching *_free
@@ -154,8 +155,8 @@ SDNPU_API sdnpu_status sdnpu_model_params_init_sized(sdnpu_model_params *p, size
  * SDNPU_EIO (missing or unreadable file; a known model not in the cache with p->pull = 0,
  * the message says to run `sdnpu pull NAME`; a failed download), SDNPU_EFORMAT (malformed
  * file, checksum mismatch), SDNPU_EUNSUP (architecture or tensor type; p larger than this
- * library knows with unknown fields set), SDNPU_ENOMEM (allocation, or a memory limit:
- * SDN_MEM_LIMIT_MB, RLIMIT_AS). On error *out is NULL (when out is not) and nothing is kept. */
+ * library knows with unknown fields set). On error *out is NULL (when out is not) and
+ * nothing is kept. */
 SDNPU_API sdnpu_status sdnpu_model_load(const char *path_or_name, const sdnpu_model_params *p, sdnpu_model **out, sdnpu_error *err);
 /* Free a model (NULL is fine). Every context made on it must be freed first. */
 SDNPU_API void sdnpu_model_free(sdnpu_model *m);
@@ -210,12 +211,13 @@ SDNPU_API char *sdnpu_model_describe(const sdnpu_model *m, int n_ctx);
  * 0 never; parse_special: 1 turns control-token text (<|im_start|>) into its token.
  * *ids is malloc'd (sdnpu_free). The model is only read (safe from several threads).
  * Errors: SDNPU_EINVAL (m, ids or n_ids NULL; text NULL with len > 0; the model has no
- * tokenizer; text too long), SDNPU_ENOMEM. On error *ids is NULL and *n_ids 0. */
+ * tokenizer; text longer than the 1-call limit, refused before it is read). On error *ids is
+ * NULL and *n_ids 0 (when they are not NULL). */
 SDNPU_API sdnpu_status sdnpu_tokenize(const sdnpu_model *m, const char *text, size_t len, int add_bos, int parse_special, int32_t **ids,
                                       int *n_ids, sdnpu_error *err);
 /* Text of token ids (control tokens not rendered). *text is malloc'd (sdnpu_free).
  * Errors: SDNPU_EINVAL (m or text NULL, ids NULL with n_ids > 0, n_ids negative, no
- * tokenizer, an id out of range), SDNPU_ENOMEM. On error *text is NULL. */
+ * tokenizer, an id out of range). On error *text is NULL (when text is not). */
 SDNPU_API sdnpu_status sdnpu_detokenize(const sdnpu_model *m, const int32_t *ids, int n_ids, char **text, sdnpu_error *err);
 
 /* ---- contexts ---- */
@@ -259,8 +261,9 @@ SDNPU_API sdnpu_status sdnpu_context_params_init_sized(sdnpu_context_params *p, 
  * Errors: SDNPU_EINVAL (m or out NULL, p->struct_size too small, a bad parameter: named),
  * SDNPU_EUNSUP (p larger than this library knows with unknown fields set), SDNPU_ENOMEM (the
  * KV cache and buffers do not fit the memory limit, SDN_MEM_LIMIT_MB or RLIMIT_AS),
- * SDNPU_EDB (history store cannot be opened or created), SDNPU_EFORMAT (the history file
- * holds another schema). On error *out is NULL and nothing is kept (the model is unchanged). */
+ * SDNPU_EDB (the history store cannot be opened or created: not an SQLite database, damaged,
+ * another application's database). On error *out is NULL and nothing is kept (the model is
+ * unchanged). */
 SDNPU_API sdnpu_status sdnpu_context_new(sdnpu_model *m, const sdnpu_context_params *p, sdnpu_context **out, sdnpu_error *err);
 /* Free a context (NULL is fine); not while it runs a request. */
 SDNPU_API void sdnpu_context_free(sdnpu_context *c);
@@ -271,7 +274,7 @@ SDNPU_API int sdnpu_context_n_ctx(const sdnpu_context *c);
 /* The graph runtime's account of the last request (layout switches, waits, time to first
  * token) as text, malloc'd (sdnpu_free).
  * Errors: SDNPU_EINVAL (c or text NULL), SDNPU_ESTATE (the context has no graphs, or has run
- * no request yet; the context is unchanged), SDNPU_ENOMEM. On error *text is NULL. */
+ * no request yet; the context is unchanged). On error *text is NULL (when text is not). */
 SDNPU_API sdnpu_status sdnpu_graph_report(const sdnpu_context *c, char **text, sdnpu_error *err);
 
 /* ---- drafting methods ---- */
@@ -417,24 +420,28 @@ SDNPU_API sdnpu_status sdnpu_result_init_sized(sdnpu_result *r, size_t size);
  * schema, a prompt longer than the context, a task group without a history store; the
  * message names the field), SDNPU_EUNSUP (r larger than this library knows with unknown
  * fields set), SDNPU_ESTATE (the context is already running a request: called from its own
- * on_text / on_progress callback or from another thread at the same time; that request is
- * not disturbed), SDNPU_ENOMEM, SDNPU_EDB (history store read or write failed),
- * SDNPU_EFORMAT (a corrupt history entry).
- * State after an error: result (when given and its struct_size valid) holds no text and no
- * tokens (text NULL, n_tokens 0; sdnpu_result_free is harmless) and the stats gathered so
- * far; nothing is stored in the history store unless the error is SDNPU_EDB from the store
- * itself. Errors found before decoding (SDNPU_EINVAL, SDNPU_EUNSUP, SDNPU_ESTATE, history
- * lookup) leave the context as it was, its KV cache and reuse included. An error during
- * prefill or decoding empties the context's KV cache (the next request prefills its whole
- * prompt); the context stays usable. */
+ * on_text / on_progress callback or from another thread at the same time; that request goes
+ * on undisturbed and this call touches neither result nor the context; also an internal
+ * consistency check failing during decoding, which would be a bug), SDNPU_EDB (the history
+ * store: a read or write failed, or a damaged answer row of the task group).
+ * State after an error: result (when given and its struct_size valid; not for SDNPU_ESTATE
+ * from a busy context) holds no text and no tokens (text NULL, n_tokens 0; sdnpu_result_free
+ * is harmless) and the stats gathered so far; the answer is not stored in the history store.
+ * The context stays usable. Errors found before decoding (argument and request checks,
+ * rendering, a prompt longer than the context, the grammar, the history lookup) leave it as it
+ * was, its KV entries kept for reuse. An error from the decoding step itself (a prompt_ids
+ * prompt longer than the context, out of memory during prefill or decoding, an internal
+ * check) empties its KV cache: the next request prefills its whole prompt. SDNPU_EDB from
+ * storing the answer leaves the KV entries of the request (the next request may reuse them). */
 SDNPU_API sdnpu_status sdnpu_generate(sdnpu_context *c, const sdnpu_request *r, sdnpu_result *result, sdnpu_error *err);
 /* Free a result's text and tokens and zero them (NULL is fine; struct_size is kept, so the
  * struct can be passed to sdnpu_generate again). */
 SDNPU_API void sdnpu_result_free(sdnpu_result *r);
 
 /* The prompt exactly as the model sees it, rendered with its chat template (malloc'd, sdnpu_free).
- * Errors: SDNPU_EINVAL (m, r or text NULL, a prompt_ids request, and sdnpu_generate's
- * rendering errors), SDNPU_EUNSUP (as sdnpu_generate), SDNPU_ENOMEM. On error *text is NULL. */
+ * Errors: SDNPU_EINVAL (m, r or text NULL, r->struct_size too small, a prompt_ids request,
+ * and sdnpu_generate's rendering errors), SDNPU_EUNSUP (as sdnpu_generate). On error *text is
+ * NULL (when text is not). */
 SDNPU_API sdnpu_status sdnpu_render_prompt(const sdnpu_model *m, const sdnpu_request *r, char **text, sdnpu_error *err);
 
 #ifdef __cplusplus

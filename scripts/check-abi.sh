@@ -47,7 +47,7 @@ if [ ! -e "$baseline" ]; then
 fi
 lib="$build/libsdnpu.so"
 [ -e "$lib" ] || { echo "check-abi: $lib not found (build first)" >&2; exit 1; }
-readelf -S "$lib" | grep -q '\.debug_info' || { echo "check-abi: $lib has no debug info (build with -g: the Release flags have it)" >&2; exit 1; }
+[[ "$(readelf -S "$lib")" == *.debug_info* ]] || { echo "check-abi: $lib has no debug info (build with -g: the Release flags have it)" >&2; exit 1; }
 soname="$(objdump -p "$lib" | awk '$1 == "SONAME" {print $2}')"
 if [ "$soname" != "libsdnpu.so.$abiver" ]; then
   echo "check-abi: $lib has SONAME $soname, but version $ver of include/sdnpu.h wants libsdnpu.so.$abiver" >&2
