@@ -136,10 +136,12 @@ typedef struct sdnpu_model sdnpu_model;
 
 typedef struct sdnpu_model_params {
     size_t struct_size;         /* set by sdnpu_model_params_init (see "ABI" above) */
-    const char *tokenizer_path; /* tokenizer.bin of a llama2.c checkpoint (GGUF files carry their own); NULL */
     int pull;                   /* 0 (default): a known model name not yet in the cache is SDNPU_EIO
                                    (download it first: `sdnpu pull NAME` or sdnpu_model_pull);
                                    1: it is downloaded (sdnpu_model_pull, quiet) */
+    const char *tokenizer_path; /* tokenizer.bin of a llama2.c checkpoint (GGUF files carry their own); NULL */
+    /* (pull comes first so that the struct ends without padding: bytes past the known fields
+       must be zero, see "ABI") */
 } sdnpu_model_params;
 
 /* Fill *p with the defaults and p->struct_size = size. Errors: SDNPU_EINVAL (p NULL, or size

@@ -47,16 +47,20 @@ _Static_assert(SDNPU_ACCEPT_HIST == SDN_ACCEPT_HIST, "histogram sizes agree");
  * release with struct_size (0.7.0): never change these. KNOWN_*: this library's last field:
  * move it when a field is appended. */
 #define END_OF(T, f) (offsetof(T, f) + sizeof(((T *)0)->f))
-#define FIRST_MODEL_PARAMS END_OF(sdnpu_model_params, pull)
+#define FIRST_MODEL_PARAMS END_OF(sdnpu_model_params, tokenizer_path)
 #define FIRST_CONTEXT_PARAMS END_OF(sdnpu_context_params, cache_type_v)
 #define FIRST_REQUEST END_OF(sdnpu_request, json_schema)
 #define FIRST_MODEL_INFO END_OF(sdnpu_model_info, tool_format)
 #define FIRST_RESULT END_OF(sdnpu_result, stats.constrain_s)
-#define KNOWN_MODEL_PARAMS END_OF(sdnpu_model_params, pull)
+#define KNOWN_MODEL_PARAMS END_OF(sdnpu_model_params, tokenizer_path)
 #define KNOWN_CONTEXT_PARAMS END_OF(sdnpu_context_params, cache_type_v)
 #define KNOWN_REQUEST END_OF(sdnpu_request, json_schema)
 #define KNOWN_MODEL_INFO END_OF(sdnpu_model_info, tool_format)
 #define KNOWN_RESULT END_OF(sdnpu_result, stats.constrain_s)
+/* No tail padding after the known fields: the bytes a newer header adds start at sizeof. */
+_Static_assert(KNOWN_MODEL_PARAMS == sizeof(sdnpu_model_params) && KNOWN_CONTEXT_PARAMS == sizeof(sdnpu_context_params) &&
+                   KNOWN_REQUEST == sizeof(sdnpu_request) && KNOWN_MODEL_INFO == sizeof(sdnpu_model_info) && KNOWN_RESULT == sizeof(sdnpu_result),
+               "a struct_size struct ends with padding: reorder its fields (padding is not reliably zero in the app's copy)");
 
 static int bad_size(const char *name, size_t size, size_t first, sdn_err *err) {
     return sdn_fail(err, SDN_EINVAL, "%s.struct_size = %zu is smaller than the first released layout (%zu bytes): set it with %s_init()",

@@ -89,8 +89,10 @@ variant unchanged ''
 variant field-inserted '/^typedef struct sdnpu_request {/a\    int abi_selftest;'
 variant function-removed 's/^SDNPU_API void sdnpu_free(void \*p);/void sdnpu_free(void *p);/'
 variant return-type-changed 's/^SDNPU_API int sdnpu_context_n_ctx(/SDNPU_API long sdnpu_context_n_ctx(/' 's/^int sdnpu_context_n_ctx(/long sdnpu_context_n_ctx(/'
-variant field-appended '/^    const char \*json_schema; /a\    int abi_selftest;'
-variant stats-field-appended '/^    double constrain_s; /a\    long abi_selftest;'
+variant field-appended '/^    const char \*json_schema; /a\    const char *abi_selftest;' \
+  's/KNOWN_REQUEST END_OF(sdnpu_request, json_schema)/KNOWN_REQUEST END_OF(sdnpu_request, abi_selftest)/'
+variant stats-field-appended '/^    double constrain_s; /a\    long abi_selftest;' \
+  's/KNOWN_RESULT END_OF(sdnpu_result, stats.constrain_s)/KNOWN_RESULT END_OF(sdnpu_result, stats.abi_selftest)/'
 variant function-added '/^SDNPU_API void sdnpu_free(void \*p);/a\SDNPU_API int sdnpu_abi_selftest(void);' '' 'int sdnpu_abi_selftest(void) { return 1; }'
 expect pass unchanged
 expect fail field-inserted

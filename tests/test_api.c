@@ -728,6 +728,38 @@ static void test_log_callback(void **state) {
     sdnpu_model_free(m);
 }
 
+/* sdnpu_set_log while other threads log: every message reaches one of the sinks, none is lost
+ * or torn (two sinks swapped 200 times while two threads load a model that warns). */
+typedef struct log_loader {
+    const char *path;
+    int loads;
+} log_loader;
+
+static void *load_repeatedly(void *arg) {
+    log_loader *ll = arg;
+    for (int i = 0; i < ll->loads; i++) {
+        sdnpu_model *m = NULL;
+        if (sdnpu_model_load(ll->path, NULL, &m, NULL) == SDNPU_OK) sdnpu_model_free(m);
+    }
+    return NULL;
+}
+
+static void test_log_threads(void **state) {
+    (void)state;
+    const char *notok = patched_copy(tu_model("tiny-llama", "Q8_0", 3), "notok3.gguf", "tokenizer.ggml.tokens", "tokenizer.ggml.tokenz");
+    logged a = {.mu = PTHREAD_MUTEX_INITIALIZER}, b = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    sdnpu_set_log(log_sink, &a);
+    log_loader ll = {.path = notok, .loads = 20};
+    pthread_t t[2];
+    for (int i = 0; i < 2; i++) assert_int_equal(pthread_create(&t[i], NULL, load_repeatedly, &ll), 0);
+    for (int i = 0; i < 200; i++) sdnpu_set_log(log_sink, i % 2 ? &a : &b);
+    for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
+    sdnpu_set_log(NULL, NULL);
+    assert_int_equal(a.n + b.n, 40);
+    if (a.n) assert_non_null(strstr(a.last, "has no tokenizer section"));
+    if (b.n) assert_non_null(strstr(b.last, "has no tokenizer section"));
+}
+
 /* The *_init macros and struct_size: a size below the first released layout is refused and
  * nothing is written; a larger struct (a newer header) gets zeros after the known fields and
  * not a byte past its size. */
@@ -1163,6 +1195,7 @@ int main(void) {
         cmocka_unit_test(test_shared_model_threads),
         cmocka_unit_test(test_context_n_ctx),
         cmocka_unit_test(test_log_callback),
+        cmocka_unit_test(test_log_threads),
         cmocka_unit_test(test_struct_sizes),
         cmocka_unit_test(test_load_and_pull_errors),
         cmocka_unit_test(test_token_errors),
