@@ -2,7 +2,10 @@
  * test helpers just write a seeded model file): plain vs speculative output, streaming text
  * against the result and an independent detokenization, the task-group history store (lookup
  * before drafting, store after), KV reuse across requests, cancellation, conversations,
- * bad requests with their error codes and messages, and one model shared by two threads. */
+ * bad requests with their error codes and messages, and one model shared by two threads;
+ * then the contract: every error code each function documents, provoked, with the state of
+ * the objects after it, the struct_size rules and the log callback. (It also uses sqlite3 to
+ * damage a history row.) */
 #include <pthread.h>
 #include <stdarg.h>
 #include <stddef.h>
