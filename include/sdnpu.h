@@ -7,7 +7,8 @@
  * forward pass. Greedy output is identical to plain decoding; sampled output keeps the
  * model's distribution.
  *
- * Use:
+ * Use (a known model name must be in the cache first: `sdnpu pull smollm2-135m-instruct`,
+ * sdnpu_model_pull, or sdnpu_model_params.pull = 1):
  *     sdnpu_model *m;   sdnpu_model_load("smollm2-135m-instruct", NULL, &m, &err);
  *     sdnpu_context *c; sdnpu_context_new(m, NULL, &c, &err);
  *     sdnpu_request r;  sdnpu_request_init(&r);

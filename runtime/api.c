@@ -245,14 +245,19 @@ sdnpu_status sdnpu_model_pull(const char *name, int quiet, char *path, size_t ca
     return rc;
 }
 
+static char g_known_list[512];
+
+static void known_list_make(void) {
+    for (int i = 0; i < sdn_known_model_count(); i++) {
+        size_t l = strlen(g_known_list);
+        snprintf(g_known_list + l, sizeof g_known_list - l, "%s%s", i ? ", " : "", sdn_known_model_at(i)->name);
+    }
+}
+
 const char *sdnpu_known_models(void) {
-    static char list[512];
-    if (!list[0])
-        for (int i = 0; i < sdn_known_model_count(); i++) {
-            size_t l = strlen(list);
-            snprintf(list + l, sizeof list - l, "%s%s", i ? ", " : "", sdn_known_model_at(i)->name);
-        }
-    return list;
+    static pthread_once_t once = PTHREAD_ONCE_INIT; /* callable from any thread */
+    pthread_once(&once, known_list_make);
+    return g_known_list;
 }
 
 sdnpu_status sdnpu_tokenize(const sdnpu_model *m, const char *text, size_t len, int add_bos, int parse_special, int32_t **ids, int *n_ids,
