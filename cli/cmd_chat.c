@@ -110,12 +110,14 @@ int cmd_chat(int argc, char **argv) {
     sdnpu_model_params mp;
     sdnpu_model_params_init(&mp);
     mp.tokenizer_path = tokenizer;
+    mp.pull = 1; /* the program pulls a known model on first use (the library does not by default) */
     if (sdnpu_model_load(model, &mp, &m, &err)) {
         fprintf(stderr, "sdnpu chat: %s\n", err.message);
         goto done_opts;
     }
     sdnpu_model_info mi;
-    sdnpu_model_get_info(m, &mi);
+    sdnpu_model_info_init(&mi);
+    sdnpu_model_get_info(m, &mi, NULL);
     if (!sdnpu_model_has_tokenizer(m)) {
         fprintf(stderr, "sdnpu chat: %s has no tokenizer (give --tokenizer FILE)\n", model);
         rc = 2;
@@ -186,6 +188,7 @@ int cmd_chat(int argc, char **argv) {
         r.grammar = grammar;
         r.json_schema = schema;
         sdnpu_result res;
+        sdnpu_result_init(&res);
         int grc = sdnpu_generate(ctx, &r, &res, &err);
         if (grc && sdn_constraint_error(grc, &err)) { /* it would refuse every turn */
             fprintf(stderr, "sdnpu chat: option %s %s: %s\n", grammar ? "--grammar" : "--json-schema", grammar ? grammar_file : schema_file,

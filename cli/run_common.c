@@ -273,6 +273,7 @@ static int run_pass(const sdn_run_opts *o, sdnpu_model *m, sdnpu_request rq, con
     /* with --compare only the speculative pass stores its answer (it is the same text) */
     rq.store_answer = !(o->compare && !strcmp(method, "none"));
     int rc = sdnpu_context_new(m, &cp, &c, &err);
+    sdnpu_result_init(&p->res);
     if (!rc) rc = sdnpu_generate(c, &rq, &p->res, &err);
     if (!rc && out && !sdnpu_model_has_tokenizer(m))
         for (int i = 0; i < p->res.n_tokens; i++) fprintf(out, "%d ", p->res.tokens[i]);
@@ -417,9 +418,11 @@ int sdn_run_request(const sdn_run_opts *o, FILE *out) {
     sdnpu_model_params mp;
     sdnpu_model_params_init(&mp);
     mp.tokenizer_path = o->tokenizer_path;
+    mp.pull = 1; /* the program pulls a known model on first use (the library does not by default) */
     if (sdnpu_model_load(o->model_path, &mp, &m, &err)) { fprintf(stderr, "sdnpu: %s\n", err.message); return 1; }
     sdnpu_model_info mi;
-    sdnpu_model_get_info(m, &mi);
+    sdnpu_model_info_init(&mi);
+    sdnpu_model_get_info(m, &mi, NULL);
     sdnpu_request rq;
     sdnpu_request_init(&rq);
     rq.max_tokens = o->max_tokens;
