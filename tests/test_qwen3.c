@@ -49,7 +49,7 @@
 #include "support/test_util.h"
 
 /* Required agreement: top-1 and the second-ranked token (measured: see the test output and
- * docs/measurements.md; 8-bit activation rounding in different orders moves near-ties only). */
+ * docs/results.md; 8-bit activation rounding in different orders moves near-ties only). */
 #define MIN_AGREE_TOP1 0.99
 #define MIN_AGREE_TOP2 0.90
 /* largest |logit difference| over llama.cpp's top-8, relative to llama.cpp's top-1 logit */

@@ -43,7 +43,7 @@
 
 /* A greedy divergence is a near-tie when llama.cpp's own logits of its token and of sdnpu's
  * token differ by at most this much. Measured (test_exact_reference and
- * docs/measurements.md): on the same Q4_1 weights, sdnpu and llama.cpp are each up to ~0.9-1.3 logits away
+ * docs/results.md): on the same Q4_1 weights, sdnpu and llama.cpp are each up to ~0.9-1.3 logits away
  * from exact double-precision arithmetic (8-bit activations, different summation orders),
  * and llama.cpp differs from itself by up to 0.9 between its batched and its one-token
  * evaluation of the same positions. */
@@ -52,7 +52,7 @@
  * itself on 97.4% of these positions between batched and one-token evaluation, and with exact
  * arithmetic no better than sdnpu does, so agreement between the two engines is bounded by
  * that rounding noise, not by a bug (a wrong rope, norm or template gives far less). */
-#define MIN_AGREE 0.965 /* measured 0.972 with the f16 cache (the default), 0.974 with f32 (docs/measurements.md) */
+#define MIN_AGREE 0.965 /* measured 0.972 with the f16 cache (the default), 0.974 with f32 (docs/results.md) */
 
 static sdn_model *g_model;
 static sg_golden *g_gold;
@@ -149,7 +149,7 @@ static void test_teacher_forced(void **state) {
  * and q8_0 runs (flash attention) part from its f32 run (sdnpu's f32 agrees with them on
  * only ~96%), so each type is also held against the f32 reference there, with sdnpu's f32
  * figure as the bar: f16 within a point (measured 0.78: 2 of the 256 positions), q8 within
- * Q8_LONGDOC_LOSS (docs/measurements.md: what 8-bit keys cost on long documents). */
+ * Q8_LONGDOC_LOSS (docs/results.md: what 8-bit keys cost on long documents). */
 #define Q8_LONGDOC_LOSS 0.025 /* measured 0.0196: 5 of 256 positions */
 static void test_cache_types(void **state) {
     (void)state;
