@@ -514,7 +514,7 @@ static int history_lookup(sdnpu_context *c, const char *group, uint8_t **bytes, 
 }
 
 /* Step 3: the drafting method with the request's parameters and the history automaton. */
-static int make_drafter(const sdnpu_request *r, const uint8_t *hist, size_t hist_len, sdn_drafter *d, int *forced, sdn_err *err) {
+static int make_drafter(const sdnpu_request *r, const uint8_t *hist, size_t hist_len, sdn_drafter *d, int *forced, int *exits, sdn_err *err) {
     sdn_method_config mc;
     sdn_method_defaults(&mc);
     for (int i = 0; i < r->n_params; i++) {
@@ -524,6 +524,7 @@ static int make_drafter(const sdnpu_request *r, const uint8_t *hist, size_t hist
     mc.hist_bytes = hist;
     mc.hist_bytes_len = hist_len;
     *forced = mc.forced;
+    *exits = mc.exits;
     int rc = sdn_method_create(r->method ? r->method : "none", &mc, d, err);
     return rc ? sdn_fail(err, rc, "request method") : SDN_OK;
 }
@@ -725,7 +726,7 @@ static int generate(sdnpu_context *c, const sdnpu_request *r, sdnpu_result *resu
     size_t hist_len = 0;
     sdn_drafter d = {0};
     sdn_grammar *gram = NULL;
-    int forced = 1;
+    int forced = 1, exits = 1;
     sdn_gen_result g = {0};
     const sdn_tokenizer *tok = sdn_model_tokenizer(c->model->m);
     stream s = {.r = r, .stopped_at = -1, .stop_index = -1};
@@ -744,7 +745,7 @@ static int generate(sdnpu_context *c, const sdnpu_request *r, sdnpu_result *resu
         goto done;
     }
     if (drafting && (rc = history_lookup(c, r->task_group, &hist, &hist_len, &st, e))) goto done;
-    if ((rc = make_drafter(r, hist, hist_len, &d, &forced, e))) goto done;
+    if ((rc = make_drafter(r, hist, hist_len, &d, &forced, &exits, e))) goto done;
     sdn_gen_params gp;
     if ((rc = gen_params(c, r, &d, &gp, e))) goto done;
     if (gram) {
@@ -752,6 +753,7 @@ static int generate(sdnpu_context *c, const sdnpu_request *r, sdnpu_result *resu
         gp.gvocab = c->model->gvocab;
         gp.tok = tok;
         gp.forced_draft = forced;
+        gp.exit_draft = forced && exits;
     }
     if (tok) {
         if (!(s.dt = sdn_detok_new(tok))) { rc = sdn_fail(e, SDN_ENOMEM, "out of memory"); goto done; }

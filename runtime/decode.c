@@ -69,6 +69,8 @@ typedef struct decode {
      * row's prediction is constrained by (row 0: gs; row i + 1: gs + the path to node i) */
     sdn_gstate *gs;
     sdn_gstate *rs[SDN_INVARIANT_MAX_ROWS];
+    int32_t exit_tok; /* first token of this step's exit chain (exit_tokens), -1: none */
+    int exit_miss;    /* exit chains in a row whose first token was not committed */
     sdn_gen_stats s;
 } decode;
 
@@ -227,9 +229,7 @@ static int prefill(decode *d, double t0, sdn_err *err) {
  * answer, tokenized as the model's tokenizer would write them on their own; at most `lim`
  * tokens. Verification judges them like any draft, so a tokenization the model would not
  * produce only costs rows. Returns the count, or -1 when out of memory. */
-static int forced_tokens(decode *d, int32_t *out, int lim) {
-    char buf[512];
-    size_t n = sdn_gstate_forced(d->gs, buf, sizeof buf);
+static int tokenize_forced(decode *d, const char *buf, size_t n, int32_t *out, int lim) {
     if (!n || lim <= 0) return 0;
     int32_t *ids = NULL;
     int n_ids = 0;
@@ -249,6 +249,38 @@ static int forced_tokens(decode *d, int32_t *out, int lim) {
     memcpy(out, ids, sizeof(int32_t) * (size_t)n_ids);
     free(ids);
     return n_ids;
+}
+
+static int forced_tokens(decode *d, int32_t *out, int lim) {
+    char buf[512];
+    size_t n = sdn_gstate_forced(d->gs, buf, sizeof buf);
+    return tokenize_forced(d, buf, n, out, lim);
+}
+
+/* At a branch point of the grammar (no forced text), the way out of the current element: of
+ * the bytes the grammar allows next, the one after which the grammar forces the longest text
+ * (the `,` that ends a number and opens the next key, the `"` that closes a string), if that
+ * text is at least SDN_EXIT_MIN_FORCED bytes; the byte and its forced text, tokenized, are
+ * drafted as a second chain beside the drafter's guess. Verification judges it like any draft
+ * (a wrong guess costs its rows, never the output). Uses row state rs[0] as scratch (set again
+ * by constrain_tree). Returns the count, or -1 when out of memory. */
+#define SDN_EXIT_MIN_FORCED 4
+static int exit_tokens(decode *d, int32_t *out, int lim) {
+    char buf[512], best[512];
+    size_t best_n = 0;
+    sdn_gstate *s = d->rs[0];
+    for (int b = 0; b < 256; b++) {
+        if (sdn_gstate_copy(s, d->gs)) return -1;
+        unsigned char c = (unsigned char)b;
+        if (sdn_gstate_accept_bytes(s, &c, 1) != 1) continue;
+        size_t n = sdn_gstate_forced(s, buf + 1, sizeof buf - 1);
+        if (n >= SDN_EXIT_MIN_FORCED && n + 1 > best_n) {
+            buf[0] = (char)c;
+            best_n = n + 1;
+            memcpy(best, buf, best_n);
+        }
+    }
+    return tokenize_forced(d, best, best_n, out, lim);
 }
 
 /* Constrained requests: give every batch row its grammar state (row 0: the committed
@@ -308,6 +340,11 @@ static int step_draft(decode *d, sdn_err *err) {
         if (lim > kv_room) lim = kv_room;
         double t = sdn_now();
         n_forced = forced_tokens(d, forced, lim);
+        d->exit_tok = -1;
+        if (n_forced > 0) d->exit_miss = 0; /* a new element: guess its way out again */
+        /* at a branch point, the way out; not after two wrong guesses in a row (inside a
+           long free string, say), until the grammar forces text again */
+        else if (d->p->exit_draft && d->exit_miss < 2 && (n_forced = exit_tokens(d, forced, lim)) > 0) d->exit_tok = forced[0];
         d->s.t_constrain += sdn_now() - t;
         if (n_forced < 0) return sdn_fail(err, SDN_ENOMEM, "out of memory (forced text)");
         /* the drafter fills what the forced text leaves of the budget */
@@ -418,6 +455,7 @@ static int step_commit(decode *d, sdn_err *err) {
     const sdn_gen_params *p = d->p;
     int n_new = d->acc.n_acc + 1, first_new = d->n_gen;
     int bonus_row = d->acc.n_acc ? d->acc.nodes[d->acc.n_acc - 1] + 1 : 0, stuck = d->gs && d->empty[bonus_row];
+    if (d->exit_tok >= 0) d->exit_miss = d->acc.tokens[0] == d->exit_tok ? 0 : d->exit_miss + 1;
     if (stuck) n_new = d->acc.n_acc; /* the bonus row allowed nothing: the answer ends */
     for (int i = 0; i < n_new && d->n_gen < d->max_new; i++) {
         int32_t tk = d->acc.tokens[i];
@@ -447,7 +485,7 @@ static int step_feedback(decode *d, sdn_err *err) {
 }
 
 int sdn_generate(sdn_ctx *c, const int32_t *prompt, int n_prompt, const sdn_gen_params *p, sdn_gen_result *out, sdn_err *err) {
-    decode d = {.c = c, .p = p, .prompt = prompt, .n_prompt = n_prompt};
+    decode d = {.c = c, .p = p, .prompt = prompt, .n_prompt = n_prompt, .exit_tok = -1};
     if (out) memset(out, 0, sizeof *out);
     double t0 = sdn_now();
     int rc = setup(&d, err);
