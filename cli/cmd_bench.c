@@ -16,11 +16,12 @@
 #include "tools/progress.h"
 #include "tools/results.h"
 #include "draft/methods.h"
-#include "cli/bench_util.h"
+#include "tools/bench_util.h"
 #include "cli/cli.h"
 #include "cli/opts.h"
 #include "runtime/decode.h"
 #include "cli/ds_cli.h"
+#include "tools/method_params.h"
 #include "engine/forward.h"
 #include "modelfile/model.h"
 
@@ -151,8 +152,8 @@ int cmd_bench(int argc, char **argv) {
     char *cmdline = NULL;
     long hist_budget = 0;
     sdn_bench_opts o = {.max_tokens = 128, .threads = cli_default_threads()};
-    dscli_params par;
-    dscli_params_init(&par);
+    sdn_tool_params par;
+    sdn_tool_params_init(&par);
     sdn_gs_options gopt = {0};
     char gdb[1200];
     cli_list ds_list = {0}, proj_list = {0};
@@ -180,7 +181,7 @@ int cmd_bench(int argc, char **argv) {
         {.name = "--history", .kind = CLI_STR, .dest = &hist_path, .arg = "FILE",
          .help = "history store: earlier answers of the group feed SAM; answers are stored"},
         {.name = "--history-budget", .kind = CLI_LONG, .dest = &hist_budget, .lo = 1, .hi = 1L << 30, .arg = "N", .help = "history tokens per request (default 4096)"},
-        {.name = "--param", .kind = CLI_FN, .dest = &par, .fn = dscli_param_fn, .arg = "KEY=VALUE", .help = "a drafting-method parameter (repeatable; keys below)"},
+        {.name = "--param", .kind = CLI_FN, .dest = &par, .fn = sdn_tool_param_fn, .arg = "KEY=VALUE", .help = "a drafting-method parameter (repeatable; keys below)"},
         CLI_O_GRAPHS(&graphs),
         CLI_O_GRAPH_BLOCKS(&gopt.n_blocks, "--graph-blocks"),
         CLI_O_G1(&gopt.s1),

@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/bench_util.h"
+#include "tools/bench_util.h"
 #include "common/sdn_util.h"
 #include "attention/attention.h"
 #include "cli/cli.h"

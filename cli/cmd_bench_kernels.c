@@ -27,7 +27,7 @@
 #include "kernels/matmul.h"
 #include "kernels/quant.h"
 #include "modelfile/tensor_types.h"
-#include "cli/bench_util.h"
+#include "tools/bench_util.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>

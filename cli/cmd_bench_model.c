@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "common/sdn_util.h"
-#include "cli/bench_util.h"
+#include "tools/bench_util.h"
 #include "cli/cli.h"
 #include "cli/opts.h"
 #include "engine/forward.h"

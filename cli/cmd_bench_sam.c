@@ -24,7 +24,7 @@
 #include "cli/cli.h"
 #include "cli/opts.h"
 #include "suffix_automaton/sam.h"
-#include "cli/bench_util.h"
+#include "tools/bench_util.h"
 
 #define TARGET_EXT_MTOK 5.0
 #define TARGET_QUERY_US 5.0

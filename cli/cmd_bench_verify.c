@@ -18,7 +18,7 @@
 #include "common/sdn_util.h"
 #include "draft/methods.h"
 #include "draft/sdnpu_drafter.h"
-#include "cli/bench_util.h"
+#include "tools/bench_util.h"
 #include "cli/cli.h"
 #include "cli/opts.h"
 #include "engine/forward.h"

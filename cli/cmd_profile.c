@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/bench_util.h"
+#include "tools/bench_util.h"
 #include "cli/cli.h"
 #include "cli/opts.h"
 #include "graph_sched/budget.h"

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/bench_util.h"
+#include "tools/bench_util.h"
 #include "tools/progress.h"
 #include "tools/results.h"
 #include "tools/study.h"
@@ -16,6 +16,7 @@
 #include "cli/cli.h"
 #include "cli/opts.h"
 #include "cli/ds_cli.h"
+#include "tools/method_params.h"
 #include "engine/forward.h"
 #include "modelfile/model.h"
 
@@ -81,8 +82,8 @@ int cmd_study(int argc, char **argv) {
     char *cmdline = NULL;
     long hist_budget = 0;
     sdn_study_opts so = {0};
-    dscli_params par;
-    dscli_params_init(&par);
+    sdn_tool_params par;
+    sdn_tool_params_init(&par);
     cli_list tr_list = {0}, cost_list = {0};
     int threads = cli_default_threads(), n_ctx = 0;
     const cli_opt table[] = {
@@ -99,7 +100,7 @@ int cmd_study(int argc, char **argv) {
         {.name = "--history", .kind = CLI_REFUSE,
          .choices = "--history names a history store FILE in other commands; the study's in-memory history of earlier outputs is --replay-history"},
         {.name = "--history-budget", .kind = CLI_LONG, .dest = &hist_budget, .lo = 1, .hi = 1L << 30, .arg = "N", .help = "history tokens per request (default 4096)"},
-        {.name = "--param", .kind = CLI_FN, .dest = &par, .fn = dscli_param_fn, .arg = "KEY=VALUE", .help = "a drafting-method parameter (repeatable; keys below)"},
+        {.name = "--param", .kind = CLI_FN, .dest = &par, .fn = sdn_tool_param_fn, .arg = "KEY=VALUE", .help = "a drafting-method parameter (repeatable; keys below)"},
         {.name = "--cost", .kind = CLI_LIST, .dest = &cost_list, .arg = "PROFILE", .help = "verify-cost profile: project ms/token and speedup per method (repeatable, 8 at most)"},
         CLI_O_MODEL(&model, "measure methods a trace cannot replay live on this model"),
         CLI_O_TOKENIZER(&tokenizer),

@@ -1,0 +1,81 @@
+/* tools.h - the tools library's small internal API for the command line. A file in cli/
+ * includes only the public header (sdnpu.h), cli/ headers and tools/ headers
+ * (tests/test_layering.c); whatever a command needs beyond the public API is done by a
+ * function here (or in the other tools/ headers: bench_util.h, method_params.h, make_model.h,
+ * bench.h, study.h, ...), which does the work and prints its results and errors exactly as
+ * the command always has (stdout; stderr "sdnpu[ CMD]: ..."). None of it is in libsdnpu.
+ *   main.c's global options ... sdn_tool_global_options         (tools/cli_machine.c)
+ *   info ...................... sdn_tool_info_describe, sdn_tool_info_machine (tools/cli_info.c)
+ *   tokenize .................. sdn_tool_tokenize                (tools/cli_tokenize.c)
+ *   pull, demo ................ sdn_tool_known_models_print, sdn_tool_pull, sdn_tool_demo_model
+ *                                                                (tools/cli_models.c)
+ *   run, chat (files, stdin) .. sdn_tool_read_constraint, sdn_tool_read_context,
+ *                               sdn_tool_read_prompt_file, sdn_tool_read_stdin_text
+ *                                                                (tools/cli_text.c)
+ *   option help (--param) ..... sdn_tool_param_help             (tools/method_params.c)
+ */
+#ifndef SDN_TOOLS_H
+#define SDN_TOOLS_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+/* The global options of every command (main.c): kernel path ("--kernel NAME", else
+ * SDN_KERNEL, else the best), prefill matmuls ("--prefill-matmul", else SDN_PREFILL_MATMUL,
+ * else auto), KV cache types ("--cache-type-k/-v", else SDN_CACHE_TYPE_K/_V, else f16); each
+ * argument NULL when the option was not given. Returns 0, or 2 (a usage error) after
+ * "sdnpu: ..." on stderr. */
+int sdn_tool_global_options(const char *kernel, const char *prefill_mm, const char *cache_type_k, const char *cache_type_v);
+
+/* `sdnpu info` of one model file or known model name (tokenizer: a llama2.c tokenizer.bin or
+ * NULL; n_ctx: 0 = the default, min(trained length, SDNPU_DEFAULT_N_CTX)): architecture,
+ * shapes, tensor types, tokenizer, memory on stdout; a vocabulary-only GGUF is described as
+ * a tokenizer. Returns 0, or 1 after "sdnpu info: ..." on stderr. */
+int sdn_tool_info_describe(const char *path, const char *tokenizer, int n_ctx);
+/* The machine lines of `sdnpu info`: kernel path, CPU features, prefill matmul (stdout). */
+void sdn_tool_info_machine(void);
+
+typedef struct sdn_tool_tokenize_opts {
+    const char *model;     /* GGUF file or known model name (only its tokenizer is read) */
+    const char *tokenizer; /* llama2.c tokenizer.bin instead of model */
+    const char *file;      /* the text's file, or NULL: text */
+    const char *text;
+    int ids_only, no_bos, special, bench;
+} sdn_tool_tokenize_opts;
+/* `sdnpu tokenize` after its option checks: "id<TAB>'piece'" lines (or the ids on one line, or
+ * with bench the encode/decode timing) on stdout. Returns 0, or 1 after the error on stderr. */
+int sdn_tool_tokenize(const sdn_tool_tokenize_opts *o);
+
+/* The known models' table of `sdnpu pull --list` (name, size, licence, cached, what) on stdout. */
+void sdn_tool_known_models_print(void);
+/* `sdnpu pull NAME`: fetch and verify a known model, print its path on stdout. quiet: no
+ * progress and no notes; progress: a progress bar. Returns 0, 1 (failed, message on stderr)
+ * or 2 (not a known model: the known ones listed on stderr). */
+int sdn_tool_pull(const char *name, int quiet, int progress);
+/* The model of `sdnpu demo`: the known model `name`, pulled on first use (notes on stderr),
+ * unless offline (or the pull fails: then *offline is set, saying why); offline, a seeded
+ * random-weight make-model model of shape/type/seed, written once into the cache. Its path
+ * into path (cap bytes); *real = 1 for the known model. Returns 0, or -1 after the error. */
+int sdn_tool_demo_model(const char *name, const char *shape, const char *type, int seed, int *offline, char *path, size_t cap,
+                        int *real);
+
+/* The --grammar / --json-schema file of run and chat (cmd: the command's name, for
+ * messages): its text (malloc'd) into *grammar or *json_schema, both NULL when neither is
+ * given. Returns 0, or 2 (both given, unreadable, over 1 MiB, empty) after the message. */
+int sdn_tool_read_constraint(const char *cmd, const char *grammar_file, const char *json_schema_file, char **grammar, char **json_schema);
+/* One --context file decoded to UTF-8 text (UTF-8 with or without BOM, UTF-16 with BOM; else
+ * refused naming the byte offset) into *doc (malloc'd); more than cap bytes of text is refused
+ * with `why`; a non-UTF-8 file is noted on stderr unless quiet. Returns 0, or -1 after the
+ * message. */
+int sdn_tool_read_context(const char *path, size_t cap, const char *why, int quiet, char **doc);
+/* The --prompt-file text (decoded like a context, 1 GiB at most) into *text (malloc'd).
+ * Returns 0, or 1 after the message. */
+int sdn_tool_read_prompt_file(const char *path, char **text);
+/* The whole of standard input as UTF-8 text (--prompt -, decoded like a --context file).
+ * Returns 0, or -1 after the message. */
+int sdn_tool_read_stdin_text(char **out);
+
+/* The keys of --param with their ranges and defaults, and the notes on them (option help). */
+void sdn_tool_param_help(FILE *f);
+
+#endif
