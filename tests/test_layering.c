@@ -59,9 +59,6 @@ static const struct {
     {"cmd_bench_verify.c", "times tree verification and the decode loop directly; body not yet in tools/"},
     {"cmd_profile.c", "profiles graphs through graph_sched directly; body not yet in tools/"},
     {"cmd_study.c", "loads the model and its drafters for the study directly; body not yet in tools/"},
-    {"cmd_trace.c", "loads the model for the trace directly; body not yet in tools/"},
-    {"cmd_trace_import.c", "reads the tokenizer and chat template directly; body not yet in tools/"},
-    {"cmd_make_story_task.c", "reads the model config directly; body not yet in tools/"},
 };
 
 static int cli_in_debt(const char *path) {

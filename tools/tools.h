@@ -13,6 +13,10 @@
  *                               sdn_tool_read_prompt_file, sdn_tool_read_stdin_text
  *                                                                (tools/cli_text.c)
  *   option help (--param) ..... sdn_tool_param_help             (tools/method_params.c)
+ *   make-story-task, trace, trace-import .... sdn_tool_make_story_task, sdn_tool_trace,
+ *                               sdn_tool_trace_import           (tools/cli_datasets.c)
+ * The option structs of the benchmark commands are the tools' own (tools/bench.h,
+ * tools/story_task.h, ...); the command fills one and makes one call.
  */
 #ifndef SDN_TOOLS_H
 #define SDN_TOOLS_H
@@ -74,6 +78,29 @@ int sdn_tool_read_prompt_file(const char *path, char **text);
 /* The whole of standard input as UTF-8 text (--prompt -, decoded like a --context file).
  * Returns 0, or -1 after the message. */
 int sdn_tool_read_stdin_text(char **out);
+
+struct sdn_story_opts;
+struct sdn_bench_opts;
+struct sdn_import_opts;
+/* `sdnpu make-story-task` after its option checks: load model (tokenizer: a llama2.c
+ * tokenizer.bin or NULL), write o->n stories to out_path (tools/story_task.h). Returns 0, or 1
+ * after the error on stderr. */
+int sdn_tool_make_story_task(const char *model, const char *tokenizer, const char *out_path, const struct sdn_story_opts *o);
+/* `sdnpu trace` after its option checks: the datasets loaded and filtered (tasks, limit), the
+ * model loaded, plain greedy generation recorded as a trace in out_path with a progress bar
+ * (o: max_tokens, preds_k, threads, n_ctx, chat_template, use_input; its progress callback is
+ * set here). Returns 0, or 1 after the error on stderr. */
+int sdn_tool_trace(const char *model, const char *tokenizer, const char *out_path, const char *const *datasets, int n_ds, const char *tasks,
+                   int limit, struct sdn_bench_opts *o);
+
+/* `sdnpu trace-import` after its option checks: the questions (n_q files) joined with the
+ * answers (outputs, or the questions' own references written by from_refs), tokenized with
+ * tokenizer (llama2.c tokenizer.bin) or vocab (a GGUF's tokenizer), rendered with chat
+ * template tmpl, kept where they agree with agree's answers (NULL: all), written as a trace
+ * to out_path (tools/trace_import.h; o's chat, tok, agree and names are set here). Returns
+ * 0, 2 (tmpl not a template) or 1 after the error on stderr. */
+int sdn_tool_trace_import(const char *const *questions, int n_q, const char *outputs, const char *from_refs, const char *tokenizer,
+                          const char *vocab, const char *tmpl, const char *agree, const char *out_path, struct sdn_import_opts *o);
 
 /* The keys of --param with their ranges and defaults, and the notes on them (option help). */
 void sdn_tool_param_help(FILE *f);
