@@ -57,7 +57,6 @@ static const struct {
     {"cmd_bench_model.c", "times the forward pass and engine layouts directly; body not yet in tools/"},
     {"cmd_bench_sam.c", "times the suffix automaton and drafters directly; body not yet in tools/"},
     {"cmd_bench_verify.c", "times tree verification and the decode loop directly; body not yet in tools/"},
-    {"cmd_profile.c", "profiles graphs through graph_sched directly; body not yet in tools/"},
     {"cmd_study.c", "loads the model and its drafters for the study directly; body not yet in tools/"},
 };
 

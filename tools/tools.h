@@ -15,6 +15,7 @@
  *   option help (--param) ..... sdn_tool_param_help             (tools/method_params.c)
  *   make-story-task, trace, trace-import .... sdn_tool_make_story_task, sdn_tool_trace,
  *                               sdn_tool_trace_import           (tools/cli_datasets.c)
+ *   profile ................... sdn_tool_profile_defaults, sdn_tool_profile (tools/cli_profile.c)
  * The option structs of the benchmark commands are the tools' own (tools/bench.h,
  * tools/story_task.h, ...); the command fills one and makes one call.
  */
@@ -101,6 +102,20 @@ int sdn_tool_trace(const char *model, const char *tokenizer, const char *out_pat
  * 0, 2 (tmpl not a template) or 1 after the error on stderr. */
 int sdn_tool_trace_import(const char *const *questions, int n_q, const char *outputs, const char *from_refs, const char *tokenizer,
                           const char *vocab, const char *tmpl, const char *agree, const char *out_path, struct sdn_import_opts *o);
+
+/* `sdnpu profile`'s options; sdn_tool_profile_defaults fills the defaults (the option help
+ * prints them). */
+typedef struct sdn_tool_profile_opts {
+    const char *model; /* model file or known model name */
+    const char *db;    /* profile cache (NULL: $SDNPU_CACHE/profiles.sqlite) */
+    long threads, blocks, s1, s2, plen, reps; /* s2 0: from the budget */
+    double accept;     /* per-token draft acceptance of the budget's model */
+    int force;         /* measure again even when cached */
+} sdn_tool_profile_opts;
+void sdn_tool_profile_defaults(sdn_tool_profile_opts *o);
+/* `sdnpu profile`: measure (or read from the cache) the model's graphs, print the fits, the
+ * verification budget and the schedules on stdout. Returns 0, or 1 after the error. */
+int sdn_tool_profile(const sdn_tool_profile_opts *o);
 
 /* The keys of --param with their ranges and defaults, and the notes on them (option help). */
 void sdn_tool_param_help(FILE *f);
