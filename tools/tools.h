@@ -16,6 +16,8 @@
  *   make-story-task, trace, trace-import .... sdn_tool_make_story_task, sdn_tool_trace,
  *                               sdn_tool_trace_import           (tools/cli_datasets.c)
  *   profile ................... sdn_tool_profile_defaults, sdn_tool_profile (tools/cli_profile.c)
+ *   bench-kernels ............. sdn_tool_bench_kernels_defaults, sdn_tool_bench_kernels
+ *                                                                (tools/bench_kernels.c)
  * The option structs of the benchmark commands are the tools' own (tools/bench.h,
  * tools/story_task.h, ...); the command fills one and makes one call.
  */
@@ -116,6 +118,24 @@ void sdn_tool_profile_defaults(sdn_tool_profile_opts *o);
 /* `sdnpu profile`: measure (or read from the cache) the model's graphs, print the fits, the
  * verification budget and the schedules on stdout. Returns 0, or 1 after the error. */
 int sdn_tool_profile(const sdn_tool_profile_opts *o);
+
+#define SDN_TOOL_BENCH_KERNELS_MAXT 2 /* most threads bench-kernels runs */
+/* `sdnpu bench-kernels`'s options; sdn_tool_bench_kernels_defaults fills the defaults. */
+typedef struct sdn_tool_bench_kernels_opts {
+    const char *types;  /* comma-separated weight types (checked here: 2 on a bad name) */
+    const char *shapes; /* comma-separated OUTxIN matrices (checked here) */
+    const char *layout; /* "packed" or "file" */
+    long mem_mb, repeat;
+    double min_time;    /* measuring time per configuration, s */
+    long n[16];         /* activation rows per call; nn 0: 1,2,4,8,16,32,64 */
+    int nn;
+    long threads[4];    /* thread counts; nthreads 0: 1,2 */
+    int nthreads;
+} sdn_tool_bench_kernels_opts;
+void sdn_tool_bench_kernels_defaults(sdn_tool_bench_kernels_opts *o);
+/* `sdnpu bench-kernels`: the tables on stdout, notes on stderr. Returns 0, 1 (runtime) or 2
+ * (a bad type or shape name: usage) after the message. */
+int sdn_tool_bench_kernels(const sdn_tool_bench_kernels_opts *o);
 
 /* The keys of --param with their ranges and defaults, and the notes on them (option help). */
 void sdn_tool_param_help(FILE *f);
