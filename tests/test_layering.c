@@ -51,7 +51,6 @@ static const struct {
     const char *file, *reason;
 } k_cli_debt[] = {
     {"cmd_bench.c", "the live benchmark's set-up (verify cost profile, history store, decode options) is still in the command"},
-    {"cmd_bench_attention.c", "times the attention kernels and KV cache directly; body not yet in tools/"},
     {"cmd_bench_graphs.c", "drives graph_sched and the decode loop directly; body not yet in tools/"},
     {"cmd_bench_model.c", "times the forward pass and engine layouts directly; body not yet in tools/"},
     {"cmd_bench_sam.c", "times the suffix automaton and drafters directly; body not yet in tools/"},

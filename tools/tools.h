@@ -18,6 +18,8 @@
  *   profile ................... sdn_tool_profile_defaults, sdn_tool_profile (tools/cli_profile.c)
  *   bench-kernels ............. sdn_tool_bench_kernels_defaults, sdn_tool_bench_kernels
  *                                                                (tools/bench_kernels.c)
+ *   bench-attention ........... sdn_tool_bench_attention_defaults, sdn_tool_bench_attention
+ *                                                                (tools/bench_attention.c)
  * The option structs of the benchmark commands are the tools' own (tools/bench.h,
  * tools/story_task.h, ...); the command fills one and makes one call.
  */
@@ -136,6 +138,16 @@ void sdn_tool_bench_kernels_defaults(sdn_tool_bench_kernels_opts *o);
 /* `sdnpu bench-kernels`: the tables on stdout, notes on stderr. Returns 0, 1 (runtime) or 2
  * (a bad type or shape name: usage) after the message. */
 int sdn_tool_bench_kernels(const sdn_tool_bench_kernels_opts *o);
+
+/* `sdnpu bench-attention`'s options; sdn_tool_bench_attention_defaults fills the defaults. */
+typedef struct sdn_tool_bench_attention_opts {
+    const char *context, *rows, *cache, *threads; /* comma-separated lists (checked here) */
+    int heads, kv_heads, head_dim, layers, reps;
+} sdn_tool_bench_attention_opts;
+void sdn_tool_bench_attention_defaults(sdn_tool_bench_attention_opts *o);
+/* `sdnpu bench-attention`: the table on stdout. Returns 0, or 2 (a bad list or cache type,
+ * heads not a multiple of KV heads: usage) after the message. */
+int sdn_tool_bench_attention(const sdn_tool_bench_attention_opts *o);
 
 /* The keys of --param with their ranges and defaults, and the notes on them (option help). */
 void sdn_tool_param_help(FILE *f);
