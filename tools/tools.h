@@ -20,6 +20,7 @@
  *                                                                (tools/bench_kernels.c)
  *   bench-attention ........... sdn_tool_bench_attention_defaults, sdn_tool_bench_attention
  *                                                                (tools/bench_attention.c)
+ *   bench-sam ................. sdn_tool_bench_sam_defaults, sdn_tool_bench_sam (tools/bench_sam.c)
  * The option structs of the benchmark commands are the tools' own (tools/bench.h,
  * tools/story_task.h, ...); the command fills one and makes one call.
  */
@@ -148,6 +149,16 @@ void sdn_tool_bench_attention_defaults(sdn_tool_bench_attention_opts *o);
 /* `sdnpu bench-attention`: the table on stdout. Returns 0, or 2 (a bad list or cache type,
  * heads not a multiple of KV heads: usage) after the message. */
 int sdn_tool_bench_attention(const sdn_tool_bench_attention_opts *o);
+
+/* `sdnpu bench-sam`'s options; sdn_tool_bench_sam_defaults fills the defaults. */
+typedef struct sdn_tool_bench_sam_opts {
+    long tokens, vocab, seed, runs, steps;
+} sdn_tool_bench_sam_opts;
+void sdn_tool_bench_sam_defaults(sdn_tool_bench_sam_opts *o);
+/* The largest --vocab value accepted (the automaton's largest token id, SDN_SAM_MAX_TOKEN). */
+double sdn_tool_bench_sam_max_vocab(void);
+/* `sdnpu bench-sam`: the measurements on stdout. Returns 0, or 1 after the error. */
+int sdn_tool_bench_sam(const sdn_tool_bench_sam_opts *o);
 
 /* The keys of --param with their ranges and defaults, and the notes on them (option help). */
 void sdn_tool_param_help(FILE *f);
