@@ -21,6 +21,8 @@
  *   bench-attention ........... sdn_tool_bench_attention_defaults, sdn_tool_bench_attention
  *                                                                (tools/bench_attention.c)
  *   bench-sam ................. sdn_tool_bench_sam_defaults, sdn_tool_bench_sam (tools/bench_sam.c)
+ *   bench-model ............... sdn_tool_bench_model_defaults, sdn_tool_bench_model
+ *                                                                (tools/bench_model.c)
  * The option structs of the benchmark commands are the tools' own (tools/bench.h,
  * tools/story_task.h, ...); the command fills one and makes one call.
  */
@@ -159,6 +161,21 @@ void sdn_tool_bench_sam_defaults(sdn_tool_bench_sam_opts *o);
 double sdn_tool_bench_sam_max_vocab(void);
 /* `sdnpu bench-sam`: the measurements on stdout. Returns 0, or 1 after the error. */
 int sdn_tool_bench_sam(const sdn_tool_bench_sam_opts *o);
+
+/* `sdnpu bench-model`'s options; sdn_tool_bench_model_defaults fills the defaults. */
+typedef struct sdn_tool_bench_model_opts {
+    int prompt, gen, reps;  /* prefill tokens, decode steps, repetitions */
+    int threads[8], n_threads;
+    int table_only;         /* only the per-thread table */
+    const char *models[8];  /* model files; none (n_models 0): make-model models of shape, types */
+    int n_models;
+    const char *shape, *types, *vocab; /* vocab: a GGUF whose tokenizer the shape models copy (NULL) */
+    const char *json;       /* write the results as JSON here (NULL: not) */
+} sdn_tool_bench_model_opts;
+void sdn_tool_bench_model_defaults(sdn_tool_bench_model_opts *o);
+/* `sdnpu bench-model`: the tables on stdout. Returns 0, 1 (runtime) or 2 (bad shape or type
+ * names, an unwritable --json: usage) after the message. */
+int sdn_tool_bench_model(const sdn_tool_bench_model_opts *o);
 
 /* The keys of --param with their ranges and defaults, and the notes on them (option help). */
 void sdn_tool_param_help(FILE *f);
