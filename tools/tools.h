@@ -23,6 +23,8 @@
  *   bench-sam ................. sdn_tool_bench_sam_defaults, sdn_tool_bench_sam (tools/bench_sam.c)
  *   bench-model ............... sdn_tool_bench_model_defaults, sdn_tool_bench_model
  *                                                                (tools/bench_model.c)
+ *   bench-verify .............. sdn_tool_bench_verify_defaults, sdn_tool_bench_verify
+ *                                                                (tools/bench_verify.c)
  * The option structs of the benchmark commands are the tools' own (tools/bench.h,
  * tools/story_task.h, ...); the command fills one and makes one call.
  */
@@ -176,6 +178,22 @@ void sdn_tool_bench_model_defaults(sdn_tool_bench_model_opts *o);
 /* `sdnpu bench-model`: the tables on stdout. Returns 0, 1 (runtime) or 2 (bad shape or type
  * names, an unwritable --json: usage) after the message. */
 int sdn_tool_bench_model(const sdn_tool_bench_model_opts *o);
+
+/* `sdnpu bench-verify`'s options; sdn_tool_bench_verify_defaults fills the defaults. */
+typedef struct sdn_tool_bench_verify_opts {
+    const char *shapes, *types; /* make-model shapes and weight types of the curves */
+    const char *cost_out;       /* write the first shape's verify-cost profile (NULL: not) */
+    const char *stories;        /* TinyStories directory (NULL: ../shared/models/stories260K when present) */
+    const char *model;          /* only this file's curve (NULL: the shapes') */
+    int rows_n[64], n_rows;     /* rows of --model's curve (parsed by the command) */
+    const char *json;           /* write --model's curve (NULL: not) */
+    long threads, reps, max_tokens, context;
+    int no_curve;               /* skip the shapes' curves */
+} sdn_tool_bench_verify_opts;
+void sdn_tool_bench_verify_defaults(sdn_tool_bench_verify_opts *o);
+/* `sdnpu bench-verify`: the curves and the end-to-end table on stdout. Returns 0, 1
+ * (runtime) or 2 (bad names: usage) after the message. */
+int sdn_tool_bench_verify(const sdn_tool_bench_verify_opts *o);
 
 /* The keys of --param with their ranges and defaults, and the notes on them (option help). */
 void sdn_tool_param_help(FILE *f);
