@@ -52,7 +52,6 @@ static const struct {
 } k_cli_debt[] = {
     {"cmd_bench.c", "the live benchmark's set-up (verify cost profile, history store, decode options) is still in the command"},
     {"cmd_bench_graphs.c", "drives graph_sched and the decode loop directly; body not yet in tools/"},
-    {"cmd_study.c", "loads the model and its drafters for the study directly; body not yet in tools/"},
 };
 
 static int cli_in_debt(const char *path) {
