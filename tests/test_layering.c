@@ -50,7 +50,6 @@ static const char *const k_cli_may_include[] = {"tools", "server"};
 static const struct {
     const char *file, *reason;
 } k_cli_debt[] = {
-    {"cmd_bench.c", "the live benchmark's set-up (verify cost profile, history store, decode options) is still in the command"},
     {"cmd_bench_graphs.c", "drives graph_sched and the decode loop directly; body not yet in tools/"},
 };
 

@@ -26,6 +26,7 @@
  *   bench-verify .............. sdn_tool_bench_verify_defaults, sdn_tool_bench_verify
  *                                                                (tools/bench_verify.c)
  *   study ..................... sdn_tool_study (tools/study.h; tools/cli_study.c)
+ *   bench ..................... sdn_tool_bench (tools/bench.h; tools/cli_bench.c)
  * The option structs of the benchmark commands are the tools' own (tools/bench.h,
  * tools/story_task.h, ...); the command fills one and makes one call.
  */
