@@ -9,8 +9,8 @@
  * examples include only the public header (and the server its own files); the command line
  * is thin: a cli/ file includes only the public header ("sdnpu.h"), cli/ headers, the tools
  * library's API (tools/, tools/tools.h) and the server's entry (server/, itself a client of
- * the public header only), never a library module's header (k_cli_debt lists the commands
- * not yet converted); tests and fuzz targets may include anything. Every folder of the tree that holds C files, subfolders
+ * the public header only), never a library module's header: what a command needs beyond the
+ * public API is a tools/ function; tests and fuzz targets may include anything. Every folder of the tree that holds C files, subfolders
  * included, must be declared here (a subfolder takes its top folder's rule), so a new folder
  * cannot slip past the check. Reads the source tree ($SDN_SOURCE). */
 #include <dirent.h>
@@ -44,29 +44,11 @@ static const struct {
 /* The folders a cli/ file may include besides its own (and the public "sdnpu.h"). */
 static const char *const k_cli_may_include[] = {"tools", "server"};
 
-/* The debt: cli/ files that still include library module headers because their command's
- * work has not moved into a tools/ function yet (issue 31). They are held to the layer rule
- * only. Each entry names its reason; remove it when the command is converted. */
-static const struct {
-    const char *file, *reason;
-} k_cli_debt[] = {
-    {"cmd_bench_graphs.c", "drives graph_sched and the decode loop directly; body not yet in tools/"},
-};
-
-static int cli_in_debt(const char *path) {
-    const char *base = strrchr(path, '/');
-    base = base ? base + 1 : path;
-    for (size_t i = 0; i < sizeof k_cli_debt / sizeof k_cli_debt[0]; i++)
-        if (!strcmp(base, k_cli_debt[i].file)) return 1;
-    return 0;
-}
-
 /* May a cli/ file include folder x (a declared folder other than cli)? */
-static int cli_may_include(const char *path, int x) {
+static int cli_may_include(int x) {
     for (size_t i = 0; i < sizeof k_cli_may_include / sizeof k_cli_may_include[0]; i++)
         if (!strcmp(k_layers[x].folder, k_cli_may_include[i])) return 1;
-    (void)x;
-    return cli_in_debt(path); /* still held to the layer rule */
+    return 0;
 }
 
 static int find_layer(const char *folder, size_t len) {
@@ -77,8 +59,7 @@ static int find_layer(const char *folder, size_t len) {
 
 /* Violations in one file of top folder `folder`: includes "X/..." of a declared folder X other
  * than its own, where X is a higher layer or a folder on the same layer, or any such include at
- * all from a public-only folder, or from cli/ one of a folder other than tools/ and server/
- * (outside the debt list). */
+ * all from a public-only folder, or from cli/ one of a folder other than tools/ and server/. */
 static int check_file(const char *path, const char *folder) {
     int me = find_layer(folder, strlen(folder));
     if (me < 0) fail_msg("%s: folder %s is not declared", path, folder);
@@ -97,7 +78,7 @@ static int check_file(const char *path, const char *folder) {
         size_t len = (size_t)(slash - p);
         int x = find_layer(p, len);
         if (x < 0 || x == me) continue;
-        if (!strcmp(folder, "cli") && !cli_may_include(path, x)) {
+        if (!strcmp(folder, "cli") && !cli_may_include(x)) {
             print_error("%s (layer cli) includes %.*s, but a command may use only sdnpu.h, cli/, tools/ and server/ headers "
                         "(do the work in a tools/ function, tools/tools.h)\n", path, (int)(quote - p), p);
             bad++;
@@ -220,48 +201,11 @@ static void test_checker_catches(void **state) {
     unlink(path);
 }
 
-/* Each debt entry is a cli/ file that still includes a library module's header: a converted
- * command must leave the list, so the rule covers it. */
-static void test_cli_debt_current(void **state) {
-    (void)state;
-    int stale = 0;
-    for (size_t i = 0; i < sizeof k_cli_debt / sizeof k_cli_debt[0]; i++) {
-        char path[1200];
-        snprintf(path, sizeof path, "%s/cli/%s", tu_source_path("."), k_cli_debt[i].file);
-        FILE *f = fopen(path, "r");
-        if (!f) {
-            print_error("k_cli_debt names %s, which does not exist\n", k_cli_debt[i].file);
-            stale++;
-            continue;
-        }
-        char line[1024];
-        int modules = 0;
-        while (fgets(line, sizeof line, f)) {
-            const char *p = line;
-            while (*p == ' ' || *p == '\t') p++;
-            if (strncmp(p, "#include \"", 10)) continue;
-            p += 10;
-            const char *slash = strchr(p, '/'), *quote = strchr(p, '"');
-            if (!slash || !quote || slash > quote) continue;
-            int x = find_layer(p, (size_t)(slash - p));
-            if (x >= 0 && strcmp(k_layers[x].folder, "cli") && strcmp(k_layers[x].folder, "tools") && strcmp(k_layers[x].folder, "server"))
-                modules++;
-        }
-        fclose(f);
-        if (!modules) {
-            print_error("cli/%s includes no library module any more: remove it from k_cli_debt\n", k_cli_debt[i].file);
-            stale++;
-        }
-    }
-    assert_int_equal(stale, 0);
-}
-
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_no_upward_includes),
         cmocka_unit_test(test_every_folder_declared),
         cmocka_unit_test(test_checker_catches),
-        cmocka_unit_test(test_cli_debt_current),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -27,6 +27,8 @@
  *                                                                (tools/bench_verify.c)
  *   study ..................... sdn_tool_study (tools/study.h; tools/cli_study.c)
  *   bench ..................... sdn_tool_bench (tools/bench.h; tools/cli_bench.c)
+ *   bench-graphs .............. sdn_tool_bench_graphs_defaults, sdn_tool_bench_graphs
+ *                                                                (tools/bench_graphs.c)
  * The option structs of the benchmark commands are the tools' own (tools/bench.h,
  * tools/story_task.h, ...); the command fills one and makes one call.
  */
@@ -196,6 +198,24 @@ void sdn_tool_bench_verify_defaults(sdn_tool_bench_verify_opts *o);
 /* `sdnpu bench-verify`: the curves and the end-to-end table on stdout. Returns 0, 1
  * (runtime) or 2 (bad names: usage) after the message. */
 int sdn_tool_bench_verify(const sdn_tool_bench_verify_opts *o);
+
+#define SDN_TOOL_BENCH_GRAPHS_MAXREPS 64 /* most repetitions per scheduler */
+/* `sdnpu bench-graphs`'s options; sdn_tool_bench_graphs_defaults fills the defaults. */
+typedef struct sdn_tool_bench_graphs_opts {
+    const char *shapes, *type; /* make-model shapes and weight type (bench_check_shapes_types) */
+    const char *db;            /* profile cache (NULL: $SDNPU_CACHE/profiles.sqlite) */
+    const char *part;          /* "ttft", "gap" or "all" */
+    const char *modes;         /* schedulers (NULL: all) */
+    int layers, prompt, reps, blocks, s1, s2, instances, pairs;
+    int pin;                   /* -1 auto, 1 on, 0 off */
+    long seed;
+    long threads[64];          /* compute threads, one table each, n_threads of them */
+    int n_threads;
+} sdn_tool_bench_graphs_opts;
+void sdn_tool_bench_graphs_defaults(sdn_tool_bench_graphs_opts *o);
+/* `sdnpu bench-graphs`: the tables on stdout. Returns 0, 1 (runtime) or 2 (usage) after the
+ * message. */
+int sdn_tool_bench_graphs(const sdn_tool_bench_graphs_opts *o);
 
 /* The keys of --param with their ranges and defaults, and the notes on them (option help). */
 void sdn_tool_param_help(FILE *f);
