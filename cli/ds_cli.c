@@ -86,8 +86,3 @@ char **dscli_all_methods(int *n) {
     *n = w;
     return all;
 }
-
-void dscli_progress(void *ud, long done, long total, const char *note) {
-    (void)total;
-    sdn_progress_update(ud, done, note);
-}

@@ -1,12 +1,10 @@
 /* ds_cli.h - helpers shared by the dataset commands (trace, trace-import, study, bench,
- * make-story-task): where ../shared is, comma-separated lists, the method list of the
- * public API, and the progress-bar callback (--param: tools/method_params.h). */
+ * make-story-task): where ../shared is, comma-separated lists, and the method list of the
+ * public API (--param: tools/method_params.h). */
 #ifndef SDN_DS_CLI_H
 #define SDN_DS_CLI_H
 
 #include <stddef.h>
-
-#include "tools/progress.h"
 
 /* The shared material directory: $SDN_SHARED, else ../shared beside the source tree the
  * program was built in (BUILD/sdnpu with BUILD/../CMakeLists.txt); NULL when absent. Nothing
@@ -17,7 +15,5 @@ char **dscli_split(const char *csv, int *n);
 void dscli_free_list(char **l);
 /* Every registered drafting method except "none" (from sdnpu_methods()). */
 char **dscli_all_methods(int *n);
-/* sdn_bench_opts.progress adapter: ud is an sdn_progress. */
-void dscli_progress(void *ud, long done, long total, const char *note);
 
 #endif
