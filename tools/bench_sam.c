@@ -1,5 +1,5 @@
-/* bench_sam.c - the work of `sdnpu bench-sam` (tools.h; the options in cli/cmd_bench_sam.c):
- * micro-benchmark of the suffix automaton and the
+/* bench_sam.c - the work of `sdnpu bench-sam` (tools.h; the options in
+ * cli/cmd_bench_sam.c): micro-benchmark of the suffix automaton and the
  * baseline drafters on a synthetic context (default 100,000 tokens).
  *
  * Two token sequences are measured:

@@ -1,6 +1,6 @@
-/* cli_bench.c - the work of `sdnpu bench` after its option parsing (tools/bench.h
- * sdn_tool_bench; the options in cli/cmd_bench.c): real generation over a dataset with plain decoding and each
- * drafting method on the same requests; checks that every method's greedy output equals
+/* cli_bench.c - the work of `sdnpu bench` after its option parsing (sdn_tool_bench,
+ * tools/bench.h; the options in cli/cmd_bench.c): real generation over a dataset with plain
+ * decoding and each drafting method on the same requests; checks that every method's greedy output equals
  * plain decoding's and prints per task and method: mean accepted tokens, ms/token, speedup
  * over plain decoding measured in the same run, prefill and decode time, peak memory. Also
  * CSV/JSON files, rows in an SQLite results database, and SVG charts (--plot). */

@@ -1,6 +1,6 @@
-/* cli_study.c - the work of `sdnpu study` after its option parsing (tools/study.h
- * sdn_tool_study; the options in cli/cmd_study.c): offline acceptance study. Replays every method's drafting
- * against recorded greedy outputs (traces), prints mean accepted tokens per step,
+/* cli_study.c - the work of `sdnpu study` after its option parsing (sdn_tool_study,
+ * tools/study.h; the options in cli/cmd_study.c): offline acceptance study. Replays every
+ * method's drafting against recorded greedy outputs (traces), prints mean accepted tokens per step,
  * accepted-length histograms and draft sizes per task and method, optionally projects
  * ms/token and speedup from a verify-cost profile, and shows published figures beside
  * traces of Vicuna-7B on Spec-Bench. */

@@ -1,36 +1,35 @@
 /* tools.h - the tools library's small internal API for the command line. A file in cli/
- * includes only the public header (sdnpu.h), cli/ headers and tools/ headers
- * (tests/test_layering.c); whatever a command needs beyond the public API is done by a
- * function here (or in the other tools/ headers: bench_util.h, method_params.h, make_model.h,
- * bench.h, study.h, ...), which does the work and prints its results and errors exactly as
- * the command always has (stdout; stderr "sdnpu[ CMD]: ..."). None of it is in libsdnpu.
- *   main.c's global options ... sdn_tool_global_options         (tools/cli_machine.c)
- *   info ...................... sdn_tool_info_describe, sdn_tool_info_machine (tools/cli_info.c)
- *   tokenize .................. sdn_tool_tokenize                (tools/cli_tokenize.c)
- *   pull, demo ................ sdn_tool_known_models_print, sdn_tool_pull, sdn_tool_demo_model
- *                                                                (tools/cli_models.c)
- *   run, chat (files, stdin) .. sdn_tool_read_constraint, sdn_tool_read_context,
- *                               sdn_tool_read_prompt_file, sdn_tool_read_stdin_text
- *                                                                (tools/cli_text.c)
- *   option help (--param) ..... sdn_tool_param_help             (tools/method_params.c)
- *   make-story-task, trace, trace-import .... sdn_tool_make_story_task, sdn_tool_trace,
- *                               sdn_tool_trace_import           (tools/cli_datasets.c)
- *   profile ................... sdn_tool_profile_defaults, sdn_tool_profile (tools/cli_profile.c)
- *   bench-kernels ............. sdn_tool_bench_kernels_defaults, sdn_tool_bench_kernels
- *                                                                (tools/bench_kernels.c)
- *   bench-attention ........... sdn_tool_bench_attention_defaults, sdn_tool_bench_attention
- *                                                                (tools/bench_attention.c)
- *   bench-sam ................. sdn_tool_bench_sam_defaults, sdn_tool_bench_sam (tools/bench_sam.c)
- *   bench-model ............... sdn_tool_bench_model_defaults, sdn_tool_bench_model
- *                                                                (tools/bench_model.c)
- *   bench-verify .............. sdn_tool_bench_verify_defaults, sdn_tool_bench_verify
- *                                                                (tools/bench_verify.c)
- *   study ..................... sdn_tool_study (tools/study.h; tools/cli_study.c)
- *   bench ..................... sdn_tool_bench (tools/bench.h; tools/cli_bench.c)
- *   bench-graphs .............. sdn_tool_bench_graphs_defaults, sdn_tool_bench_graphs
- *                                                                (tools/bench_graphs.c)
- * The option structs of the benchmark commands are the tools' own (tools/bench.h,
- * tools/story_task.h, ...); the command fills one and makes one call.
+ * includes only the public header (sdnpu.h), cli/ headers, tools/ headers and the server's
+ * entry (server/server.h) - never a library module's header (tests/test_layering.c).
+ * Whatever a command needs beyond the public API is done by a function here (or in the other
+ * tools/ headers: bench.h, study.h, bench_util.h, method_params.h, make_model.h, ...), which
+ * does the work and prints its results and errors exactly as the command always has (stdout;
+ * stderr "sdnpu[ CMD]: ..."). The command keeps its option table (cli/opts.c is the only
+ * parser), fills the options and makes one call. None of it is in libsdnpu.
+ *   global options (main.c) .... sdn_tool_global_options                 tools/cli_machine.c
+ *   info ....................... sdn_tool_info_describe, _info_machine   tools/cli_info.c
+ *   tokenize ................... sdn_tool_tokenize                       tools/cli_tokenize.c
+ *   pull, demo ................. sdn_tool_known_models_print, sdn_tool_pull,
+ *                                sdn_tool_demo_model                     tools/cli_models.c
+ *   run, chat, demo (text) ..... sdn_tool_read_constraint, _read_context,
+ *                                _read_prompt_file, _read_stdin_text     tools/cli_text.c
+ *   --param (bench, study) ..... sdn_tool_param_help; method_params.h    tools/method_params.c
+ *   make-model ................. sdn_make_model (make_model.h), bench_check_shapes_types
+ *   make-story-task, trace,
+ *   trace-import ............... sdn_tool_make_story_task, _trace, _trace_import
+ *                                                                        tools/cli_datasets.c
+ *   profile .................... sdn_tool_profile                        tools/cli_profile.c
+ *   bench-kernels .............. sdn_tool_bench_kernels                  tools/bench_kernels.c
+ *   bench-attention ............ sdn_tool_bench_attention                tools/bench_attention.c
+ *   bench-sam .................. sdn_tool_bench_sam                      tools/bench_sam.c
+ *   bench-model ................ sdn_tool_bench_model                    tools/bench_model.c
+ *   bench-verify ............... sdn_tool_bench_verify                   tools/bench_verify.c
+ *   bench-graphs ............... sdn_tool_bench_graphs                   tools/bench_graphs.c
+ *   study ...................... sdn_tool_study (study.h)                tools/cli_study.c
+ *   bench ...................... sdn_tool_bench (bench.h)                tools/cli_bench.c
+ * A benchmark's options are a struct of its own; sdn_tool_X_defaults(&o) fills the defaults
+ * the option help prints, and sdn_tool_X(&o) runs it. run, chat and serve need nothing more
+ * than the public API (cli/run_common.c, server/).
  */
 #ifndef SDN_TOOLS_H
 #define SDN_TOOLS_H
