@@ -24,41 +24,16 @@
 #include "attention/kv_cache.h"
 #include "kernels/threadpool.h"
 
-static int parse_ints(const char *s, int *v, int max, const char *what) {
-    int n = 0;
-    char *end;
-    while (*s && n < max) {
-        long x = strtol(s, &end, 10);
-        if (end == s || x < 1 || x > (1 << 20)) {
-            fprintf(stderr, "sdnpu bench-attention: %s: '%s' is not a list of positive integers\n", what, s);
-            return -1;
-        }
-        v[n++] = (int)x;
-        s = *end == ',' ? end + 1 : end;
-        if (*end && *end != ',') {
-            fprintf(stderr, "sdnpu bench-attention: %s: unexpected '%s'\n", what, end);
-            return -1;
-        }
-    }
-    return n;
-}
-
 void sdn_tool_bench_attention_defaults(sdn_tool_bench_attention_opts *o) {
-    *o = (sdn_tool_bench_attention_opts){.context = "256,2048,4096,8192", .rows = "1,16", .cache = "f16,q8,f32", .threads = "1,2",
-                                         .heads = 9, .kv_heads = 3, .head_dim = 64, .layers = 30, .reps = 9};
+    *o = (sdn_tool_bench_attention_opts){.context = {256, 2048, 4096, 8192}, .n_context = 4, .rows = {1, 16}, .n_rows = 2, .cache = "f16,q8,f32",
+                                         .threads = {1, 2}, .n_threads = 2, .heads = 9, .kv_heads = 3, .head_dim = 64, .layers = 30, .reps = 9};
 }
 
 int sdn_tool_bench_attention(const sdn_tool_bench_attention_opts *o) {
-    const char *ctx_s = o->context, *rows_s = o->rows, *types_s = o->cache, *threads_s = o->threads;
+    const char *types_s = o->cache;
     const int heads = o->heads, kv_heads = o->kv_heads, hd = o->head_dim, layers = o->layers, reps = o->reps;
-    if (heads % kv_heads) {
-        fprintf(stderr, "sdnpu bench-attention: --heads %d is not a multiple of --kv-heads %d\n", heads, kv_heads);
-        return 2;
-    }
-    int ctxs[16], rows[16], threads[4];
+    const int *ctxs = o->context, *rows = o->rows, *threads = o->threads, nc = o->n_context, nr = o->n_rows, nt = o->n_threads;
     sdn_kv_type types[8];
-    int nc = parse_ints(ctx_s, ctxs, 16, "--context"), nr = parse_ints(rows_s, rows, 16, "--rows"), nt = parse_ints(threads_s, threads, 4, "--threads");
-    if (nc < 1 || nr < 1 || nt < 1) return 2;
     int ntypes = 0;
     for (const char *s = types_s; *s && ntypes < 8;) {
         char name[16];

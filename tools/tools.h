@@ -149,12 +149,15 @@ int sdn_tool_bench_kernels(const sdn_tool_bench_kernels_opts *o);
 
 /* `sdnpu bench-attention`'s options; sdn_tool_bench_attention_defaults fills the defaults. */
 typedef struct sdn_tool_bench_attention_opts {
-    const char *context, *rows, *cache, *threads; /* comma-separated lists (checked here) */
+    int context[16], n_context; /* positions already cached */
+    int rows[16], n_rows;       /* batch rows */
+    int threads[4], n_threads;  /* thread counts */
+    const char *cache;          /* comma-separated cache types (checked here) */
     int heads, kv_heads, head_dim, layers, reps;
 } sdn_tool_bench_attention_opts;
 void sdn_tool_bench_attention_defaults(sdn_tool_bench_attention_opts *o);
-/* `sdnpu bench-attention`: the table on stdout. Returns 0, or 2 (a bad list or cache type,
- * heads not a multiple of KV heads: usage) after the message. */
+/* `sdnpu bench-attention`: the table on stdout. Returns 0, 1 (runtime) or 2 (a bad cache type,
+ * more than 256 rows: usage) after the message. */
 int sdn_tool_bench_attention(const sdn_tool_bench_attention_opts *o);
 
 /* `sdnpu bench-sam`'s options; sdn_tool_bench_sam_defaults fills the defaults. */
