@@ -12,6 +12,7 @@
 #include "cli/cli.h"
 #include "cli/opts.h"
 #include "cli/run_common.h"
+#include "tools/tools.h"
 #include "sdnpu.h"
 
 typedef struct convo {
@@ -103,7 +104,7 @@ int cmd_chat(int argc, char **argv) {
         fprintf(stderr, "sdnpu chat: option --spec: %s\n", err.message);
         goto done_opts;
     }
-    if (sdn_read_constraint("chat", grammar_file, schema_file, &grammar, &schema)) goto done_opts;
+    if (sdn_tool_read_constraint("chat", grammar_file, schema_file, &grammar, &schema)) goto done_opts;
     rc = 1;
     sdnpu_model *m = NULL;
     sdnpu_context *ctx = NULL;

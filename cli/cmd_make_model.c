@@ -3,10 +3,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/sdn_util.h"
 #include "cli/cli.h"
 #include "cli/opts.h"
-#include "cli/bench_util.h"
+#include "tools/bench_util.h"
 #include "tools/make_model.h"
 
 static void shapes(FILE *f) {
@@ -43,11 +42,11 @@ int cmd_make_model(int argc, char **argv) {
         return 2;
     }
     sdn_err err = {0};
-    double t0 = sdn_now();
+    double t0 = cli_now();
     if (sdn_make_model(&o, &err)) {
         fprintf(stderr, "sdnpu: %s\n", err.msg);
         return 1;
     }
-    if (!o.quiet) fprintf(stderr, "wrote %s (%s, %s, seed %llu) in %.1f s\n", o.out_path, o.shape, o.type, (unsigned long long)o.seed, sdn_now() - t0);
+    if (!o.quiet) fprintf(stderr, "wrote %s (%s, %s, seed %llu) in %.1f s\n", o.out_path, o.shape, o.type, (unsigned long long)o.seed, cli_now() - t0);
     return 0;
 }

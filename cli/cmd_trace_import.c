@@ -1,19 +1,17 @@
 /* cmd_trace_import.c - `sdnpu trace-import`: traces from text-only answers recorded by
  * another program (e.g. ../shared/datasets/model_outputs/, Vicuna-7B-v1.3 greedy outputs):
  * prompts rendered with the model's chat template, prompt and output tokenized with the
- * model's tokenizer (rules in tools/trace_import.h). */
+ * model's tokenizer (rules in tools/trace_import.h). The work is tools/cli_datasets.c's
+ * (tools.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "tools/dataset.h"
 #include "tools/trace_import.h"
-#include "tokenizer/chat_template.h"
 #include "cli/cli.h"
 #include "cli/opts.h"
 #include "cli/ds_cli.h"
-#include "modelfile/gguf.h"
-#include "tokenizer/tokenizer.h"
+#include "tools/tools.h"
 
 int cmd_trace_import(int argc, char **argv) {
     const char *from_refs = NULL;
@@ -54,10 +52,6 @@ int cmd_trace_import(int argc, char **argv) {
         fprintf(stderr, "sdnpu trace-import: one of --outputs / --from-references, --out and one of --tokenizer / --vocab are required\n");
         return 2;
     }
-    if (sdn_chat_kind_from_name(tmpl, &o.chat) != SDN_OK || o.chat == SDN_CHAT_AUTO) {
-        fprintf(stderr, "sdnpu: option --chat-template: '%s' is not one of chatml, llama3, llama2, vicuna, plain, gemma\n", tmpl);
-        return 2;
-    }
     char q1[4200], q2[4200];
     if (n_q == 0) {
         if (!dscli_shared()) { fprintf(stderr, "sdnpu trace-import: no --questions given and ../shared/datasets not found\n"); return 2; }
@@ -66,60 +60,5 @@ int cmd_trace_import(int argc, char **argv) {
         questions[n_q++] = q1;
         questions[n_q++] = q2;
     }
-    sdn_err err = {0};
-    sdn_dataset qs = {0};
-    sdn_answers ans = {0}, other = {0};
-    sdn_tokenizer *tok = NULL;
-    FILE *f = NULL;
-    int code = 1;
-    for (int i = 0; i < n_q; i++)
-        if (sdn_dataset_load_file(&qs, questions[i], &err)) goto fail;
-    if (from_refs) {
-        if (sdn_answers_from_references(&qs, from_refs, &ans, &err)) goto fail;
-        outputs = "references";
-    } else if (sdn_answers_load(&ans, outputs, &err)) goto fail;
-    if (agree && sdn_answers_load(&other, agree, &err)) goto fail;
-    if (tokenizer) {
-        if (sdn_tokenizer_from_llama2c(tokenizer, 0, &tok, &err)) goto fail;
-    } else {
-        sdn_gguf *g = NULL;
-        if (sdn_gguf_open(vocab, &g, &err)) goto fail;
-        int rc = sdn_tokenizer_from_gguf(g, &tok, &err);
-        sdn_gguf_close(g);
-        if (rc) goto fail;
-    }
-    o.tok = tok;
-    o.agree = agree ? &other : NULL;
-    o.answers_name = outputs;
-    const char *tn = tokenizer ? tokenizer : vocab, *tb = strrchr(tn, '/');
-    char tname[512];
-    /* the tokenizer's folder and file name identify it better than the file name alone */
-    if (tb) {
-        const char *p = tb;
-        while (p > tn && p[-1] != '/') p--;
-        snprintf(tname, sizeof tname, "%s", p);
-    } else snprintf(tname, sizeof tname, "%s", tn);
-    o.tokenizer_name = tname;
-    if (!(f = fopen(out_path, "w"))) { fprintf(stderr, "sdnpu trace-import: cannot write %s\n", out_path); goto out; }
-    sdn_import_stats st;
-    int rc = sdn_trace_import(&qs, &ans, &o, f, &st, &err);
-    if (fclose(f)) { f = NULL; fprintf(stderr, "sdnpu trace-import: write error on %s\n", out_path); goto out; }
-    f = NULL;
-    if (rc) goto fail;
-    fprintf(stderr, "trace-import: %d rows written to %s", st.written, out_path);
-    if (st.no_question) fprintf(stderr, ", %d answers without a matching question", st.no_question);
-    if (st.filtered) fprintf(stderr, ", %d outside --tasks", st.filtered);
-    if (agree) fprintf(stderr, ", %d dropped by --agree (different text in %s)", st.disagree, agree);
-    fprintf(stderr, "\n");
-    code = 0;
-    goto out;
-fail:
-    fprintf(stderr, "sdnpu trace-import: %s\n", err.msg);
-out:
-    if (f) fclose(f);
-    sdn_tokenizer_free(tok);
-    sdn_answers_free(&ans);
-    sdn_answers_free(&other);
-    sdn_dataset_free(&qs);
-    return code;
+    return sdn_tool_trace_import(questions, n_q, outputs, from_refs, tokenizer, vocab, tmpl, agree, out_path, &o);
 }

@@ -1,6 +1,6 @@
 /* ds_cli.c - see ds_cli.h. */
 #include "cli/ds_cli.h"
-#include "cli/bench_util.h"
+#include "tools/bench_util.h"
 
 #include <libgen.h>
 #include <limits.h>
@@ -9,7 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "draft/methods.h"
+#include "sdnpu.h"
 
 const char *dscli_shared(void) {
     static char path[PATH_MAX];
@@ -76,7 +76,7 @@ void dscli_free_list(char **l) {
 
 char **dscli_all_methods(int *n) {
     int k = 0;
-    char **all = dscli_split(sdn_method_list(), &k);
+    char **all = dscli_split(sdnpu_methods(), &k);
     int w = 0;
     for (int i = 0; i < k; i++) {
         if (!strcmp(all[i], "none")) free(all[i]);
@@ -85,26 +85,4 @@ char **dscli_all_methods(int *n) {
     all[w] = NULL;
     *n = w;
     return all;
-}
-
-void dscli_progress(void *ud, long done, long total, const char *note) {
-    (void)total;
-    sdn_progress_update(ud, done, note);
-}
-
-void dscli_params_init(dscli_params *p) {
-    memset(p, 0, sizeof *p);
-    sdn_method_defaults(&p->cfg);
-}
-
-int dscli_param_fn(void *dest, const char *value, char *why, size_t cap) {
-    dscli_params *p = dest;
-    sdn_err e = {0};
-    if (sdn_method_set_param(&p->cfg, value, &e)) {
-        snprintf(why, cap, "%s", strncmp(e.msg, "option --param: ", 16) ? e.msg : e.msg + 16);
-        return -1;
-    }
-    if (p->n < 64) p->v[p->n++] = value;
-    p->given = 1;
-    return 0;
 }

@@ -1,5 +1,6 @@
 /* main.c - entry point of the `sdnpu` program: dispatches to one subcommand per file
- * (cmd_*.c). The CLI only parses options and calls libsdnpu. */
+ * (cmd_*.c). The CLI only parses options and calls libsdnpu (sdnpu.h) and the tools library
+ * (tools/tools.h). */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -9,8 +10,7 @@
 #include "cli/cli.h"
 #include "cli/opts.h"
 #include "sdnpu.h"
-#include "kernels/kernel_path.h"
-#include "attention/kv_cache.h"
+#include "tools/tools.h"
 
 static const struct {
     const char *name;
@@ -71,29 +71,7 @@ static int kernel_option(const char *cmd, int *argc, char **argv) {
     };
     int rc = cli_extract(cmd, global, argc, argv);
     if (rc) return rc;
-    sdn_err err = {0};
-    sdn_kpath p;
-    rc = name ? sdn_kpath_parse(name, &p, &err) : SDN_OK;
-    if (!rc) rc = name ? sdn_kpath_set(p, &err) : sdn_kpath_init(&err);
-    if (rc) {
-        fprintf(stderr, "sdnpu: %s%s\n", name ? "--kernel: " : "", err.msg);
-        return 2;
-    }
-    sdn_prefill_mm m;
-    rc = pmm ? sdn_prefill_mm_parse(pmm, &m, &err) : sdn_prefill_mm_init(&err);
-    if (rc) {
-        fprintf(stderr, "sdnpu: %s%s\n", pmm ? "--prefill-matmul: " : "", err.msg);
-        return 2;
-    }
-    if (pmm) sdn_prefill_mm_set(m);
-    sdn_kv_type tk = SDN_KV_AUTO, tv = SDN_KV_AUTO;
-    if ((ctk && sdn_kv_type_parse(ctk, "--cache-type-k", &tk, &err)) || (ctv && sdn_kv_type_parse(ctv, "--cache-type-v", &tv, &err)) ||
-        (!ctk && !ctv && sdn_kv_default_init(&err))) {
-        fprintf(stderr, "sdnpu: %s\n", err.msg);
-        return 2;
-    }
-    if (ctk || ctv) sdn_kv_set_default(tk, tv);
-    return 0;
+    return sdn_tool_global_options(name, pmm, ctk, ctv);
 }
 
 static void version(void) { cli_version(stdout); }

@@ -12,10 +12,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
-#include "draft/methods.h"
 #include "sdnpu.h"
+#include "tools/tools.h"
 
 static const struct {
     const char *cmd, *example;
@@ -54,18 +55,12 @@ void cli_list_free(cli_list *l) {
     l->n = 0;
 }
 
-void cli_param_help(FILE *f) {
-    const char *key;
-    int is_float;
-    double lo, hi, def;
-    fprintf(f, "                        keys (range, default):\n");
-    for (int i = 0; sdn_method_param_info(i, &key, &is_float, &lo, &hi, &def); i++)
-        fprintf(f, "                          %-18s %s in [%g, %g], default %g\n", key, is_float ? "number " : "integer", lo, hi, def);
-    fprintf(f, "                        reuse.rule: 0 = a reused segment ages out after reuse.max_age steps, 1 = the paper's\n"
-               "                          rule (kept one step at least, dropped after a step drafting more than\n"
-               "                          reuse.threshold tokens); sdnpu.weigh: 1 = with calibration the context continuation\n"
-               "                          is weighed by the model's prefill predictions, 0 = not (the paper's drafter,\n"
-               "                          the default: it measured better on the real tasks)\n");
+void cli_param_help(FILE *f) { sdn_tool_param_help(f); }
+
+double cli_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 /* A help line wrapped at spaces to 110 columns, continued under the first (column 24). */

@@ -107,6 +107,8 @@ const char *cli_example(const char *name);
 /* Default compute threads: the library's (sdnpu_context_params_init: SDNPU_DEFAULT_THREADS,
  * min(the CPUs this process may use, SDNPU_DEFAULT_MAX_THREADS)). */
 int cli_default_threads(void);
+/* Seconds on a monotonic clock (for the commands' own timings). */
+double cli_now(void);
 /* The help line of --threads with that default ("compute threads (default: ..., here N)"). */
 const char *cli_threads_help(void);
 

@@ -8,9 +8,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "common/sdn_util.h"
-#include "common/text_decode.h"
 #include "cli/cli.h"
+#include "tools/tools.h"
 
 void sdn_run_opts_init(sdn_run_opts *o) {
     memset(o, 0, sizeof *o);
@@ -33,31 +32,6 @@ void sdn_run_opts_free(sdn_run_opts *o) {
     free(o->grammar);
     free(o->json_schema);
     o->grammar = o->json_schema = NULL;
-}
-
-int sdn_read_constraint(const char *cmd, const char *grammar_file, const char *json_schema_file, char **grammar, char **json_schema) {
-    *grammar = *json_schema = NULL;
-    if (grammar_file && json_schema_file) {
-        fprintf(stderr, "sdnpu %s: options --grammar %s and --json-schema %s exclude each other: an answer takes one constraint\n", cmd,
-                grammar_file, json_schema_file);
-        return 2;
-    }
-    const char *opt = grammar_file ? "--grammar" : "--json-schema", *path = grammar_file ? grammar_file : json_schema_file;
-    if (!path) return 0;
-    char *text = NULL;
-    size_t len = 0;
-    sdn_err e = {0};
-    if (sdn_text_read_file(path, (size_t)1 << 20, "a grammar or schema file is 1 MiB at most", &text, &len, NULL, &e)) {
-        fprintf(stderr, "sdnpu %s: option %s: %s\n", cmd, opt, e.msg);
-        return 2;
-    }
-    if (!len) {
-        fprintf(stderr, "sdnpu %s: option %s: %s is empty\n", cmd, opt, path);
-        free(text);
-        return 2;
-    }
-    *(grammar_file ? grammar : json_schema) = text;
-    return 0;
 }
 
 int sdn_constraint_error(int rc, const sdnpu_error *err) {
@@ -238,7 +212,7 @@ static void on_progress(void *ud, int done, int total) {
     (void)ud;
     static double last;
     if (total < 512) return;
-    double now = sdn_now();
+    double now = cli_now();
     if (done < total && now - last < 0.2) return;
     last = now;
     if (done >= total) fprintf(stderr, "\r%60s\r", "");
@@ -306,22 +280,8 @@ static int read_contexts(const sdn_run_opts *o, const sdnpu_model_info *mi, char
     char **docs = calloc((size_t)o->contexts.n + 1, sizeof *docs);
     if (!docs) { fprintf(stderr, "sdnpu: out of memory\n"); return -1; }
     *docs_out = docs;
-    for (int i = 0; i < o->contexts.n; i++) {
-        size_t len;
-        sdn_err err = {0};
-        sdn_text_enc enc;
-        if (sdn_text_read_file(o->contexts.v[i], 2 * cap + 4, why, &docs[i], &len, &enc, &err)) {
-            fprintf(stderr, "sdnpu: option --context: %s\n", err.msg);
-            return -1;
-        }
-        if (len > cap) {
-            fprintf(stderr, "sdnpu: option --context: %s: %zu bytes of text once decoded from %s, longer than the limit of %zu bytes: %s\n",
-                    o->contexts.v[i], len, sdn_text_enc_name(enc), cap, why);
-            return -1;
-        }
-        if (enc != SDN_TEXT_UTF8 && !o->quiet)
-            fprintf(stderr, "sdnpu: --context %s: decoded from %s\n", o->contexts.v[i], sdn_text_enc_name(enc));
-    }
+    for (int i = 0; i < o->contexts.n; i++)
+        if (sdn_tool_read_context(o->contexts.v[i], cap, why, o->quiet, &docs[i])) return -1;
     return 0;
 }
 
@@ -343,29 +303,6 @@ static int write_stats_json(const sdn_run_opts *o, const sdnpu_model_info *mi, c
     free(txt);
     if (!ok) fprintf(stderr, "sdnpu: option --stats-json: cannot write %s\n", o->stats_json);
     return ok ? 0 : 1;
-}
-
-/* The whole of standard input as UTF-8 text (decoded like a --context file). */
-static int read_stdin_text(char **out) {
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    if (!buf) return -1;
-    for (;;) {
-        if (n == cap) {
-            char *nb = cap < ((size_t)1 << 30) ? realloc(buf, cap *= 2) : NULL;
-            if (!nb) { free(buf); fprintf(stderr, "sdnpu: option --prompt -: standard input too large\n"); return -1; }
-            buf = nb;
-        }
-        size_t got = fread(buf + n, 1, cap - n, stdin);
-        if (!got) break;
-        n += got;
-    }
-    sdn_err err = {0};
-    size_t len;
-    int rc = sdn_text_decode("standard input", (const unsigned char *)buf, n, out, &len, NULL, &err);
-    free(buf);
-    if (rc) fprintf(stderr, "sdnpu: option --prompt -: %s\n", err.msg);
-    return rc ? -1 : 0;
 }
 
 int sdn_run_opts_check(sdn_run_opts *o) {
@@ -394,15 +331,10 @@ int sdn_run_opts_check(sdn_run_opts *o) {
         if (!o->stops.v[i][0]) { fprintf(stderr, "sdnpu: option --stop: an empty stop string would end every answer at once\n"); return 2; }
     if (o->stats_json && cli_check_output("--stats-json", o->stats_json)) return 1;
     if (o->prompt_file) {
-        size_t len;
-        sdn_err e = {0};
-        if (sdn_text_read_file(o->prompt_file, (size_t)1 << 30, NULL, &o->prompt_buf, &len, NULL, &e)) {
-            fprintf(stderr, "sdnpu: option --prompt-file: %s\n", e.msg);
-            return 1;
-        }
+        if (sdn_tool_read_prompt_file(o->prompt_file, &o->prompt_buf)) return 1;
         o->prompt = o->prompt_buf;
     } else if (o->prompt && !strcmp(o->prompt, "-")) {
-        if (read_stdin_text(&o->prompt_buf)) return 1;
+        if (sdn_tool_read_stdin_text(&o->prompt_buf)) return 1;
         o->prompt = o->prompt_buf;
     }
     return 0;

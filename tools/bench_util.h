@@ -1,5 +1,7 @@
-/* bench_util.h - helpers shared by the benchmark commands: medians, a streaming-read
- * memory bandwidth probe, the cache directory for generated benchmark models, and the
+/* bench_util.h - part of the tools API for the commands (see tools/tools.h): helpers shared
+ * by the benchmark commands (cli/cmd_bench*.c, profile, study, demo, make-model): medians, a
+ * streaming-read memory bandwidth probe, the cache directory for generated benchmark models,
+ * checks of make-model shape and type names, allocation that exits on failure, and the
  * projection table of study and bench. */
 #ifndef SDN_BENCH_UTIL_H
 #define SDN_BENCH_UTIL_H

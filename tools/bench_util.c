@@ -1,5 +1,5 @@
 /* bench_util.c - see bench_util.h. */
-#include "cli/bench_util.h"
+#include "tools/bench_util.h"
 #include "modelfile/model_registry.h"
 #include "tools/projection.h"
 
