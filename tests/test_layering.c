@@ -12,7 +12,8 @@
  * the public header only), never a library module's header: what a command needs beyond the
  * public API is a tools/ function; tests and fuzz targets may include anything. Every folder of the tree that holds C files, subfolders
  * included, must be declared here (a subfolder takes its top folder's rule), so a new folder
- * cannot slip past the check. Reads the source tree ($SDN_SOURCE). */
+ * cannot slip past the check. No library folder may hold more than a quarter of the library's
+ * lines (issue 31: folders with one job each). Reads the source tree ($SDN_SOURCE). */
 #include <dirent.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -51,11 +52,16 @@ static int cli_may_include(int x) {
     return 0;
 }
 
+static int find_layer(const char *folder, size_t len);
+static int find_layer_level(const char *folder);
+
 static int find_layer(const char *folder, size_t len) {
     for (int i = 0; i < N_LAYERS; i++)
         if (strlen(k_layers[i].folder) == len && !strncmp(k_layers[i].folder, folder, len)) return i;
     return -1; /* not a declared folder (e.g. tests' "support/x.h"): not a module include */
 }
+
+static int find_layer_level(const char *folder) { return k_layers[find_layer(folder, strlen(folder))].level; }
 
 /* Violations in one file of top folder `folder`: includes "X/..." of a declared folder X other
  * than its own, where X is a higher layer or a folder on the same layer, or any such include at
@@ -174,6 +180,43 @@ static void test_every_folder_declared(void **state) {
     assert_int_equal(undeclared, 0);
 }
 
+/* Lines of the C files directly in dir. */
+static long count_lines(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) fail_msg("cannot list %s", dir);
+    struct dirent *e;
+    long lines = 0;
+    while ((e = readdir(d))) {
+        if (!is_source(e->d_name)) continue;
+        char path[2048];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f) fail_msg("cannot read %s", path);
+        int c;
+        while ((c = fgetc(f)) != EOF) lines += c == '\n';
+        fclose(f);
+    }
+    closedir(d);
+    return lines;
+}
+
+/* No folder of the library (the layers below tools/) holds more than a quarter of its lines. */
+static void test_no_folder_too_big(void **state) {
+    (void)state;
+    long lines[N_LAYERS] = {0}, total = 0;
+    for (int i = 0; i < N_LAYERS; i++) {
+        if (k_layers[i].public_only || k_layers[i].level >= find_layer_level("tools")) continue;
+        char dir[1200];
+        snprintf(dir, sizeof dir, "%s/%s", tu_source_path("."), k_layers[i].folder);
+        total += lines[i] = count_lines(dir);
+    }
+    assert_true(total > 10000);
+    for (int i = 0; i < N_LAYERS; i++) {
+        if (lines[i] * 4 > total) print_error("%s holds %ld of the library's %ld lines, more than a quarter\n", k_layers[i].folder, lines[i], total);
+        assert_true(lines[i] * 4 <= total);
+    }
+}
+
 /* The checker itself: an upward, a same-layer and a non-public include are each caught, and a
  * cli/ file's include of a library module. */
 static void test_checker_catches(void **state) {
@@ -205,6 +248,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_no_upward_includes),
         cmocka_unit_test(test_every_folder_declared),
+        cmocka_unit_test(test_no_folder_too_big),
         cmocka_unit_test(test_checker_catches),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
