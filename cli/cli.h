@@ -29,12 +29,6 @@ int cmd_bench(int argc, char **argv);
 int cmd_make_story_task(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
 
-/* Option helpers: parse the value of option `opt`; print "sdnpu: option OPT: ..." and
- * return -1 on a bad value. */
-int cli_int(const char *opt, const char *val, long lo, long hi, long *out);
-int cli_float(const char *opt, const char *val, double lo, double hi, double *out);
-/* Returns the next argument as the value of `opt` (advancing *i), or NULL after printing
- * "option OPT needs a value". */
-const char *cli_value(int argc, char **argv, int *i, const char *opt);
+/* Options: cli/opts.h (the one option table of every command). */
 
 #endif

@@ -1,565 +1,121 @@
 /* cmd_bench.c - `sdnpu bench`: real generation over a dataset with plain decoding and each
- * drafting method on the same requests; checks that every method's greedy output equals
- * plain decoding's and prints per task and method: mean accepted tokens, ms/token, speedup
- * over plain decoding measured in the same run, prefill and decode time, peak memory. Also
- * CSV/JSON files, rows in an SQLite results database, and SVG charts (--plot). */
-#include <errno.h>
+ * drafting method on the same requests (acceptance, ms/token, speedup, outputs checked
+ * against plain decoding; CSV/JSON, a results database, SVG charts). The options; the run,
+ * its tables and files are tools/cli_bench.c's (sdn_tool_bench, tools/bench.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
-#include "tools/bench.h"
-#include "runtime/verify_cost.h"
-#include "tools/dataset.h"
-#include "runtime/history.h"
-#include "tools/progress.h"
-#include "tools/results.h"
-#include "draft/methods.h"
-#include "cli/bench_util.h"
 #include "cli/cli.h"
-#include "cli/opts.h"
-#include "runtime/decode.h"
 #include "cli/ds_cli.h"
-#include "engine/forward.h"
-#include "modelfile/model.h"
+#include "cli/opts.h"
+#include "sdnpu.h"
+#include "tools/bench.h"
+#include "tools/method_params.h"
 
-static void usage(FILE *f) {
-    fprintf(f,
-            "usage: sdnpu bench --model M [options]\n"
-            "  --model M            model file (GGUF or llama2.c checkpoint)\n"
-            "  --tokenizer FILE     llama2.c tokenizer.bin (for llama2.c checkpoints)\n"
-            "  --dataset D          task file or directory (repeatable; default ../shared/datasets)\n"
-            "  --methods LIST       drafting methods compared with plain decoding (default all: %s)\n"
-            "  --tasks LIST         only these tasks      --limit N   at most N requests per task\n"
-            "  --max-tokens N       new tokens per request (default 128)\n"
-            "  --budgets LIST       draft budgets every method runs at (plain decoding runs once per request):\n"
-            "                       'default' = the engine's default, as `sdnpu run` without --draft-max (this\n"
-            "                       machine's verify-cost curve sizes every step), N = at most N draft tokens,\n"
-            "                       depth N (default: default). After the table: each task and method's best budget\n"
-            "  --draft-max N        one fixed budget N (= --budgets N; not with --budgets)\n"
-            "  --draft-depth D --draft-branch B   depth of --draft-max's budget; branching of every budget (default 4)\n"
-            "  --threads N --ctx N  worker threads (default: the CPUs this process may use), KV cache size (default\n"
-            "                       min(trained length, 8192))\n"
-            "  --chat-template NAME --use-input   request rendering (see `sdnpu trace --help`)\n"
-            "  --history FILE       history store: earlier answers of the group feed SAM; answers are stored\n"
-            "  --history-budget N   history tokens per request (default 4096)\n"
-            "  --param KEY=VALUE    a drafting-method parameter (repeatable; keys below)\n"
-            "  --graphs MODE        fixed-shape graphs switched during prefill: single, sync, async, progressive\n"
-            "                       (--graph-blocks N --g1 S1 --g2 S2 --profile-db FILE, as for run)\n"
-            "  --out DIR            write bench.csv and bench.json (and the charts) into DIR\n"
-            "  --json FILE --csv FILE   write the result cells to these files (as bench.json / bench.csv)\n"
-            "  --results-db FILE    append the run to an SQLite results database\n"
-            "  --plot               SVG charts into --out DIR (or .): ms/token per task and method, accepted\n"
-            "                       tokens per step (histogram per method, pooled over tasks), verify cost vs draft\n"
-            "                       size with the default budget's choice marked\n"
-            "  --cost PROFILE       verify-cost profile to plot (default: measured on the model when plotting)\n"
-            "  --cost-out FILE      measure the verify-cost profile on the model and write it\n"
-            "  --project PROFILE    also project every cell onto another model's verify-cost profile (repeatable;\n"
-            "                       `sdnpu bench-verify --shapes S --types T --cost-out PROFILE`): the live steps'\n"
-            "                       draft sizes and draft time at that model's step cost, a projection\n"
-            "  --fresh-prefill      every run prefills its prompt (default: the request's first run prefills,\n"
-            "                       the others reuse its KV entries and prefill predictions)\n"
-            "  --json-schema FILE   constrained decoding: every run (plain included) answers in this JSON schema\n"
-            "  --grammar FILE       ... or in this GBNF grammar (docs/constrained.md); --param grammar.forced=0 turns\n"
-            "                       forced-text drafting off. A table after the results: complete answers and\n"
-            "                       the constraint's cost per step\n"
-            "  --answers FILE       write plain decoding's answers, one JSON line each (id, task, answer, complete)\n",
-            sdn_method_list());
-    cli_param_help(f);
-    fprintf(f,
-            "Times: ms/token = decode time (drafter set-up such as calibration trees included) per output token;\n"
-            "speedup = plain decoding's ms/token on the same requests in the same run / the method's. 'prefill ms'\n"
-            "is the request's one prefill (with the prefill predictions when a listed method uses them), shown on\n"
-            "the plain-decoding row: the other runs reuse its KV entries and prefill nothing ('-').\n");
-}
+/* --budgets LIST (cli_opt.fn; dest: a bench_budgets). */
+typedef struct bench_budgets {
+    int v[64], n;
+} bench_budgets;
 
-static int mkdir_p(const char *dir) {
-    char buf[4096];
-    snprintf(buf, sizeof buf, "%s", dir);
-    for (char *p = buf + 1; *p; p++)
-        if (*p == '/') {
-            *p = 0;
-            if (mkdir(buf, 0755) && errno != EEXIST) return -1;
-            *p = '/';
-        }
-    return mkdir(buf, 0755) && errno != EEXIST ? -1 : 0;
-}
-
-/* The step budget the default rule chose most often, and the mean (0 when it never drafted). */
-static int budget_mode(const long *h, double *mean) {
-    long best = 0, n = 0;
-    double sum = 0;
-    int mode = 0;
-    for (int i = 0; i < SDN_STUDY_DRAFT_HIST; i++) {
-        if (h[i] > best) best = h[i], mode = i;
-        n += h[i];
-        sum += (double)i * h[i];
+static int parse_budgets(void *dest, const char *value, char *why, size_t cap) {
+    bench_budgets *b = dest;
+    sdn_err be = {0};
+    if (sdn_bench_parse_budgets(value, b->v, 64, &b->n, &be)) {
+        snprintf(why, cap, "%s", be.msg);
+        return -1;
     }
-    if (mean) *mean = n ? sum / n : 0;
-    return mode;
-}
-
-/* Constrained runs: complete answers, forced-text drafts, and the constraint's own cost per
- * decode step against the step's whole cost. */
-static void print_constraint(const sdn_bench_result *r) {
-    printf("\nconstraint: %-10s %-10s %9s %10s %14s %12s %9s\n", "task", "method", "complete", "forced tok", "constraint ms", "ms/step", "share");
-    for (int i = 0; i < r->n_cells; i++) {
-        const sdn_result_cell *c = &r->cells[i];
-        double per_step = c->c.steps ? 1000 * c->t_constrain / c->c.steps : 0, step = c->c.steps ? 1000 * c->t_decode / c->c.steps : 0;
-        printf("            %-10s %-10s %4ld/%-4ld %10ld %14.1f %12.3f %8.2f%%\n", c->task, c->method, c->complete, c->c.requests,
-               c->forced_drafted, 1000 * c->t_constrain, step, step > 0 ? 100 * per_step / step : 0);
-    }
-    printf("(complete: answers that ended where the grammar may end, not cut short by --max-tokens; share: the constraint's time\n"
-           " per decode step - pruning drafts, choosing each verified row's token, following the committed text - over the step)\n");
-}
-
-static void print_table(const sdn_bench_result *r) {
-    printf("\n%-10s %-10s %7s %5s %8s %8s %9s %10s %9s %8s %7s %10s %10s %9s %s\n", "task", "method", "budget", "reqs", "prompt", "out tok",
-           "acc/step", "draft/step", "ms/token", "speedup", "draft%", "prefill ms", "decode ms", "peak MiB", "output");
-    for (int i = 0; i < r->n_cells; i++) {
-        const sdn_result_cell *c = &r->cells[i];
-        if (i && strcmp(r->cells[i - 1].task, c->task)) printf("\n");
-        char same[48], pre[32];
-        if (!strcmp(c->method, "none")) snprintf(same, sizeof same, "(baseline)");
-        else if (c->mismatches) snprintf(same, sizeof same, "DIFFERS on %d!", c->mismatches);
-        else snprintf(same, sizeof same, "= plain");
-        if (c->t_prefill > 0) snprintf(pre, sizeof pre, "%.1f", 1000 * c->t_prefill);
-        else snprintf(pre, sizeof pre, "-");
-        double share = c->t_decode > 0 ? 100 * c->c.t_draft / c->t_decode : 0;
-        printf("%-10s %-10s %7s %5ld %8ld %8ld %9.3f %10.2f %9.3f %7.2fx %6.1f%% %10s %10.1f %9.1f %s\n", c->task, c->method,
-               c->budget[0] ? c->budget : "-", c->c.requests, c->prompt_tokens, c->c.out_tokens, sdn_study_mean_accepted(&c->c),
-               sdn_study_mean_draft(&c->c), sdn_cell_ms_per_token(c), sdn_cell_speedup(c), share, pre, 1000 * c->t_decode,
-               (double)c->peak_rss / (1 << 20), same);
-    }
-}
-
-/* Per task and method: the budget with the lowest ms/token, and what the default rule chose. */
-static void print_best(const sdn_bench_result *r, int n_budgets) {
-    int any_default = 0;
-    for (int i = 0; i < r->n_cells; i++) any_default |= !strcmp(r->cells[i].budget, "default");
-    if (n_budgets < 2 && !any_default) return;
-    printf("\n%-10s %-10s %-11s %9s %8s %s\n", "task", "method", "best budget", "ms/token", "speedup",
-           any_default ? "default rule's step budget: most often (mean)" : "");
-    for (int i = 0; i < r->n_cells; i++) {
-        const sdn_result_cell *c = &r->cells[i];
-        if (!strcmp(c->method, "none")) continue;
-        int first = 1;
-        for (int j = 0; j < i; j++)
-            if (!strcmp(r->cells[j].task, c->task) && !strcmp(r->cells[j].method, c->method)) first = 0;
-        if (!first) continue;
-        const sdn_result_cell *best = NULL, *def = NULL;
-        for (int j = i; j < r->n_cells; j++) {
-            const sdn_result_cell *x = &r->cells[j];
-            if (strcmp(x->task, c->task) || strcmp(x->method, c->method)) continue;
-            if (!strcmp(x->budget, "default")) def = x;
-            double ms = sdn_cell_ms_per_token(x);
-            if (ms > 0 && (!best || ms < sdn_cell_ms_per_token(best))) best = x;
-        }
-        if (!best) continue;
-        char chose[64] = "";
-        if (def) {
-            double mean;
-            int mode = budget_mode(def->budget_hist, &mean);
-            snprintf(chose, sizeof chose, "%d (%.1f)", mode, mean);
-        }
-        printf("%-10s %-10s %-11s %9.3f %7.2fx %s\n", c->task, c->method, best->budget, sdn_cell_ms_per_token(best), sdn_cell_speedup(best),
-               chose);
-    }
-}
-
-/* "method" with one budget, "method@budget" with several. */
-static void cell_label(const sdn_result_cell *c, int n_budgets, char *buf, size_t cap) {
-    if (n_budgets > 1 && c->budget[0]) snprintf(buf, cap, "%s@%s", c->method, c->budget);
-    else snprintf(buf, cap, "%s", c->method);
+    return 0;
 }
 
 int cmd_bench(int argc, char **argv) {
-    const char *model = NULL, *tokenizer = NULL, *methods_arg = NULL, *tasks = NULL, *out_dir = NULL, *rdb = NULL, *cost = NULL;
-    const char *cost_out = NULL, *hist_path = NULL, *v, *projs[8], *json_out = NULL, *csv_out = NULL;
-    const char *schema_path = NULL, *grammar_path = NULL, *answers_path = NULL;
-    int n_projs = 0;
-    const char *datasets[32];
-    int n_ds = 0, plot = 0, n_params = 0, budgets[64], n_budgets = 0;
-    const char *params[64];
-    char *cmdline = NULL;
-    long x, limit = 0;
-    sdn_bench_opts o = {.max_tokens = 128, .threads = cli_default_threads()};
-    sdn_method_config mcfg;
-    sdn_method_defaults(&mcfg);
-    sdn_gs_options gopt = {0};
-    char gdb[1200];
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-#define VAL() ((v = cli_value(argc, argv, &i, a)) != NULL)
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
-        else if (!strcmp(a, "--model")) { if (!VAL()) return 2; model = v; }
-        else if (!strcmp(a, "--tokenizer")) { if (!VAL()) return 2; tokenizer = v; }
-        else if (!strcmp(a, "--dataset")) {
-            if (!VAL()) return 2;
-            if (n_ds == 32) { fprintf(stderr, "sdnpu: option --dataset: at most 32\n"); return 2; }
-            datasets[n_ds++] = v;
-        }
-        else if (!strcmp(a, "--methods")) { if (!VAL()) return 2; methods_arg = v; }
-        else if (!strcmp(a, "--tasks")) { if (!VAL()) return 2; tasks = v; }
-        else if (!strcmp(a, "--out")) { if (!VAL()) return 2; if (cli_check_output_dir(a, v)) return 1; out_dir = v; }
-        else if (!strcmp(a, "--results-db")) { if (!VAL()) return 2; if (cli_check_output(a, v)) return 1; rdb = v; }
-        else if (!strcmp(a, "--cost")) { if (!VAL()) return 2; cost = v; }
-        else if (!strcmp(a, "--json")) { if (!VAL()) return 2; if (cli_check_output(a, v)) return 1; json_out = v; }
-        else if (!strcmp(a, "--csv")) { if (!VAL()) return 2; if (cli_check_output(a, v)) return 1; csv_out = v; }
-        else if (!strcmp(a, "--project")) {
-            if (!VAL()) return 2;
-            if (n_projs == 8) { fprintf(stderr, "sdnpu bench: option --project: at most 8 profiles\n"); return 2; }
-            projs[n_projs++] = v;
-        }
-        else if (!strcmp(a, "--cost-out")) { if (!VAL()) return 2; if (cli_check_output(a, v)) return 1; cost_out = v; }
-        else if (!strcmp(a, "--history")) { if (!VAL()) return 2; hist_path = v; }
-        else if (!strcmp(a, "--chat-template")) { if (!VAL()) return 2; o.chat_template = v; }
-        else if (!strcmp(a, "--use-input")) o.use_input = 1;
-        else if (!strcmp(a, "--plot")) plot = 1;
-        else if (!strcmp(a, "--limit")) { if (!VAL() || cli_int(a, v, 1, 1 << 30, &limit)) return 2; }
-        else if (!strcmp(a, "--graphs")) { if (!VAL()) return 2; gopt.graphs = v; o.graphs = &gopt; }
-        else if (!strcmp(a, "--graph-blocks")) { if (!VAL() || cli_int(a, v, 1, 128, &x)) return 2; gopt.n_blocks = (int)x; }
-        else if (!strcmp(a, "--g1")) { if (!VAL() || cli_int(a, v, 1, 4096, &x)) return 2; gopt.s1 = (int)x; }
-        else if (!strcmp(a, "--g2")) { if (!VAL() || cli_int(a, v, 1, 64, &x)) return 2; gopt.s2 = (int)x; }
-        else if (!strcmp(a, "--profile-db")) { if (!VAL()) return 2; gopt.profile_db = v; }
-        else if (!strcmp(a, "--param")) {
-            if (!VAL()) return 2;
-            sdn_err pe = {0};
-            if (sdn_method_set_param(&mcfg, v, &pe)) { fprintf(stderr, "sdnpu: %s\n", pe.msg); return 2; }
-            if (n_params < 64) params[n_params++] = v;
-            o.mcfg = &mcfg;
-        }
-        else if (!strcmp(a, "--history-budget")) { if (!VAL() || cli_int(a, v, 1, 1L << 30, &x)) return 2; o.history_budget = x; }
-        else if (!strcmp(a, "--param")) {
-            if (!VAL()) return 2;
-            sdn_err pe = {0};
-            if (sdn_method_set_param(&mcfg, v, &pe)) { fprintf(stderr, "sdnpu: %s\n", pe.msg); return 2; }
-            o.mcfg = &mcfg;
-        }
-        else if (!strcmp(a, "--max-tokens")) { if (!VAL() || cli_int(a, v, 1, 1 << 20, &x)) return 2; o.max_tokens = (int)x; }
-        else if (!strcmp(a, "--draft-max")) { if (!VAL() || cli_int(a, v, 1, 63, &x)) return 2; o.caps.max_nodes = (int)x; }
-        else if (!strcmp(a, "--budgets")) {
-            if (!VAL()) return 2;
-            sdn_err be = {0};
-            if (sdn_bench_parse_budgets(v, budgets, 64, &n_budgets, &be)) { fprintf(stderr, "sdnpu bench: %s\n", be.msg); return 2; }
-        }
-        else if (!strcmp(a, "--fresh-prefill")) o.fresh_prefill = 1;
-        else if (!strcmp(a, "--json-schema")) { if (!VAL()) return 2; schema_path = v; }
-        else if (!strcmp(a, "--grammar")) { if (!VAL()) return 2; grammar_path = v; }
-        else if (!strcmp(a, "--answers")) { if (!VAL()) return 2; if (cli_check_output(a, v)) return 1; answers_path = v; }
-        else if (!strcmp(a, "--draft-depth")) { if (!VAL() || cli_int(a, v, 1, 63, &x)) return 2; o.caps.max_depth = (int)x; }
-        else if (!strcmp(a, "--draft-branch")) { if (!VAL() || cli_int(a, v, 1, 63, &x)) return 2; o.caps.max_branch = (int)x; }
-        else if (!strcmp(a, "--threads")) { if (!VAL() || cli_int(a, v, 1, 256, &x)) return 2; o.threads = (int)x; }
-        else if (!strcmp(a, "--ctx")) { if (!VAL() || cli_int(a, v, 32, 1 << 22, &x)) return 2; o.n_ctx = (int)x; }
-        else { fprintf(stderr, "sdnpu bench: unknown option '%s'\n", a); usage(stderr); return 2; }
-#undef VAL
-    }
-    if (!model) { fprintf(stderr, "sdnpu bench: --model is required\n"); usage(stderr); return 2; }
-    if (schema_path && grammar_path) { fprintf(stderr, "sdnpu bench: give --json-schema or --grammar, not both\n"); return 2; }
-    sdn_grammar *gram = NULL;
-    sdn_gvocab *gvocab = NULL;
-    FILE *answers = NULL;
-    if (schema_path || grammar_path) { /* a bad grammar is a usage error, found before the model loads */
-        const char *gp = schema_path ? schema_path : grammar_path;
-        char *text = NULL;
-        size_t len = 0;
-        sdn_err ge = {0};
-        if (sdn_read_file_max(gp, 1 << 20, schema_path ? "JSON schema" : "grammar", &text, &len, &ge) ||
-            (schema_path ? sdn_grammar_from_schema(text, len, &gram, &ge) : sdn_grammar_parse(text, len, &gram, &ge))) {
-            fprintf(stderr, "sdnpu bench: option %s %s: %s\n", schema_path ? "--json-schema" : "--grammar", gp, ge.msg);
-            free(text);
-            return 2;
-        }
-        free(text);
-        o.grammar = gram;
-    }
-    if (n_budgets && o.caps.max_nodes) { fprintf(stderr, "sdnpu bench: --draft-max N is the fixed budget N: give it in --budgets instead\n"); return 2; }
-    if (!n_budgets) { /* --draft-max N alone: that budget (with --draft-depth); else the engine's default */
-        budgets[0] = o.caps.max_nodes > 0 ? o.caps.max_nodes : SDN_BENCH_DEFAULT_BUDGET;
-        if (!o.caps.max_nodes) n_budgets = 1; /* else n_budgets = 0: sdn_bench_run takes caps (depth) */
-    }
-    o.budgets = budgets;
-    o.n_budgets = n_budgets;
-    int nb_shown = n_budgets ? n_budgets : 1;
-    char shared_ds[4200];
-    if (n_ds == 0) {
-        if (!dscli_shared()) { fprintf(stderr, "sdnpu bench: no --dataset given and ../shared/datasets not found\n"); return 2; }
-        snprintf(shared_ds, sizeof shared_ds, "%s/datasets", dscli_shared());
-        datasets[n_ds++] = shared_ds;
-    }
-    int n_methods = 0;
-    char **methods = methods_arg ? dscli_split(methods_arg, &n_methods) : dscli_all_methods(&n_methods);
-    /* plain decoding always runs as the baseline: drop "none" from the list; check the rest */
-    int w = 0;
-    for (int k = 0; k < n_methods; k++) {
-        if (!strcmp(methods[k], "none")) { free(methods[k]); continue; }
-        sdn_drafter probe = {0};
-        sdn_method_config mc;
-        sdn_err perr = {0};
-        sdn_method_defaults(&mc);
-        int bad = sdn_method_create(methods[k], &mc, &probe, &perr);
-        sdn_drafter_destroy(&probe);
-        if (bad) {
-            fprintf(stderr, "sdnpu bench: option --methods: %s\n", perr.msg);
-            for (int j = k; j < n_methods; j++) free(methods[j]);
-            methods[w] = NULL;
-            dscli_free_list(methods);
-            return 2;
-        }
-        methods[w++] = methods[k];
-    }
-    methods[w] = NULL;
-    n_methods = w;
-    sdn_err err = {0};
-    sdn_dataset ds = {0};
-    sdn_model *m = NULL;
-    sdn_history *hist = NULL;
-    sdn_bench_result res = {0};
-    sdn_cost_profile prof, projp[8];
-    int have_prof = 0, code = 1;
-    for (int i = 0; i < n_ds; i++)
-        if (sdn_dataset_load(&ds, datasets[i], &err)) goto fail;
-    sdn_dataset_filter(&ds, tasks, (int)limit);
-    if (ds.n == 0) { fprintf(stderr, "sdnpu bench: no requests (check --tasks)\n"); goto out; }
-    for (int i = 0; i < n_projs; i++) /* before the run: a bad profile fails at once */
-        if (sdn_cost_load(projs[i], &projp[i], &err)) goto fail;
-    if (cost) {
-        if (sdn_cost_load(cost, &prof, &err)) goto fail;
-        have_prof = 1;
-    }
-    sdn_model_load_opts lo = {.tokenizer_path = tokenizer};
-    if (sdn_model_load(model, &lo, &m, &err)) goto fail;
-    if (gram) {
-        if (!sdn_model_tokenizer(m)) { sdn_fail(&err, SDN_EINVAL, "a grammar needs the model's tokenizer"); goto fail; }
-        if (sdn_gvocab_new(sdn_model_tokenizer(m), &gvocab, &err)) goto fail;
-        o.gvocab = gvocab;
-    }
-    if (answers_path && !(answers = o.answers = fopen(answers_path, "w"))) {
-        sdn_fail(&err, SDN_EIO, "cannot write %s", answers_path);
-        goto fail;
-    }
-    if (hist_path && sdn_history_open(hist_path, &hist, &err)) goto fail;
-    o.methods = (const char *const *)methods;
-    o.n_methods = n_methods;
-    o.history = hist;
-    char capsbuf[64];
-    size_t cn = (size_t)snprintf(capsbuf, sizeof capsbuf, "budgets=");
-    for (int b = 0; b < nb_shown && cn < sizeof capsbuf; b++) {
-        int bv = n_budgets ? budgets[b] : o.caps.max_nodes;
-        if (bv == SDN_BENCH_DEFAULT_BUDGET) cn += (size_t)snprintf(capsbuf + cn, sizeof capsbuf - cn, "%sdefault", b ? "," : "");
-        else cn += (size_t)snprintf(capsbuf + cn, sizeof capsbuf - cn, "%s%d", b ? "," : "", bv);
-    }
-    if (cn < sizeof capsbuf && !n_budgets && o.caps.max_depth)
-        cn += (size_t)snprintf(capsbuf + cn, sizeof capsbuf - cn, " depth=%d", o.caps.max_depth);
-    if (cn < sizeof capsbuf) snprintf(capsbuf + cn, sizeof capsbuf - cn, " branch=%d", o.caps.max_branch > 0 ? o.caps.max_branch : SDN_DEFAULT_BRANCH);
-    printf("bench: %s, %d threads, %d requests, at most %d new tokens, draft %s, %s, methods: none (baseline)", model, o.threads, ds.n,
-           o.max_tokens, capsbuf, o.fresh_prefill || o.graphs ? "every run prefills" : "one prefill per request (KV reused)");
-    for (int k = 0; k < n_methods; k++) printf(", %s", methods[k]);
-    printf("%s\n", hist ? " (+ history store)" : "");
-    fflush(stdout);
-    sdn_progress *pb = sdn_progress_new(stderr, "bench", ds.n, 0);
-    o.progress = dscli_progress;
-    o.ud = pb;
-    if (o.graphs && !gopt.profile_db) {
-        snprintf(gdb, sizeof gdb, "%s/profiles.sqlite", bench_cache_dir());
-        gopt.profile_db = gdb;
-    }
-    int rc = sdn_bench_run(m, &ds, &o, &res, &err);
-    sdn_progress_end(pb);
-    if (rc) goto fail;
-    printf("model fingerprint %s; %d requests run, %d skipped (prompt too long for the context)\n", res.model_fp, res.n_requests, res.skipped);
-    if (res.skipped && sdn_model_cfg(m)->ctx_len <= 1024)
-        printf("note: a small-context base model such as TinyStories cannot take (or summarize) news articles and Wikipedia passages; "
-               "use a task in its domain (sdnpu make-story-task)\n");
-    print_table(&res);
-    if (gram) print_constraint(&res);
-    if (!o.fresh_prefill && !o.graphs)
-        printf("(prefill ms: each request's one prefill, on the plain row; the other runs reuse its KV entries. %ld runs prefilled for %d requests)\n",
-               res.prefills, res.n_requests);
-    print_best(&res, nb_shown);
-    for (int i = 0; i < n_projs; i++) bench_print_projection(&projp[i], projs[i], res.cells, res.n_cells);
-    if (res.mismatches)
-        printf("\nERROR: %ld (request, method) outputs differ from plain greedy decoding - a bug in the engine or a drafter\n", res.mismatches);
-    /* files */
-    cmdline = cli_command_line(argc, argv);
-    sdn_run_meta meta = {.kind = "bench", .model = model, .model_fp = res.model_fp, .dataset = datasets[0],
-                         .command = cmdline ? cmdline : "sdnpu bench", .threads = o.threads, .max_tokens = o.max_tokens,
-                         .inputs = datasets, .n_inputs = n_ds, .params = params, .n_params = n_params};
-    snprintf(meta.caps, sizeof meta.caps, "%s", capsbuf);
-    const char *dir = out_dir ? out_dir : ".";
-    char path[4400];
-    if ((out_dir || plot) && mkdir_p(dir)) { fprintf(stderr, "sdnpu bench: cannot create %s\n", dir); goto out; }
-    if (out_dir) {
-        snprintf(path, sizeof path, "%s/bench.csv", dir);
-        if (sdn_results_csv(path, &meta, res.cells, res.n_cells, &err)) goto fail;
-        snprintf(path, sizeof path, "%s/bench.json", dir);
-        if (sdn_results_json(path, &meta, res.cells, res.n_cells, &err)) goto fail;
-        printf("\nwrote %s/bench.csv and %s/bench.json\n", dir, dir);
-    }
-    if (json_out) {
-        if (sdn_results_json(json_out, &meta, res.cells, res.n_cells, &err)) goto fail;
-        printf("wrote %s\n", json_out);
-    }
-    if (csv_out) {
-        if (sdn_results_csv(csv_out, &meta, res.cells, res.n_cells, &err)) goto fail;
-        printf("wrote %s\n", csv_out);
-    }
-    if (rdb) {
-        long long run_id;
-        if (sdn_results_db_add(rdb, &meta, res.cells, res.n_cells, &run_id, &err)) goto fail;
-        printf("results database %s: run %lld\n", rdb, run_id);
-    }
-    if ((plot && !have_prof && !res.have_curve) || cost_out) {
-        sdn_ctx *c = NULL;
-        int sizes[] = {1, 2, 4, 8, 16, 24, 32, 48, 63};
-        sdn_ctx_params cp = {.n_ctx = 256 + 64, .n_threads = o.threads};
-        if (sdn_model_cfg(m)->ctx_len < cp.n_ctx) cp.n_ctx = sdn_model_cfg(m)->ctx_len;
-        if (sdn_ctx_new(m, &cp, &c, &err)) goto fail;
-        sdn_cost_profile mp;
-        rc = sdn_cost_measure(c, sizes, 9, cp.n_ctx - 64, 7, &mp, &err);
-        sdn_ctx_free(c);
-        if (rc) goto fail;
-        printf("\nverify cost on this machine (%d threads): plain step %.3f ms;", o.threads, mp.plain_step_ms);
-        for (int i = 0; i < mp.n; i++) printf(" %d:%.3f", mp.tree_sizes[i], mp.step_ms[i]);
-        printf(" (draft tokens: ms)\n");
-        if (cost_out) {
-            if (sdn_cost_write(cost_out, &mp, &err)) goto fail;
-            printf("wrote %s\n", cost_out);
-        }
-        if (!have_prof) prof = mp, have_prof = 1;
-    }
-    if (plot) {
-        /* ms/token per task (groups) and method at budget (series) */
-        enum { MAXS = 64 };
-        const char *groups[64], *series[MAXS];
-        char labels[MAXS][96];
-        int ng = 0, ns = 0;
-        for (int i = 0; i < res.n_cells; i++) {
-            char lab[96];
-            cell_label(&res.cells[i], nb_shown, lab, sizeof lab);
-            int g = 0, s = 0;
-            while (g < ng && strcmp(groups[g], res.cells[i].task)) g++;
-            if (g == ng && ng < 64) groups[ng++] = res.cells[i].task;
-            while (s < ns && strcmp(series[s], lab)) s++;
-            if (s == ns && ns < MAXS) { snprintf(labels[ns], sizeof labels[ns], "%s", lab); series[ns] = labels[ns]; ns++; }
-        }
-        double *vals = bench_xmalloc((size_t)(ng * ns + 1) * sizeof *vals);
-        for (int i = 0; i < ng * ns; i++) vals[i] = -1;
-        for (int i = 0; i < res.n_cells; i++) {
-            char lab[96];
-            cell_label(&res.cells[i], nb_shown, lab, sizeof lab);
-            int g = 0, s = 0;
-            while (g < ng && strcmp(groups[g], res.cells[i].task)) g++;
-            while (s < ns && strcmp(series[s], lab)) s++;
-            if (g < ng && s < ns) vals[g * ns + s] = sdn_cell_ms_per_token(&res.cells[i]);
-        }
-        char title[512];
-        const char *mb = strrchr(model, '/');
-        snprintf(title, sizeof title, "decode ms/token by task and method (%s, %d threads; lower is better)", mb ? mb + 1 : model, o.threads);
-        snprintf(path, sizeof path, "%s/ms_per_token.svg", dir);
-        rc = sdn_svg_bars(path, title, "ms per token", groups, ng, series, ns, vals, &err);
-        free(vals);
-        if (rc) goto fail;
-        printf("wrote %s\n", path);
-
-        /* accepted draft tokens per step: share of steps, per method at budget, pooled over tasks */
-        enum { HB = 12 }; /* 0 .. 10, then "> 10" */
-        const char *hgroups[HB] = {"0", "1", "2", "3", "4", "5", "6", "7", "8", "9", "10", ">10"};
-        const char *hseries[MAXS];
-        int nhs = 0;
-        double *hv = bench_xmalloc((size_t)(HB * MAXS) * sizeof *hv);
-        long *hcount = bench_xmalloc((size_t)(HB * MAXS) * sizeof *hcount);
-        memset(hcount, 0, (size_t)(HB * MAXS) * sizeof *hcount);
-        for (int s = 0; s < ns; s++) {
-            if (!strcmp(series[s], "none")) continue;
-            int hs = nhs++;
-            hseries[hs] = series[s];
-            for (int i = 0; i < res.n_cells; i++) {
-                char lab[96];
-                cell_label(&res.cells[i], nb_shown, lab, sizeof lab);
-                if (strcmp(lab, series[s])) continue;
-                for (int k = 0; k < SDN_ACCEPT_HIST; k++) hcount[(k < HB - 1 ? k : HB - 1) * MAXS + hs] += res.cells[i].c.accept_hist[k];
-            }
-        }
-        for (int hs = 0; hs < nhs; hs++) {
-            long tot = 0;
-            for (int g = 0; g < HB; g++) tot += hcount[g * MAXS + hs];
-            for (int g = 0; g < HB; g++) hv[g * nhs + hs] = tot ? 100.0 * hcount[g * MAXS + hs] / tot : -1;
-        }
-        free(hcount);
-        if (nhs > 0) {
-            snprintf(title, sizeof title, "accepted draft tokens per step, %% of steps (all tasks; %s, %d threads)", mb ? mb + 1 : model, o.threads);
-            snprintf(path, sizeof path, "%s/accept_hist.svg", dir);
-            rc = sdn_svg_bars(path, title, "% of steps", hgroups, HB, hseries, nhs, hv, &err);
-        }
-        free(hv);
-        if (rc) goto fail;
-        if (nhs > 0) printf("wrote %s\n", path);
-
-        /* the verify-cost curve(s), the default rule's step budgets marked */
-        double cx[SDN_INVARIANT_MAX_ROWS], cy[SDN_INVARIANT_MAX_ROWS], cy2[SDN_INVARIANT_MAX_ROWS], xs[SDN_COST_MAX_SIZES + 1],
-            ys[SDN_COST_MAX_SIZES + 1];
-        const double *px[3], *py[3];
-        int pn[3], nl = 0;
-        const char *name[3];
-        char cname[2][96];
-        if (res.have_curve) {
-            for (int d = 0; d < SDN_INVARIANT_MAX_ROWS; d++) cx[d] = d, cy[d] = res.curve.near[d], cy2[d] = res.curve.far[d];
-            snprintf(cname[0], sizeof cname[0], "curve the default budget used, after %d positions", res.curve.len_near);
-            snprintf(cname[1], sizeof cname[1], "after %d positions", res.curve.len_far);
-            px[nl] = cx, py[nl] = cy, pn[nl] = SDN_INVARIANT_MAX_ROWS, name[nl++] = cname[0];
-            px[nl] = cx, py[nl] = cy2, pn[nl] = SDN_INVARIANT_MAX_ROWS, name[nl++] = cname[1];
-        }
-        if (have_prof) {
-            xs[0] = 0, ys[0] = prof.plain_step_ms;
-            for (int i = 0; i < prof.n; i++) xs[i + 1] = prof.tree_sizes[i], ys[i + 1] = prof.step_ms[i];
-            px[nl] = xs, py[nl] = ys, pn[nl] = prof.n + 1, name[nl++] = cost ? cost : "measured on this machine";
-        }
-        long bh[SDN_STUDY_DRAFT_HIST] = {0};
-        int any_def = 0;
-        for (int i = 0; i < res.n_cells; i++)
-            if (!strcmp(res.cells[i].budget, "default")) {
-                any_def = 1;
-                for (int k = 0; k < SDN_STUDY_DRAFT_HIST; k++) bh[k] += res.cells[i].budget_hist[k];
-            }
-        double marks[2];
-        char mlab[2][96];
-        const char *mlabels[2] = {mlab[0], mlab[1]};
-        int nmark = 0;
-        if (any_def) {
-            double mean;
-            int mode = budget_mode(bh, &mean);
-            marks[nmark] = mode;
-            snprintf(mlab[nmark++], sizeof mlab[0], "default rule's step budget: most often %d (mean %.1f)", mode, mean);
-            if (mean > 0 && (int)(mean + 0.5) != mode) {
-                marks[nmark] = mean;
-                snprintf(mlab[nmark++], sizeof mlab[0], "mean %.1f", mean);
-            }
-        }
-        snprintf(title, sizeof title, "verification step cost vs draft tokens (%d threads)", o.threads);
-        snprintf(path, sizeof path, "%s/verify_cost.svg", dir);
-        if (nl && sdn_svg_lines_marked(path, title, "draft tokens in the tree (batch = tokens + 1 rows)", "ms per step", name, nl, px, py, pn,
-                                       marks, mlabels, nmark, &err))
-            goto fail;
-        if (nl) printf("wrote %s\n", path);
-    }
-    code = res.mismatches ? 3 : 0;
-    goto out;
-fail:
-    fprintf(stderr, "sdnpu bench: %s\n", err.msg);
-out:
+    const char *methods_arg = NULL;
+    bench_budgets bud = {.n = 0};
+    sdn_tool_bench_cmd_opts t = {.o = {.max_tokens = 128, .threads = cli_default_threads()}};
+    sdn_tool_params par;
+    sdn_tool_params_init(&par);
+    cli_list ds_list = {0}, proj_list = {0};
+    static char methods_h[256];
+    snprintf(methods_h, sizeof methods_h, "drafting methods compared with plain decoding (default all: %s)", sdnpu_methods());
+    const cli_opt table[] = {
+        CLI_O_MODEL(&t.model, "model file (GGUF or llama2.c checkpoint)"),
+        CLI_O_TOKENIZER(&t.tokenizer),
+        CLI_O_DATASET(&ds_list),
+        {.name = "--methods", .kind = CLI_STR, .dest = &methods_arg, .arg = "LIST", .help = methods_h},
+        CLI_O_TASKS(&t.tasks),
+        CLI_O_LIMIT(&t.limit),
+        CLI_O_MAX_TOKENS(&t.o.max_tokens, 1, 1 << 20, "new tokens per request (default 128)"),
+        {.name = "--budgets", .kind = CLI_FN, .dest = &bud, .fn = parse_budgets, .arg = "LIST",
+         .help = "draft budgets every method runs at (plain decoding runs once per request): 'default' = the engine's default, as "
+                 "`sdnpu run` without --draft-max (this machine's verify-cost curve sizes every step), N = at most N draft tokens, "
+                 "depth N (default: default). After the table: each task and method's best budget"},
+        CLI_O_DRAFT_MAX(&t.o.caps.max_nodes, "one fixed budget N (= --budgets N; not with --budgets)"),
+        CLI_O_DRAFT_DEPTH(&t.o.caps.max_depth, "depth of --draft-max's budget"),
+        CLI_O_DRAFT_BRANCH(&t.o.caps.max_branch, "branching of every budget (default 4)"),
+        CLI_O_THREADS(&t.o.threads),
+        CLI_O_CTX(&t.o.n_ctx, 32, "KV cache size (default min(trained length, 8192))"),
+        CLI_O_CHAT_TEMPLATE(&t.o.chat_template),
+        CLI_O_USE_INPUT(&t.o.use_input),
+        {.name = "--history", .kind = CLI_STR, .dest = &t.history, .arg = "FILE",
+         .help = "history store: earlier answers of the group feed SAM; answers are stored"},
+        {.name = "--history-budget", .kind = CLI_LONG, .dest = &t.history_budget, .lo = 1, .hi = 1L << 30, .arg = "N", .help = "history tokens per request (default 4096)"},
+        {.name = "--param", .kind = CLI_FN, .dest = &par, .fn = sdn_tool_param_fn, .arg = "KEY=VALUE", .help = "a drafting-method parameter (repeatable; keys below)"},
+        CLI_O_GRAPHS(&t.graphs),
+        CLI_O_GRAPH_BLOCKS(&t.gopt.n_blocks, "--graph-blocks"),
+        CLI_O_G1(&t.gopt.s1),
+        CLI_O_G2(&t.gopt.s2),
+        CLI_O_PROFILE_DB(&t.gopt.profile_db),
+        CLI_O_OUT_DIR(&t.out_dir, "write bench.csv and bench.json (and the charts) into DIR"),
+        CLI_O_JSON(&t.json, "write the result cells to this file (as bench.json)"),
+        CLI_O_CSV(&t.csv, "write the result cells to this file (as bench.csv)"),
+        CLI_O_RESULTS_DB(&t.rdb),
+        {.name = "--plot", .kind = CLI_FLAG, .dest = &t.plot,
+         .help = "SVG charts into --out DIR (or .): ms/token per task and method, accepted tokens per step (histogram per method, "
+                 "pooled over tasks), verify cost vs draft size with the default budget's choice marked"},
+        {.name = "--cost", .kind = CLI_STR, .dest = &t.cost, .arg = "PROFILE", .help = "verify-cost profile to plot (default: measured on the model when plotting)"},
+        {.name = "--cost-out", .kind = CLI_STR, .dest = &t.cost_out, .arg = "FILE", .help = "measure the verify-cost profile on the model and write it",
+         .check = CLI_CHECK_OUT_FILE},
+        {.name = "--project", .kind = CLI_LIST, .dest = &proj_list, .arg = "PROFILE",
+         .help = "also project every cell onto another model's verify-cost profile (repeatable, 8 at most; `sdnpu bench-verify --shapes S "
+                 "--types T --cost-out PROFILE`): the live steps' draft sizes and draft time at that model's step cost, a projection"},
+        {.name = "--fresh-prefill", .kind = CLI_FLAG, .dest = &t.o.fresh_prefill,
+         .help = "every run prefills its prompt (default: the request's first run prefills, the others reuse its KV entries and prefill predictions)"},
+        {.name = "--json-schema", .kind = CLI_STR, .dest = &t.json_schema, .arg = "FILE",
+         .help = "constrained decoding: every run (plain included) answers in this JSON schema"},
+        {.name = "--grammar", .kind = CLI_STR, .dest = &t.grammar, .arg = "FILE",
+         .help = "... or in this GBNF grammar (docs/constrained.md); --param grammar.forced=0 turns forced-text drafting off. A table after "
+                 "the results: complete answers and the constraint's cost per step"},
+        {.name = "--answers", .kind = CLI_STR, .dest = &t.answers, .arg = "FILE",
+         .help = "write plain decoding's answers, one JSON line each (id, task, answer, complete)", .check = CLI_CHECK_OUT_FILE},
+        CLI_O_END,
+    };
+    const cli_cmd cmd = {.name = "bench", .synopsis = "--model M [options]",
+                         .about = "Generation over a dataset: every drafting method vs plain decoding (acceptance, ms/token, speedup).",
+                         .opts = table,
+                         .epilogue = "Times: ms/token = decode time (drafter set-up such as calibration trees included) per output token;\n"
+                                     "speedup = plain decoding's ms/token on the same requests in the same run / the method's. 'prefill ms'\n"
+                                     "is the request's one prefill (with the prefill predictions when a listed method uses them), shown on\n"
+                                     "the plain-decoding row: the other runs reuse its KV entries and prefill nothing ('-').\n"};
+    int prc = cli_parse(&cmd, argc, argv, NULL, NULL);
+    if (prc == CLI_CONTINUE && ds_list.n > 32) { fprintf(stderr, "sdnpu: option --dataset: at most 32\n"); prc = 2; }
+    if (prc == CLI_CONTINUE && proj_list.n > 8) { fprintf(stderr, "sdnpu bench: option --project: at most 8 profiles\n"); prc = 2; }
+    for (int i = 0; prc == CLI_CONTINUE && i < ds_list.n; i++) t.datasets[t.n_datasets++] = ds_list.v[i];
+    for (int i = 0; prc == CLI_CONTINUE && i < proj_list.n; i++) t.projects[t.n_projects++] = proj_list.v[i];
+    cli_list_free(&ds_list);
+    cli_list_free(&proj_list);
+    if (prc != CLI_CONTINUE) return prc;
+    memcpy(t.budgets, bud.v, sizeof t.budgets);
+    t.n_budgets = bud.n;
+    if (par.given) t.o.mcfg = &par.cfg;
+    t.params = par.v;
+    t.n_params = par.n;
+    t.shared = t.n_datasets ? NULL : dscli_shared();
+    char **methods = methods_arg ? dscli_split(methods_arg, &t.n_methods) : dscli_all_methods(&t.n_methods);
+    t.methods = methods;
+    char *cmdline = cli_command_line(argc, argv);
+    t.command = cmdline;
+    int rc = sdn_tool_bench(&t);
     free(cmdline);
-    if (answers && fclose(answers) && code == 0) {
-        fprintf(stderr, "sdnpu bench: cannot write %s\n", answers_path);
-        code = 1;
-    }
-    sdn_grammar_free(gram);
-    sdn_gvocab_free(gvocab);
-    sdn_bench_result_free(&res);
-    sdn_history_close(hist);
-    sdn_model_free(m);
-    sdn_dataset_free(&ds);
     dscli_free_list(methods);
-    return code;
+    return rc;
 }

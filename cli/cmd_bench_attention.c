@@ -1,28 +1,12 @@
-/* cmd_bench_attention.c - `sdnpu bench-attention`: the attention kernels (attention/attention.h)
- * on their own, per KV cache type, context length and batch rows, against a streaming-read
- * bandwidth probe measured in the same run.
- *
- * A cache of --layers layers of the model shape (default SmolLM2-135M's: 9 query heads, 3 KV
- * heads of 64) is filled with random entries; each timed call is the attention of one layer
- * (the layers taken in turn, so the reads come from memory as a decode step's do, not from
- * the cache of the previous call) for a batch of --rows rows after --context positions
- * (causal rows: a verify chain, or a decode row). Per configuration: the median time per
- * layer, the KV bytes a call reads (every visible position's keys and values of every KV
- * head) divided by that time, and that as a share of the probe: a one-row decode that keeps
- * up with memory reaches 100%. */
-#include <math.h>
+/* cmd_bench_attention.c - `sdnpu bench-attention`: the attention kernels on their own, per KV
+ * cache type, context length and batch rows, against a streaming-read bandwidth probe. The
+ * options; the measurement is tools/bench_attention.c's (sdn_tool_bench_attention, tools.h). */
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
-#include "cli/bench_util.h"
-#include "common/sdn_util.h"
-#include "attention/attention.h"
 #include "cli/cli.h"
 #include "cli/opts.h"
-#include "kernels/kernel_path.h"
-#include "attention/kv_cache.h"
-#include "kernels/threadpool.h"
+#include "tools/tools.h"
 
 static int parse_ints(const char *s, int *v, int max, const char *what) {
     int n = 0;
@@ -44,18 +28,19 @@ static int parse_ints(const char *s, int *v, int max, const char *what) {
 }
 
 int cmd_bench_attention(int argc, char **argv) {
-    const char *ctx_s = "256,2048,4096,8192", *rows_s = "1,16", *types_s = "f16,q8,f32", *threads_s = "1,2";
-    int heads = 9, kv_heads = 3, hd = 64, layers = 30, reps = 9;
+    sdn_tool_bench_attention_opts o;
+    sdn_tool_bench_attention_defaults(&o);
+    const char *ctx_s = "256,2048,4096,8192", *rows_s = "1,16", *threads_s = "1,2";
     const cli_opt table[] = {
         {.name = "--context", .kind = CLI_STR, .dest = &ctx_s, .arg = "LIST", .help = "positions already cached (default 256,2048,4096,8192)"},
         {.name = "--rows", .kind = CLI_STR, .dest = &rows_s, .arg = "LIST", .help = "batch rows: 1 a decode step, more a verify chain (default 1,16)"},
-        {.name = "--cache", .kind = CLI_STR, .dest = &types_s, .arg = "LIST", .help = "cache types, keys and values alike (default f16,q8,f32)"},
+        {.name = "--cache", .kind = CLI_STR, .dest = &o.cache, .arg = "LIST", .help = "cache types, keys and values alike (default f16,q8,f32)"},
         {.name = "--threads", .kind = CLI_STR, .dest = &threads_s, .arg = "LIST", .help = "thread counts (default 1,2)"},
-        {.name = "--heads", .kind = CLI_INT, .dest = &heads, .lo = 1, .hi = 256, .arg = "N", .help = "query heads (default 9)"},
-        {.name = "--kv-heads", .kind = CLI_INT, .dest = &kv_heads, .lo = 1, .hi = 256, .arg = "N", .help = "KV heads (default 3)"},
-        {.name = "--head-dim", .kind = CLI_INT, .dest = &hd, .lo = 2, .hi = 1024, .arg = "N", .help = "head dimension (default 64)"},
-        {.name = "--layers", .kind = CLI_INT, .dest = &layers, .lo = 1, .hi = 256, .arg = "N", .help = "layers rotated over (default 30)"},
-        {.name = "--reps", .kind = CLI_INT, .dest = &reps, .lo = 1, .hi = 101, .arg = "N", .help = "passes over the layers; the median is kept (default 9)"},
+        {.name = "--heads", .kind = CLI_INT, .dest = &o.heads, .lo = 1, .hi = 256, .arg = "N", .help = "query heads (default 9)"},
+        {.name = "--kv-heads", .kind = CLI_INT, .dest = &o.kv_heads, .lo = 1, .hi = 256, .arg = "N", .help = "KV heads (default 3)"},
+        {.name = "--head-dim", .kind = CLI_INT, .dest = &o.head_dim, .lo = 2, .hi = 1024, .arg = "N", .help = "head dimension (default 64)"},
+        {.name = "--layers", .kind = CLI_INT, .dest = &o.layers, .lo = 1, .hi = 256, .arg = "N", .help = "layers rotated over (default 30)"},
+        {.name = "--reps", .kind = CLI_INT, .dest = &o.reps, .lo = 1, .hi = 101, .arg = "N", .help = "passes over the layers; the median is kept (default 9)"},
         {NULL},
     };
     const cli_cmd cmd = {.name = "bench-attention", .synopsis = "[options]",
@@ -63,104 +48,13 @@ int cmd_bench_attention(int argc, char **argv) {
                          .opts = table};
     int rc = cli_parse(&cmd, argc, argv, NULL, NULL);
     if (rc != CLI_CONTINUE) return rc;
-    if (heads % kv_heads) {
-        fprintf(stderr, "sdnpu bench-attention: --heads %d is not a multiple of --kv-heads %d\n", heads, kv_heads);
+    if (o.heads % o.kv_heads) {
+        fprintf(stderr, "sdnpu bench-attention: --heads %d is not a multiple of --kv-heads %d\n", o.heads, o.kv_heads);
         return 2;
     }
-    int ctxs[16], rows[16], threads[4];
-    sdn_kv_type types[8];
-    int nc = parse_ints(ctx_s, ctxs, 16, "--context"), nr = parse_ints(rows_s, rows, 16, "--rows"), nt = parse_ints(threads_s, threads, 4, "--threads");
-    if (nc < 1 || nr < 1 || nt < 1) return 2;
-    int ntypes = 0;
-    for (const char *s = types_s; *s && ntypes < 8;) {
-        char name[16];
-        size_t len = strcspn(s, ",");
-        snprintf(name, sizeof name, "%.*s", (int)(len < 15 ? len : 15), s);
-        sdn_err err = {0};
-        if (sdn_kv_type_parse(name, "--cache", &types[ntypes], &err)) {
-            fprintf(stderr, "sdnpu bench-attention: %s\n", err.msg);
-            return 2;
-        }
-        ntypes++;
-        s += len + (s[len] == ',');
-    }
-    int max_ctx = 0, max_rows = 0, max_th = 0;
-    for (int i = 0; i < nc; i++) max_ctx = ctxs[i] > max_ctx ? ctxs[i] : max_ctx;
-    for (int i = 0; i < nr; i++) max_rows = rows[i] > max_rows ? rows[i] : max_rows;
-    for (int i = 0; i < nt; i++) max_th = threads[i] > max_th ? threads[i] : max_th;
-    if (max_rows > 256) {
-        fprintf(stderr, "sdnpu bench-attention: --rows at most 256\n");
-        return 2;
-    }
-    const int total = max_ctx + max_rows, kvd = kv_heads * hd, qd = heads * hd;
-    double probe[5] = {0};
-    for (int i = 0; i < nt; i++) probe[threads[i]] = bench_read_bandwidth(threads[i], (size_t)512 << 20, 5);
-    printf("sdnpu bench-attention: kernels %s, %d heads (%d KV) of %d, %d layers rotated, median of %d passes\n", sdn_kpath_describe(), heads,
-           kv_heads, hd, layers, reps);
-    printf("streaming-read probe:");
-    for (int i = 0; i < nt; i++) printf("  %d thread%s %.1f GB/s", threads[i], threads[i] > 1 ? "s" : "", probe[threads[i]]);
-    printf("\nKV GB/s = keys and values of the visible positions of every KV head / time per layer\n\n");
-    printf("cache  context  rows  thr   us/layer   KV GB/s   %%probe\n");
-    float *k = bench_xmalloc((size_t)total * kvd * sizeof(float)), *v = bench_xmalloc((size_t)total * kvd * sizeof(float));
-    float *q = bench_xmalloc((size_t)max_rows * qd * sizeof(float)), *out = bench_xmalloc((size_t)max_rows * qd * sizeof(float));
-    sdn_rng r;
-    sdn_rng_seed(&r, 1);
-    for (size_t i = 0; i < (size_t)total * kvd; i++) {
-        k[i] = (float)sdn_rng_below(&r, 2001) / 1000.0f - 1.0f;
-        v[i] = (float)sdn_rng_below(&r, 2001) / 1000.0f - 1.0f;
-    }
-    for (size_t i = 0; i < (size_t)max_rows * qd; i++) q[i] = (float)sdn_rng_below(&r, 2001) / 1000.0f - 1.0f;
-    sdn_model_config cfg = {0};
-    cfg.n_layers = layers;
-    cfg.n_kv_heads = kv_heads;
-    cfg.head_dim = hd;
-    double *t = bench_xmalloc((size_t)reps * sizeof(double));
-    for (int ti = 0; ti < ntypes; ti++) {
-        sdn_kv *kv = NULL;
-        sdn_err err = {0};
-        if (sdn_kv_new(&cfg, types[ti], types[ti], total, &kv, &err)) {
-            fprintf(stderr, "sdnpu bench-attention: %s\n", err.msg);
-            return 1;
-        }
-        for (int l = 0; l < layers; l++) sdn_kv_store(kv, l, 0, total, k, v);
-        const double row_bytes = (double)sdn_kv_row_bytes(types[ti], kv_heads, hd) * 2; /* keys + values per position */
-        for (int th = 0; th < nt; th++) {
-            sdn_pool *pool = sdn_pool_new(threads[th]);
-            sdn_att_ws *ws = NULL;
-            if (!pool || sdn_att_ws_new(threads[th], max_rows > 64 ? max_rows : 64, heads, kv_heads, hd, total, &ws, &err)) {
-                fprintf(stderr, "sdnpu bench-attention: %s\n", pool ? err.msg : "out of memory");
-                return 1;
-            }
-            for (int ci = 0; ci < nc; ci++)
-                for (int ri = 0; ri < nr; ri++) {
-                    sdn_att_args a = {.kv = kv, .q = q, .ldq = qd, .out = out, .n = rows[ri], .n_heads = heads, .n_kv_heads = kv_heads,
-                                      .head_dim = hd, .scale = 1.0f / sqrtf((float)hd), .kv_base = ctxs[ci]};
-                    for (int l = 0; l < layers; l++) { /* warm-up pass */
-                        a.layer = l;
-                        sdn_attention(ws, pool, &a);
-                    }
-                    for (int p = 0; p < reps; p++) {
-                        double t0 = sdn_now();
-                        for (int l = 0; l < layers; l++) {
-                            a.layer = l;
-                            sdn_attention(ws, pool, &a);
-                        }
-                        t[p] = (sdn_now() - t0) / layers;
-                    }
-                    const double med = bench_median(t, reps), gbs = row_bytes * (ctxs[ci] + rows[ri]) / med / 1e9;
-                    printf("%-5s  %7d  %4d  %3d  %9.1f  %8.1f  %6.0f%%\n", sdn_kv_type_name(types[ti]), ctxs[ci], rows[ri], threads[th], med * 1e6,
-                           gbs, 100 * gbs / probe[threads[th]]);
-                    fflush(stdout);
-                }
-            sdn_att_ws_free(ws);
-            sdn_pool_free(pool);
-        }
-        sdn_kv_free(kv);
-    }
-    free(k);
-    free(v);
-    free(q);
-    free(out);
-    free(t);
-    return 0;
+    o.n_context = parse_ints(ctx_s, o.context, 16, "--context");
+    o.n_rows = parse_ints(rows_s, o.rows, 16, "--rows");
+    o.n_threads = parse_ints(threads_s, o.threads, 4, "--threads");
+    if (o.n_context < 1 || o.n_rows < 1 || o.n_threads < 1) return 2;
+    return sdn_tool_bench_attention(&o);
 }

@@ -12,6 +12,7 @@
 #include "cli/cli.h"
 #include "cli/opts.h"
 #include "cli/run_common.h"
+#include "tools/tools.h"
 #include "sdnpu.h"
 
 typedef struct convo {
@@ -52,36 +53,40 @@ static int on_text(void *ud, const char *text, size_t len) {
 }
 
 int cmd_chat(int argc, char **argv) {
-    const char *model = NULL, *system = NULL, *spec = "pld", *tmpl = NULL, *tokenizer = NULL, *grammar_file = NULL, *schema_file = NULL;
+    sdnpu_request defaults; /* the library's (SDNPU_DEFAULT_* in sdnpu.h) */
+    sdnpu_request_init(&defaults);
+    const char *model = NULL, *system = NULL, *spec = defaults.method, *tmpl = NULL, *tokenizer = NULL, *grammar_file = NULL, *schema_file = NULL;
     char *grammar = NULL, *schema = NULL;
-    int max_tokens = 256, top_k = 0, threads = cli_default_threads(), n_ctx = 0, quiet = 0;
-    float temp = 0, top_p = 1, min_p = 0, repeat_penalty = 0;
+    int max_tokens = defaults.max_tokens, top_k = 0, threads = cli_default_threads(), n_ctx = 0, quiet = 0;
+    float temp = 0, top_p = defaults.top_p, min_p = 0, repeat_penalty = 0;
     int repeat_last_n = 0;
     uint64_t seed = 0;
     cli_list stops = {0};
-    static char threads_help[96];
-    snprintf(threads_help, sizeof threads_help, "compute threads (default: the CPUs this process may use, here %d)", threads);
+    static char spec_help[192], max_help[64];
+    snprintf(spec_help, sizeof spec_help, "drafting method: %s (default %s; pld keeps the whole KV cache between turns, sdnpu re-prefills the last answer)", sdnpu_methods(), spec);
+    snprintf(max_help, sizeof max_help, "new tokens per answer at most (default %d)", max_tokens);
     const cli_opt table[] = {
-        {.name = "--model", .kind = CLI_STR, .dest = &model, .arg = "M", .help = "a chat model: GGUF file or known model name"},
+        CLI_O_MODEL(&model, "a chat model: GGUF file or known model name"),
         {.name = "--system", .kind = CLI_STR, .dest = &system, .arg = "TEXT", .help = "system prompt (default: the template's)"},
-        {.name = "--chat-template", .kind = CLI_STR, .dest = &tmpl, .arg = "NAME", .help = "auto (default), chatml, llama3, llama2, vicuna"},
-        {.name = "--max-tokens", .kind = CLI_INT, .dest = &max_tokens, .lo = 1, .hi = 1 << 22, .arg = "N", .help = "new tokens per answer at most (default 256)"},
+        {.name = "--chat-template", .kind = CLI_ENUM, .dest = &tmpl, .arg = "NAME", .choices = CLI_CHAT_TEMPLATES,
+         .help = "auto (default), chatml, llama3, llama2, vicuna, plain, gemma"},
+        CLI_O_MAX_TOKENS(&max_tokens, 1, 1 << 22, max_help),
         {.name = "--stop", .kind = CLI_LIST, .dest = &stops, .arg = "STR", .help = "end an answer before STR (repeatable)"},
-        {.name = "--temp", .kind = CLI_FLOAT, .dest = &temp, .lo = 0, .hi = 100, .arg = "T", .help = "sampling temperature (default 0: greedy)"},
+        CLI_O_TEMP(&temp, 0, 100, "sampling temperature (default 0: greedy)"),
         {.name = "--top-k", .kind = CLI_INT, .dest = &top_k, .lo = 0, .hi = 1 << 24, .arg = "K", .help = "sample from the K most likely tokens (default 0: all)"},
         {.name = "--top-p", .kind = CLI_FLOAT, .dest = &top_p, .lo = 0, .hi = 1, .arg = "P", .help = "nucleus sampling (default 1)"},
-        {.name = "--seed", .kind = CLI_U64, .dest = &seed, .lo = 0, .hi = 9.2e18, .arg = "S", .help = "sampling seed (default 0)"},
+        CLI_O_SEED(&seed, 9.2e18, "sampling seed (default 0)"),
         {.name = "--min-p", .kind = CLI_FLOAT, .dest = &min_p, .lo = 0, .hi = 1, .arg = "P", .help = "drop tokens less than P times as likely as the most likely (default 0: off)"},
         {.name = "--repeat-penalty", .kind = CLI_FLOAT, .dest = &repeat_penalty, .lo = 0, .hi = 10, .arg = "R", .help = "penalize tokens seen in the last --repeat-last-n, greedy too (default 1: off)"},
         {.name = "--repeat-last-n", .kind = CLI_INT, .dest = &repeat_last_n, .lo = 0, .hi = 1 << 20, .arg = "N", .help = "window of --repeat-penalty in tokens (default 64)"},
-        {.name = "--spec", .kind = CLI_STR, .dest = &spec, .arg = "METHOD", .help = "drafting method (default pld: drafts from the conversation, keeps the KV cache)"},
-        {.name = "--threads", .kind = CLI_INT, .dest = &threads, .lo = 1, .hi = 256, .arg = "N", .help = threads_help},
-        {.name = "--ctx", .kind = CLI_INT, .dest = &n_ctx, .lo = 2, .hi = 1 << 22, .arg = "N", .help = "KV cache size: the conversation's length at most (default min(trained, 8192))"},
-        {.name = "--tokenizer", .kind = CLI_STR, .dest = &tokenizer, .arg = "FILE", .help = "llama2.c tokenizer.bin (for llama2.c checkpoints)"},
-        {.name = "--quiet", .kind = CLI_FLAG, .dest = &quiet, .help = "no banner, prompts or statistics: answers only"},
+        CLI_O_SPEC(&spec, spec_help),
+        CLI_O_THREADS(&threads),
+        CLI_O_CTX(&n_ctx, 2, "KV cache size: the conversation's length at most (default min(trained, 8192))"),
+        CLI_O_TOKENIZER(&tokenizer),
+        CLI_O_QUIET(&quiet, "no banner, prompts or statistics: answers only"),
         {.name = "--grammar", .kind = CLI_STR, .dest = &grammar_file, .arg = "FILE", .help = "constrain every answer to a GBNF grammar (root rule \"root\")"},
         {.name = "--json-schema", .kind = CLI_STR, .dest = &schema_file, .arg = "FILE", .help = "constrain every answer to JSON valid against a JSON schema"},
-        {NULL},
+        CLI_O_END,
     };
     const cli_cmd cmd = {.name = "chat", .synopsis = "--model M [options]",
                          .about = "Talk with a chat model: each line of standard input is your turn, the answer streams back.\n"
@@ -99,19 +104,21 @@ int cmd_chat(int argc, char **argv) {
         fprintf(stderr, "sdnpu chat: option --spec: %s\n", err.message);
         goto done_opts;
     }
-    if (sdn_read_constraint("chat", grammar_file, schema_file, &grammar, &schema)) goto done_opts;
+    if (sdn_tool_read_constraint("chat", grammar_file, schema_file, &grammar, &schema)) goto done_opts;
     rc = 1;
     sdnpu_model *m = NULL;
     sdnpu_context *ctx = NULL;
     sdnpu_model_params mp;
     sdnpu_model_params_init(&mp);
     mp.tokenizer_path = tokenizer;
+    mp.pull = 1; /* the program pulls a known model on first use (the library does not by default) */
     if (sdnpu_model_load(model, &mp, &m, &err)) {
         fprintf(stderr, "sdnpu chat: %s\n", err.message);
         goto done_opts;
     }
     sdnpu_model_info mi;
-    sdnpu_model_get_info(m, &mi);
+    sdnpu_model_info_init(&mi);
+    sdnpu_model_get_info(m, &mi, NULL);
     if (!sdnpu_model_has_tokenizer(m)) {
         fprintf(stderr, "sdnpu chat: %s has no tokenizer (give --tokenizer FILE)\n", model);
         rc = 2;
@@ -182,6 +189,7 @@ int cmd_chat(int argc, char **argv) {
         r.grammar = grammar;
         r.json_schema = schema;
         sdnpu_result res;
+        sdnpu_result_init(&res);
         int grc = sdnpu_generate(ctx, &r, &res, &err);
         if (grc && sdn_constraint_error(grc, &err)) { /* it would refuse every turn */
             fprintf(stderr, "sdnpu chat: option %s %s: %s\n", grammar ? "--grammar" : "--json-schema", grammar ? grammar_file : schema_file,

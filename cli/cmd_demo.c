@@ -1,5 +1,5 @@
 /* cmd_demo.c - `sdnpu demo`, the README's main job: the real instruction-tuned model
- * SmolLM2-135M-Instruct (pulled into the cache on first use, model_registry.h) summarizes a
+ * SmolLM2-135M-Instruct (pulled into the cache on first use, tools/cli_models.c) summarizes a
  * real public-domain document that ships inside the program, with plain and speculative
  * decoding side by side (same output, mean accepted tokens, ms/token, speedup). Only when
  * the model cannot be fetched does it fall back, saying why, to a seeded random-weight
@@ -11,12 +11,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cli/bench_util.h"
+#include "tools/bench_util.h"
 #include "cli/cli.h"
 #include "cli/opts.h"
 #include "cli/run_common.h"
-#include "tools/make_model.h"
-#include "modelfile/model_registry.h"
+#include "tools/tools.h"
 #include "tools/vocab_gen.h"
 
 #define DEMO_MODEL "smollm2-135m-instruct"
@@ -57,26 +56,11 @@ static int write_file(const char *path, const char *text) {
     return 0;
 }
 
-/* The seeded random-weight model of the offline fallback (written once into the cache). */
-static int fallback_model(char *model, size_t cap) {
-    snprintf(model, cap, "%s/demo-%s-%s-seed%d.gguf", sdn_cache_dir(), DEMO_SHAPE, DEMO_TYPE, DEMO_SEED);
-    if (access(model, R_OK) == 0) return 0;
-    fprintf(stderr, "demo: writing a seeded random-weight model (%s, %s) to %s ...\n", DEMO_SHAPE, DEMO_TYPE, model);
-    sdn_make_model_opts mo = {.shape = DEMO_SHAPE, .out_path = model, .type = DEMO_TYPE, .seed = DEMO_SEED, .quiet = 1};
-    sdn_err err = {0};
-    if (sdn_make_model(&mo, &err)) {
-        fprintf(stderr, "sdnpu: %s\n", err.msg);
-        return -1;
-    }
-    return 0;
-}
-
 int cmd_demo(int argc, char **argv) {
     sdn_run_opts o;
     sdn_run_opts_init(&o);
     o.max_tokens = 128;
-    o.spec = "sdnpu";
-    o.compare = 1;
+    o.compare = 1; /* --spec: the library's default (SDNPU_DEFAULT_METHOD), as for run */
     int offline = 0;
     cli_opt table[64];
     int n = sdn_run_opts_table(&o, table, 63);
@@ -87,8 +71,8 @@ int cmd_demo(int argc, char **argv) {
     snprintf(about, sizeof about,
              "Pulls %s into the cache ($SDNPU_CACHE, default ~/.cache/sdnpu) on first use and asks it to summarize a\n"
              "document that ships with sdnpu (%s), with plain and speculative decoding side by side.\n"
-             "The options of `sdnpu run` (--model, --context, --prompt replace the defaults; default --spec sdnpu --compare).",
-             DEMO_MODEL, DEMO_DOC_SOURCE);
+             "The options of `sdnpu run` (--model, --context, --prompt replace the defaults; default --spec %s --compare).",
+             DEMO_MODEL, DEMO_DOC_SOURCE, o.spec);
     const cli_cmd cmd = {.name = "demo", .synopsis = "[--offline] [run options]", .about = about, .opts = table};
     int prc = cli_parse(&cmd, argc, argv, NULL, NULL);
     if (prc == CLI_CONTINUE && !(prc = sdn_run_opts_check(&o))) prc = CLI_CONTINUE;
@@ -96,29 +80,11 @@ int cmd_demo(int argc, char **argv) {
         sdn_run_opts_free(&o);
         return prc;
     }
-    const char *dir = sdn_cache_dir();
+    const char *dir = bench_cache_dir();
     char model[1300], doc[1200];
     int real = 0;
     if (!o.model_path) {
-        const sdn_known_model *km = sdn_known_model_find(DEMO_MODEL);
-        sdn_err err = {0};
-        if (!offline && sdn_known_model_check(km, &err)) {
-            fprintf(stderr, "demo: fetching %s (%.0f MB, %s) on first use ...\n", km->name, km->size / 1e6, km->licence);
-            sdn_pull_opts po = {.progress = isatty(2)};
-            sdn_err_clear(&err);
-            if (sdn_model_pull(km, &po, model, sizeof model, &err)) {
-                fprintf(stderr, "demo: cannot fetch %s: %s\n"
-                                "demo: falling back to a seeded random-weight model: the engine runs end to end, but its text is meaningless.\n",
-                        km->name, err.msg);
-                offline = 1;
-            }
-        }
-        if (!offline) {
-            sdn_known_model_path(km, model, sizeof model);
-            real = 1;
-        } else if (fallback_model(model, sizeof model)) {
-            return 1;
-        }
+        if (sdn_tool_demo_model(DEMO_MODEL, DEMO_SHAPE, DEMO_TYPE, DEMO_SEED, &offline, model, sizeof model, &real)) return 1;
         o.model_path = model;
     }
     if (!o.contexts.n) {

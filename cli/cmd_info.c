@@ -1,7 +1,7 @@
 /* cmd_info.c - `sdnpu info --model M [M ...]`: architecture, shapes, tensor types, tokenizer
  * and the memory a session needs, for every model named (positional names are synonyms of
  * --model). A vocabulary-only GGUF file (no weights: what `tokenize` accepts) is described as
- * a tokenizer. */
+ * a tokenizer. The work is tools/cli_info.c's (tools.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,72 +9,16 @@
 #include "sdnpu.h"
 #include "cli/cli.h"
 #include "cli/opts.h"
-#include "tokenizer/chat_template.h"
-#include "modelfile/gguf.h"
-#include "kernels/kernel_path.h"
-#include "modelfile/model_registry.h"
-#include "modelfile/model.h"
-#include "tokenizer/tokenizer.h"
-
-/* A GGUF file with a tokenizer but no usable weights: describe its vocabulary. */
-static int describe_vocab_only(const char *path) {
-    sdn_err err = {0};
-    sdn_tokenizer *t = NULL;
-    sdn_gguf *g = NULL;
-    char resolved[1300];
-    int rc = sdn_model_resolve(path, resolved, sizeof resolved, &err);
-    if (!rc) rc = sdn_gguf_open(resolved, &g, &err);
-    /* a file with tensors is a model whose loading failed: its error is the answer */
-    if (!rc && sdn_gguf_n_tensors(g) > 0) rc = -1;
-    if (!rc) rc = sdn_tokenizer_from_gguf(g, &t, &err);
-    sdn_gguf_close(g);
-    if (rc) return -1;
-    const char *tmpl = sdn_tokenizer_chat_template(t);
-    printf("%s: vocabulary only (no model weights: `sdnpu tokenize` can use it, `sdnpu run` cannot)\n"
-           "tokenizer: %s%s%s, %d tokens, longest piece %d bytes, BOS %s\n"
-           "chat template: %s\n",
-           resolved, sdn_tokenizer_kind_of(t) == SDN_TOKENIZER_SPM ? "SentencePiece" : "BPE", sdn_tokenizer_pre(t)[0] ? ", pre-tokenizer " : "",
-           sdn_tokenizer_pre(t), sdn_tokenizer_n_vocab(t), sdn_tokenizer_max_text_bytes(t), sdn_tokenizer_add_bos(t) ? "added" : "not added",
-           tmpl ? sdn_chat_kind_name(sdn_chat_detect(tmpl)) : "none");
-    if (sdn_tokenizer_warnings(t)[0]) printf("tokenizer notes:\n%s\n", sdn_tokenizer_warnings(t));
-    sdn_tokenizer_free(t);
-    return 0;
-}
-
-static int describe(const char *path, const char *tok, int n_ctx_opt) {
-    sdn_err err = {0};
-    sdn_model *m;
-    sdn_model_load_opts o = {.tokenizer_path = tok, .no_tokenizer = 0};
-    if (sdn_model_load(path, &o, &m, &err)) {
-        /* a llama2.c checkpoint without --tokenizer can still be described */
-        sdn_err e2 = {0};
-        o.no_tokenizer = 1;
-        if (err.code != SDN_EINVAL || sdn_model_load(path, &o, &m, &e2)) {
-            if (!describe_vocab_only(path)) return 0;
-            fprintf(stderr, "sdnpu info: %s\n", err.msg);
-            return 1;
-        }
-    }
-    int trained = sdn_model_cfg(m)->ctx_len, n_ctx = n_ctx_opt;
-    if (n_ctx == 0) n_ctx = trained < SDNPU_DEFAULT_N_CTX ? trained : SDNPU_DEFAULT_N_CTX;
-    if (n_ctx > trained)
-        fprintf(stderr, "sdnpu info: warning: --ctx %d is past %s's trained context length of %d tokens\n", n_ctx, path, trained);
-    char *d = sdn_model_describe(m, n_ctx);
-    if (d) fputs(d, stdout);
-    else fprintf(stderr, "sdnpu info: %s: out of memory describing the model\n", path);
-    free(d);
-    sdn_model_free(m);
-    return d ? 0 : 1;
-}
+#include "tools/tools.h"
 
 int cmd_info(int argc, char **argv) {
     const char *tok = NULL;
     int n_ctx = 0; /* 0: the engine's default, min(trained context, 8192) */
     cli_list models = {0};
     const cli_opt table[] = {
-        {.name = "--model", .kind = CLI_LIST, .dest = &models, .arg = "M", .help = "model file or known model name (repeatable; also positional)"},
-        {.name = "--tokenizer", .kind = CLI_STR, .dest = &tok, .arg = "FILE", .help = "llama2.c tokenizer.bin (for llama2.c checkpoints)"},
-        {.name = "--ctx", .kind = CLI_INT, .dest = &n_ctx, .lo = 2, .hi = 1 << 22, .arg = "N", .help = "KV cache size for the memory figures (default min(trained length, 8192))"},
+        CLI_O_MODELS(&models, "model file or known model name (repeatable; also positional)"),
+        CLI_O_TOKENIZER(&tok),
+        CLI_O_CTX(&n_ctx, 2, "KV cache size for the memory figures (default min(trained length, 8192))"),
         {NULL},
     };
     const cli_cmd cmd = {.name = "info", .synopsis = "--model M [--model M2 ...] [options]   (or: sdnpu info M [M2 ...])",
@@ -99,9 +43,8 @@ int cmd_info(int argc, char **argv) {
     int failed = 0;
     for (int i = 0; i < n; i++) {
         if (n > 1) printf("%s== %s ==\n", i ? "\n" : "", all[i]);
-        failed |= describe(all[i], tok, n_ctx);
+        failed |= sdn_tool_info_describe(all[i], tok, n_ctx);
     }
-    printf("kernel path: %s; CPU features: %s\nprefill matmul: %s (--prefill-matmul)\n", sdn_kpath_describe(), sdn_cpu_features(),
-           sdn_prefill_mm_name(sdn_prefill_mm_get()));
+    sdn_tool_info_machine();
     return failed ? 1 : 0;
 }

@@ -1,157 +1,46 @@
 /* cmd_profile.c - `sdnpu profile --model M`: measure (or read from the profile cache) the
  * graphs of a model on this machine, print the per-block measurements, the fitted latency
  * models with their quality, the verification budget they imply, and the schedules each
- * scheduler would run for a prompt of a given length with their predicted prefill times. */
+ * scheduler would run for a prompt of a given length with their predicted prefill times. The
+ * work is tools/cli_profile.c's (tools.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/bench_util.h"
 #include "cli/cli.h"
 #include "cli/opts.h"
-#include "graph_sched/budget.h"
-#include "graph_sched/prefill.h"
-#include "graph_sched/profile.h"
-#include "graph_sched/schedule.h"
-#include "runtime/graph_setup.h"
-
-static void usage(FILE *f) {
-    fprintf(f, "usage: sdnpu profile --model M [options]\n"
-               "  --threads K          worker threads (default: the CPUs this process may use)\n"
-               "  --blocks N           blocks of layers (default %d)\n"
-               "  --g1 S1              prefill graph rows (default %d)\n"
-               "  --g2 S2              decode graph rows for the schedule (default: from the budget)\n"
-               "  --prompt-len N       prompt length of the schedule shown (default 1024)\n"
-               "  --accept A           per-token draft acceptance of the budget's model (default %.2f)\n"
-               "  --reps R             repetitions per load / KV-base measurement (default 3)\n"
-               "  --profile-db FILE    profile cache (default %s/profiles.sqlite)\n"
-               "  --force              measure again even when cached\n",
-            SDN_GS_DEFAULT_BLOCKS, SDN_GS_DEFAULT_S1, SDN_ACCEPT_DEFAULT, "$SDNPU_CACHE");
-}
-
-static double step_cost(void *ud, int shape, int k) { return sdn_profile_verify(ud, shape, k); }
+#include "tools/tools.h"
 
 int cmd_profile(int argc, char **argv) {
-    const char *model = NULL, *db = NULL, *v;
-    long threads = cli_default_threads(), blocks = SDN_GS_DEFAULT_BLOCKS, s1 = SDN_GS_DEFAULT_S1, s2 = 0, plen = 1024, reps = 3;
-    double accept = SDN_ACCEPT_DEFAULT;
-    int force = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-#define VAL() (v = cli_value(argc, argv, &i, a))
-        if (!strcmp(a, "--model")) { if (!VAL()) return 2; model = v; }
-        else if (!strcmp(a, "--profile-db")) { if (!VAL()) return 2; db = v; }
-        else if (!strcmp(a, "--threads")) { if (!VAL() || cli_int(a, v, 1, 256, &threads)) return 2; }
-        else if (!strcmp(a, "--blocks")) { if (!VAL() || cli_int(a, v, 1, 128, &blocks)) return 2; }
-        else if (!strcmp(a, "--g1")) { if (!VAL() || cli_int(a, v, 1, 4096, &s1)) return 2; }
-        else if (!strcmp(a, "--g2")) { if (!VAL() || cli_int(a, v, 1, 64, &s2)) return 2; }
-        else if (!strcmp(a, "--prompt-len")) { if (!VAL() || cli_int(a, v, 1, 1 << 20, &plen)) return 2; }
-        else if (!strcmp(a, "--reps")) { if (!VAL() || cli_int(a, v, 1, 15, &reps)) return 2; }
-        else if (!strcmp(a, "--accept")) { if (!VAL() || cli_float(a, v, 0, 0.999, &accept)) return 2; }
-        else if (!strcmp(a, "--force")) force = 1;
-        else if (!strcmp(a, "--help")) { usage(stdout); return 0; }
-        else {
-            fprintf(stderr, "sdnpu profile: unknown option %s\n", a);
-            usage(stderr);
-            return 2;
-        }
-#undef VAL
-    }
-    if (!model) {
-        fprintf(stderr, "sdnpu profile: --model is required\n");
-        usage(stderr);
+    sdn_tool_profile_opts o;
+    sdn_tool_profile_defaults(&o);
+    int nthreads = cli_default_threads();
+    char blocks_h[48], g1_h[48], acc_h[96];
+    snprintf(blocks_h, sizeof blocks_h, "blocks of layers (default %ld)", o.blocks);
+    snprintf(g1_h, sizeof g1_h, "prefill graph rows (default %ld)", o.s1);
+    snprintf(acc_h, sizeof acc_h, "per-token draft acceptance of the budget's model (default %.2f)", o.accept);
+    const cli_opt table[] = {
+        CLI_O_MODEL(&o.model, "model file or known model name"),
+        CLI_O_THREADS(&nthreads),
+        {.name = "--blocks", .kind = CLI_LONG, .dest = &o.blocks, .lo = 1, .hi = 128, .arg = "N", .help = blocks_h},
+        {.name = "--g1", .kind = CLI_LONG, .dest = &o.s1, .lo = 1, .hi = 4096, .arg = "S1", .help = g1_h},
+        {.name = "--g2", .kind = CLI_LONG, .dest = &o.s2, .lo = 1, .hi = 64, .arg = "S2", .help = "decode graph rows for the schedule (default: from the budget)"},
+        {.name = "--prompt-len", .kind = CLI_LONG, .dest = &o.plen, .lo = 1, .hi = 1 << 20, .arg = "N", .help = "prompt length of the schedule shown (default 1024)"},
+        {.name = "--accept", .kind = CLI_DOUBLE, .dest = &o.accept, .lo = 0, .hi = 0.999, .arg = "A", .help = acc_h},
+        {.name = "--reps", .kind = CLI_LONG, .dest = &o.reps, .lo = 1, .hi = 15, .arg = "R", .help = "repetitions per load / KV-base measurement (default 3)"},
+        {.name = "--profile-db", .kind = CLI_STR, .dest = &o.db, .arg = "FILE", .help = "profile cache (default $SDNPU_CACHE/profiles.sqlite)"},
+        {.name = "--force", .kind = CLI_FLAG, .dest = &o.force, .help = "measure again even when cached"},
+        CLI_O_END,
+    };
+    const cli_cmd cmd = {.name = "profile", .synopsis = "--model M [options]",
+                         .about = "Profile the prefill/decode graphs of a model on this machine; print the fits and the chosen schedule.",
+                         .opts = table};
+    int rc = cli_parse(&cmd, argc, argv, NULL, NULL);
+    if (rc != CLI_CONTINUE) return rc;
+    o.threads = nthreads;
+    if (!o.model) {
+        fprintf(stderr, "sdnpu profile: --model is required (sdnpu profile --help)\n");
         return 2;
     }
-    char dbpath[1200];
-    if (!db) {
-        snprintf(dbpath, sizeof dbpath, "%s/profiles.sqlite", bench_cache_dir());
-        db = dbpath;
-    }
-    sdn_err err = {0};
-    sdn_model *m = NULL;
-    sdn_profile *p = NULL;
-    sdn_sched_inst in = {0};
-    int code = 1;
-    sdn_model_load_opts lo = {.no_tokenizer = 1};
-    if (sdn_model_load(model, &lo, &m, &err)) goto fail;
-    if (!force) {
-        char fp[17], machine[160];
-        snprintf(fp, sizeof fp, "%016llx", (unsigned long long)sdn_model_fingerprint(m));
-        sdn_machine_id(machine, sizeof machine);
-        if (sdn_profile_db_load(db, fp, (int)threads, machine, &p, &err)) goto fail;
-        if (p) printf("(cached profile from %s; --force measures again)\n", db);
-    }
-    if (!p) {
-        fprintf(stderr, "profiling %s with %ld threads, %ld blocks (cached in %s) ...\n", model, threads, blocks, db);
-        sdn_profile_opts po;
-        sdn_profile_opts_default(&po);
-        po.n_blocks = (int)blocks;
-        po.s1 = (int)s1;
-        po.reps = (int)reps;
-        po.log = stderr;
-        if (sdn_profile_measure(m, (int)threads, &po, &p, &err)) goto fail;
-        if (sdn_profile_db_save(db, p, &err)) goto fail;
-    }
-    sdn_profile_print(p, stdout);
-
-    /* verification budget */
-    printf("\nverification budget (geometric acceptance a = %.2f: E(d) = (1 - a^(d+1)) / (1 - a) tokens per step):\n", accept);
-    printf("  %-6s %-6s %-10s %-10s\n", "shape", "draft", "step ms", "tok/s");
-    int shapes[16], ns = 0;
-    for (int i = 0; i < p->n_meas && ns < 16; i++) {
-        if (p->meas[i].kind != SDN_PROF_VERIFY_STEP) continue;
-        int dup = 0;
-        for (int k = 0; k < ns; k++) dup |= shapes[k] == p->meas[i].rows;
-        if (!dup) shapes[ns++] = p->meas[i].rows;
-    }
-    for (int i = 0; i < ns; i++) {
-        sdn_budget b;
-        if (sdn_budget_choose(&shapes[i], 1, step_cost, p, sdn_accept_geometric, &accept, &b, &err)) goto fail;
-        printf("  %-6d %-6d %-10.2f %-10.1f\n", b.shape, b.draft, 1e3 * b.step_s, b.tok_per_s);
-    }
-    sdn_budget best;
-    if (sdn_gs_budget(p, (int)s2, 2, accept, &best, &err)) goto fail;
-    printf("  chosen: decode graph S2 = %d rows, draft budget %d tokens (%.1f tok/s expected)\n", best.shape, best.draft, best.tok_per_s);
-
-    /* schedules */
-    int S2 = s2 > 0 ? (int)s2 : best.shape;
-    sdn_blocks bl;
-    if (sdn_blocks_partition(sdn_model_cfg(m)->n_layers, (int)blocks, &bl, &err)) goto fail;
-    sdn_gs_costs costs;
-    sdn_gs_costs_from_profile(p, &costs);
-    if (sdn_gs_instance(&bl, &costs, SDN_GS_PROGRESSIVE, (int)s1, S2, (int)plen, 0, &in, &err)) goto fail;
-    printf("\nschedules for a %ld-token prompt: %d chunks of S1 = %ld through %d blocks, G2 = %d rows (predicted; ms)\n", plen, in.n_chunks, s1,
-           bl.n, S2);
-    double base = 0;
-    for (int k = 0; k < in.n_blocks * in.n_chunks; k++) base += in.g1[k];
-    double sync_over = 0;
-    printf("  %-12s %-10s %-10s %-8s %-9s %s\n", "scheduler", "prefill", "overhead", "hidden", "G2 tasks", "plan");
-    for (int mode = SDN_GS_SINGLE; mode <= SDN_GS_OPTIMAL; mode++) {
-        sdn_sched_plan plan;
-        sdn_err e2 = {0};
-        /* sync's loads run alone, the others' overlapped with compute */
-        double tau = mode == SDN_GS_SYNC ? costs.load_g2 : costs.load_g2_ovl;
-        for (int j = 0; j < bl.n; j++) in.load[j] = (bl.l1[j] - bl.l0[j]) * tau;
-        if (sdn_gs_make_plan((sdn_gs_mode)mode, &in, &plan, &e2)) {
-            printf("  %-12s (%s)\n", sdn_gs_mode_name((sdn_gs_mode)mode), e2.msg);
-            continue;
-        }
-        sdn_sched_result r;
-        sdn_sched_simulate(&in, &plan, &r);
-        double over = r.makespan - base;
-        if (mode == SDN_GS_SYNC) sync_over = over;
-        char hid[16] = "-", buf[4096] = "";
-        if (mode != SDN_GS_SINGLE && sync_over > 0) snprintf(hid, sizeof hid, "%.1f%%", 100 * (1 - over / sync_over));
-        if (mode == SDN_GS_PROGRESSIVE || mode == SDN_GS_OPTIMAL) sdn_sched_plan_str(&in, &plan, buf, sizeof buf);
-        printf("  %-12s %-10.1f %-10.1f %-8s %-9d %s\n", sdn_gs_mode_name((sdn_gs_mode)mode), 1e3 * r.makespan, 1e3 * over, hid, r.g2_tasks, buf);
-    }
-    code = 0;
-    goto out;
-fail:
-    fprintf(stderr, "sdnpu: %s\n", err.msg);
-out:
-    sdn_sched_inst_free(&in);
-    sdn_profile_free(p);
-    sdn_model_free(m);
-    return code;
+    return sdn_tool_profile(&o);
 }

@@ -8,6 +8,7 @@
 #include "cli/cli.h"
 #include "cli/opts.h"
 #include "cli/run_common.h"
+#include "tools/tools.h"
 
 int cmd_run(int argc, char **argv) {
     sdn_run_opts o;
@@ -31,7 +32,7 @@ int cmd_run(int argc, char **argv) {
         } else if (!o.prompt && !o.prompt_ids && !o.prompt_file) {
             fprintf(stderr, "sdnpu run: a prompt is required: --prompt TEXT, --prompt - (stdin), --prompt-file FILE or --prompt-ids\n");
             rc = 2;
-        } else if (!(rc = sdn_run_opts_check(&o)) && !(rc = sdn_read_constraint("run", o.grammar_file, o.json_schema_file, &o.grammar, &o.json_schema)))
+        } else if (!(rc = sdn_run_opts_check(&o)) && !(rc = sdn_tool_read_constraint("run", o.grammar_file, o.json_schema_file, &o.grammar, &o.json_schema)))
             rc = sdn_run_request(&o, stdout);
     }
     sdn_run_opts_free(&o);

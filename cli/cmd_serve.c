@@ -16,8 +16,12 @@ int cmd_serve(int argc, char **argv) {
     if (o.api_key && !*o.api_key) o.api_key = NULL;
     int max_body = (int)o.max_body;
     uint64_t body_budget = 0, max_chars = 0;
+    static char threads_help[160];
+    snprintf(threads_help, sizeof threads_help,
+             "compute threads per slot (default: the library's default divided by --slots, here %d); slots x threads should not exceed the cores",
+             cli_default_threads());
     const cli_opt table[] = {
-        {.name = "--model", .kind = CLI_STR, .dest = &o.model, .arg = "M", .help = "model file or known model name (pulled on first use)"},
+        CLI_O_MODEL(&o.model, "model file or known model name (pulled on first use)"),
         {.name = "--host", .kind = CLI_STR, .dest = &o.host, .arg = "ADDR", .help = "address to listen on (default 127.0.0.1)"},
         {.name = "--port", .kind = CLI_INT, .dest = &o.port, .lo = 0, .hi = 65535, .arg = "N",
          .help = "port (default 8080; 0: a free one, printed in the listening line)"},
@@ -29,10 +33,8 @@ int cmd_serve(int argc, char **argv) {
          .help = "requests decoded at once, each on its own context (default 1)"},
         {.name = "--queue", .kind = CLI_INT, .dest = &o.queue, .lo = 1, .hi = 100000, .arg = "N",
          .help = "requests that may wait for a slot (default 16); more get 503"},
-        {.name = "--ctx", .kind = CLI_INT, .dest = &o.n_ctx, .lo = 2, .hi = 1 << 22, .arg = "N",
-         .help = "KV cache tokens per slot (default min(trained length, 8192))"},
-        {.name = "--threads", .kind = CLI_INT, .dest = &o.threads, .lo = 1, .hi = 256, .arg = "N",
-         .help = "compute threads per slot (default 2; slots x threads should not exceed the cores)"},
+        CLI_O_CTX(&o.n_ctx, 2, "KV cache tokens per slot (default min(trained length, 8192))"),
+        CLI_O_THREADS_H(&o.threads, threads_help),
         {.name = "--max-body", .kind = CLI_INT, .dest = &max_body, .lo = 1024, .hi = 1 << 30, .arg = "BYTES",
          .help = "largest request body (default 8388608); larger ones get 413"},
         {.name = "--request-timeout", .kind = CLI_INT, .dest = &o.request_timeout, .lo = 1, .hi = 86400, .arg = "S",

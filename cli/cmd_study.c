@@ -1,244 +1,76 @@
 /* cmd_study.c - `sdnpu study`: offline acceptance study. Replays every method's drafting
- * against recorded greedy outputs (traces), prints mean accepted tokens per step,
- * accepted-length histograms and draft sizes per task and method, optionally projects
- * ms/token and speedup from a verify-cost profile, and shows published figures beside
- * traces of Vicuna-7B on Spec-Bench. */
+ * against recorded greedy outputs (traces); the options; the study, its tables and records
+ * are tools/cli_study.c's (sdn_tool_study, tools/study.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/bench_util.h"
-#include "tools/progress.h"
-#include "tools/results.h"
-#include "tools/study.h"
-#include "tools/trace.h"
-#include "draft/methods.h"
 #include "cli/cli.h"
-#include "cli/opts.h"
 #include "cli/ds_cli.h"
-#include "engine/forward.h"
-#include "modelfile/model.h"
+#include "cli/opts.h"
+#include "sdnpu.h"
+#include "tools/method_params.h"
+#include "tools/study.h"
 
-static void usage(FILE *f) {
-    fprintf(f,
-            "usage: sdnpu study --traces FILE [--traces FILE ...] [options]\n"
-            "  --traces FILE        trace file (JSON Lines, from `sdnpu trace`, `sdnpu trace-import` or another tool)\n"
-            "  --methods LIST       drafting methods (comma-separated; default all: %s)\n"
-            "  --tasks LIST         only these tasks      --limit N   at most N requests per task\n"
-            "  --draft-max N --draft-depth D --draft-branch B   draft caps (default 63, 63, 4: the whole budget)\n"
-            "  --replay-history     also draft from earlier outputs of the same group (trace order, in-memory store)\n"
-            "  --history-budget N   history tokens per request (default 4096)\n"
-            "  --param KEY=VALUE    a drafting-method parameter (repeatable; keys: sdnpu run --help)\n"
-            "  --cost PROFILE       verify-cost profile: project ms/token and speedup per method (repeatable)\n"
-            "  --model M [--tokenizer T] [--threads N] [--ctx N]   measure methods a trace cannot replay live\n"
-            "  --live               measure every method live on --model (checks the replay)\n"
-            "  --csv FILE --json FILE --results-db FILE   write the cells\n"
-            "  --no-published       do not print the published reference figures\n",
-            sdn_method_list());
-    cli_param_help(f);
-}
-
-static void print_tables(const sdn_result_cell *cells, int n) {
-    printf("\n%-10s %-10s %5s %9s %8s %9s %9s %9s  %s\n", "task", "method", "reqs", "out tok", "steps", "acc/step", "draft/st", "draft ms", "");
-    printf("%-10s %-10s %5s %9s %8s %9s %9s %9s\n", "", "", "", "", "", "(+bonus)", "(tokens)", "per step");
-    for (int i = 0; i < n; i++) {
-        const sdn_result_cell *c = &cells[i];
-        if (i && strcmp(cells[i - 1].task, c->task)) printf("\n");
-        if (c->c.requests == 0) {
-            printf("%-10s %-10s %5s  %s\n", c->task, c->method, "-", c->note[0] ? c->note : "no requests");
-            continue;
-        }
-        printf("%-10s %-10s %5ld %9ld %8ld %9.3f %9.2f %9.4f  %s%s%s\n", c->task, c->method, c->c.requests, c->c.out_tokens, c->c.steps,
-               sdn_study_mean_accepted(&c->c), sdn_study_mean_draft(&c->c), c->c.steps ? 1000.0 * c->c.t_draft / c->c.steps : 0.0,
-               c->live ? "(live)" : "", c->mismatches ? " output differs from the trace" : "", c->skipped ? " (some requests skipped)" : "");
-    }
-    printf("\naccepted draft tokens per step (%% of steps; the bonus token not counted)\n%-10s %-10s", "task", "method");
-    for (int b = 0; b <= 10; b++) printf(" %5d", b);
-    printf(" %5s\n", ">10");
-    for (int i = 0; i < n; i++) {
-        const sdn_result_cell *c = &cells[i];
-        if (!c->c.steps) continue;
-        printf("%-10s %-10s", c->task, c->method);
-        long more = 0;
-        for (int b = 11; b < SDN_ACCEPT_HIST; b++) more += c->c.accept_hist[b];
-        for (int b = 0; b <= 10; b++) printf(" %5.1f", 100.0 * c->c.accept_hist[b] / c->c.steps);
-        printf(" %5.1f\n", 100.0 * more / c->c.steps);
-    }
-    printf("\ndraft size per step (%% of steps with that many draft tokens)\n%-10s %-10s %6s %6s %6s %6s %6s %6s %6s\n", "task", "method",
-           "0", "1-4", "5-9", "10", "11-31", "32-63", "mean");
-    for (int i = 0; i < n; i++) {
-        const sdn_result_cell *c = &cells[i];
-        if (!c->c.steps) continue;
-        long b[6] = {0};
-        for (int d = 0; d < SDN_STUDY_DRAFT_HIST; d++) {
-            int k = d == 0 ? 0 : d < 5 ? 1 : d < 10 ? 2 : d == 10 ? 3 : d < 32 ? 4 : 5;
-            b[k] += c->c.draft_hist[d];
-        }
-        printf("%-10s %-10s", c->task, c->method);
-        for (int k = 0; k < 6; k++) printf(" %6.1f", 100.0 * b[k] / c->c.steps);
-        printf(" %6.2f\n", sdn_study_mean_draft(&c->c));
-    }
-}
-
-/* The published reference figures of model_outputs/README.md (Spec-Bench leaderboard). */
-static void print_published(void) {
-    printf("\npublished reference (Spec-Bench Leaderboard.md, Vicuna-7B-v1.3, greedy, FP16; RTX 3090 / A100):\n"
-           "  PLD mean accepted tokens per step, all 480 Spec-Bench questions (6 tasks): 1.73 / 1.75\n"
-           "  PLD per-task mean accepted tokens: not published (no PLD answer files with accept lengths exist)\n"
-           "  PLD speedup over plain decoding: summarization 2.46x / 2.66x, RAG 1.71x / 1.86x\n"
-           "  (for comparison, recorded runs of other methods on the same questions, mean accepted tokens:\n"
-           "   EAGLE summarization 3.306, RAG 3.211; SpS-68m summarization 2.733 / 2.424, RAG 2.773 / 2.464)\n");
-}
+static void study_epilogue(FILE *f) { fprintf(f, "\nmethods: %s\n", sdnpu_methods()); }
 
 int cmd_study(int argc, char **argv) {
-    const char *traces[32], *methods_arg = NULL, *tasks = NULL, *costs[8], *model = NULL, *tokenizer = NULL;
-    int n_costs = 0;
-    const char *csv = NULL, *json = NULL, *rdb = NULL, *v;
-    int n_tr = 0, no_pub = 0, n_params = 0;
-    const char *params[64];
-    char *cmdline = NULL;
-    long x, limit = 0;
-    sdn_study_opts so = {0};
-    sdn_method_config mcfg;
-    sdn_method_defaults(&mcfg);
-    int threads = cli_default_threads(), n_ctx = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-#define VAL() ((v = cli_value(argc, argv, &i, a)) != NULL)
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
-        else if (!strcmp(a, "--traces")) {
-            if (!VAL()) return 2;
-            if (n_tr == 32) { fprintf(stderr, "sdnpu: option --traces: at most 32\n"); return 2; }
-            traces[n_tr++] = v;
-        }
-        else if (!strcmp(a, "--methods")) { if (!VAL()) return 2; methods_arg = v; }
-        else if (!strcmp(a, "--tasks")) { if (!VAL()) return 2; tasks = v; }
-        else if (!strcmp(a, "--cost")) {
-            if (!VAL()) return 2;
-            if (n_costs == 8) { fprintf(stderr, "sdnpu study: option --cost: at most 8 profiles\n"); return 2; }
-            costs[n_costs++] = v;
-        }
-        else if (!strcmp(a, "--model")) { if (!VAL()) return 2; model = v; }
-        else if (!strcmp(a, "--tokenizer")) { if (!VAL()) return 2; tokenizer = v; }
-        else if (!strcmp(a, "--csv")) { if (!VAL()) return 2; if (cli_check_output(a, v)) return 1; csv = v; }
-        else if (!strcmp(a, "--json")) { if (!VAL()) return 2; if (cli_check_output(a, v)) return 1; json = v; }
-        else if (!strcmp(a, "--results-db")) { if (!VAL()) return 2; if (cli_check_output(a, v)) return 1; rdb = v; }
-        else if (!strcmp(a, "--replay-history")) so.history = 1;
-        else if (!strcmp(a, "--history")) {
-            fprintf(stderr, "sdnpu study: option --history names a history store FILE in other commands; the study's in-memory "
-                            "history of earlier outputs is --replay-history\n");
-            return 2;
-        }
-        else if (!strcmp(a, "--param")) {
-            if (!VAL()) return 2;
-            sdn_err pe = {0};
-            if (sdn_method_set_param(&mcfg, v, &pe)) { fprintf(stderr, "sdnpu: %s\n", pe.msg); return 2; }
-            if (n_params < 64) params[n_params++] = v;
-            so.mcfg = &mcfg;
-        }
-        else if (!strcmp(a, "--live")) so.live_all = 1;
-        else if (!strcmp(a, "--no-published")) no_pub = 1;
-        else if (!strcmp(a, "--limit")) { if (!VAL() || cli_int(a, v, 1, 1 << 30, &limit)) return 2; }
-        else if (!strcmp(a, "--history-budget")) { if (!VAL() || cli_int(a, v, 1, 1L << 30, &x)) return 2; so.history_budget = x; }
-        else if (!strcmp(a, "--draft-max")) { if (!VAL() || cli_int(a, v, 1, 63, &x)) return 2; so.caps.max_nodes = (int)x; }
-        else if (!strcmp(a, "--draft-depth")) { if (!VAL() || cli_int(a, v, 1, 63, &x)) return 2; so.caps.max_depth = (int)x; }
-        else if (!strcmp(a, "--draft-branch")) { if (!VAL() || cli_int(a, v, 1, 63, &x)) return 2; so.caps.max_branch = (int)x; }
-        else if (!strcmp(a, "--threads")) { if (!VAL() || cli_int(a, v, 1, 256, &x)) return 2; threads = (int)x; }
-        else if (!strcmp(a, "--ctx")) { if (!VAL() || cli_int(a, v, 32, 1 << 22, &x)) return 2; n_ctx = (int)x; }
-        else { fprintf(stderr, "sdnpu study: unknown option '%s'\n", a); usage(stderr); return 2; }
-#undef VAL
-    }
-    if (!n_tr) { fprintf(stderr, "sdnpu study: --traces is required\n"); usage(stderr); return 2; }
-    if (so.live_all && !model) { fprintf(stderr, "sdnpu study: --live needs --model\n"); return 2; }
-    int n_methods = 0;
-    char **methods = methods_arg ? dscli_split(methods_arg, &n_methods) : dscli_all_methods(&n_methods);
-    sdn_err err = {0};
-    sdn_trace tr = {0};
-    sdn_cost_profile prof[8];
-    sdn_model *m = NULL;
-    sdn_ctx *ctx = NULL;
-    sdn_result_cell *cells = NULL;
-    int n_cells = 0, code = 1;
-    if (!n_methods) { fprintf(stderr, "sdnpu study: no methods\n"); goto out; }
-    for (int i = 0; i < n_tr; i++)
-        if (sdn_trace_load(&tr, traces[i], &err)) goto fail;
-    sdn_trace_filter(&tr, tasks, (int)limit);
-    if (!tr.n) { fprintf(stderr, "sdnpu study: no trace rows (check --tasks)\n"); goto out; }
-    for (int i = 0; i < n_costs; i++)
-        if (sdn_cost_load(costs[i], &prof[i], &err)) goto fail;
-    if (model) {
-        sdn_model_load_opts lo = {.tokenizer_path = tokenizer};
-        if (sdn_model_load(model, &lo, &m, &err)) goto fail;
-        int need = 0;
-        for (int i = 0; i < tr.n; i++) {
-            int l = tr.rows[i].n_ctx + (tr.rows[i].max_new > 0 ? tr.rows[i].max_new : tr.rows[i].n_out + 1) + 1;
-            if (l > need) need = l;
-        }
-        sdn_ctx_params cp = {.n_ctx = n_ctx > 0 ? n_ctx : need, .n_threads = threads};
-        if (sdn_ctx_new(m, &cp, &ctx, &err)) goto fail;
-        so.live_ctx = ctx;
-    }
-    so.methods = (const char *const *)methods;
-    so.n_methods = n_methods;
-    sdn_draft_caps caps;
-    sdn_study_caps(&so.caps, &caps);
-    /* what the traces are */
-    int with_preds = 0, vicuna = 0;
-    for (int i = 0; i < tr.n; i++) {
-        with_preds += tr.rows[i].preds_k > 0;
-        if (tr.rows[i].model && strstr(tr.rows[i].model, "vicuna-7b")) vicuna = 1;
-    }
-    printf("study: %d requests from %d trace file(s) (first: %s, model %s, fingerprint %s), %d with prefill predictions\n"
-           "draft caps: %d nodes, depth %d, branch %d%s\n",
-           tr.n, n_tr, traces[0], tr.rows[0].model ? tr.rows[0].model : "?", tr.rows[0].model_fp ? tr.rows[0].model_fp : "none", with_preds,
-           caps.max_nodes, caps.max_depth, caps.max_branch, so.history ? "; history: earlier outputs of the same group" : "");
-    for (int k = 0; k < n_methods; k++) {
-        if (sdn_method_needs_model_feedback(methods[k]))
-            printf("note: %s learns from the model's predictions at rejected draft positions, which a trace does not record: it cannot be "
-                   "replayed exactly%s\n", methods[k], model ? "; measured live on --model instead" : "; give --model to measure it live");
-        if (sdn_method_uses_prefill_preds(methods[k]) && with_preds < tr.n)
-            printf("note: %s needs prefill predictions: %d of %d requests have none and are skipped for it\n", methods[k], tr.n - with_preds, tr.n);
-    }
-    sdn_progress *pb = sdn_progress_new(stderr, "study", tr.n, 0);
-    so.progress = dscli_progress;
-    so.ud = pb;
-    int rc = sdn_study_run(&tr, &so, &cells, &n_cells, &err);
-    sdn_progress_end(pb);
-    if (rc) goto fail;
-    print_tables(cells, n_cells);
-    for (int i = 0; i < n_costs; i++) bench_print_projection(&prof[i], costs[i], cells, n_cells);
-    if (vicuna && !no_pub) print_published();
-    char capsbuf[64];
-    snprintf(capsbuf, sizeof capsbuf, "nodes=%d depth=%d branch=%d", caps.max_nodes, caps.max_depth, caps.max_branch);
-    /* provenance: every trace, every distinct model the traces name, the command line, --param */
-    const char *mpaths[64], *mfps[64];
-    int n_models = 0;
-    for (int i = 0; i < tr.n && n_models < 64; i++) {
-        const char *mp = tr.rows[i].model ? tr.rows[i].model : "", *fp = tr.rows[i].model_fp ? tr.rows[i].model_fp : "";
-        int seen = 0;
-        for (int k = 0; k < n_models && !seen; k++) seen = !strcmp(mpaths[k], mp) && !strcmp(mfps[k], fp);
-        if (!seen) mpaths[n_models] = mp, mfps[n_models++] = fp;
-    }
-    cmdline = cli_command_line(argc, argv);
-    sdn_run_meta meta = {.kind = "study", .model = n_models ? mpaths[0] : "", .model_fp = n_models ? mfps[0] : "", .dataset = traces[0],
-                         .command = cmdline ? cmdline : "sdnpu study", .threads = threads, .inputs = traces, .n_inputs = n_tr,
-                         .models = mpaths, .model_fps = mfps, .n_models = n_models, .params = params, .n_params = n_params};
-    snprintf(meta.caps, sizeof meta.caps, "%s", capsbuf);
-    if (csv && sdn_results_csv(csv, &meta, cells, n_cells, &err)) goto fail;
-    if (json && sdn_results_json(json, &meta, cells, n_cells, &err)) goto fail;
-    long long run_id = 0;
-    if (rdb && sdn_results_db_add(rdb, &meta, cells, n_cells, &run_id, &err)) goto fail;
-    if (rdb) printf("\nresults database %s: run %lld\n", rdb, run_id);
-    code = 0;
-    goto out;
-fail:
-    fprintf(stderr, "sdnpu study: %s\n", err.msg);
-out:
+    const char *methods_arg = NULL;
+    long hist_budget = 0;
+    sdn_tool_study_opts o = {.threads = cli_default_threads()};
+    sdn_tool_params par;
+    sdn_tool_params_init(&par);
+    cli_list tr_list = {0}, cost_list = {0};
+    const cli_opt table[] = {
+        {.name = "--traces", .kind = CLI_LIST, .dest = &tr_list, .arg = "FILE",
+         .help = "trace file (JSON Lines, from `sdnpu trace`, `sdnpu trace-import` or another tool; repeatable, 32 at most)"},
+        {.name = "--methods", .kind = CLI_STR, .dest = &methods_arg, .arg = "LIST", .help = "drafting methods (comma-separated; default all, listed below)"},
+        CLI_O_TASKS(&o.tasks),
+        CLI_O_LIMIT(&o.limit),
+        CLI_O_DRAFT_MAX(&o.so.caps.max_nodes, "draft tokens per step at most (default 63: the whole budget)"),
+        CLI_O_DRAFT_DEPTH(&o.so.caps.max_depth, "draft tree depth at most (default 63)"),
+        CLI_O_DRAFT_BRANCH(&o.so.caps.max_branch, "draft tree branching at most (default 4)"),
+        {.name = "--replay-history", .kind = CLI_FLAG, .dest = &o.so.history,
+         .help = "also draft from earlier outputs of the same group (trace order, in-memory store)"},
+        {.name = "--history", .kind = CLI_REFUSE,
+         .choices = "--history names a history store FILE in other commands; the study's in-memory history of earlier outputs is --replay-history"},
+        {.name = "--history-budget", .kind = CLI_LONG, .dest = &hist_budget, .lo = 1, .hi = 1L << 30, .arg = "N", .help = "history tokens per request (default 4096)"},
+        {.name = "--param", .kind = CLI_FN, .dest = &par, .fn = sdn_tool_param_fn, .arg = "KEY=VALUE", .help = "a drafting-method parameter (repeatable; keys below)"},
+        {.name = "--cost", .kind = CLI_LIST, .dest = &cost_list, .arg = "PROFILE", .help = "verify-cost profile: project ms/token and speedup per method (repeatable, 8 at most)"},
+        CLI_O_MODEL(&o.model, "measure methods a trace cannot replay live on this model"),
+        CLI_O_TOKENIZER(&o.tokenizer),
+        CLI_O_THREADS(&o.threads),
+        CLI_O_CTX(&o.n_ctx, 32, "KV cache size of --model (default: what the longest request needs)"),
+        {.name = "--live", .kind = CLI_FLAG, .dest = &o.so.live_all, .help = "measure every method live on --model (checks the replay)"},
+        CLI_O_CSV(&o.csv, "write the cells as CSV"),
+        CLI_O_JSON(&o.json, "write the cells as JSON"),
+        CLI_O_RESULTS_DB(&o.rdb),
+        {.name = "--no-published", .kind = CLI_FLAG, .dest = &o.no_published, .help = "do not print the published reference figures"},
+        CLI_O_END,
+    };
+    const cli_cmd cmd = {.name = "study", .synopsis = "--traces FILE [--traces FILE ...] [options]",
+                         .about = "Offline acceptance study: replay drafting methods against traces.", .opts = table,
+                         .epilogue_fn = study_epilogue};
+    int rc = cli_parse(&cmd, argc, argv, NULL, NULL);
+    if (rc == CLI_CONTINUE && tr_list.n > 32) { fprintf(stderr, "sdnpu: option --traces: at most 32\n"); rc = 2; }
+    if (rc == CLI_CONTINUE && cost_list.n > 8) { fprintf(stderr, "sdnpu study: option --cost: at most 8 profiles\n"); rc = 2; }
+    for (int i = 0; rc == CLI_CONTINUE && i < tr_list.n; i++) o.traces[o.n_traces++] = tr_list.v[i];
+    for (int i = 0; rc == CLI_CONTINUE && i < cost_list.n; i++) o.costs[o.n_costs++] = cost_list.v[i];
+    cli_list_free(&tr_list);
+    cli_list_free(&cost_list);
+    if (rc != CLI_CONTINUE) return rc;
+    if (hist_budget) o.so.history_budget = hist_budget;
+    if (par.given) o.so.mcfg = &par.cfg;
+    o.params = par.v;
+    o.n_params = par.n;
+    if (!o.n_traces) { fprintf(stderr, "sdnpu study: --traces is required (sdnpu study --help)\n"); return 2; }
+    if (o.so.live_all && !o.model) { fprintf(stderr, "sdnpu study: --live needs --model\n"); return 2; }
+    char **methods = methods_arg ? dscli_split(methods_arg, &o.n_methods) : dscli_all_methods(&o.n_methods);
+    o.methods = methods;
+    char *cmdline = cli_command_line(argc, argv);
+    o.command = cmdline;
+    rc = sdn_tool_study(&o);
     free(cmdline);
-    free(cells);
-    sdn_ctx_free(ctx);
-    sdn_model_free(m);
-    sdn_trace_free(&tr);
     dscli_free_list(methods);
-    return code;
+    return rc;
 }

@@ -1,123 +1,37 @@
 /* cmd_tokenize.c - `sdnpu tokenize`: show how a model's own tokenizer splits a text.
  * Reads only the tokenizer section of a GGUF (vocabulary-only files work), or a llama2.c
  * tokenizer.bin; prints one "id<TAB>'piece'" line per token, or just the ids; --bench
- * times encoding and decoding of the text (median of repeated runs). */
+ * times encoding and decoding of the text (median of repeated runs). The work is
+ * tools/cli_tokenize.c's (tools.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/sdn_util.h"
 #include "cli/cli.h"
-#include "modelfile/model_registry.h"
-#include "modelfile/gguf.h"
-#include "tokenizer/tokenizer.h"
-
-static void usage(FILE *f) {
-    fprintf(f,
-            "usage: sdnpu tokenize (--model M | --tokenizer FILE) [options] (TEXT | --file PATH)\n"
-            "  --model M          GGUF file (a vocabulary-only GGUF is enough)\n"
-            "  --tokenizer FILE   llama2.c tokenizer.bin instead of a GGUF\n"
-            "  --ids              print only the ids, space-separated on one line\n"
-            "  --no-bos           do not add BOS (default: as the model's metadata says)\n"
-            "  --special          control tokens written in the text (<|im_start|>, <s>) become single tokens\n"
-            "  --file PATH        tokenize the contents of PATH instead of TEXT\n"
-            "  --bench            time tokenization of the text (median of repeated runs)\n");
-}
-
-/* The bytes of a piece, readable: \n \t \r \\ \' escaped, other control bytes and bytes that
- * are not part of a complete UTF-8 character as \xNN. */
-static void print_escaped(const char *s, size_t n) {
-    const unsigned char *u = (const unsigned char *)s;
-    for (size_t i = 0; i < n;) {
-        unsigned char c = u[i];
-        if (c == '\n') fputs("\\n", stdout);
-        else if (c == '\t') fputs("\\t", stdout);
-        else if (c == '\r') fputs("\\r", stdout);
-        else if (c == '\\') fputs("\\\\", stdout);
-        else if (c == '\'') fputs("\\'", stdout);
-        else if (c >= 0x20 && c < 0x7F) putchar(c);
-        else if (c >= 0xC2 && c <= 0xF4) {
-            size_t l = c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4, k = 1;
-            while (k < l && i + k < n && (u[i + k] & 0xC0) == 0x80) k++;
-            if (k == l) {
-                fwrite(s + i, 1, l, stdout);
-                i += l;
-                continue;
-            }
-            printf("\\x%02X", c);
-        } else {
-            printf("\\x%02X", c);
-        }
-        i++;
-    }
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static int bench(const sdn_tokenizer *t, const char *text, size_t len, int add_bos, int special) {
-    sdn_err err = {0};
-    double enc[64], dec[64];
-    int runs = 0, n = 0;
-    double start = sdn_now();
-    while (runs < 64 && (runs < 5 || sdn_now() - start < 1.0)) {
-        int32_t *ids;
-        double t0 = sdn_now();
-        if (sdn_tokenize(t, text, len, add_bos, special, &ids, &n, &err)) {
-            fprintf(stderr, "sdnpu: %s\n", err.msg);
-            return 1;
-        }
-        double t1 = sdn_now();
-        char *out;
-        if (sdn_detokenize(t, ids, n, &out, &err)) {
-            fprintf(stderr, "sdnpu: %s\n", err.msg);
-            free(ids);
-            return 1;
-        }
-        double t2 = sdn_now();
-        free(out);
-        free(ids);
-        enc[runs] = t1 - t0;
-        dec[runs] = t2 - t1;
-        runs++;
-    }
-    qsort(enc, (size_t)runs, sizeof *enc, cmp_double);
-    qsort(dec, (size_t)runs, sizeof *dec, cmp_double);
-    double me = enc[runs / 2], md = dec[runs / 2];
-    printf("tokenize: %zu bytes -> %d tokens; encode median %.3f ms (%.0f tokens/s, %.1f MB/s), decode median %.3f ms (%.0f tokens/s); %d runs\n",
-           len, n, me * 1e3, n / me, len / me / 1e6, md * 1e3, n / md, runs);
-    return 0;
-}
+#include "cli/opts.h"
+#include "tools/tools.h"
 
 int cmd_tokenize(int argc, char **argv) {
     const char *model = NULL, *tokfile = NULL, *file = NULL, *text = NULL;
     int ids_only = 0, no_bos = 0, special = 0, do_bench = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(a, "--model") || !strcmp(a, "-m")) {
-            if (!(model = cli_value(argc, argv, &i, a))) return 2;
-        } else if (!strcmp(a, "--tokenizer")) {
-            if (!(tokfile = cli_value(argc, argv, &i, a))) return 2;
-        } else if (!strcmp(a, "--file") || !strcmp(a, "-f")) {
-            if (!(file = cli_value(argc, argv, &i, a))) return 2;
-        } else if (!strcmp(a, "--ids")) ids_only = 1;
-        else if (!strcmp(a, "--no-bos")) no_bos = 1;
-        else if (!strcmp(a, "--special")) special = 1;
-        else if (!strcmp(a, "--bench")) do_bench = 1;
-        else if (a[0] == '-' && a[1]) {
-            fprintf(stderr, "sdnpu tokenize: unknown option %s\n", a);
-            usage(stderr);
-            return 2;
-        } else if (text) {
-            fprintf(stderr, "sdnpu tokenize: more than one TEXT argument ('%s'); quote the text\n", a);
-            return 2;
-        } else text = a;
-    }
+    const cli_opt table[] = {
+        CLI_O_MODEL(&model, "GGUF file (a vocabulary-only GGUF is enough; or -m M)"),
+        {.name = "-m", .kind = CLI_STR, .dest = &model, .arg = "M"},
+        {.name = "--tokenizer", .kind = CLI_STR, .dest = &tokfile, .arg = "FILE", .help = "llama2.c tokenizer.bin instead of a GGUF"},
+        {.name = "--ids", .kind = CLI_FLAG, .dest = &ids_only, .help = "print only the ids, space-separated on one line"},
+        {.name = "--no-bos", .kind = CLI_FLAG, .dest = &no_bos, .help = "do not add BOS (default: as the model's metadata says)"},
+        {.name = "--special", .kind = CLI_FLAG, .dest = &special, .help = "control tokens written in the text (<|im_start|>, <s>) become single tokens"},
+        {.name = "--file", .kind = CLI_STR, .dest = &file, .arg = "PATH", .help = "tokenize the contents of PATH instead of TEXT (or -f PATH)"},
+        {.name = "-f", .kind = CLI_STR, .dest = &file, .arg = "PATH"},
+        {.name = "--bench", .kind = CLI_FLAG, .dest = &do_bench, .help = "time tokenization of the text (median of repeated runs)"},
+        CLI_O_END,
+    };
+    const cli_cmd cmd = {.name = "tokenize", .synopsis = "(--model M | --tokenizer FILE) [options] (TEXT | --file PATH)",
+                         .about = "Show the ids and pieces of a text under a model's own tokenizer (quote the TEXT: one argument).",
+                         .opts = table, .positional = "TEXT", .max_positional = 1};
+    int n_pos = 0;
+    int prc = cli_parse(&cmd, argc, argv, &text, &n_pos);
+    if (prc != CLI_CONTINUE) return prc;
     if (!model && !tokfile) {
         fprintf(stderr, "sdnpu tokenize: give --model M (GGUF) or --tokenizer FILE (llama2.c tokenizer.bin)\n");
         return 2;
@@ -126,71 +40,7 @@ int cmd_tokenize(int argc, char **argv) {
         fprintf(stderr, "sdnpu tokenize: give either TEXT or --file PATH\n");
         return 2;
     }
-    sdn_err err = {0};
-    char *buf = NULL;
-    size_t len;
-    if (file) {
-        if (sdn_read_file(file, &buf, &len, &err)) {
-            fprintf(stderr, "sdnpu tokenize: option --file: %s\n", err.msg);
-            return 1;
-        }
-        text = buf;
-    } else {
-        len = strlen(text);
-    }
-    sdn_gguf *g = NULL;
-    sdn_tokenizer *t = NULL;
-    int rc;
-    if (tokfile) {
-        rc = sdn_tokenizer_from_llama2c(tokfile, 0, &t, &err);
-        if (rc) fprintf(stderr, "sdnpu tokenize: option --tokenizer: %s\n", err.msg);
-    } else {
-        char resolved[1300];
-        rc = sdn_model_resolve(model, resolved, sizeof resolved, &err);
-        if (!rc) rc = sdn_gguf_open(resolved, &g, &err);
-        if (!rc) rc = sdn_tokenizer_from_gguf(g, &t, &err);
-        if (rc)
-            fprintf(stderr, "sdnpu tokenize: option --model: %s%s\n", err.msg,
-                    strstr(err.msg, "magic") ? " (for a llama2.c checkpoint give its tokenizer.bin with --tokenizer)" : "");
-    }
-    if (rc) {
-        sdn_gguf_close(g);
-        free(buf);
-        return 1;
-    }
-    int add_bos = no_bos ? 0 : sdn_tokenizer_add_bos(t);
-    if (do_bench) {
-        rc = bench(t, text, len, add_bos, special);
-    } else {
-        int32_t *ids;
-        int n;
-        rc = sdn_tokenize(t, text, len, add_bos, special, &ids, &n, &err);
-        if (!rc && add_bos && n >= 2 && ids[1] == ids[0])
-            fprintf(stderr, "sdnpu tokenize: note: the text starts with the BOS token and BOS was added too (--no-bos avoids the double BOS)\n");
-        if (rc) {
-            fprintf(stderr, "sdnpu tokenize: %s\n", err.msg);
-        } else if (ids_only) {
-            for (int i = 0; i < n; i++) printf("%s%d", i ? " " : "", ids[i]);
-            printf("\n");
-        } else {
-            char small[256];
-            for (int i = 0; i < n; i++) {
-                size_t l = sdn_tokenizer_token_bytes(t, ids[i], small, sizeof small);
-                char *p = small;
-                if (l > sizeof small) {
-                    p = malloc(l);
-                    if (p) sdn_tokenizer_token_bytes(t, ids[i], p, l);
-                }
-                printf("%d\t'", ids[i]);
-                if (p) print_escaped(p, l);
-                printf("'\n");
-                if (p != small) free(p);
-            }
-        }
-        if (!rc) free(ids);
-    }
-    sdn_tokenizer_free(t);
-    sdn_gguf_close(g);
-    free(buf);
-    return rc ? 1 : 0;
+    sdn_tool_tokenize_opts to = {.model = model, .tokenizer = tokfile, .file = file, .text = text, .ids_only = ids_only,
+                                 .no_bos = no_bos, .special = special, .bench = do_bench};
+    return sdn_tool_tokenize(&to);
 }

@@ -1,6 +1,6 @@
 /* ds_cli.c - see ds_cli.h. */
 #include "cli/ds_cli.h"
-#include "cli/bench_util.h"
+#include "tools/bench_util.h"
 
 #include <libgen.h>
 #include <limits.h>
@@ -9,7 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "draft/methods.h"
+#include "sdnpu.h"
 
 const char *dscli_shared(void) {
     static char path[PATH_MAX];
@@ -76,7 +76,7 @@ void dscli_free_list(char **l) {
 
 char **dscli_all_methods(int *n) {
     int k = 0;
-    char **all = dscli_split(sdn_method_list(), &k);
+    char **all = dscli_split(sdnpu_methods(), &k);
     int w = 0;
     for (int i = 0; i < k; i++) {
         if (!strcmp(all[i], "none")) free(all[i]);
@@ -85,9 +85,4 @@ char **dscli_all_methods(int *n) {
     all[w] = NULL;
     *n = w;
     return all;
-}
-
-void dscli_progress(void *ud, long done, long total, const char *note) {
-    (void)total;
-    sdn_progress_update(ud, done, note);
 }

@@ -1,10 +1,10 @@
 /* ds_cli.h - helpers shared by the dataset commands (trace, trace-import, study, bench,
- * make-story-task): where ../shared is, comma-separated lists, the method list from the
- * registry, and the progress-bar callback. */
+ * make-story-task): where ../shared is, comma-separated lists, and the method list of the
+ * public API (--param: tools/method_params.h). */
 #ifndef SDN_DS_CLI_H
 #define SDN_DS_CLI_H
 
-#include "tools/progress.h"
+#include <stddef.h>
 
 /* The shared material directory: $SDN_SHARED, else ../shared beside the source tree the
  * program was built in (BUILD/sdnpu with BUILD/../CMakeLists.txt); NULL when absent. Nothing
@@ -13,9 +13,7 @@ const char *dscli_shared(void);
 /* Split "a,b, c" into a NULL-terminated malloc'd array of malloc'd strings; *n items. */
 char **dscli_split(const char *csv, int *n);
 void dscli_free_list(char **l);
-/* Every registered drafting method except "none" (from sdn_method_list()). */
+/* Every registered drafting method except "none" (from sdnpu_methods()). */
 char **dscli_all_methods(int *n);
-/* sdn_bench_opts.progress adapter: ud is an sdn_progress. */
-void dscli_progress(void *ud, long done, long total, const char *note);
 
 #endif

@@ -1,5 +1,6 @@
 /* main.c - entry point of the `sdnpu` program: dispatches to one subcommand per file
- * (cmd_*.c). The CLI only parses options and calls libsdnpu. */
+ * (cmd_*.c). The CLI only parses options and calls libsdnpu (sdnpu.h) and the tools library
+ * (tools/tools.h). */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -9,35 +10,33 @@
 #include "cli/cli.h"
 #include "cli/opts.h"
 #include "sdnpu.h"
-#include "kernels/kernel_path.h"
-#include "attention/kv_cache.h"
+#include "tools/tools.h"
 
 static const struct {
     const char *name;
     sdn_cmd_fn fn;
     const char *help;
-    int table; /* 1: parses with cli_parse (opts.h), which prints the example in --help */
 } commands[] = {
-    {"demo", cmd_demo, "the built-in default: SmolLM2-135M-Instruct summarizes a shipped document, plain vs speculative", 1},
-    {"run", cmd_run, "generate text for a prompt (and context documents) with a model file", 1},
-    {"chat", cmd_chat, "interactive multi-turn conversation with a chat model (lines from stdin; /reset, /exit)", 1},
-    {"pull", cmd_pull, "fetch a known real model (smollm2-135m-instruct) into the cache and verify it", 0},
-    {"info", cmd_info, "describe a model file: architecture, shapes, tensor types, tokenizer, memory", 1},
-    {"make-model", cmd_make_model, "write a seeded random-weight GGUF of a named shape", 0},
-    {"bench-model", cmd_bench_model, "prefill/decode speed vs. memory bandwidth and SGEMM (Qwen2.5-0.5B shapes)", 0},
-    {"tokenize", cmd_tokenize, "show the ids and pieces of a text under a model's own tokenizer (--bench: speed)", 0},
-    {"bench-verify", cmd_bench_verify, "verify-step cost vs. tree size; none/pld/sam end to end on TinyStories", 0},
-    {"bench-sam", cmd_bench_sam, "micro-benchmark of the suffix automaton and baseline drafters", 0},
-    {"bench-kernels", cmd_bench_kernels, "speed of the small-batch matmul kernels vs a memory-bandwidth probe", 0},
-    {"bench-attention", cmd_bench_attention, "speed of the attention kernels per cache type, context and rows vs a bandwidth probe", 1},
-    {"profile", cmd_profile, "profile the prefill/decode graphs of a model on this machine; print the fits and the chosen schedule", 0},
-    {"bench-graphs", cmd_bench_graphs, "graph switching: time to first token of sync/async/progressive, and greedy vs optimal schedules", 0},
-    {"bench", cmd_bench, "generation over a dataset: every drafting method vs plain decoding (acceptance, ms/token, speedup)", 0},
-    {"trace", cmd_trace, "record plain greedy generation over a dataset as a trace for offline studies", 0},
-    {"trace-import", cmd_trace_import, "turn text-only model answers (e.g. Vicuna outputs) into a trace", 0},
-    {"study", cmd_study, "offline acceptance study: replay drafting methods against traces", 0},
-    {"serve", cmd_serve, "OpenAI-compatible HTTP server (chat, completions, streaming) with speculative decoding on", 1},
-    {"make-story-task", cmd_make_story_task, "write the generated story task (model-written stories) for small story models", 0},
+    {"demo", cmd_demo, "the built-in default: SmolLM2-135M-Instruct summarizes a shipped document, plain vs speculative"},
+    {"run", cmd_run, "generate text for a prompt (and context documents) with a model file"},
+    {"chat", cmd_chat, "interactive multi-turn conversation with a chat model (lines from stdin; /reset, /exit)"},
+    {"pull", cmd_pull, "fetch a known real model (smollm2-135m-instruct) into the cache and verify it"},
+    {"info", cmd_info, "describe a model file: architecture, shapes, tensor types, tokenizer, memory"},
+    {"make-model", cmd_make_model, "write a seeded random-weight GGUF of a named shape"},
+    {"bench-model", cmd_bench_model, "prefill/decode speed vs. memory bandwidth and SGEMM (Qwen2.5-0.5B shapes)"},
+    {"tokenize", cmd_tokenize, "show the ids and pieces of a text under a model's own tokenizer (--bench: speed)"},
+    {"bench-verify", cmd_bench_verify, "verify-step cost vs. tree size; none/pld/sam end to end on TinyStories"},
+    {"bench-sam", cmd_bench_sam, "micro-benchmark of the suffix automaton and baseline drafters"},
+    {"bench-kernels", cmd_bench_kernels, "speed of the small-batch matmul kernels vs a memory-bandwidth probe"},
+    {"bench-attention", cmd_bench_attention, "speed of the attention kernels per cache type, context and rows vs a bandwidth probe"},
+    {"profile", cmd_profile, "profile the prefill/decode graphs of a model on this machine; print the fits and the chosen schedule"},
+    {"bench-graphs", cmd_bench_graphs, "graph switching: time to first token of sync/async/progressive, and greedy vs optimal schedules"},
+    {"bench", cmd_bench, "generation over a dataset: every drafting method vs plain decoding (acceptance, ms/token, speedup)"},
+    {"trace", cmd_trace, "record plain greedy generation over a dataset as a trace for offline studies"},
+    {"trace-import", cmd_trace_import, "turn text-only model answers (e.g. Vicuna outputs) into a trace"},
+    {"study", cmd_study, "offline acceptance study: replay drafting methods against traces"},
+    {"serve", cmd_serve, "OpenAI-compatible HTTP server (chat, completions, streaming) with speculative decoding on"},
+    {"make-story-task", cmd_make_story_task, "write the generated story task (model-written stories) for small story models"},
 };
 
 static void usage(FILE *f) {
@@ -59,63 +58,23 @@ static void usage(FILE *f) {
  * prefill matmuls (else SDN_PREFILL_MATMUL, else auto), --cache-type-k / --cache-type-v (-ctk,
  * -ctv) f16|f32|q8 the KV cache types of every context (else SDN_CACHE_TYPE_K / _V, else f16).
  * Returns 0, or 2 after printing the error. */
-static int kernel_option(int *argc, char **argv) {
+static int kernel_option(const char *cmd, int *argc, char **argv) {
     const char *name = NULL, *pmm = NULL, *ctk = NULL, *ctv = NULL;
-    int j = 1;
-    for (int i = 1; i < *argc; i++) {
-        const int kk = !strcmp(argv[i], "--cache-type-k") || !strcmp(argv[i], "-ctk");
-        if (kk || !strcmp(argv[i], "--cache-type-v") || !strcmp(argv[i], "-ctv")) {
-            if (i + 1 >= *argc) {
-                fprintf(stderr, "sdnpu: option %s needs a value (f16, f32 or q8)\n", argv[i]);
-                return 2;
-            }
-            if (kk) ctk = argv[++i];
-            else ctv = argv[++i];
-        } else if (!strcmp(argv[i], "--kernel") || !strcmp(argv[i], "--prefill-matmul")) {
-            const int k = argv[i][2] == 'k';
-            if (i + 1 >= *argc) {
-                fprintf(stderr, "sdnpu: option %s needs a value (%s)\n", argv[i],
-                        k ? "portable, avx2, avx512 or amx" : "auto, sgemm or kernels");
-                return 2;
-            }
-            if (k) name = argv[++i];
-            else pmm = argv[++i];
-        } else if (!strncmp(argv[i], "--kernel=", 9)) {
-            name = argv[i] + 9;
-        } else if (!strncmp(argv[i], "--prefill-matmul=", 17)) {
-            pmm = argv[i] + 17;
-        } else {
-            argv[j++] = argv[i];
-        }
-    }
-    *argc = j;
-    argv[j] = NULL;
-    sdn_err err = {0};
-    sdn_kpath p;
-    int rc = name ? sdn_kpath_parse(name, &p, &err) : SDN_OK;
-    if (!rc) rc = name ? sdn_kpath_set(p, &err) : sdn_kpath_init(&err);
-    if (rc) {
-        fprintf(stderr, "sdnpu: %s%s\n", name ? "--kernel: " : "", err.msg);
-        return 2;
-    }
-    sdn_prefill_mm m;
-    rc = pmm ? sdn_prefill_mm_parse(pmm, &m, &err) : sdn_prefill_mm_init(&err);
-    if (rc) {
-        fprintf(stderr, "sdnpu: %s%s\n", pmm ? "--prefill-matmul: " : "", err.msg);
-        return 2;
-    }
-    if (pmm) sdn_prefill_mm_set(m);
-    sdn_kv_type tk = SDN_KV_AUTO, tv = SDN_KV_AUTO;
-    if ((ctk && sdn_kv_type_parse(ctk, "--cache-type-k", &tk, &err)) || (ctv && sdn_kv_type_parse(ctv, "--cache-type-v", &tv, &err)) ||
-        (!ctk && !ctv && sdn_kv_default_init(&err))) {
-        fprintf(stderr, "sdnpu: %s\n", err.msg);
-        return 2;
-    }
-    if (ctk || ctv) sdn_kv_set_default(tk, tv);
-    return 0;
+    const cli_opt global[] = {
+        {.name = "--kernel", .kind = CLI_STR, .dest = &name, .arg = "portable|avx2|avx512|amx"},
+        {.name = "--prefill-matmul", .kind = CLI_STR, .dest = &pmm, .arg = "auto|sgemm|kernels"},
+        {.name = "--cache-type-k", .kind = CLI_STR, .dest = &ctk, .arg = "f16|f32|q8"},
+        {.name = "-ctk", .kind = CLI_STR, .dest = &ctk, .arg = "f16|f32|q8"},
+        {.name = "--cache-type-v", .kind = CLI_STR, .dest = &ctv, .arg = "f16|f32|q8"},
+        {.name = "-ctv", .kind = CLI_STR, .dest = &ctv, .arg = "f16|f32|q8"},
+        CLI_O_END,
+    };
+    int rc = cli_extract(cmd, global, argc, argv);
+    if (rc) return rc;
+    return sdn_tool_global_options(name, pmm, ctk, ctv);
 }
 
-static void version(void) { printf("sdnpu %s (libsdnpu %s)\n", SDNPU_VERSION, sdnpu_version()); }
+static void version(void) { cli_version(stdout); }
 
 int main(int argc, char **argv) {
     if (argc >= 2 && (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V"))) {
@@ -126,33 +85,20 @@ int main(int argc, char **argv) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
     }
-    /* room for every --opt=value to become two arguments */
-    char **args = calloc((size_t)argc * 2 + 1, sizeof *args);
+    /* a copy: the global options are taken out of it */
+    char **args = calloc((size_t)argc + 1, sizeof *args);
     if (!args) return 1;
     memcpy(args, argv, (size_t)argc * sizeof *argv);
-    cli_normalize(argv[1], &argc, args);
     argv = args;
     int rc = 2;
-    if (kernel_option(&argc, argv)) goto out;
+    if (kernel_option(argv[1], &argc, argv)) goto out;
     if (argc < 2) {
         usage(stderr);
         goto out;
     }
-    int help = 0;
-    for (int i = 2; i < argc; i++) {
-        if (!strcmp(argv[i], "--version")) {
-            version();
-            rc = 0;
-            goto out;
-        }
-        if (!strcmp(argv[i], "--help")) help = 1;
-    }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (!strcmp(argv[1], commands[i].name)) {
-            rc = commands[i].fn(argc - 1, argv + 1);
-            /* the table-driven commands (opts.c) print their example themselves */
-            if (help && rc == 0 && !commands[i].table && cli_example(commands[i].name))
-                printf("\nexample:\n  %s\n", cli_example(commands[i].name));
+            rc = commands[i].fn(argc - 1, argv + 1); /* cli_parse prints --help with the example */
             goto out;
         }
     fprintf(stderr, "sdnpu: unknown command '%s'\n", argv[1]);
@@ -162,34 +108,3 @@ out:
     return rc;
 }
 
-int cli_int(const char *opt, const char *val, long lo, long hi, long *out) {
-    char *end;
-    errno = 0;
-    long v = strtol(val, &end, 10);
-    if (errno || end == val || *end || v < lo || v > hi) {
-        fprintf(stderr, "sdnpu: option %s: '%s' is not an integer in [%ld, %ld]\n", opt, val, lo, hi);
-        return -1;
-    }
-    *out = v;
-    return 0;
-}
-
-int cli_float(const char *opt, const char *val, double lo, double hi, double *out) {
-    char *end;
-    errno = 0;
-    double v = strtod(val, &end);
-    if (errno || end == val || *end || !isfinite(v) || v < lo || v > hi) {
-        fprintf(stderr, "sdnpu: option %s: '%s' is not a number in [%g, %g]\n", opt, val, lo, hi);
-        return -1;
-    }
-    *out = v;
-    return 0;
-}
-
-const char *cli_value(int argc, char **argv, int *i, const char *opt) {
-    if (*i + 1 >= argc) {
-        fprintf(stderr, "sdnpu: option %s needs a value\n", opt);
-        return NULL;
-    }
-    return argv[++*i];
-}

@@ -12,9 +12,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
-#include "draft/methods.h"
+#include "sdnpu.h"
+#include "tools/tools.h"
 
 static const struct {
     const char *cmd, *example;
@@ -53,18 +55,25 @@ void cli_list_free(cli_list *l) {
     l->n = 0;
 }
 
-void cli_param_help(FILE *f) {
-    const char *key;
-    int is_float;
-    double lo, hi, def;
-    fprintf(f, "                        keys (range, default):\n");
-    for (int i = 0; sdn_method_param_info(i, &key, &is_float, &lo, &hi, &def); i++)
-        fprintf(f, "                          %-18s %s in [%g, %g], default %g\n", key, is_float ? "number " : "integer", lo, hi, def);
-    fprintf(f, "                        reuse.rule: 0 = a reused segment ages out after reuse.max_age steps, 1 = the paper's\n"
-               "                          rule (kept one step at least, dropped after a step drafting more than\n"
-               "                          reuse.threshold tokens); sdnpu.weigh: 1 = with calibration the context continuation\n"
-               "                          is weighed by the model's prefill predictions, 0 = not (the paper's drafter,\n"
-               "                          the default: it measured better on the real tasks)\n");
+void cli_param_help(FILE *f) { sdn_tool_param_help(f); }
+
+double cli_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* A help line wrapped at spaces to 110 columns, continued under the first (column 24). */
+static void help_text(FILE *f, const char *h) {
+    const int width = 110 - 24;
+    while ((int)strlen(h) > width) {
+        int cut = width;
+        while (cut > 0 && h[cut] != ' ') cut--;
+        if (cut == 0) break;
+        fprintf(f, "%.*s\n%24s", cut, h, "");
+        h += cut + 1;
+    }
+    fprintf(f, "%s\n", h);
 }
 
 void cli_help(const cli_cmd *c, FILE *f) {
@@ -75,20 +84,63 @@ void cli_help(const cli_cmd *c, FILE *f) {
         if (!o->help) continue;
         char lhs[64];
         snprintf(lhs, sizeof lhs, "%s%s%s", o->name, o->arg ? " " : "", o->arg ? o->arg : "");
-        if (strlen(lhs) < 22) fprintf(f, "  %-22s%s\n", lhs, o->help);
-        else fprintf(f, "  %s\n  %-22s%s\n", lhs, "", o->help);
+        if (strlen(lhs) < 22) fprintf(f, "  %-22s", lhs);
+        else fprintf(f, "  %s\n  %-22s", lhs, "");
+        help_text(f, o->help);
         if (!strcmp(o->name, "--param")) cli_param_help(f);
     }
-    fprintf(f, "  -h, --help            this help\n  --version             the program's version\n");
+    fprintf(f, "  -h, --help            this help\n  --version             the program's version\n"
+               "  (and the options of every command: --kernel, --prefill-matmul, --cache-type-k, --cache-type-v; sdnpu --help)\n");
+    if (c->epilogue) fprintf(f, "\n%s%s", c->epilogue, c->epilogue[strlen(c->epilogue) - 1] == '\n' ? "" : "\n");
+    if (c->epilogue_fn) c->epilogue_fn(f);
     const char *ex = cli_example(c->name);
     if (ex) fprintf(f, "\nexample:\n  %s\n", ex);
 }
+
+/* Old spellings, by command ("*": every command), and their current names. */
+static const struct {
+    const char *cmd, *old, *now;
+} k_aliases[] = {
+    {"make-story-task", "--tokens", "--max-tokens"},
+    {"bench-sam", "--tokens", "--context-tokens"},
+    {"trace-import", "--max-new", "--max-tokens"},
+    {"bench-model", "--gen", "--max-tokens"},
+    {"bench-model", "--prompt", "--prompt-tokens"},
+    {"bench-graphs", "--prompt", "--prompt-tokens"},
+    {"trace", "--topk", "--prefill-topk"},
+};
 
 static int set_value(const cli_cmd *c, const cli_opt *o, const char *v) {
     char *end;
     errno = 0;
     switch (o->kind) {
     case CLI_STR: *(const char **)o->dest = v; return 0;
+    case CLI_ENUM: {
+        size_t vl = strlen(v);
+        for (const char *p = o->choices; p && *p;) {
+            const char *e = strchr(p, '|');
+            size_t l = e ? (size_t)(e - p) : strlen(p);
+            if (l == vl && !strncmp(p, v, l)) {
+                *(const char **)o->dest = v;
+                return 0;
+            }
+            p = e ? e + 1 : p + l;
+        }
+        char list[256];
+        snprintf(list, sizeof list, "%s", o->choices ? o->choices : "");
+        for (char *q = list; *q; q++)
+            if (*q == '|') *q = ',';
+        fprintf(stderr, "sdnpu %s: option %s: '%s' is not one of %s\n", c->name, o->name, v, list);
+        return -1;
+    }
+    case CLI_FN: {
+        char why[256] = "";
+        if (o->fn(o->dest, v, why, sizeof why)) {
+            fprintf(stderr, "sdnpu %s: option %s: '%s': %s\n", c->name, o->name, v, why[0] ? why : "bad value");
+            return -1;
+        }
+        return 0;
+    }
     case CLI_LIST: {
         cli_list *l = o->dest;
         const char **nv = realloc(l->v, (size_t)(l->n + 1) * sizeof *nv);
@@ -98,6 +150,7 @@ static int set_value(const cli_cmd *c, const cli_opt *o, const char *v) {
         return 0;
     }
     case CLI_INT:
+    case CLI_LONG:
     case CLI_U64: {
         long long x = strtoll(v, &end, 10);
         if (errno || end == v || *end || (double)x < o->lo || (double)x > o->hi) {
@@ -105,6 +158,7 @@ static int set_value(const cli_cmd *c, const cli_opt *o, const char *v) {
             return -1;
         }
         if (o->kind == CLI_INT) *(int *)o->dest = (int)x;
+        else if (o->kind == CLI_LONG) *(long *)o->dest = (long)x;
         else *(uint64_t *)o->dest = (uint64_t)x;
         return 0;
     }
@@ -120,6 +174,7 @@ static int set_value(const cli_cmd *c, const cli_opt *o, const char *v) {
         return 0;
     }
     case CLI_FLAG: *(int *)o->dest = 1; return 0;
+    case CLI_REFUSE: return -1;
     }
     return -1;
 }
@@ -130,6 +185,10 @@ int cli_parse(const cli_cmd *c, int argc, char **argv, const char **pos, int *n_
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             cli_help(c, stdout);
+            return 0;
+        }
+        if (!strcmp(a, "--version")) {
+            cli_version(stdout);
             return 0;
         }
         if (a[0] != '-' || !strcmp(a, "-")) {
@@ -146,11 +205,20 @@ int cli_parse(const cli_cmd *c, int argc, char **argv, const char **pos, int *n_
         const cli_opt *o = c->opts;
         for (; o->name; o++)
             if (strlen(o->name) == nl && !strncmp(o->name, a, nl)) break;
+        for (size_t k = 0; !o->name && k < sizeof k_aliases / sizeof k_aliases[0]; k++)
+            if (!strcmp(k_aliases[k].cmd, c->name) && strlen(k_aliases[k].old) == nl && !strncmp(k_aliases[k].old, a, nl)) {
+                fprintf(stderr, "sdnpu %s: note: %s is deprecated, use %s\n", c->name, k_aliases[k].old, k_aliases[k].now);
+                for (o = c->opts; o->name && strcmp(o->name, k_aliases[k].now); o++) {}
+            }
         if (!o->name) {
             fprintf(stderr, "sdnpu %s: unknown option %.*s (sdnpu %s --help lists the options)\n", c->name, (int)nl, a, c->name);
             return CLI_EXIT_USAGE;
         }
         if (o->deprecated_for) fprintf(stderr, "sdnpu %s: note: %s is deprecated, use %s\n", c->name, o->name, o->deprecated_for);
+        if (o->kind == CLI_REFUSE) {
+            fprintf(stderr, "sdnpu %s: option %s: %s\n", c->name, o->name, o->choices);
+            return CLI_EXIT_USAGE;
+        }
         const char *v = NULL;
         if (o->kind == CLI_FLAG) {
             if (eq) {
@@ -164,60 +232,73 @@ int cli_parse(const cli_cmd *c, int argc, char **argv, const char **pos, int *n_
             return CLI_EXIT_USAGE;
         }
         if (set_value(c, o, v)) return CLI_EXIT_USAGE;
+        if (o->check == CLI_CHECK_OUT_FILE && cli_check_output(o->name, v)) return CLI_EXIT_RUNTIME;
+        if (o->check == CLI_CHECK_OUT_DIR && cli_check_output_dir(o->name, v)) return CLI_EXIT_RUNTIME;
     }
     return CLI_CONTINUE;
 }
 
-/* Old spellings, by command ("*": every command), and their current names. */
-static const struct {
-    const char *cmd, *old, *now;
-} k_aliases[] = {
-    {"make-story-task", "--tokens", "--max-tokens"},
-    {"bench-sam", "--tokens", "--context-tokens"},
-    {"trace-import", "--max-new", "--max-tokens"},
-    {"bench-model", "--gen", "--max-tokens"},
-    {"bench-model", "--prompt", "--prompt-tokens"},
-    {"bench-graphs", "--prompt", "--prompt-tokens"},
-    {"trace", "--topk", "--prefill-topk"},
-};
-
-void cli_normalize(const char *cmd, int *argc, char **argv) {
-    int n = *argc;
-    for (int i = 1; i < n; i++) {
-        char *a = argv[i];
-        if (!strcmp(a, "-h")) {
-            argv[i] = "--help";
+int cli_extract(const char *who, const cli_opt *opts, int *argc, char **argv) {
+    const cli_cmd c = {.name = who, .opts = opts};
+    int j = 1;
+    for (int i = 1; i < *argc; i++) {
+        const char *a = argv[i];
+        const char *eq = strncmp(a, "--", 2) == 0 ? strchr(a, '=') : NULL;
+        size_t nl = eq ? (size_t)(eq - a) : strlen(a);
+        const cli_opt *o = opts;
+        for (; o->name; o++)
+            if (strlen(o->name) == nl && !strncmp(o->name, a, nl)) break;
+        if (!o->name) {
+            argv[j++] = argv[i];
             continue;
         }
-        if (strncmp(a, "--", 2) != 0) continue;
-        char *eq = strchr(a, '=');
-        if (eq) { /* split in place: "--opt" and "value" */
-            memmove(&argv[i + 2], &argv[i + 1], (size_t)(n - i - 1) * sizeof *argv);
-            *eq = 0;
-            argv[i + 1] = eq + 1;
-            n++;
+        const char *v = NULL;
+        if (eq) v = eq + 1;
+        else if (i + 1 < *argc) v = argv[++i];
+        else {
+            fprintf(stderr, "sdnpu %s: option %s needs a value (%s)\n", who, o->name, o->arg ? o->arg : "VALUE");
+            return CLI_EXIT_USAGE;
         }
-        for (size_t k = 0; k < sizeof k_aliases / sizeof k_aliases[0]; k++)
-            if ((!strcmp(k_aliases[k].cmd, "*") || !strcmp(k_aliases[k].cmd, cmd)) && !strcmp(argv[i], k_aliases[k].old)) {
-                fprintf(stderr, "sdnpu %s: note: %s is deprecated, use %s\n", cmd, k_aliases[k].old, k_aliases[k].now);
-                argv[i] = (char *)k_aliases[k].now;
-                break;
-            }
-        if (eq) i++; /* the value is not an option */
+        if (set_value(&c, o, v)) return CLI_EXIT_USAGE;
     }
-    argv[n] = NULL;
-    *argc = n;
+    *argc = j;
+    argv[j] = NULL;
+    return 0;
+}
+
+int cli_int_list(const char *cmd, const char *opt, const char *v, long lo, long hi, long *out, int cap) {
+    int n = 0;
+    const char *p = v;
+    for (;;) {
+        char *end;
+        errno = 0;
+        long x = strtol(p, &end, 10);
+        if (errno || end == p || (*end && *end != ',') || x < lo || x > hi) {
+            fprintf(stderr, "sdnpu %s: option %s: '%s' is not a comma-separated list of integers in [%ld, %ld]\n", cmd, opt, v, lo, hi);
+            return -1;
+        }
+        if (n == cap) {
+            fprintf(stderr, "sdnpu %s: option %s: '%s': %d values at most\n", cmd, opt, v, cap);
+            return -1;
+        }
+        out[n++] = x;
+        if (!*end) return n;
+        p = end + 1;
+    }
 }
 
 int cli_default_threads(void) {
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    if (sched_getaffinity(0, sizeof set, &set) == 0) {
-        int n = CPU_COUNT(&set);
-        if (n > 0) return n;
-    }
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n > 0 ? (int)n : 1;
+    sdnpu_context_params cp;
+    sdnpu_context_params_init(&cp);
+    return cp.n_threads;
+}
+
+const char *cli_threads_help(void) {
+    static char h[128];
+    if (!h[0])
+        snprintf(h, sizeof h, "compute threads (default: the CPUs this process may use, %d at most; here %d)", SDNPU_DEFAULT_MAX_THREADS,
+                 cli_default_threads());
+    return h;
 }
 
 int cli_check_output(const char *opt, const char *path) {
@@ -297,3 +378,18 @@ char *cli_command_line(int argc, char **argv) {
     *p = 0;
     return s;
 }
+
+void cli_version(FILE *f) { fprintf(f, "sdnpu %s (libsdnpu %s)\n", SDNPU_VERSION, sdnpu_version()); }
+
+int cli_int(const char *opt, const char *val, long lo, long hi, long *out) {
+    char *end;
+    errno = 0;
+    long v = strtol(val, &end, 10);
+    if (errno || end == val || *end || v < lo || v > hi) {
+        fprintf(stderr, "sdnpu: option %s: '%s' is not an integer in [%ld, %ld]\n", opt, val, lo, hi);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+

@@ -4,10 +4,14 @@
  * name, help line with the default) and calls cli_parse: it accepts `--opt value` and
  * `--opt=value`, `-h`/`--help` (the help generated from the table, ending with the command's
  * runnable example), repeatable list options, positional arguments, deprecated spellings
- * (parsed as the new name with a note on stderr), and returns exit code 2 for every usage
- * error with a message naming the option. main.c applies the same rules (--opt=value, -h,
- * --version, deprecated spellings, the example after --help) to every command before it
- * runs, so the benchmark commands that still parse their own loops share them too.
+ * (parsed as the new name with a note on stderr: make-story-task --tokens, trace-import
+ * --max-new, bench-model --gen: --max-tokens; bench-sam --tokens: --context-tokens; trace
+ * --topk: --prefill-topk; bench-model and bench-graphs --prompt N: --prompt-tokens), and
+ * returns exit code 2 for every usage error with a message naming the option and the value.
+ * Every command parses its options with it (main.c takes the program's global options out
+ * first with cli_extract); options several commands take are declared once (CLI_O_* below).
+ * Defaults shared with the library are the library's (SDNPU_DEFAULT_* in sdnpu.h, read
+ * through sdnpu_request_init / sdnpu_context_params_init).
  *
  * Exit codes of every command: 0 success, 1 runtime failure (a file that cannot be read, a
  * model that fails to load, ...), 2 usage error (unknown option, bad value, missing or
@@ -30,7 +34,18 @@ typedef enum cli_kind {
     CLI_DOUBLE, /* *(double *)dest, in [lo, hi] */
     CLI_STR,    /* *(const char **)dest */
     CLI_LIST,   /* repeatable: appended to *(cli_list *)dest */
+    CLI_LONG,   /* *(long *)dest, in [lo, hi] */
+    CLI_ENUM,   /* *(const char **)dest, one of the '|'-separated words of .choices */
+    CLI_FN,     /* .fn(dest, value, why, cap) parses the value (0, or -1 with why filled) */
+    CLI_REFUSE, /* a spelling refused with the message in .choices (exit 2; takes no value) */
 } cli_kind;
+
+/* What cli_parse checks of a value at once (after storing it). */
+typedef enum cli_check {
+    CLI_CHECK_NONE,
+    CLI_CHECK_OUT_FILE, /* an output file: cli_check_output (failure: exit 1) */
+    CLI_CHECK_OUT_DIR,  /* an output directory: cli_check_output_dir (failure: exit 1) */
+} cli_check;
 
 /* Values of a repeatable option (the strings point into argv). */
 typedef struct cli_list {
@@ -46,6 +61,9 @@ typedef struct cli_opt {
     const char *arg;    /* value name in the help ("N"); NULL for flags */
     const char *help;   /* one help line, with the default; NULL: not listed (a deprecated spelling) */
     const char *deprecated_for; /* non-NULL: an old spelling of this option name (note printed) */
+    const char *choices; /* CLI_ENUM: "a|b|c"; CLI_REFUSE: the message */
+    int (*fn)(void *dest, const char *value, char *why, size_t cap); /* CLI_FN */
+    cli_check check;    /* output paths checked while parsing */
 } cli_opt;
 
 typedef struct cli_cmd {
@@ -55,6 +73,8 @@ typedef struct cli_cmd {
     const cli_opt *opts;  /* table ended by {NULL} */
     const char *positional; /* name of positional arguments ("MODEL ..."), NULL: none allowed */
     int max_positional;
+    const char *epilogue;           /* text after the options (notes, lists); NULL: none */
+    void (*epilogue_fn)(FILE *f);   /* generated text after the epilogue (shape lists, ...); NULL: none */
 } cli_cmd;
 
 /* Parse argv[1..argc) of command c (argv[0] is its name). Positional arguments are stored in
@@ -62,6 +82,19 @@ typedef struct cli_cmd {
  * the exit code the command should return: 0 after printing --help, 2 after a usage error
  * (message printed). List destinations are malloc'd: cli_list_free. */
 int cli_parse(const cli_cmd *c, int argc, char **argv, const char **pos, int *n_pos);
+/* Take the options of table `opts` out of argv[1..*argc) wherever they stand (the program's
+ * global options: --kernel, ...), storing their values; the other arguments stay in order
+ * (the value of an option not in the table is not looked at: a table option name there is
+ * taken). Returns 0, or 2 after a usage error naming the option. */
+int cli_extract(const char *who, const cli_opt *opts, int *argc, char **argv);
+/* Parse a comma-separated list of integers in [lo, hi] (at most cap) for option `opt`;
+ * returns the count, or -1 after "sdnpu CMD: option OPT: ..." on stderr. */
+int cli_int_list(const char *cmd, const char *opt, const char *v, long lo, long hi, long *out, int cap);
+/* "sdnpu VERSION (libsdnpu VERSION)" (--version of the program and of every command). */
+void cli_version(FILE *f);
+/* Parse integer `val` of option `opt` in [lo, hi] (items of list values); prints "sdnpu: option
+ * OPT: ..." and returns -1 when it is not one. */
+int cli_int(const char *opt, const char *val, long lo, long hi, long *out);
 /* Print the help of c generated from its table, and its runnable example (cli_example). */
 void cli_help(const cli_cmd *c, FILE *f);
 void cli_list_free(cli_list *l);
@@ -70,16 +103,57 @@ void cli_list_free(cli_list *l);
  * --help. */
 const char *cli_example(const char *name);
 
-/* Rewrite argv of command `cmd` in place for the rules every command shares: "-h" becomes
- * "--help", "--opt=value" becomes "--opt" "value", and deprecated spellings (make-story-task --tokens,
- * trace-import --max-new, bench-model --gen: --max-tokens; bench-sam --tokens:
- * --context-tokens; trace --topk: --prefill-topk; bench-model and bench-graphs --prompt N:
- * --prompt-tokens) become the current name with a note on stderr. *argc may grow; argv must
- * have room for 2 * argc + 1 entries (main allocates it). */
-void cli_normalize(const char *cmd, int *argc, char **argv);
 
-/* Default compute threads: the CPUs this process may run on (sched_getaffinity), at least 1. */
+/* Default compute threads: the library's (sdnpu_context_params_init: SDNPU_DEFAULT_THREADS,
+ * min(the CPUs this process may use, SDNPU_DEFAULT_MAX_THREADS)). */
 int cli_default_threads(void);
+/* Seconds on a monotonic clock (for the commands' own timings). */
+double cli_now(void);
+/* The help line of --threads with that default ("compute threads (default: ..., here N)"). */
+const char *cli_threads_help(void);
+
+/* The names --chat-template takes (tokenizer/chat_template.h's families, auto and none). */
+#define CLI_CHAT_TEMPLATES "auto|none|chatml|llama3|llama2|vicuna|plain|gemma"
+
+/* ---- the shared option vocabulary ----
+ * Options several commands take are declared here once (name, kind, value name, the checks);
+ * a command gives the destination, the range where its own differs, and the help line with its
+ * default. */
+#define CLI_O_MODEL(d, h) {.name = "--model", .kind = CLI_STR, .dest = (d), .arg = "M", .help = (h)}
+#define CLI_O_MODELS(d, h) {.name = "--model", .kind = CLI_LIST, .dest = (d), .arg = "M", .help = (h)}
+#define CLI_O_TOKENIZER(d) {.name = "--tokenizer", .kind = CLI_STR, .dest = (d), .arg = "FILE", .help = "llama2.c tokenizer.bin (for llama2.c checkpoints)"}
+#define CLI_O_THREADS(d) {.name = "--threads", .kind = CLI_INT, .dest = (d), .lo = 1, .hi = 256, .arg = "N", .help = cli_threads_help()}
+#define CLI_O_THREADS_H(d, h) {.name = "--threads", .kind = CLI_INT, .dest = (d), .lo = 1, .hi = 256, .arg = "N", .help = (h)}
+#define CLI_O_CTX(d, lo_, h) {.name = "--ctx", .kind = CLI_INT, .dest = (d), .lo = (lo_), .hi = 1 << 22, .arg = "N", .help = (h)}
+#define CLI_O_MAX_TOKENS(d, lo_, hi_, h) {.name = "--max-tokens", .kind = CLI_INT, .dest = (d), .lo = (lo_), .hi = (hi_), .arg = "N", .help = (h)}
+#define CLI_O_SEED(d, hi_, h) {.name = "--seed", .kind = CLI_U64, .dest = (d), .lo = 0, .hi = (hi_), .arg = "S", .help = (h)}
+#define CLI_O_TEMP(d, lo_, hi_, h) {.name = "--temp", .kind = CLI_FLOAT, .dest = (d), .lo = (lo_), .hi = (hi_), .arg = "T", .help = (h)}
+#define CLI_O_SPEC(d, h) {.name = "--spec", .kind = CLI_STR, .dest = (d), .arg = "METHOD", .help = (h)}
+#define CLI_O_CHAT_TEMPLATE(d) {.name = "--chat-template", .kind = CLI_ENUM, .dest = (d), .arg = "NAME", .choices = CLI_CHAT_TEMPLATES, .help = "auto (default), none, chatml, llama3, llama2, vicuna, plain, gemma"}
+#define CLI_O_DATASET(d) {.name = "--dataset", .kind = CLI_LIST, .dest = (d), .arg = "D", .help = "task file or directory (repeatable, 32 at most; default ../shared/datasets)"}
+#define CLI_O_TASKS(d) {.name = "--tasks", .kind = CLI_STR, .dest = (d), .arg = "LIST", .help = "only these tasks (comma-separated, e.g. summary,rag)"}
+#define CLI_O_LIMIT(d) {.name = "--limit", .kind = CLI_INT, .dest = (d), .lo = 1, .hi = 1 << 30, .arg = "N", .help = "at most N requests per task"}
+#define CLI_O_USE_INPUT(d) {.name = "--use-input", .kind = CLI_FLAG, .dest = (d), .help = "render each row's original input as the user turn (as Spec-Bench does)"}
+#define CLI_O_PREFILL_TOPK(d, lo_, h) {.name = "--prefill-topk", .kind = CLI_INT, .dest = (d), .lo = (lo_), .hi = 64, .arg = "K", .help = (h)}
+#define CLI_O_DRAFT_MAX(d, h) {.name = "--draft-max", .kind = CLI_INT, .dest = (d), .lo = 1, .hi = 63, .arg = "N", .help = (h)}
+#define CLI_O_DRAFT_DEPTH(d, h) {.name = "--draft-depth", .kind = CLI_INT, .dest = (d), .lo = 1, .hi = 63, .arg = "D", .help = (h)}
+#define CLI_O_DRAFT_BRANCH(d, h) {.name = "--draft-branch", .kind = CLI_INT, .dest = (d), .lo = 1, .hi = 63, .arg = "B", .help = (h)}
+#define CLI_O_PARAM(d) {.name = "--param", .kind = CLI_LIST, .dest = (d), .arg = "KEY=VALUE", .help = "a drafting-method parameter (repeatable; keys below)"}
+#define CLI_O_GRAPHS(d) {.name = "--graphs", .kind = CLI_STR, .dest = (d), .arg = "MODE", .help = "fixed-shape graphs switched during prefill: single, sync, async, progressive"}
+#define CLI_O_GRAPH_BLOCKS(d, name_) {.name = (name_), .kind = CLI_INT, .dest = (d), .lo = 1, .hi = 128, .arg = "N", .help = "graph layer blocks (default 8)"}
+#define CLI_O_G1(d) {.name = "--g1", .kind = CLI_INT, .dest = (d), .lo = 1, .hi = 4096, .arg = "S1", .help = "prefill graph rows (default 256)"}
+#define CLI_O_G2(d) {.name = "--g2", .kind = CLI_INT, .dest = (d), .lo = 1, .hi = 64, .arg = "S2", .help = "decode graph rows (default: from the profile)"}
+#define CLI_O_PROFILE_DB(d) {.name = "--profile-db", .kind = CLI_STR, .dest = (d), .arg = "FILE", .help = "graph profile cache (default $SDNPU_CACHE/profiles.sqlite)"}
+#define CLI_O_OUT(d, h) {.name = "--out", .kind = CLI_STR, .dest = (d), .arg = "FILE", .help = (h), .check = CLI_CHECK_OUT_FILE}
+#define CLI_O_OUT_DIR(d, h) {.name = "--out", .kind = CLI_STR, .dest = (d), .arg = "DIR", .help = (h), .check = CLI_CHECK_OUT_DIR}
+#define CLI_O_JSON(d, h) {.name = "--json", .kind = CLI_STR, .dest = (d), .arg = "FILE", .help = (h), .check = CLI_CHECK_OUT_FILE}
+#define CLI_O_CSV(d, h) {.name = "--csv", .kind = CLI_STR, .dest = (d), .arg = "FILE", .help = (h), .check = CLI_CHECK_OUT_FILE}
+#define CLI_O_RESULTS_DB(d) {.name = "--results-db", .kind = CLI_STR, .dest = (d), .arg = "FILE", .help = "append the run to an SQLite results database", .check = CLI_CHECK_OUT_FILE}
+#define CLI_O_QUIET(d, h) {.name = "--quiet", .kind = CLI_FLAG, .dest = (d), .help = (h)}
+#define CLI_O_TYPES(d, h) {.name = "--types", .kind = CLI_STR, .dest = (d), .arg = "LIST", .help = (h)}
+#define CLI_O_SHAPES(d, h) {.name = "--shapes", .kind = CLI_STR, .dest = (d), .arg = "LIST", .help = (h)}
+#define CLI_O_REPS(d, hi_, h) {.name = "--reps", .kind = CLI_INT, .dest = (d), .lo = 1, .hi = (hi_), .arg = "N", .help = (h)}
+#define CLI_O_END {NULL}
 
 /* Check before any work that `path` can be written as an output file: its directory exists
  * and a file can be created there (an existing file must be writable; a new one is created

@@ -8,17 +8,19 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "common/sdn_util.h"
-#include "common/text_decode.h"
 #include "cli/cli.h"
+#include "tools/tools.h"
 
 void sdn_run_opts_init(sdn_run_opts *o) {
     memset(o, 0, sizeof *o);
-    o->max_tokens = 256;
+    sdnpu_request rq; /* the defaults are the library's (SDNPU_DEFAULT_* in sdnpu.h) */
+    sdnpu_request_init(&rq);
+    o->max_tokens = rq.max_tokens;
     o->threads = cli_default_threads();
-    o->top_p = 1.0f;
-    o->spec = "none";
-    o->prefill_topk = 4;
+    o->top_p = rq.top_p;
+    o->spec = rq.method;
+    o->prefill_topk = rq.prefill_topk;
+    o->draft_max = rq.draft_max;
 }
 
 void sdn_run_opts_free(sdn_run_opts *o) {
@@ -32,78 +34,54 @@ void sdn_run_opts_free(sdn_run_opts *o) {
     o->grammar = o->json_schema = NULL;
 }
 
-int sdn_read_constraint(const char *cmd, const char *grammar_file, const char *json_schema_file, char **grammar, char **json_schema) {
-    *grammar = *json_schema = NULL;
-    if (grammar_file && json_schema_file) {
-        fprintf(stderr, "sdnpu %s: options --grammar %s and --json-schema %s exclude each other: an answer takes one constraint\n", cmd,
-                grammar_file, json_schema_file);
-        return 2;
-    }
-    const char *opt = grammar_file ? "--grammar" : "--json-schema", *path = grammar_file ? grammar_file : json_schema_file;
-    if (!path) return 0;
-    char *text = NULL;
-    size_t len = 0;
-    sdn_err e = {0};
-    if (sdn_text_read_file(path, (size_t)1 << 20, "a grammar or schema file is 1 MiB at most", &text, &len, NULL, &e)) {
-        fprintf(stderr, "sdnpu %s: option %s: %s\n", cmd, opt, e.msg);
-        return 2;
-    }
-    if (!len) {
-        fprintf(stderr, "sdnpu %s: option %s: %s is empty\n", cmd, opt, path);
-        free(text);
-        return 2;
-    }
-    *(grammar_file ? grammar : json_schema) = text;
-    return 0;
-}
-
 int sdn_constraint_error(int rc, const sdnpu_error *err) {
     return rc == SDNPU_EINVAL && (!strncmp(err->message, "grammar", 7) || !strncmp(err->message, "json_schema", 11));
 }
 
 int sdn_run_opts_table(sdn_run_opts *o, cli_opt *t, int cap) {
-    static char threads_help[96], spec_help[160];
-    snprintf(threads_help, sizeof threads_help, "compute threads (default: the CPUs this process may use, here %d)", cli_default_threads());
+    static char spec_help[160], max_help[64], topk_help[96];
     snprintf(spec_help, sizeof spec_help, "drafting method: %s (default %s)", sdnpu_methods(), o->spec);
+    snprintf(max_help, sizeof max_help, "new tokens at most (default %d)", o->max_tokens);
+    snprintf(topk_help, sizeof topk_help, "prefill predictions kept per position for sam+cal/sdnpu (default %d)", o->prefill_topk);
     const double big = 1 << 22;
     const cli_opt opts[] = {
-        {.name = "--model", .kind = CLI_STR, .dest = &o->model_path, .arg = "M", .help = "GGUF file, llama2.c checkpoint or known model name"},
+        CLI_O_MODEL(&o->model_path, "GGUF file, llama2.c checkpoint or known model name"),
         {.name = "--prompt", .kind = CLI_STR, .dest = &o->prompt, .arg = "TEXT", .help = "the prompt ('-': read it from stdin)"},
         {.name = "--prompt-file", .kind = CLI_STR, .dest = &o->prompt_file, .arg = "FILE", .help = "read the prompt from FILE (UTF-8 or UTF-16 with BOM)"},
         {.name = "--prompt-ids", .kind = CLI_STR, .dest = &o->prompt_ids, .arg = "\"ID ...\"", .help = "the prompt as token ids, used as they are"},
         {.name = "--context", .kind = CLI_LIST, .dest = &o->contexts, .arg = "FILE", .help = "a context document (repeatable; UTF-8 or UTF-16 with BOM)"},
         {.name = "--system", .kind = CLI_STR, .dest = &o->system, .arg = "TEXT", .help = "system prompt (needs a chat template; an error without one)"},
-        {.name = "--chat-template", .kind = CLI_STR, .dest = &o->chat_template, .arg = "NAME", .help = "auto (default), none, chatml, llama3, llama2, vicuna, plain, gemma"},
+        CLI_O_CHAT_TEMPLATE(&o->chat_template),
         {.name = "--print-prompt", .kind = CLI_FLAG, .dest = &o->print_prompt, .help = "print the prompt as the model sees it (chat template applied) and exit"},
-        {.name = "--max-tokens", .kind = CLI_INT, .dest = &o->max_tokens, .lo = 0, .hi = big, .arg = "N", .help = "new tokens at most (default 256; demo 128)"},
+        CLI_O_MAX_TOKENS(&o->max_tokens, 0, big, max_help),
         {.name = "--stop", .kind = CLI_LIST, .dest = &o->stops, .arg = "STR", .help = "end the answer before STR (repeatable)"},
-        {.name = "--temp", .kind = CLI_FLOAT, .dest = &o->temp, .lo = 0, .hi = 100, .arg = "T", .help = "sampling temperature (default 0: greedy)"},
+        CLI_O_TEMP(&o->temp, 0, 100, "sampling temperature (default 0: greedy)"),
         {.name = "--top-k", .kind = CLI_INT, .dest = &o->top_k, .lo = 0, .hi = 1 << 24, .arg = "K", .help = "sample from the K most likely tokens (default 0: all)"},
         {.name = "--top-p", .kind = CLI_FLOAT, .dest = &o->top_p, .lo = 0, .hi = 1, .arg = "P", .help = "nucleus sampling (default 1)"},
-        {.name = "--seed", .kind = CLI_U64, .dest = &o->seed, .lo = 0, .hi = 9.2e18, .arg = "S", .help = "sampling seed (default 0)"},
+        CLI_O_SEED(&o->seed, 9.2e18, "sampling seed (default 0)"),
         {.name = "--min-p", .kind = CLI_FLOAT, .dest = &o->min_p, .lo = 0, .hi = 1, .arg = "P", .help = "drop tokens less than P times as likely as the most likely (default 0: off)"},
         {.name = "--repeat-penalty", .kind = CLI_FLOAT, .dest = &o->repeat_penalty, .lo = 0, .hi = 10, .arg = "R", .help = "penalize tokens seen in the last --repeat-last-n, greedy too (default 1: off)"},
         {.name = "--repeat-last-n", .kind = CLI_INT, .dest = &o->repeat_last_n, .lo = 0, .hi = 1 << 20, .arg = "N", .help = "window of --repeat-penalty in tokens, prompt included (default 64)"},
         {.name = "--ignore-eos", .kind = CLI_FLAG, .dest = &o->ignore_eos, .help = "keep generating past end-of-generation tokens"},
-        {.name = "--spec", .kind = CLI_STR, .dest = &o->spec, .arg = "METHOD", .help = spec_help},
+        CLI_O_SPEC(&o->spec, spec_help),
         {.name = "--compare", .kind = CLI_FLAG, .dest = &o->compare, .help = "also run plain decoding: same output?, speedup"},
-        {.name = "--draft-max", .kind = CLI_INT, .dest = &o->draft_max, .lo = 1, .hi = 63, .arg = "N", .help = "draft tokens per step at most (default: from this machine's verify cost curve)"},
-        {.name = "--draft-depth", .kind = CLI_INT, .dest = &o->draft_depth, .lo = 1, .hi = 63, .arg = "D", .help = "draft tree depth at most (default: as --draft-max)"},
-        {.name = "--draft-branch", .kind = CLI_INT, .dest = &o->draft_branch, .lo = 1, .hi = 63, .arg = "B", .help = "draft tree branching at most (default 4)"},
-        {.name = "--param", .kind = CLI_LIST, .dest = &o->params, .arg = "KEY=VALUE", .help = "a drafting parameter (repeatable; needs --spec other than none)"},
-        {.name = "--prefill-topk", .kind = CLI_INT, .dest = &o->prefill_topk, .lo = 1, .hi = 64, .arg = "K", .help = "prefill predictions kept per position for sam+cal/sdnpu (default 4)"},
+        CLI_O_DRAFT_MAX(&o->draft_max, "draft tokens per step at most (default: from this machine's verify cost curve)"),
+        CLI_O_DRAFT_DEPTH(&o->draft_depth, "draft tree depth at most (default: as --draft-max)"),
+        CLI_O_DRAFT_BRANCH(&o->draft_branch, "draft tree branching at most (default 4)"),
+        {.name = "--param", .kind = CLI_LIST, .dest = &o->params, .arg = "KEY=VALUE", .help = "a drafting parameter (repeatable; not with --spec none)"},
+        CLI_O_PREFILL_TOPK(&o->prefill_topk, 1, topk_help),
         {.name = "--history", .kind = CLI_STR, .dest = &o->history, .arg = "FILE", .help = "SQLite history store of earlier answers (created when missing)"},
         {.name = "--task-group", .kind = CLI_STR, .dest = &o->task_group, .arg = "NAME", .help = "draft from the group's earlier answers in --history, store this one"},
-        {.name = "--graphs", .kind = CLI_STR, .dest = &o->graphs, .arg = "MODE", .help = "fixed-shape graphs switched during prefill: single, sync, async, progressive"},
-        {.name = "--graph-blocks", .kind = CLI_INT, .dest = &o->graph_blocks, .lo = 1, .hi = 128, .arg = "N", .help = "graph layer blocks (default 8)"},
-        {.name = "--g1", .kind = CLI_INT, .dest = &o->g1, .lo = 1, .hi = 4096, .arg = "S1", .help = "prefill graph rows (default 256)"},
-        {.name = "--g2", .kind = CLI_INT, .dest = &o->g2, .lo = 1, .hi = 64, .arg = "S2", .help = "decode graph rows (default: from the profile)"},
-        {.name = "--profile-db", .kind = CLI_STR, .dest = &o->profile_db, .arg = "FILE", .help = "graph profile cache (default $SDNPU_CACHE/profiles.sqlite)"},
+        CLI_O_GRAPHS(&o->graphs),
+        CLI_O_GRAPH_BLOCKS(&o->graph_blocks, "--graph-blocks"),
+        CLI_O_G1(&o->g1),
+        CLI_O_G2(&o->g2),
+        CLI_O_PROFILE_DB(&o->profile_db),
         {.name = "--graph-pin", .kind = CLI_FLAG, .dest = &o->graph_pin, .help = "compute threads on CPUs 0..threads-1, the graph loader on the others"},
-        {.name = "--threads", .kind = CLI_INT, .dest = &o->threads, .lo = 1, .hi = 256, .arg = "N", .help = threads_help},
-        {.name = "--ctx", .kind = CLI_INT, .dest = &o->n_ctx, .lo = 2, .hi = big, .arg = "N", .help = "KV cache size in tokens (default min(trained length, 8192); past the trained length: a warning)"},
-        {.name = "--tokenizer", .kind = CLI_STR, .dest = &o->tokenizer_path, .arg = "FILE", .help = "llama2.c tokenizer.bin (for llama2.c checkpoints)"},
-        {.name = "--quiet", .kind = CLI_FLAG, .dest = &o->quiet, .help = "print only the generated text"},
+        CLI_O_THREADS(&o->threads),
+        CLI_O_CTX(&o->n_ctx, 2, "KV cache size in tokens (default min(trained length, 8192); past the trained length: a warning)"),
+        CLI_O_TOKENIZER(&o->tokenizer_path),
+        CLI_O_QUIET(&o->quiet, "print only the generated text"),
         {.name = "--stats-json", .kind = CLI_STR, .dest = &o->stats_json, .arg = "FILE", .help = "write the run's statistics as JSON (checked writable first)"},
     };
     int n = (int)(sizeof opts / sizeof opts[0]);
@@ -234,7 +212,7 @@ static void on_progress(void *ud, int done, int total) {
     (void)ud;
     static double last;
     if (total < 512) return;
-    double now = sdn_now();
+    double now = cli_now();
     if (done < total && now - last < 0.2) return;
     last = now;
     if (done >= total) fprintf(stderr, "\r%60s\r", "");
@@ -269,6 +247,7 @@ static int run_pass(const sdn_run_opts *o, sdnpu_model *m, sdnpu_request rq, con
     /* with --compare only the speculative pass stores its answer (it is the same text) */
     rq.store_answer = !(o->compare && !strcmp(method, "none"));
     int rc = sdnpu_context_new(m, &cp, &c, &err);
+    sdnpu_result_init(&p->res);
     if (!rc) rc = sdnpu_generate(c, &rq, &p->res, &err);
     if (!rc && out && !sdnpu_model_has_tokenizer(m))
         for (int i = 0; i < p->res.n_tokens; i++) fprintf(out, "%d ", p->res.tokens[i]);
@@ -301,22 +280,8 @@ static int read_contexts(const sdn_run_opts *o, const sdnpu_model_info *mi, char
     char **docs = calloc((size_t)o->contexts.n + 1, sizeof *docs);
     if (!docs) { fprintf(stderr, "sdnpu: out of memory\n"); return -1; }
     *docs_out = docs;
-    for (int i = 0; i < o->contexts.n; i++) {
-        size_t len;
-        sdn_err err = {0};
-        sdn_text_enc enc;
-        if (sdn_text_read_file(o->contexts.v[i], 2 * cap + 4, why, &docs[i], &len, &enc, &err)) {
-            fprintf(stderr, "sdnpu: option --context: %s\n", err.msg);
-            return -1;
-        }
-        if (len > cap) {
-            fprintf(stderr, "sdnpu: option --context: %s: %zu bytes of text once decoded from %s, longer than the limit of %zu bytes: %s\n",
-                    o->contexts.v[i], len, sdn_text_enc_name(enc), cap, why);
-            return -1;
-        }
-        if (enc != SDN_TEXT_UTF8 && !o->quiet)
-            fprintf(stderr, "sdnpu: --context %s: decoded from %s\n", o->contexts.v[i], sdn_text_enc_name(enc));
-    }
+    for (int i = 0; i < o->contexts.n; i++)
+        if (sdn_tool_read_context(o->contexts.v[i], cap, why, o->quiet, &docs[i])) return -1;
     return 0;
 }
 
@@ -338,29 +303,6 @@ static int write_stats_json(const sdn_run_opts *o, const sdnpu_model_info *mi, c
     free(txt);
     if (!ok) fprintf(stderr, "sdnpu: option --stats-json: cannot write %s\n", o->stats_json);
     return ok ? 0 : 1;
-}
-
-/* The whole of standard input as UTF-8 text (decoded like a --context file). */
-static int read_stdin_text(char **out) {
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    if (!buf) return -1;
-    for (;;) {
-        if (n == cap) {
-            char *nb = cap < ((size_t)1 << 30) ? realloc(buf, cap *= 2) : NULL;
-            if (!nb) { free(buf); fprintf(stderr, "sdnpu: option --prompt -: standard input too large\n"); return -1; }
-            buf = nb;
-        }
-        size_t got = fread(buf + n, 1, cap - n, stdin);
-        if (!got) break;
-        n += got;
-    }
-    sdn_err err = {0};
-    size_t len;
-    int rc = sdn_text_decode("standard input", (const unsigned char *)buf, n, out, &len, NULL, &err);
-    free(buf);
-    if (rc) fprintf(stderr, "sdnpu: option --prompt -: %s\n", err.msg);
-    return rc ? -1 : 0;
 }
 
 int sdn_run_opts_check(sdn_run_opts *o) {
@@ -389,15 +331,10 @@ int sdn_run_opts_check(sdn_run_opts *o) {
         if (!o->stops.v[i][0]) { fprintf(stderr, "sdnpu: option --stop: an empty stop string would end every answer at once\n"); return 2; }
     if (o->stats_json && cli_check_output("--stats-json", o->stats_json)) return 1;
     if (o->prompt_file) {
-        size_t len;
-        sdn_err e = {0};
-        if (sdn_text_read_file(o->prompt_file, (size_t)1 << 30, NULL, &o->prompt_buf, &len, NULL, &e)) {
-            fprintf(stderr, "sdnpu: option --prompt-file: %s\n", e.msg);
-            return 1;
-        }
+        if (sdn_tool_read_prompt_file(o->prompt_file, &o->prompt_buf)) return 1;
         o->prompt = o->prompt_buf;
     } else if (o->prompt && !strcmp(o->prompt, "-")) {
-        if (read_stdin_text(&o->prompt_buf)) return 1;
+        if (sdn_tool_read_stdin_text(&o->prompt_buf)) return 1;
         o->prompt = o->prompt_buf;
     }
     return 0;
@@ -413,9 +350,11 @@ int sdn_run_request(const sdn_run_opts *o, FILE *out) {
     sdnpu_model_params mp;
     sdnpu_model_params_init(&mp);
     mp.tokenizer_path = o->tokenizer_path;
+    mp.pull = 1; /* the program pulls a known model on first use (the library does not by default) */
     if (sdnpu_model_load(o->model_path, &mp, &m, &err)) { fprintf(stderr, "sdnpu: %s\n", err.message); return 1; }
     sdnpu_model_info mi;
-    sdnpu_model_get_info(m, &mi);
+    sdnpu_model_info_init(&mi);
+    sdnpu_model_get_info(m, &mi, NULL);
     sdnpu_request rq;
     sdnpu_request_init(&rq);
     rq.max_tokens = o->max_tokens;

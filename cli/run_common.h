@@ -33,7 +33,7 @@ typedef struct sdn_run_opts {
     int prefill_topk;     /* top-k prefill predictions kept for methods that use them (default 4) */
     cli_list params;      /* --param KEY=VALUE (drafting-method parameters) */
     const char *grammar_file, *json_schema_file; /* --grammar FILE --json-schema FILE (sdnpu run) */
-    char *grammar, *json_schema; /* their text (owned), read by sdn_read_constraint */
+    char *grammar, *json_schema; /* their text (owned), read by sdn_tool_read_constraint (tools/tools.h) */
 } sdn_run_opts;
 
 void sdn_run_opts_init(sdn_run_opts *o);
@@ -46,11 +46,6 @@ int sdn_run_opts_table(sdn_run_opts *o, cli_opt *t, int cap);
  * (--param with --spec none, --prompt-ids with --context), output paths writable, and the
  * prompt read from --prompt-file or stdin. Returns 0, or the exit code (2 usage, 1 runtime). */
 int sdn_run_opts_check(sdn_run_opts *o);
-/* Read the constraint files of --grammar / --json-schema (at most one of them; each 1 MiB at
- * most) into *grammar / *json_schema (malloc'd, NULL when not given). Returns 0, or 2 (usage
- * error: both options, a file missing, unreadable, too large or not text) after a message
- * "sdnpu CMD: option --grammar: FILE: why" on stderr. */
-int sdn_read_constraint(const char *cmd, const char *grammar_file, const char *json_schema_file, char **grammar, char **json_schema);
 /* 1 when a failed request's error is its constraint's (a grammar or JSON schema the library
  * refused: SDNPU_EINVAL naming the position or keyword); such a failure is a usage error. */
 int sdn_constraint_error(int rc, const sdnpu_error *err);

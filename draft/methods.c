@@ -15,6 +15,7 @@ void sdn_method_defaults(sdn_method_config *cfg) {
     sdn_sam_drafter_defaults(&cfg->sam);
     sdn_sdnpu_defaults(&cfg->sdnpu);
     cfg->forced = 1;
+    cfg->exits = 1;
 }
 
 /* The sdnpu-drafter family: which parts each method switches on. */
@@ -72,7 +73,7 @@ static const param params[] = {
     P("cal.max_branch", 0, 1, 16, sdnpu.cal.max_branch), P("cal.max_nodes", 0, 1, 64, sdnpu.cal.max_nodes),
     P("reuse.max_age", 0, 0, 1000, sdnpu.reuse.max_age), P("reuse.accept_prob", 1, 0.001, 0.99, sdnpu.reuse.accept_prob),
     P("reuse.rule", 0, 0, 1, sdnpu.reuse.rule),      P("reuse.threshold", 0, 0, 1000, sdnpu.reuse.threshold),
-    P("sdnpu.weigh", 0, 0, 1, sdnpu.weigh),       P("grammar.forced", 0, 0, 1, forced),
+    P("sdnpu.weigh", 0, 0, 1, sdnpu.weigh),       P("grammar.forced", 0, 0, 1, forced), P("grammar.exits", 0, 0, 1, exits),
 };
 #undef P
 

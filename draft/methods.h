@@ -31,6 +31,7 @@ typedef struct sdn_method_config {
     const uint8_t *hist_bytes;
     size_t hist_bytes_len;
     int forced; /* grammar.forced: with a constrained request, draft the text the grammar forces (1) */
+    int exits;  /* grammar.exits: at a branch point, also draft the way out of the element and its forced text (1) */
 } sdn_method_config;
 
 void sdn_method_defaults(sdn_method_config *cfg);
@@ -48,12 +49,15 @@ int sdn_method_uses_prefill_preds(const char *method);
  *   sdnpu.n_predict sdnpu.min_match sdnpu.alts sdnpu.follow
  *   cal.min_prob cal.max_depth cal.max_branch cal.max_nodes
  *   reuse.max_age reuse.accept_prob reuse.rule reuse.threshold sdnpu.weigh grammar.forced
+ *   grammar.exits
  * (reuse.rule: 0 = segments age out after reuse.max_age steps, 1 = the paper's rule, dropped
  * after a step drafting more than reuse.threshold tokens (reuse.h); sdnpu.weigh: 1 = the
  * context continuation is weighed by the model's predictions when calibration is on,
  * 0 = not, as in the paper (the default); the sdnpu.*, cal.* and reuse.* keys apply to sam+tree, sam+cal, sam+reuse and sdnpu;
  * grammar.forced: 1 (default) = with any drafting method, a constrained request also drafts the
- * text its grammar forces next, 0 = not).
+ * text its grammar forces next, 0 = not; grammar.exits: 1 (default) = where the grammar
+ * branches (no forced text), also the byte that leaves the current element with the longest
+ * forced text after it, such as the `,` after a number and the next key, 0 = not).
  * Unknown keys and out-of-range values fail with SDN_EINVAL naming them. */
 int sdn_method_set_param(sdn_method_config *cfg, const char *kv, sdn_err *err);
 /* Describe parameter i (0, 1, ... in the order above): its key, whether it is a number or an

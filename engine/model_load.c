@@ -37,6 +37,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "common/sdn_log.h"
 #include "common/sdn_util.h"
 #include "modelfile/model_registry.h"
 #include "modelfile/gguf.h"
@@ -262,7 +263,7 @@ static int load_gguf(sdn_model *m, const char *path, const sdn_model_load_opts *
 
     if (opts && opts->no_tokenizer) return SDN_OK;
     if (sdn_gguf_find(m->gguf, "tokenizer.ggml.tokens") < 0) {
-        fprintf(stderr, "sdnpu: warning: %s has no tokenizer section; prompts must be given as token ids\n", path);
+        sdn_log(SDN_LOG_WARN, "%s has no tokenizer section; prompts must be given as token ids", path);
         return SDN_OK;
     }
     rc = sdn_tokenizer_from_gguf(m->gguf, &m->tok, err);

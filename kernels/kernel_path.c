@@ -12,6 +12,7 @@
  * getauxval(AT_HWCAP2) bit HWCAP2_I8MM (SMMLA/UMMLA/USMMLA); user space cannot read the ID
  * registers itself without the kernel's emulation, and the auxiliary vector is what both
  * glibc and Bionic provide. */
+#include "common/sdn_log.h"
 #include "kernels/kernel_path.h"
 
 #include <pthread.h>
@@ -209,7 +210,7 @@ sdn_kpath sdn_kpath_get(void) {
     if (p >= 0) return (sdn_kpath)p;
     sdn_err err = {0};
     if (sdn_kpath_init(&err)) {
-        fprintf(stderr, "sdnpu: %s\n", err.msg);
+        sdn_log(SDN_LOG_ERROR, "%s", err.msg);
         exit(2);
     }
     return (sdn_kpath)g_path;
@@ -297,7 +298,7 @@ sdn_prefill_mm sdn_prefill_mm_get(void) {
     if (m >= 0) return (sdn_prefill_mm)m;
     sdn_err err = {0};
     if (sdn_prefill_mm_init(&err)) {
-        fprintf(stderr, "sdnpu: %s\n", err.msg);
+        sdn_log(SDN_LOG_ERROR, "%s", err.msg);
         exit(2);
     }
     return (sdn_prefill_mm)g_prefill_mm;

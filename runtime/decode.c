@@ -69,6 +69,12 @@ typedef struct decode {
      * row's prediction is constrained by (row 0: gs; row i + 1: gs + the path to node i) */
     sdn_gstate *gs;
     sdn_gstate *rs[SDN_INVARIANT_MAX_ROWS];
+    sdn_gstate *gscratch; /* scratch state of exit_text */
+    int32_t exit_tok;     /* first token of this step's exit chain (exit_text), -1: none */
+    int exit_miss;        /* exit chains in a row whose first token was not committed */
+    int32_t forced_first; /* first tokens of this step's forced chains a and b (forced_chains), -1: none */
+    int32_t split_first;
+    uint8_t drafted[SDN_INVARIANT_MAX_ROWS]; /* tree node i came from the drafter (not forced text) */
     sdn_gen_stats s;
 } decode;
 
@@ -85,6 +91,7 @@ static void decode_free(decode *d) {
     free(d->seen);
     free(d->window);
     sdn_gstate_free(d->gs);
+    sdn_gstate_free(d->gscratch);
     for (int i = 0; i < SDN_INVARIANT_MAX_ROWS; i++) sdn_gstate_free(d->rs[i]);
 }
 
@@ -134,6 +141,7 @@ static int setup(decode *d, sdn_err *err) {
         sdn_gstate_set_skip_leading_space(d->gs, p->grammar_skip_space);
         for (int i = 0; i < SDN_INVARIANT_MAX_ROWS; i++)
             if ((rc = sdn_gstate_new(p->grammar, &d->rs[i], err))) return rc;
+        if ((rc = sdn_gstate_new(p->grammar, &d->gscratch, err))) return rc;
     }
     if ((rc = sdn_tree_init(&d->tree, nodes, err)) || (rc = sdn_vbatch_init(&d->vb, SDN_INVARIANT_MAX_ROWS, err)) ||
         (rc = sdn_accept_init(&d->acc, nodes, err)))
@@ -227,28 +235,97 @@ static int prefill(decode *d, double t0, sdn_err *err) {
  * answer, tokenized as the model's tokenizer would write them on their own; at most `lim`
  * tokens. Verification judges them like any draft, so a tokenization the model would not
  * produce only costs rows. Returns the count, or -1 when out of memory. */
-static int forced_tokens(decode *d, int32_t *out, int lim) {
-    char buf[512];
-    size_t n = sdn_gstate_forced(d->gs, buf, sizeof buf);
+static int tokenize_forced(decode *d, const char *buf, size_t n, int32_t *out, int lim) {
     if (!n || lim <= 0) return 0;
     int32_t *ids = NULL;
     int n_ids = 0;
     sdn_err e;
     sdn_err_clear(&e);
     if (sdn_tokenize(d->p->tok, buf, n, 0, 0, &ids, &n_ids, &e)) { free(ids); return e.code == SDN_ENOMEM ? -1 : 0; }
-    /* forced text that ends in white space (`"id": `) is usually written with that space
-       joined to the next word's token: leave a last all-space token to the model */
-    if (n_ids > 0) {
-        char tb[64];
-        size_t k = sdn_tokenizer_token_bytes(d->p->tok, ids[n_ids - 1], tb, sizeof tb), sp = 0;
-        while (sp < k && sp < sizeof tb && (tb[sp] == ' ' || tb[sp] == '\t' || tb[sp] == '\n')) sp++;
-        if (k > 0 && sp == k) n_ids--;
-    }
+    /* a last token of only white space (`"id": ` ends in one) stays: a model that writes the
+       space joined to the next word rejects it at the cost of one row, one that writes it on
+       its own (SmolLM2 before a digit) gets the next word as the step's bonus token */
     if (n_ids > lim) n_ids = lim;
     if (n_ids > SDN_INVARIANT_MAX_ROWS - 1) n_ids = SDN_INVARIANT_MAX_ROWS - 1;
     memcpy(out, ids, sizeof(int32_t) * (size_t)n_ids);
     free(ids);
     return n_ids;
+}
+
+/* At a branch point of the grammar (no forced text), the way out of the current element: of
+ * the punctuation and white-space bytes the grammar allows next, the one after which it forces
+ * the longest text (the `,` that ends a number and opens the next key, the `"` that closes a
+ * string and its `}`). That byte and its forced text go to buf (at most cap bytes), drafted
+ * as a chain beside the drafter's guess; verification judges it like any draft (a wrong
+ * guess costs its rows, never the output). From state src. Returns the count (0: no way
+ * out that forces text), -1 out of memory. */
+static long exit_text(decode *d, const sdn_gstate *src, char *out, size_t cap) {
+    char buf[512];
+    size_t best = 0;
+    sdn_gstate *s = d->gscratch;
+    for (int b = 0x09; b < 0x7f; b++) {
+        if ((b >= '0' && b <= '9') || (b >= 'A' && b <= 'Z') || (b >= 'a' && b <= 'z') || (b > 0x0d && b < 0x20)) continue;
+        if (sdn_gstate_copy(s, src)) return -1;
+        unsigned char c = (unsigned char)b;
+        if (sdn_gstate_accept_bytes(s, &c, 1) != 1) continue;
+        size_t n = sdn_gstate_forced(s, buf + 1, sizeof buf - 1);
+        if (n > 0 && n + 1 > best && n + 1 <= cap) {
+            buf[0] = (char)c;
+            best = n + 1;
+            memcpy(out, buf, best);
+        }
+    }
+    return (long)best;
+}
+
+/* Bytes of the UTF-8 character starting at s (1 for a stray continuation byte). */
+static size_t utf8_char_len(unsigned char c) { return c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc0 ? 2 : 1; }
+
+/* Text of n bytes whose tokenization starts with token first, tokenized instead with its first
+ * character as a token of its own (chain b of forced_chains), at most lim tokens; 0 when
+ * first is that character already or the character has no token of its own, -1 out of
+ * memory. */
+static int tokenize_split(decode *d, const char *text, size_t n, int32_t first, int32_t *out, int lim) {
+    size_t c1 = utf8_char_len((unsigned char)text[0]);
+    char tb[64];
+    if (c1 >= n || lim < 2 || sdn_tokenizer_token_bytes(d->p->tok, first, tb, sizeof tb) <= c1) return 0;
+    int k = tokenize_forced(d, text, c1, out, 1);
+    if (k != 1) return k < 0 ? -1 : 0;
+    int m = tokenize_forced(d, text + c1, n - c1, out + 1, lim - 1);
+    return m < 0 ? -1 : 1 + m;
+}
+
+/* The step's forced chains (constrained requests with forced-text drafting): the forced text
+ * after the committed answer, or at a branch point the way out (exit_text); tokenized as the
+ * tokenizer writes it (chain a), and, at the answer's start and for the way out, also with
+ * its first character as a token of its own (chain b: models often write `{` `"` and `"` `}`
+ * where the tokenizer merges `{"` and `"}`). Chains of at most
+ * lim tokens; *na, *nb their lengths. Returns 0, or -1 when out of memory. */
+static int forced_chains(decode *d, int lim, int32_t *a, int *na_out, int32_t *b, int *nb_out) {
+    *na_out = *nb_out = 0;
+    char text[512];
+    size_t n = sdn_gstate_forced(d->gs, text, sizeof text);
+    int is_exit = 0;
+    d->exit_tok = d->forced_first = d->split_first = -1;
+    if (n > 0) d->exit_miss = 0; /* a new element: guess its way out again */
+    else if (d->p->exit_draft && d->exit_miss < 2) { /* not after two wrong guesses in a row (a long free string) */
+        long k = exit_text(d, d->gs, text, sizeof text);
+        if (k < 0) return -1;
+        n = (size_t)k;
+        is_exit = 1;
+    }
+    int na = tokenize_forced(d, text, n, a, lim), nb = 0;
+    if (na < 0) return -1;
+    if (na == 0) return 0;
+    if (is_exit) d->exit_tok = a[0];
+    d->forced_first = a[0];
+    if (d->n_gen == 0 || is_exit) {
+        if ((nb = tokenize_split(d, text, n, a[0], b, lim)) < 0) return -1;
+        if (nb > 0) d->split_first = b[0];
+    }
+    *na_out = na;
+    *nb_out = nb;
+    return 0;
 }
 
 /* Constrained requests: give every batch row its grammar state (row 0: the committed
@@ -274,15 +351,52 @@ static int constrain_tree(decode *d, sdn_err *err) {
         t->parent[n] = par < 0 ? -1 : map[par];
         t->depth[n] = t->depth[i];
         t->score[n] = t->score[i];
+        d->drafted[n] = d->drafted[i];
         n++;
     }
     t->n = n;
     return SDN_OK;
 }
 
+/* After constrain_tree: below the deepest leaf the drafter proposed, the text the grammar
+ * forces there, or its way out (exit_text), as a chain of at most lim tokens, so a draft that
+ * reaches the end of a free part (`N/A` of a string) goes on through the forced text (`"}`)
+ * in the same step. The new nodes get their grammar states from constrain_tree again.
+ * Returns SDN_OK or an error. */
+static int extend_leaf(decode *d, int lim, sdn_err *err) {
+    sdn_tree *t = &d->tree;
+    uint8_t has_child[SDN_INVARIANT_MAX_ROWS] = {0};
+    for (int i = 0; i < t->n; i++)
+        if (t->parent[i] >= 0) has_child[t->parent[i]] = 1;
+    int leaf = -1;
+    for (int i = 0; i < t->n; i++)
+        if (d->drafted[i] && !has_child[i] && (leaf < 0 || t->depth[i] > t->depth[leaf])) leaf = i;
+    if (leaf < 0 || lim <= 0) return SDN_OK;
+    char text[512];
+    size_t n = sdn_gstate_forced(d->rs[leaf + 1], text, sizeof text);
+    int is_exit = 0;
+    if (!n) {
+        long k = exit_text(d, d->rs[leaf + 1], text, sizeof text);
+        if (k < 0) return sdn_fail(err, SDN_ENOMEM, "out of memory (grammar state)");
+        n = (size_t)k;
+        is_exit = 1;
+    }
+    int32_t ch[SDN_INVARIANT_MAX_ROWS], sp[SDN_INVARIANT_MAX_ROWS];
+    int m = tokenize_forced(d, text, n, ch, lim), ms = 0;
+    if (m > 0 && is_exit) ms = tokenize_split(d, text, n, ch[0], sp, lim);
+    if (m < 0 || ms < 0) return sdn_fail(err, SDN_ENOMEM, "out of memory (forced text)");
+    int before = t->n;
+    if (m > 0) sdn_tree_add_chain(t, leaf, ch, m, 1.0f, d->caps.max_depth);
+    if (ms > 0) sdn_tree_add_chain(t, leaf, sp, ms, 1.0f, d->caps.max_depth);
+    if (t->n == before) return SDN_OK;
+    for (int i = before; i < t->n; i++) d->drafted[i] = 0;
+    d->s.forced_drafted += t->n - before;
+    return constrain_tree(d, err);
+}
+
 /* Draft: the step's budget (fixed caps, or from the verify cost curve and the acceptance
  * seen so far), bounded by the tokens still allowed and the KV room, then the drafter's tree. */
-static int step_draft(decode *d, sdn_err *err) {
+static int step_draft_tree(decode *d, sdn_err *err) {
     sdn_tree_clear(&d->tree);
     sdn_draft_caps sc = d->caps;
     int room = d->max_new - d->n_gen - 1; /* tokens beyond the bonus still allowed */
@@ -301,31 +415,46 @@ static int step_draft(decode *d, sdn_err *err) {
     if (d->p->drafter) d->s.budget_hist[sc.max_nodes < SDN_ACCEPT_HIST ? sc.max_nodes : SDN_ACCEPT_HIST - 1]++;
     if (sc.max_nodes > room) sc.max_nodes = room;
     if (sc.max_nodes > kv_room) sc.max_nodes = kv_room;
-    int32_t forced[SDN_INVARIANT_MAX_ROWS];
-    int n_forced = 0, rc;
+    int32_t fa[SDN_INVARIANT_MAX_ROWS], fb[SDN_INVARIANT_MAX_ROWS];
+    int na = 0, nb = 0, rc;
     if (d->p->drafter && d->gs && d->p->forced_draft) {
         int lim = d->caps.max_nodes < room ? d->caps.max_nodes : room;
         if (lim > kv_room) lim = kv_room;
         double t = sdn_now();
-        n_forced = forced_tokens(d, forced, lim);
+        rc = forced_chains(d, lim, fa, &na, fb, &nb);
         d->s.t_constrain += sdn_now() - t;
-        if (n_forced < 0) return sdn_fail(err, SDN_ENOMEM, "out of memory (forced text)");
+        if (rc < 0) return sdn_fail(err, SDN_ENOMEM, "out of memory (forced text)");
         /* the drafter fills what the forced text leaves of the budget */
-        if (sc.max_nodes > d->caps.max_nodes - n_forced) sc.max_nodes = d->caps.max_nodes - n_forced;
+        if (sc.max_nodes > d->caps.max_nodes - na - nb) sc.max_nodes = d->caps.max_nodes - na - nb;
+        if (sc.max_nodes < 0) sc.max_nodes = 0;
     }
     if (d->p->drafter && sc.max_nodes > 0 && (rc = sdn_drafter_propose(d->p->drafter, &d->tree, &sc, err))) return rc;
-    if (n_forced > 0) { /* shares the drafter's nodes where they agree */
+    for (int i = 0; i < d->tree.n; i++) d->drafted[i] = 1;
+    if (na > 0) { /* shares the drafter's nodes where they agree */
         int before = d->tree.n;
-        sdn_tree_add_chain(&d->tree, -1, forced, n_forced, 1.0f, d->caps.max_depth);
+        sdn_tree_add_chain(&d->tree, -1, fa, na, 1.0f, d->caps.max_depth);
+        if (nb > 0) sdn_tree_add_chain(&d->tree, -1, fb, nb, 1.0f, d->caps.max_depth);
+        for (int i = before; i < d->tree.n; i++) d->drafted[i] = 0;
         d->s.forced_drafted += d->tree.n - before;
     }
     if (d->gs) {
         double t = sdn_now();
         rc = constrain_tree(d, err);
+        if (!rc && d->p->drafter && d->p->forced_draft && d->p->exit_draft) rc = extend_leaf(d, room < d->caps.max_nodes ? room : d->caps.max_nodes, err);
         d->s.t_constrain += sdn_now() - t;
         return rc;
     }
     return SDN_OK;
+}
+
+/* The step's draft tree (step_draft_tree) within the KV cache's room: the tree's cap is
+ * lowered to the rows the cache can still take for this step. */
+static int step_draft(decode *d, sdn_err *err) {
+    int cap0 = d->tree.cap, kv_room = d->n_ctx - sdn_kv_len(d->c) - (d->pad_rows > 0 ? d->pad_rows : 1);
+    if (kv_room < cap0) d->tree.cap = kv_room > 0 ? kv_room : 0;
+    int rc = step_draft_tree(d, err);
+    d->tree.cap = cap0;
+    return rc;
 }
 
 /* Repetition penalty on every verified row: row 0 predicts after the committed sequence
@@ -418,6 +547,7 @@ static int step_commit(decode *d, sdn_err *err) {
     const sdn_gen_params *p = d->p;
     int n_new = d->acc.n_acc + 1, first_new = d->n_gen;
     int bonus_row = d->acc.n_acc ? d->acc.nodes[d->acc.n_acc - 1] + 1 : 0, stuck = d->gs && d->empty[bonus_row];
+    if (d->exit_tok >= 0) d->exit_miss = d->acc.tokens[0] == d->exit_tok || d->acc.tokens[0] == d->split_first ? 0 : d->exit_miss + 1;
     if (stuck) n_new = d->acc.n_acc; /* the bonus row allowed nothing: the answer ends */
     for (int i = 0; i < n_new && d->n_gen < d->max_new; i++) {
         int32_t tk = d->acc.tokens[i];
@@ -447,7 +577,7 @@ static int step_feedback(decode *d, sdn_err *err) {
 }
 
 int sdn_generate(sdn_ctx *c, const int32_t *prompt, int n_prompt, const sdn_gen_params *p, sdn_gen_result *out, sdn_err *err) {
-    decode d = {.c = c, .p = p, .prompt = prompt, .n_prompt = n_prompt};
+    decode d = {.c = c, .p = p, .prompt = prompt, .n_prompt = n_prompt, .exit_tok = -1, .forced_first = -1, .split_first = -1};
     if (out) memset(out, 0, sizeof *out);
     double t0 = sdn_now();
     int rc = setup(&d, err);

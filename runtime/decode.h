@@ -99,6 +99,7 @@ typedef struct sdn_gen_params {
     const sdn_gvocab *gvocab; /* the model's vocabulary as bytes (required with grammar) */
     const sdn_tokenizer *tok;   /* tokenizes forced text (required with forced_draft) */
     int forced_draft;                /* 1: with a drafter, the text the grammar forces next is drafted too */
+    int exit_draft;                  /* 1 (with forced_draft): at a branch point, the way out of the element and its forced text too */
     int grammar_skip_space;          /* 1: the answer starts a SentencePiece text stream, whose first
                                         leading space the detokenizer drops: the grammar matches the
                                         text without it (sdn_gstate_set_skip_leading_space) */

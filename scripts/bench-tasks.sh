@@ -2,7 +2,7 @@
 # scripts/bench-tasks.sh [OUT] - issue 14's live benchmark of SmolLM2-135M-Instruct on the four
 # real tasks, the ablation of sdnpu's drafting parts (the paper's variants beside today's
 # rules, history on and off) and the projection to larger models, every figure with its
-# baseline measured in the same run. The "Live on the real tasks" tables of docs/measurements.md come from it.
+# baseline measured in the same run. The "Live on the real tasks" tables of docs/results.md come from it.
 #
 #   LIMIT      requests per task (default 20; the task files hold 80 / 80 / 199 / 198)
 #   THREADS    worker threads (default 2)

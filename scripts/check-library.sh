@@ -23,6 +23,17 @@ if [ -n "$bad" ]; then
   exit 1
 fi
 echo "check-library: libsdnpu.so exports $(echo "$exported" | wc -l) functions, all sdnpu_*"
+# the version: header, library file, SONAME (major.minor while the major version is 0) and pkg-config agree
+ver="$(sed -n 's/^#define SDNPU_VERSION "\(.*\)"$/\1/p' "$root/include/sdnpu.h")"
+soname="$(objdump -p "$lib/libsdnpu.so" | awk '$1 == "SONAME" {print $2}')"
+want_so="libsdnpu.so.${ver%.*}"
+[ "${ver%%.*}" = 0 ] || want_so="libsdnpu.so.${ver%%.*}"
+if [ "$soname" != "$want_so" ] || [ ! -e "$lib/libsdnpu.so.$ver" ] || \
+   [ "$(PKG_CONFIG_PATH="$lib/pkgconfig" pkg-config --modversion sdnpu)" != "$ver" ]; then
+  echo "check-library: version $ver of include/sdnpu.h, SONAME $soname (want $want_so), pkg-config $(PKG_CONFIG_PATH="$lib/pkgconfig" pkg-config --modversion sdnpu) disagree" >&2
+  exit 1
+fi
+echo "check-library: version $ver, SONAME $soname"
 declared="$(grep -o '^SDNPU_API [^(]*(' "$root/include/sdnpu.h" | sed 's/($//' | awk '{print $NF}' | tr -d '*' | sort)"
 if [ "$declared" != "$(echo "$exported" | sort)" ]; then
   echo "check-library: exported functions differ from those declared in include/sdnpu.h:" >&2

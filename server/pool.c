@@ -128,6 +128,7 @@ static void *slot_main(void *arg) {
             j->r.user_data = ud;
             sdnpu_error err = {0};
             sdnpu_result res;
+            sdnpu_result_init(&res);
             int rc = sdnpu_generate(p->ctx[slot], &j->r, &res, &err);
             pthread_mutex_lock(&p->mu);
             j->rc = rc;

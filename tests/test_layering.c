@@ -6,10 +6,14 @@
  *   < draft < verify, graph_sched < runtime
  * then the tools library (tools/, not in libsdnpu) and the command line (cli/) on top. The
  * public header (include/sdnpu.h) includes nothing of sdnpu; the server (server/) and the
- * examples include only the public header (and the server its own files); tests and fuzz
- * targets may include anything. Every folder of the tree that holds C files, subfolders
+ * examples include only the public header (and the server its own files); the command line
+ * is thin: a cli/ file includes only the public header ("sdnpu.h"), cli/ headers, the tools
+ * library's API (tools/, tools/tools.h) and the server's entry (server/, itself a client of
+ * the public header only), never a library module's header: what a command needs beyond the
+ * public API is a tools/ function; tests and fuzz targets may include anything. Every folder of the tree that holds C files, subfolders
  * included, must be declared here (a subfolder takes its top folder's rule), so a new folder
- * cannot slip past the check. Reads the source tree ($SDN_SOURCE). */
+ * cannot slip past the check. No library folder may hold more than a quarter of the library's
+ * lines (issue 31: folders with one job each). Reads the source tree ($SDN_SOURCE). */
 #include <dirent.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -38,15 +42,30 @@ static const struct {
 };
 #define N_LAYERS (int)(sizeof k_layers / sizeof k_layers[0])
 
+/* The folders a cli/ file may include besides its own (and the public "sdnpu.h"). */
+static const char *const k_cli_may_include[] = {"tools", "server"};
+
+/* May a cli/ file include folder x (a declared folder other than cli)? */
+static int cli_may_include(int x) {
+    for (size_t i = 0; i < sizeof k_cli_may_include / sizeof k_cli_may_include[0]; i++)
+        if (!strcmp(k_layers[x].folder, k_cli_may_include[i])) return 1;
+    return 0;
+}
+
+static int find_layer(const char *folder, size_t len);
+static int find_layer_level(const char *folder);
+
 static int find_layer(const char *folder, size_t len) {
     for (int i = 0; i < N_LAYERS; i++)
         if (strlen(k_layers[i].folder) == len && !strncmp(k_layers[i].folder, folder, len)) return i;
     return -1; /* not a declared folder (e.g. tests' "support/x.h"): not a module include */
 }
 
+static int find_layer_level(const char *folder) { return k_layers[find_layer(folder, strlen(folder))].level; }
+
 /* Violations in one file of top folder `folder`: includes "X/..." of a declared folder X other
  * than its own, where X is a higher layer or a folder on the same layer, or any such include at
- * all from a public-only folder. */
+ * all from a public-only folder, or from cli/ one of a folder other than tools/ and server/. */
 static int check_file(const char *path, const char *folder) {
     int me = find_layer(folder, strlen(folder));
     if (me < 0) fail_msg("%s: folder %s is not declared", path, folder);
@@ -65,7 +84,11 @@ static int check_file(const char *path, const char *folder) {
         size_t len = (size_t)(slash - p);
         int x = find_layer(p, len);
         if (x < 0 || x == me) continue;
-        if (public_only || k_layers[x].level >= level) {
+        if (!strcmp(folder, "cli") && !cli_may_include(x)) {
+            print_error("%s (layer cli) includes %.*s, but a command may use only sdnpu.h, cli/, tools/ and server/ headers "
+                        "(do the work in a tools/ function, tools/tools.h)\n", path, (int)(quote - p), p);
+            bad++;
+        } else if (public_only || k_layers[x].level >= level) {
             print_error("%s (layer %s) includes %.*s, %s\n", path, folder, (int)(quote - p), p,
                         public_only ? "but may use the public header only" : "which is not a lower layer");
             bad++;
@@ -157,7 +180,45 @@ static void test_every_folder_declared(void **state) {
     assert_int_equal(undeclared, 0);
 }
 
-/* The checker itself: an upward, a same-layer and a non-public include are each caught. */
+/* Lines of the C files directly in dir. */
+static long count_lines(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) fail_msg("cannot list %s", dir);
+    struct dirent *e;
+    long lines = 0;
+    while ((e = readdir(d))) {
+        if (!is_source(e->d_name)) continue;
+        char path[2048];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f) fail_msg("cannot read %s", path);
+        int c;
+        while ((c = fgetc(f)) != EOF) lines += c == '\n';
+        fclose(f);
+    }
+    closedir(d);
+    return lines;
+}
+
+/* No folder of the library (the layers below tools/) holds more than a quarter of its lines. */
+static void test_no_folder_too_big(void **state) {
+    (void)state;
+    long lines[N_LAYERS] = {0}, total = 0;
+    for (int i = 0; i < N_LAYERS; i++) {
+        if (k_layers[i].public_only || k_layers[i].level >= find_layer_level("tools")) continue;
+        char dir[1200];
+        snprintf(dir, sizeof dir, "%s/%s", tu_source_path("."), k_layers[i].folder);
+        total += lines[i] = count_lines(dir);
+    }
+    assert_true(total > 10000);
+    for (int i = 0; i < N_LAYERS; i++) {
+        if (lines[i] * 4 > total) print_error("%s holds %ld of the library's %ld lines, more than a quarter\n", k_layers[i].folder, lines[i], total);
+        assert_true(lines[i] * 4 <= total);
+    }
+}
+
+/* The checker itself: an upward, a same-layer and a non-public include are each caught, and a
+ * cli/ file's include of a library module. */
 static void test_checker_catches(void **state) {
     (void)state;
     char path[] = "/tmp/sdn_layering_XXXXXX";
@@ -166,11 +227,20 @@ static void test_checker_catches(void **state) {
     FILE *f = fdopen(fd, "w");
     fputs("#include \"runtime/api.h\"\n#include \"graph_sched/x.h\"\n#include \"common/sdn_err.h\"\n", f);
     fclose(f);
+    char cpath[] = "/tmp/sdn_layering_cli_XXXXXX";
+    int cfd = mkstemp(cpath);
+    assert_true(cfd >= 0);
+    FILE *cf = fdopen(cfd, "w");
+    fputs("#include \"sdnpu.h\"\n#include \"cli/opts.h\"\n#include \"tools/tools.h\"\n#include \"server/server.h\"\n", cf);
+    fclose(cf);
+    assert_int_equal(check_file(cpath, "cli"), 0);     /* the public header, cli/, tools/, server/ */
+    assert_int_equal(check_file(cpath, "server"), 2);  /* cli/ and tools/ are not the public header */
+    unlink(cpath);
     assert_int_equal(check_file(path, "runtime"), 0);  /* all three are lower */
     assert_int_equal(check_file(path, "draft"), 2);    /* runtime and graph_sched are higher */
     assert_int_equal(check_file(path, "verify"), 2);   /* runtime higher, graph_sched same layer */
     assert_int_equal(check_file(path, "server"), 3);   /* public header only */
-    assert_int_equal(check_file(path, "cli"), 0);
+    assert_int_equal(check_file(path, "cli"), 3);      /* library modules: not through the tools API */
     unlink(path);
 }
 
@@ -178,6 +248,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_no_upward_includes),
         cmocka_unit_test(test_every_folder_declared),
+        cmocka_unit_test(test_no_folder_too_big),
         cmocka_unit_test(test_checker_catches),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

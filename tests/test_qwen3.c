@@ -45,11 +45,11 @@
 #include "runtime/decode.h"
 #include "tokenizer/tokenizer.h"
 #include "support/ref_model.h"
-#include "support/smollm2_golden.h"
+#include "support/golden.h"
 #include "support/test_util.h"
 
 /* Required agreement: top-1 and the second-ranked token (measured: see the test output and
- * docs/measurements.md; 8-bit activation rounding in different orders moves near-ties only). */
+ * docs/results.md; 8-bit activation rounding in different orders moves near-ties only). */
 #define MIN_AGREE_TOP1 0.99
 #define MIN_AGREE_TOP2 0.90
 /* largest |logit difference| over llama.cpp's top-8, relative to llama.cpp's top-1 logit */
@@ -109,52 +109,14 @@ static void exact_three_way(sdn_model *m, const sg_golden *g) {
         if (!q || g->req[r].n_prompt < q->n_prompt) q = &g->req[r];
     ref_model *ref = ref_model_load(sdn_model_path(m));
     assert_non_null(ref);
-    int V = sdn_model_cfg(m)->vocab, np = q->n_prompt, npos = q->n_top;
-    float *ex = malloc(sizeof(float) * (size_t)V * (size_t)npos), *lg = malloc(sizeof(float) * (size_t)V);
-    float *sl = malloc(sizeof(float) * (size_t)V * (size_t)npos);
-    int32_t *seq = malloc(sizeof(int32_t) * (size_t)(np + q->n_answer));
-    memcpy(seq, q->prompt_ids, sizeof(int32_t) * (size_t)np);
-    memcpy(seq + np, q->answer_ids, sizeof(int32_t) * (size_t)q->n_answer);
-    ref_model_reset(ref);
-    for (int i = 0; i < np - 1 + npos; i++) {
-        ref_model_step(ref, seq[i], lg);
-        if (i >= np - 1) memcpy(ex + (size_t)(i - np + 1) * V, lg, sizeof(float) * (size_t)V);
-    }
-    sdn_ctx *c = tu_ctx(m, 1024, 2, 256);
-    sdn_err e = {0};
-    sdn_batch b = {.n = np - 1, .tokens = seq, .n_logits = 0};
-    assert_int_equal(sdn_forward(c, &b, NULL, &e), SDN_OK);
-    int32_t rows[64];
-    for (int i = 0; i < npos; i++) rows[i] = i;
-    sdn_batch a = {.n = npos, .tokens = seq + np - 1, .logit_rows = rows, .n_logits = npos, .invariant = 1};
-    assert_int_equal(sdn_forward(c, &a, sl, &e), SDN_OK);
-    double ws = 0, wl = 0;
-    int s2 = 0, l2 = 0;
-    for (int p = 0; p < npos; p++) {
-        const float *x = ex + (size_t)p * V, *y = sl + (size_t)p * V;
-        /* the exact second-ranked token */
-        int e1 = 0, e2 = -1, y1 = 0, y2 = -1;
-        for (int t = 1; t < V; t++) {
-            if (x[t] > x[e1]) { e2 = e1; e1 = t; } else if (e2 < 0 || x[t] > x[e2]) e2 = t;
-            if (y[t] > y[y1]) { y2 = y1; y1 = t; } else if (y2 < 0 || y[t] > y[y2]) y2 = t;
-        }
-        s2 += y2 == e2;
-        l2 += q->top_ids[p * q->topk + 1] == e2;
-        for (int k = 0; k < q->topk; k++) {
-            int t = q->top_ids[p * q->topk + k];
-            double ds = fabs((double)y[t] - x[t]), dl = fabs((double)q->top_logits[p * q->topk + k] - x[t]);
-            if (ds > ws) ws = ds;
-            if (dl > wl) wl = dl;
-        }
-    }
+    sg_exact x = {0};
+    sg_exact_compare(m, ref, q, q->n_top, &x);
+    ref_model_free(ref);
     print_message("against exact arithmetic (%s, %d positions): sdnpu largest logit difference %.3f, second-ranked token %d agree; "
                   "llama.cpp %.3f, %d agree\n",
-                  q->id, npos, ws, s2, wl, l2);
-    assert_true(ws <= 1.5 * wl + 0.5);
-    assert_true(s2 >= l2 - 1);
-    sdn_ctx_free(c);
-    ref_model_free(ref);
-    free(ex), free(lg), free(sl), free(seq);
+                  q->id, x.positions, x.sdn_diff, x.sdn_top2, x.ll_diff, x.ll_top2);
+    assert_true(x.sdn_diff <= 1.5 * x.ll_diff + 0.5);
+    assert_true(x.sdn_top2 >= x.ll_top2 - 1);
 }
 
 static void check_variant(const variant *v, int spec) {
@@ -165,74 +127,22 @@ static void check_variant(const variant *v, int spec) {
     assert_int_equal(cfg->arch, SDN_ARCH_QWEN3);
     assert_int_equal(cfg->head_dim, 128);
     assert_true(cfg->has_qk_norm && !cfg->has_qkv_bias);
-    int V = cfg->vocab, agree1 = 0, agree2 = 0, total = 0;
-    double worst = 0;
+    /* prompt ids: sdnpu's rendering (plain: the file has no chat template) and tokenizer */
+    sg_check_prompts(m, g, NULL, NULL);
+    /* teacher forcing: prompt on the prefill path, answer positions on the decode path in one batch */
+    for (int r = 0; r < g->n; r++) assert_true(g->req[r].n_top <= 64);
     sdn_ctx *c = tu_ctx(m, 2048, 2, 256);
-    for (int r = 0; r < g->n; r++) {
-        const sg_request *q = &g->req[r];
-        /* prompt ids: sdnpu's rendering (plain: the file has no chat template) and tokenizer */
-        const char *docs[1] = {q->context};
-        sdn_request rq = {.documents = docs, .n_docs = q->context[0] ? 1 : 0, .prompt = q->prompt};
-        int32_t *ids;
-        int n;
-        char *text;
-        sdn_err e = {0};
-        if (sdn_request_tokens(m, &rq, &ids, &n, &text, &e)) fail_msg("%s: %s", q->id, e.msg);
-        if (strcmp(text, q->rendered)) {
-            size_t at = 0;
-            while (text[at] && text[at] == q->rendered[at]) at++;
-            fail_msg("%s: rendered prompt differs from the golden file's at byte %zu: [%.40s] vs [%.40s]", q->id, at, text + at, q->rendered + at);
-        }
-        if (n != q->n_prompt || memcmp(ids, q->prompt_ids, sizeof(int32_t) * (size_t)n))
-            fail_msg("%s: prompt ids differ from llama.cpp's (%d vs %d tokens)", q->id, n, q->n_prompt);
-        free(ids);
-        free(text);
-        /* teacher forcing: prompt on the prefill path, answer positions on the decode path */
-        int np = q->n_prompt, n_pos = q->n_top;
-        int32_t *seq = malloc(sizeof(int32_t) * (size_t)(np + q->n_answer));
-        memcpy(seq, q->prompt_ids, sizeof(int32_t) * (size_t)np);
-        memcpy(seq + np, q->answer_ids, sizeof(int32_t) * (size_t)q->n_answer);
-        float *lg = malloc(sizeof(float) * (size_t)V * (size_t)n_pos);
-        int32_t rows[64];
-        for (int i = 0; i < 64; i++) rows[i] = i;
-        sdn_kv_truncate(c, 0);
-        for (int s = 0; s < np - 1; s += 256) {
-            sdn_batch b = {.n = np - 1 - s < 256 ? np - 1 - s : 256, .tokens = seq + s, .n_logits = 0};
-            if (sdn_forward(c, &b, NULL, &e)) fail_msg("%s: %s", q->id, e.msg);
-        }
-        assert_true(n_pos <= 64);
-        sdn_batch b = {.n = n_pos, .tokens = seq + np - 1, .logit_rows = rows, .n_logits = n_pos, .invariant = 1};
-        if (sdn_forward(c, &b, lg, &e)) fail_msg("%s: %s", q->id, e.msg);
-        for (int p = 0; p < n_pos; p++) {
-            const float *l = lg + (size_t)p * V;
-            int b1 = 0, b2 = -1;
-            for (int t = 1; t < V; t++) {
-                if (l[t] > l[b1]) {
-                    b2 = b1;
-                    b1 = t;
-                } else if (b2 < 0 || l[t] > l[b2]) b2 = t;
-            }
-            if (b2 < 0) b2 = b1 ? 0 : 1;
-            total++;
-            agree1 += b1 == q->top_ids[p * q->topk];
-            agree2 += b2 == q->top_ids[p * q->topk + 1];
-            double scale = fabs(q->top_logits[p * q->topk]);
-            for (int k = 0; k < q->topk; k++) {
-                double d = fabs(l[q->top_ids[p * q->topk + k]] - q->top_logits[p * q->topk + k]) / (scale > 1 ? scale : 1);
-                if (d > worst) worst = d;
-            }
-        }
-        free(seq);
-        free(lg);
-    }
+    sg_path tp = {.prefill_chunk = 256, .prefill_invariant = 0, .answer_chunk = 64, .answer_invariant = 1};
+    sg_score s = {0};
+    sg_score_teacher_forced(c, g, 1, &tp, 0, &s);
     print_message("%s (%s layers): %d requests, %d positions: top-1 agreement %.2f%%, second-ranked token %.2f%%, largest logit "
                   "difference over llama.cpp's top-8 %.3g of its top-1 logit\n",
-                  v->shape, v->layers ? "2" : "all", g->n, total, 100.0 * agree1 / total, 100.0 * agree2 / total, worst);
+                  v->shape, v->layers ? "2" : "all", g->n, s.total, 100.0 * s.agree1 / s.total, 100.0 * s.agree2 / s.total, s.max_rel);
     assert_true(g->n >= 8);
-    assert_true((double)agree1 / total >= MIN_AGREE_TOP1);
+    assert_true((double)s.agree1 / s.total >= MIN_AGREE_TOP1);
     if (v->layers) {
-        assert_true((double)agree2 / total >= MIN_AGREE_TOP2);
-        assert_true(worst <= MAX_REL_DIFF);
+        assert_true((double)s.agree2 / s.total >= MIN_AGREE_TOP2);
+        assert_true(s.max_rel <= MAX_REL_DIFF);
     } else {
         /* 28 random layers amplify rounding differences (no trained, contractive weights):
          * the second-ranked token and the logits are checked against exact arithmetic instead:
@@ -247,16 +157,7 @@ static void check_variant(const variant *v, int spec) {
             const sg_request *q = &g->req[r];
             if (strcmp(q->task, "tweet")) continue;
             done++;
-            int base_n;
-            int32_t *base = tu_gen_method(c, "none", q->prompt_ids, q->n_prompt, q->max_new, &base_n, NULL);
-            for (size_t k = 0; k < sizeof methods / sizeof methods[0]; k++) {
-                int got_n;
-                int32_t *got = tu_gen_method(c, methods[k], q->prompt_ids, q->n_prompt, q->max_new, &got_n, NULL);
-                if (got_n != base_n || memcmp(got, base, sizeof(int32_t) * (size_t)base_n))
-                    fail_msg("%s, method %s: output differs from plain greedy decoding", q->id, methods[k]);
-                free(got);
-            }
-            free(base);
+            sg_methods_identical(c, q, methods, (int)(sizeof methods / sizeof methods[0]), NULL, NULL);
         }
         print_message("every drafting method identical to plain decoding on %d requests\n", done);
         assert_true(done >= 3);

@@ -395,6 +395,7 @@ static void test_greedy_identity(void **state) {
     r.max_tokens = 40;
     r.ignore_eos = 1;
     sdnpu_result res;
+    sdnpu_result_init(&res);
     assert_int_equal(sdnpu_generate(c, &r, &res, &e), SDNPU_OK);
     assert_string_equal(str(plain, "choices.0.message.content"), res.text);
     assert_int_equal((int)num(plain, "usage.completion_tokens"), res.n_tokens);
@@ -724,6 +725,7 @@ static void test_sigterm(void **state) {
     r.max_tokens = 4;
     r.store_answer = 0;
     sdnpu_result res;
+    sdnpu_result_init(&res);
     assert_int_equal(sdnpu_generate(c, &r, &res, &e), SDNPU_OK);
     assert_int_equal(res.stats.history_answers, 1);
     sdnpu_result_free(&res);

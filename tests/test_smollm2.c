@@ -38,12 +38,12 @@
 #include "runtime/decode.h"
 #include "tokenizer/tokenizer.h"
 #include "support/ref_model.h"
-#include "support/smollm2_golden.h"
+#include "support/golden.h"
 #include "support/test_util.h"
 
 /* A greedy divergence is a near-tie when llama.cpp's own logits of its token and of sdnpu's
  * token differ by at most this much. Measured (test_exact_reference and
- * docs/measurements.md): on the same Q4_1 weights, sdnpu and llama.cpp are each up to ~0.9-1.3 logits away
+ * docs/results.md): on the same Q4_1 weights, sdnpu and llama.cpp are each up to ~0.9-1.3 logits away
  * from exact double-precision arithmetic (8-bit activations, different summation orders),
  * and llama.cpp differs from itself by up to 0.9 between its batched and its one-token
  * evaluation of the same positions. */
@@ -52,7 +52,7 @@
  * itself on 97.4% of these positions between batched and one-token evaluation, and with exact
  * arithmetic no better than sdnpu does, so agreement between the two engines is bounded by
  * that rounding noise, not by a bug (a wrong rope, norm or template gives far less). */
-#define MIN_AGREE 0.965 /* measured 0.972 with the f16 cache (the default), 0.974 with f32 (docs/measurements.md) */
+#define MIN_AGREE 0.965 /* measured 0.972 with the f16 cache (the default), 0.974 with f32 (docs/results.md) */
 
 static sdn_model *g_model;
 static sg_golden *g_gold;
@@ -83,89 +83,34 @@ static int teardown(void **state) {
 static void test_prompt_ids(void **state) {
     (void)state;
     REQUIRE();
-    int tasks[4] = {0};
-    for (int r = 0; r < g_gold->n; r++) {
-        const sg_request *q = &g_gold->req[r];
-        const char *docs[1] = {q->context};
-        sdn_request rq = {.documents = docs, .n_docs = q->context[0] ? 1 : 0, .prompt = q->prompt};
-        int32_t *ids;
-        int n;
-        char *text;
-        sdn_err e = {0};
-        if (sdn_request_tokens(g_model, &rq, &ids, &n, &text, &e)) fail_msg("%s: %s", q->id, e.msg);
-        if (strcmp(text, q->rendered)) fail_msg("%s: rendered prompt differs from the model's Jinja template's", q->id);
-        if (n != q->n_prompt) fail_msg("%s: %d prompt tokens, llama.cpp has %d", q->id, n, q->n_prompt);
-        for (int i = 0; i < n; i++)
-            if (ids[i] != q->prompt_ids[i]) fail_msg("%s: prompt token %d is %d, llama.cpp has %d", q->id, i, ids[i], q->prompt_ids[i]);
-        tasks[sg_task_index(q->task)]++;
-        free(ids);
-        free(text);
-    }
+    int tasks[4];
+    sg_check_prompts(g_model, g_gold, NULL, tasks);
     print_message("prompt ids identical to llama.cpp's for %d requests (summary %d, rag %d, ui %d, tweet %d)\n", g_gold->n, tasks[0], tasks[1],
                   tasks[2], tasks[3]);
     assert_true(g_gold->n >= 40);
     for (int k = 0; k < 4; k++) assert_true(tasks[k] >= 10);
 }
 
-/* Teacher-forced logits of the answer positions of golden file g with the given path and KV
- * cache type; returns agreement. */
+/* Teacher-forced logits of the answer positions of every stride-th request of golden file g
+ * with the given KV cache type and path: invariant 0 puts prompt and answer on the prefill
+ * path (256-row chunks: the prefill-matmul setting, by default the int8 kernels for Q4_1, and
+ * GEMM attention), 1 the prompt there and the answer positions in 32-row batches on the
+ * batch-invariant decode path, 2 both on the batch-invariant path (64-row prompt chunks). */
 static void teacher_forced(const sg_golden *g, int stride, int kv_type, int invariant, int *agree, int *total, float *max_diff,
                            const char **worst_id) {
     int n_ctx = 4096;
     for (int r = 0; r < g->n; r++)
         if (g->req[r].n_prompt + g->req[r].n_answer + 64 > n_ctx) n_ctx = g->req[r].n_prompt + g->req[r].n_answer + 64;
     sdn_ctx *c = tu_ctx_kv(g_model, n_ctx, 2, 256, kv_type, kv_type);
-    int V = sdn_model_cfg(g_model)->vocab;
-    for (int r = 0; r < g->n; r += stride) {
-        const sg_request *q = &g->req[r];
-        int np = q->n_prompt, na = q->n_answer;
-        int n_pos = q->n_top; /* positions np-1 .. np-1+n_pos-1 predict answer[0..n_pos) (the last may predict EOG) */
-        int n = np + na;
-        int32_t *seq = malloc(sizeof(int32_t) * (size_t)n);
-        memcpy(seq, q->prompt_ids, sizeof(int32_t) * (size_t)np);
-        memcpy(seq + np, q->answer_ids, sizeof(int32_t) * (size_t)na);
-        float *logits = malloc(sizeof(float) * (size_t)V * (size_t)n_pos);
-        int32_t *rows = malloc(sizeof(int32_t) * (size_t)n_pos);
-        sdn_kv_truncate(c, 0);
-        sdn_err e = {0};
-        /* the prompt but its last token: on the prefill path (chunks over 64 rows: the
-         * prefill-matmul setting, by default the int8 kernels for Q4_1, and GEMM attention),
-         * or on the batch-invariant path (64-row chunks) */
-        int pchunk = invariant == 2 ? 64 : 256;
-        for (int s = 0; s < np - 1; s += pchunk) {
-            int m = np - 1 - s < pchunk ? np - 1 - s : pchunk;
-            sdn_batch b = {.n = m, .tokens = seq + s, .n_logits = 0, .invariant = invariant == 2};
-            if (sdn_forward(c, &b, NULL, &e)) fail_msg("%s: %s", q->id, e.msg);
-        }
-        /* the answer positions (from the last prompt token on), in one 256-row batch on the
-         * prefill path or in 32-row batches on the batch-invariant decode path */
-        int chunk = invariant ? 32 : 256, got = 0;
-        for (int s = np - 1; s < np - 1 + n_pos; s += chunk) {
-            int m = np - 1 + n_pos - s < chunk ? np - 1 + n_pos - s : chunk;
-            for (int i = 0; i < m; i++) rows[i] = i;
-            sdn_batch b = {.n = m, .tokens = seq + s, .logit_rows = rows, .n_logits = m, .invariant = invariant != 0};
-            if (sdn_forward(c, &b, logits + (size_t)got * (size_t)V, &e)) fail_msg("%s: %s", q->id, e.msg);
-            got += m;
-        }
-        assert_int_equal(got, n_pos);
-        for (int p = 0; p < n_pos; p++) {
-            const float *l = logits + (size_t)p * (size_t)V;
-            int best = 0;
-            for (int v = 1; v < V; v++)
-                if (l[v] > l[best]) best = v;
-            (*total)++;
-            if (best == q->top_ids[p * q->topk]) (*agree)++;
-            for (int k = 0; k < q->topk; k++) {
-                float d = fabsf(l[q->top_ids[p * q->topk + k]] - q->top_logits[p * q->topk + k]);
-                if (d > *max_diff) {
-                    *max_diff = d;
-                    *worst_id = q->id;
-                }
-            }
-        }
-        free(seq);
-        free(logits);
-        free(rows);
+    sg_path path = {.prefill_chunk = invariant == 2 ? 64 : 256, .prefill_invariant = invariant == 2, .answer_chunk = invariant ? 32 : 256,
+                    .answer_invariant = invariant != 0};
+    sg_score s = {0};
+    sg_score_teacher_forced(c, g, stride, &path, 0, &s);
+    *agree += s.agree1;
+    *total += s.total;
+    if (s.max_diff > *max_diff) {
+        *max_diff = s.max_diff;
+        *worst_id = s.worst_id;
     }
     sdn_ctx_free(c);
 }
@@ -204,7 +149,7 @@ static void test_teacher_forced(void **state) {
  * and q8_0 runs (flash attention) part from its f32 run (sdnpu's f32 agrees with them on
  * only ~96%), so each type is also held against the f32 reference there, with sdnpu's f32
  * figure as the bar: f16 within a point (measured 0.78: 2 of the 256 positions), q8 within
- * Q8_LONGDOC_LOSS (docs/measurements.md: what 8-bit keys cost on long documents). */
+ * Q8_LONGDOC_LOSS (docs/results.md: what 8-bit keys cost on long documents). */
 #define Q8_LONGDOC_LOSS 0.025 /* measured 0.0196: 5 of 256 positions */
 static void test_cache_types(void **state) {
     (void)state;
@@ -364,17 +309,7 @@ static void test_eog_and_template(void **state) {
     sdn_chat_template ct;
     sdn_chat_template_init(&ct, SDN_CHAT_AUTO, sdn_tokenizer_chat_template(tk));
     assert_int_equal(ct.kind, SDN_CHAT_CHATML);
-    for (int k = 0; k < g_gold->n_chat; k++) {
-        const sg_chat *cc = &g_gold->chat[k];
-        char *text;
-        assert_int_equal(sdn_chat_template_render(&ct, cc->msgs, cc->n_msgs, 1, &text, &e), SDN_OK);
-        if (strcmp(text, cc->rendered)) fail_msg("chat case %d: rendered text differs:\n%s\n---\n%s", k, text, cc->rendered);
-        assert_int_equal(sdn_chat_tokenize(tk, text, &ids, &n, &e), SDN_OK);
-        assert_int_equal(n, cc->n_ids);
-        assert_memory_equal(ids, cc->ids, sizeof(int32_t) * (size_t)n);
-        free(ids);
-        free(text);
-    }
+    sg_check_chats(g_model, g_gold, &ct);
     print_message("%d chat cases (system prompts, multi-turn) render and tokenize as llama.cpp's Jinja template\n", g_gold->n_chat);
     assert_true(g_gold->n_chat >= 3);
 }
@@ -390,59 +325,21 @@ static void test_exact_reference(void **state) {
     REQUIRE();
     ref_model *r = ref_model_load(tu_smollm2());
     assert_non_null(r);
-    int V = sdn_model_cfg(g_model)->vocab, done = 0;
-    double worst_s = 0, worst_l = 0;
-    int agree_s = 0, agree_l = 0, total = 0;
+    sg_exact x = {0};
+    int done = 0;
     for (int w = 0; w < g_gold->n && done < 3; w++) {
         const sg_request *q = &g_gold->req[w];
         if (strcmp(q->task, "tweet") || q->n_prompt > 160) continue;
         done++;
-        int np = q->n_prompt, npos = q->n_top < 24 ? q->n_top : 24;
-        float *ex = malloc(sizeof(float) * (size_t)V * (size_t)npos), *lg = malloc(sizeof(float) * (size_t)V);
-        float *sl = malloc(sizeof(float) * (size_t)V * (size_t)npos);
-        int32_t *seq = malloc(sizeof(int32_t) * (size_t)(np + q->n_answer));
-        memcpy(seq, q->prompt_ids, sizeof(int32_t) * (size_t)np);
-        memcpy(seq + np, q->answer_ids, sizeof(int32_t) * (size_t)q->n_answer);
-        ref_model_reset(r);
-        for (int i = 0; i < np - 1 + npos; i++) {
-            ref_model_step(r, seq[i], lg);
-            if (i >= np - 1) memcpy(ex + (size_t)(i - np + 1) * V, lg, sizeof(float) * (size_t)V);
-        }
-        sdn_ctx *c = tu_ctx(g_model, 1024, 2, 256);
-        sdn_err e = {0};
-        sdn_batch b = {.n = np - 1, .tokens = seq, .n_logits = 0};
-        assert_int_equal(sdn_forward(c, &b, NULL, &e), SDN_OK);
-        int32_t rows[32];
-        for (int i = 0; i < npos; i++) rows[i] = i;
-        sdn_batch a = {.n = npos, .tokens = seq + np - 1, .logit_rows = rows, .n_logits = npos, .invariant = 1};
-        assert_int_equal(sdn_forward(c, &a, sl, &e), SDN_OK);
-        for (int p = 0; p < npos; p++) {
-            const float *x = ex + (size_t)p * V, *y = sl + (size_t)p * V;
-            int be = 0, bs = 0;
-            for (int v = 1; v < V; v++) {
-                if (x[v] > x[be]) be = v;
-                if (y[v] > y[bs]) bs = v;
-            }
-            total++;
-            agree_s += bs == be;
-            agree_l += q->top_ids[p * q->topk] == be;
-            for (int k = 0; k < q->topk; k++) {
-                int t = q->top_ids[p * q->topk + k];
-                double ds = fabs((double)y[t] - x[t]), dl = fabs((double)q->top_logits[p * q->topk + k] - x[t]);
-                if (ds > worst_s) worst_s = ds;
-                if (dl > worst_l) worst_l = dl;
-            }
-        }
-        sdn_ctx_free(c);
-        free(ex), free(lg), free(sl), free(seq);
+        sg_exact_compare(g_model, r, q, 24, &x);
     }
     ref_model_free(r);
     print_message("against exact arithmetic (%d positions of %d requests): sdnpu top-1 %d agree, largest logit difference %.3f; "
                   "llama.cpp top-1 %d agree, largest logit difference %.3f\n",
-                  total, done, agree_s, worst_s, agree_l, worst_l);
+                  x.positions, done, x.sdn_top1, x.sdn_diff, x.ll_top1, x.ll_diff);
     assert_int_equal(done, 3);
-    assert_true(worst_s <= MAX_EXACT_DIFF);
-    assert_true(agree_s >= total - total / 10);
+    assert_true(x.sdn_diff <= MAX_EXACT_DIFF);
+    assert_true(x.sdn_top1 >= x.positions - x.positions / 10);
 }
 
 int main(void) {

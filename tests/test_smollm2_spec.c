@@ -18,7 +18,7 @@
 #include "modelfile/model.h"
 #include "runtime/decode.h"
 #include "tokenizer/tokenizer.h"
-#include "support/smollm2_golden.h"
+#include "support/golden.h"
 #include "support/test_util.h"
 
 #define MAX_NEW 64

@@ -18,6 +18,7 @@
 
 #include <xxhash.h>
 
+#include "common/sdn_log.h"
 #include "common/sdn_util.h"
 
 /* ------------------------------------------------------------------------------------ */
@@ -38,7 +39,7 @@ int tok_vec_push(tok_vec *a, int32_t x) {
 static void tok_record(sdn_tokenizer *t, int print, const char *fmt, va_list ap) {
     char buf[1536];
     vsnprintf(buf, sizeof buf, fmt, ap);
-    if (print) fprintf(stderr, "sdnpu: warning: %s\n", buf);
+    if (print) sdn_log(SDN_LOG_WARN, "%s", buf);
     size_t used = strlen(t->warnings);
     if (used + strlen(buf) + 2 < sizeof t->warnings) snprintf(t->warnings + used, sizeof t->warnings - used, "%s\n", buf);
 }

@@ -296,6 +296,7 @@ int sdn_bench_run(sdn_model *m, const sdn_dataset *ds, const sdn_bench_opts *o, 
             if (o->grammar) {
                 gp.grammar = o->grammar, gp.gvocab = o->gvocab, gp.tok = tok;
                 gp.forced_draft = mc.forced;
+                gp.exit_draft = mc.forced && mc.exits;
             }
             sdn_gen_result gr;
             rc = sdn_generate(c, prompt, n_prompt, &gp, &gr, err);

@@ -107,4 +107,38 @@ int sdn_bench_parse_budgets(const char *list, int *out, int cap, int *n, sdn_err
 int sdn_trace_record(sdn_model *m, const char *model_name, const char *tokenizer_name, const sdn_dataset *ds, const sdn_bench_opts *o,
                      FILE *out, int *written, int *skipped, sdn_err *err);
 
+/* `sdnpu bench` (the command's work after option parsing, tools/cli_bench.c): the options. */
+typedef struct sdn_tool_bench_cmd_opts {
+    const char *model, *tokenizer;
+    const char *datasets[32];     /* dataset files or folders, n_datasets of them (0: shared/datasets) */
+    int n_datasets;
+    const char *shared;           /* the shared material folder when no dataset is given (NULL: not found, a usage error) */
+    const char *tasks;            /* --tasks filter (NULL: all) */
+    int limit;                    /* --limit requests per task (0: all) */
+    char **methods;               /* NULL-terminated list of methods, n_methods of them ("none" is dropped and
+                                     freed here, the others checked; the command frees the list after) */
+    int n_methods;
+    int budgets[64], n_budgets;   /* --budgets (0: --draft-max's, or the engine's default) */
+    long history_budget;          /* history tokens per request (0: the default) */
+    const char *history;          /* history store file (NULL: none) */
+    const char *graphs;           /* --graphs (NULL: none); gopt: its blocks, rows and profile database */
+    sdn_gs_options gopt;
+    const char *out_dir, *json, *csv, *rdb; /* outputs (NULL: not written) */
+    int plot;                     /* SVG charts into out_dir (or .) */
+    const char *cost, *cost_out;  /* verify-cost profile to plot; measure and write one */
+    const char *projects[8];      /* profiles to project the cells onto, n_projects of them */
+    int n_projects;
+    const char *json_schema, *grammar, *answers; /* constraint files; plain decoding's answers written here */
+    const char **params;          /* the --param values for the records, n_params of them */
+    int n_params;
+    const char *command;          /* the command line for the records (NULL: "sdnpu bench") */
+    sdn_bench_opts o;             /* max_tokens, caps, threads, n_ctx, chat_template, use_input, fresh_prefill,
+                                     mcfg (the rest is set by sdn_tool_bench) */
+} sdn_tool_bench_cmd_opts;
+/* Load the datasets, profiles, model, grammar and history; run plain decoding and every method;
+ * print the tables, projections and charts' paths on stdout; write the files. Returns 0, 1
+ * (runtime), 2 (usage: a bad grammar, method or budget combination) or 3 (an output differs
+ * from plain decoding) after the message. */
+int sdn_tool_bench(const sdn_tool_bench_cmd_opts *o);
+
 #endif

@@ -121,4 +121,29 @@ int sdn_study_run(const sdn_trace *t, const sdn_study_opts *o, sdn_result_cell *
 /* Normalize caps as the engine does (zero fields: defaults). */
 void sdn_study_caps(const sdn_draft_caps *in, sdn_draft_caps *out);
 
+/* `sdnpu study` (the command's work after option parsing, tools/cli_study.c): the options. */
+typedef struct sdn_tool_study_opts {
+    const char *traces[32];    /* trace files, n_traces of them */
+    int n_traces;
+    const char *costs[8];      /* verify-cost profiles to project onto, n_costs of them */
+    int n_costs;
+    char *const *methods;      /* methods studied, n_methods of them (0: "no methods", exit 1) */
+    int n_methods;
+    const char *tasks;         /* --tasks filter (NULL: all) */
+    int limit;                 /* --limit rows per task (0: all) */
+    const char *model, *tokenizer; /* live measurement model (NULL: none) */
+    int threads, n_ctx;
+    const char *csv, *json, *rdb; /* outputs (NULL: not written) */
+    int no_published;          /* no published reference figures */
+    const char **params;       /* the --param values for the records, n_params of them */
+    int n_params;
+    const char *command;       /* the command line for the records (NULL: "sdnpu study") */
+    sdn_study_opts so;         /* caps, history, history_budget, live_all, mcfg (methods, progress and
+                                  live_ctx are set by sdn_tool_study) */
+} sdn_tool_study_opts;
+/* Load the traces (filtered), the profiles and the model; replay (or measure live) every
+ * method; print the tables, projections and published figures on stdout; write the records.
+ * Returns 0, or 1 after the error on stderr. */
+int sdn_tool_study(const sdn_tool_study_opts *o);
+
 #endif

@@ -2,7 +2,7 @@
 """family_golden.py - record llama.cpp's reference outputs for the gemma3 and qwen3 families.
 
 The independent reference of tests/test_gemma3.c and tests/test_qwen3.c, in the same JSONL
-format as scripts/reference/smollm2_golden.py (read by tests/support/smollm2_golden.c): a
+format as scripts/reference/smollm2_golden.py (read by tests/support/golden.c): a
 header line, "request" lines (rendered prompt, its llama.cpp token ids, llama.cpp's greedy
 answer, the top-k logits at every answer position) and "chat" lines.
 

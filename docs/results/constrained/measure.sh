@@ -1,9 +1,10 @@
 #!/bin/bash
 # The issue-30 measurements (README "Answers in a schema", docs/constrained.md): SmolLM2-135M-Instruct
-# on the DroidTask ui requests with the action schema (bench/schemas/ui_action.json), one after the
+# on the DroidTask ui requests with the action schema (tools/schemas/ui_action.json), one after the
 # other on a quiet machine, 2 threads:
 #   1. sdnpu bench: constrained plain vs constrained sdnpu with forced-text drafting
-#   2. the same without forced-text drafting (--param grammar.forced=0)
+#   2. the same without forced-text drafting (--param grammar.forced=0), and with forced text
+#      but without drafting the way out of an element (--param grammar.exits=0)
 #   3. unconstrained plain vs sdnpu (no schema)
 #   4. 1 with a history store (each answer stored in the ui group, later requests draft from it)
 #   5. sdnpu serve vs llama-server (built from source: LLAMA_SERVER=path), both with the schema
@@ -16,7 +17,7 @@ D=${DATA:-../shared/datasets/ui/ui_droidtask.jsonl}
 S=${SDNPU:-build/sdnpu}
 OUT=${OUT:-docs/results/constrained}
 N=${LIMIT:-40}
-schema=bench/schemas/ui_action.json
+schema=tools/schemas/ui_action.json
 common=(--model "$M" --dataset "$D" --tasks ui --limit "$N" --max-tokens 64 --threads 2 --ctx 4096 --methods sdnpu)
 $S bench "${common[@]}" --json-schema $schema --answers "$OUT/answers-constrained.jsonl" --json "$OUT/bench-constrained.json" \
   > "$OUT/bench-constrained.txt" 2>&1
@@ -34,6 +35,8 @@ print("jsonschema: %d of %d constrained answers valid" % (ok, len(rows)))
 PY
 $S bench "${common[@]}" --json-schema $schema --param grammar.forced=0 --json "$OUT/bench-constrained-noforced.json" \
   > "$OUT/bench-constrained-noforced.txt" 2>&1
+$S bench "${common[@]}" --json-schema $schema --param grammar.exits=0 --json "$OUT/bench-constrained-noexits.json" \
+  > "$OUT/bench-constrained-noexits.txt" 2>&1
 $S bench "${common[@]}" --answers "$OUT/answers-unconstrained.jsonl" --json "$OUT/bench-unconstrained.json" \
   > "$OUT/bench-unconstrained.txt" 2>&1
 rm -f "$OUT/history.sqlite"

@@ -1,5 +1,7 @@
-/* bench_util.h - helpers shared by the benchmark commands: medians, a streaming-read
- * memory bandwidth probe, the cache directory for generated benchmark models, and the
+/* bench_util.h - part of the tools API for the commands (see tools/tools.h): helpers shared
+ * by the benchmark commands (cli/cmd_bench*.c, profile, study, demo, make-model): medians, a
+ * streaming-read memory bandwidth probe, the cache directory for generated benchmark models,
+ * checks of make-model shape and type names, allocation that exits on failure, and the
  * projection table of study and bench. */
 #ifndef SDN_BENCH_UTIL_H
 #define SDN_BENCH_UTIL_H
@@ -21,6 +23,11 @@ const char *bench_cache_dir(void);
 /* Path of a cached make-model model of shape/type (written on first use). NULL on error
  * (message printed). vocab_from may be NULL. */
 const char *bench_model(const char *shape, const char *type, const char *vocab_from);
+/* Check, before any work, that every name of the comma-separated lists is a make-model shape
+ * (shapes, option opt_s; NULL: none given) and a make-model weight type (types, option opt_t;
+ * NULL: none given), as sdn_make_model takes them. Returns 0, or 2 (a usage error) after
+ * "sdnpu CMD: option OPT: 'NAME' is not ..." on stderr. */
+int bench_check_shapes_types(const char *cmd, const char *opt_s, const char *shapes, const char *opt_t, const char *types);
 /* Allocation for the benchmark commands: on failure print "sdnpu: out of memory (N bytes)"
  * and exit with status 1 (a benchmark cannot go on without its buffers). */
 void *bench_xmalloc(size_t n);

@@ -1,5 +1,5 @@
 /* bench_util.c - see bench_util.h. */
-#include "cli/bench_util.h"
+#include "tools/bench_util.h"
 #include "modelfile/model_registry.h"
 #include "tools/projection.h"
 
@@ -18,6 +18,8 @@
 
 #include "common/sdn_util.h"
 #include "tools/make_model.h"
+#include "modelfile/tensor_types.h"
+#include <strings.h>
 
 static int cmp_d(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
@@ -163,4 +165,33 @@ void bench_print_projection(const sdn_cost_profile *p, const char *path, const s
         if (budgets) printf("%-8s ", c->budget[0] ? c->budget : "-");
         printf("%12.3f %12.4f %10.3f %7.2fx\n", pr.verify_ms_per_step, pr.draft_ms_per_step, pr.ms_per_token, pr.speedup);
     }
+}
+
+static int check_list(const char *cmd, const char *opt, const char *csv, int shapes) {
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s", csv);
+    char *save = NULL;
+    for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        int ok = 0;
+        if (shapes) {
+            for (int i = 0; i < sdn_shape_count() && !ok; i++) ok = !strcasecmp(sdn_shape_at(i)->name, t);
+        } else {
+            int ti = sdn_type_from_name(t);
+            ok = !strcasecmp(t, "Q4_K_M") || (ti >= 0 && sdn_type_is_weight_type((uint32_t)ti));
+        }
+        if (ok) continue;
+        fprintf(stderr, "sdnpu %s: option %s: '%s' is not a %s (", cmd, opt, t, shapes ? "model shape" : "weight type");
+        if (shapes)
+            for (int i = 0; i < sdn_shape_count(); i++) fprintf(stderr, "%s%s", i ? ", " : "", sdn_shape_at(i)->name);
+        else fprintf(stderr, "F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q4_K Q5_K Q6_K Q4_K_M");
+        fprintf(stderr, ")\n");
+        return 2;
+    }
+    return 0;
+}
+
+int bench_check_shapes_types(const char *cmd, const char *opt_s, const char *shapes, const char *opt_t, const char *types) {
+    if (shapes && check_list(cmd, opt_s, shapes, 1)) return 2;
+    if (types && check_list(cmd, opt_t, types, 0)) return 2;
+    return 0;
 }
