@@ -56,12 +56,16 @@ int sdn_tool_bench_attention(const sdn_tool_bench_attention_opts *o) {
         return 2;
     }
     const int total = max_ctx + max_rows, kvd = kv_heads * hd, qd = heads * hd;
-    double probe[5] = {0};
-    for (int i = 0; i < nt; i++) probe[threads[i]] = bench_read_bandwidth(threads[i], (size_t)512 << 20, 5);
+    double *probe = calloc((size_t)nt, sizeof *probe); /* read bandwidth per entry of the --threads list */
+    if (!probe) {
+        fprintf(stderr, "sdnpu bench-attention: out of memory\n");
+        return 1;
+    }
+    for (int i = 0; i < nt; i++) probe[i] = bench_read_bandwidth(threads[i], (size_t)512 << 20, 5);
     printf("sdnpu bench-attention: kernels %s, %d heads (%d KV) of %d, %d layers rotated, median of %d passes\n", sdn_kpath_describe(), heads,
            kv_heads, hd, layers, reps);
     printf("streaming-read probe:");
-    for (int i = 0; i < nt; i++) printf("  %d thread%s %.1f GB/s", threads[i], threads[i] > 1 ? "s" : "", probe[threads[i]]);
+    for (int i = 0; i < nt; i++) printf("  %d thread%s %.1f GB/s", threads[i], threads[i] > 1 ? "s" : "", probe[i]);
     printf("\nKV GB/s = keys and values of the visible positions of every KV head / time per layer\n\n");
     printf("cache  context  rows  thr   us/layer   KV GB/s   %%probe\n");
     float *k = bench_xmalloc((size_t)total * kvd * sizeof(float)), *v = bench_xmalloc((size_t)total * kvd * sizeof(float));
@@ -112,7 +116,7 @@ int sdn_tool_bench_attention(const sdn_tool_bench_attention_opts *o) {
                     }
                     const double med = bench_median(t, reps), gbs = row_bytes * (ctxs[ci] + rows[ri]) / med / 1e9;
                     printf("%-5s  %7d  %4d  %3d  %9.1f  %8.1f  %6.0f%%\n", sdn_kv_type_name(types[ti]), ctxs[ci], rows[ri], threads[th], med * 1e6,
-                           gbs, 100 * gbs / probe[threads[th]]);
+                           gbs, 100 * gbs / probe[th]);
                     fflush(stdout);
                 }
             sdn_att_ws_free(ws);
@@ -125,5 +129,6 @@ int sdn_tool_bench_attention(const sdn_tool_bench_attention_opts *o) {
     free(q);
     free(out);
     free(t);
+    free(probe);
     return 0;
 }
