@@ -29,52 +29,18 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "support/run_cli.h"
 #include "support/test_util.h"
 
-extern char **environ;
 
-/* Seconds any one command may take (the slowest, a first --graphs run, profiles the model in
- * about 2 s on 2 busy cores). */
-#define CMD_TIMEOUT_S 60
+typedef tu_cmd cmd_result; /* rc, out, err (support/run_cli.h) */
 
-/* The time limit of one command: CMD_TIMEOUT_S times SDN_TEST_TIME_SCALE (a positive
- * integer; .ci/sanitize sets 4, since ASan builds run several times slower). */
-static int cmd_timeout_s(void) {
-    const char *e = getenv("SDN_TEST_TIME_SCALE");
-    int k = e ? atoi(e) : 1;
-    return CMD_TIMEOUT_S * (k >= 1 && k <= 100 ? k : 1);
-}
-
-typedef struct {
-    int rc;    /* exit code; -1 when killed by a signal or the timeout */
-    char *out; /* stdout, NUL-terminated */
-    char *err; /* stderr */
-} cmd_result;
-
-/* The whole file, NUL-terminated; its size in *n when n is not NULL. */
-static char *slurp_n(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    assert_non_null(f);
-    fseek(f, 0, SEEK_END);
-    long sz = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)sz + 1);
-    assert_non_null(b);
-    size_t got = fread(b, 1, (size_t)sz, f);
-    b[got] = 0;
-    fclose(f);
-    if (n) *n = got;
-    return b;
-}
-
-static char *slurp(const char *path) { return slurp_n(path, NULL); }
+static char *slurp_n(const char *path, size_t *n) { return tu_slurp(path, n); }
+static char *slurp(const char *path) { return tu_slurp(path, NULL); }
 
 static void expect_usage(const cmd_result *r, const char *name);
 
-static void cmd_free(cmd_result *r) {
-    free(r->out);
-    free(r->err);
-}
+static void cmd_free(cmd_result *r) { tu_cmd_free(r); }
 
 /* The real SmolLM2-135M-Instruct in the user's model cache (NULL when absent). */
 static const char *g_smollm2;
@@ -84,52 +50,9 @@ static const char *g_stdin = NULL;
 
 /* Run SDN_CLI with the NULL-terminated argument list (after the program name). */
 static cmd_result run_argv(const char *const *args) {
-    const char *cli = getenv("SDN_CLI");
-    assert_non_null(cli);
-    const char *argv[64];
-    int n = 0;
-    argv[n++] = cli;
-    for (; args[n - 1] && n < 63; n++) argv[n] = args[n - 1];
-    argv[n] = NULL;
-    static char po[1024], pe[1024]; /* own copies: tu_tmp's buffers rotate */
-    snprintf(po, sizeof po, "%s", tu_tmp("cli.stdout"));
-    snprintf(pe, sizeof pe, "%s", tu_tmp("cli.stderr"));
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 0, g_stdin ? g_stdin : "/dev/null", O_RDONLY, 0);
+    const char *in = g_stdin;
     g_stdin = NULL;
-    posix_spawn_file_actions_addopen(&fa, 1, po, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_addopen(&fa, 2, pe, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    pid_t pid;
-    int e = posix_spawn(&pid, cli, &fa, NULL, (char *const *)argv, environ);
-    posix_spawn_file_actions_destroy(&fa);
-    if (e) fail_msg("cannot spawn %s: %s", cli, strerror(e));
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    int status = 0, timed_out = 0;
-    for (;;) {
-        pid_t w = waitpid(pid, &status, WNOHANG);
-        if (w == pid) break;
-        if (w < 0 && errno != EINTR) fail_msg("waitpid: %s", strerror(errno));
-        clock_gettime(CLOCK_MONOTONIC, &t1);
-        if (t1.tv_sec - t0.tv_sec > cmd_timeout_s()) {
-            kill(pid, SIGKILL);
-            waitpid(pid, &status, 0);
-            timed_out = 1;
-            break;
-        }
-        struct timespec nap = {0, 2000000};
-        nanosleep(&nap, NULL);
-    }
-    cmd_result r = {.rc = !timed_out && WIFEXITED(status) ? WEXITSTATUS(status) : -1, .out = slurp(po), .err = slurp(pe)};
-    if (timed_out || WIFSIGNALED(status)) {
-        print_message("stderr:\n%s\n", r.err);
-        int sig = timed_out ? 0 : WTERMSIG(status);
-        cmd_free(&r); /* fail_msg does not return */
-        if (timed_out) fail_msg("sdnpu %s ... did not finish within %d s", argv[1], cmd_timeout_s());
-        fail_msg("sdnpu %s ... killed by signal %d", argv[1], sig);
-    }
-    return r;
+    return tu_run_cli(args, in);
 }
 
 #define RUN(...) run_argv((const char *const[]){__VA_ARGS__, NULL})

@@ -27,72 +27,15 @@
 #include <cmocka.h>
 
 #include "sdnpu.h"
+#include "support/run_cli.h"
 #include "support/test_util.h"
 
-extern char **environ;
 
-typedef struct {
-    int rc;
-    char *out, *err;
-} res;
+typedef tu_cmd res; /* rc, out, err (support/run_cli.h) */
 
-static char *slurp(const char *path) {
-    FILE *f = fopen(path, "rb");
-    assert_non_null(f);
-    fseek(f, 0, SEEK_END);
-    long sz = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)sz + 1);
-    assert_non_null(b);
-    size_t got = fread(b, 1, (size_t)sz, f);
-    b[got] = 0;
-    fclose(f);
-    return b;
-}
-
-static void res_free(res *r) {
-    free(r->out);
-    free(r->err);
-}
-
-/* Run SDN_CLI with the NULL-terminated arguments; 60 s at most (a hang fails). */
-static res run_argv(const char *const *args) {
-    const char *cli = getenv("SDN_CLI");
-    if (!cli) fail_msg("SDN_CLI is not set (run through ctest)");
-    const char *argv[64];
-    int n = 0;
-    argv[n++] = cli;
-    for (; args[n - 1] && n < 63; n++) argv[n] = args[n - 1];
-    argv[n] = NULL;
-    static char po[1024], pe[1024];
-    snprintf(po, sizeof po, "%s", tu_tmp("opt.stdout"));
-    snprintf(pe, sizeof pe, "%s", tu_tmp("opt.stderr"));
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_addopen(&fa, 1, po, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_addopen(&fa, 2, pe, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    pid_t pid;
-    int e = posix_spawn(&pid, cli, &fa, NULL, (char *const *)argv, environ);
-    posix_spawn_file_actions_destroy(&fa);
-    if (e) fail_msg("cannot spawn %s: %s", cli, strerror(e));
-    int status = 0;
-    time_t t0 = time(NULL);
-    for (;;) {
-        pid_t w = waitpid(pid, &status, WNOHANG);
-        if (w == pid) break;
-        if (w < 0 && errno != EINTR) fail_msg("waitpid: %s", strerror(errno));
-        if (time(NULL) - t0 > 60) {
-            kill(pid, SIGKILL);
-            waitpid(pid, &status, 0);
-            fail_msg("sdnpu %s ... did not finish within 60 s", argv[1]);
-        }
-        struct timespec nap = {0, 2000000};
-        nanosleep(&nap, NULL);
-    }
-    if (!WIFEXITED(status)) fail_msg("sdnpu %s ... killed by signal %d", argv[1], WTERMSIG(status));
-    return (res){.rc = WEXITSTATUS(status), .out = slurp(po), .err = slurp(pe)};
-}
+static char *slurp(const char *path) { return tu_slurp(path, NULL); }
+static void res_free(res *r) { tu_cmd_free(r); }
+static res run_argv(const char *const *args) { return tu_run_cli(args, NULL); }
 
 #define RUN(...) run_argv((const char *const[]){__VA_ARGS__, NULL})
 
