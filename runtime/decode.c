@@ -72,8 +72,7 @@ typedef struct decode {
     sdn_gstate *gscratch; /* scratch state of exit_text */
     int32_t exit_tok;     /* first token of this step's exit chain (exit_text), -1: none */
     int exit_miss;        /* exit chains in a row whose first token was not committed */
-    int32_t forced_first; /* first tokens of this step's forced chains a and b (forced_chains), -1: none */
-    int32_t split_first;
+    int32_t split_first;  /* first token of this step's chain b (forced_chains), -1: none */
     uint8_t drafted[SDN_INVARIANT_MAX_ROWS]; /* tree node i came from the drafter (not forced text) */
     sdn_gen_stats s;
 } decode;
@@ -306,7 +305,7 @@ static int forced_chains(decode *d, int lim, int32_t *a, int *na_out, int32_t *b
     char text[512];
     size_t n = sdn_gstate_forced(d->gs, text, sizeof text);
     int is_exit = 0;
-    d->exit_tok = d->forced_first = d->split_first = -1;
+    d->exit_tok = d->split_first = -1;
     if (n > 0) d->exit_miss = 0; /* a new element: guess its way out again */
     else if (d->p->exit_draft && d->exit_miss < 2) { /* not after two wrong guesses in a row (a long free string) */
         long k = exit_text(d, d->gs, text, sizeof text);
@@ -318,7 +317,6 @@ static int forced_chains(decode *d, int lim, int32_t *a, int *na_out, int32_t *b
     if (na < 0) return -1;
     if (na == 0) return 0;
     if (is_exit) d->exit_tok = a[0];
-    d->forced_first = a[0];
     if (d->n_gen == 0 || is_exit) {
         if ((nb = tokenize_split(d, text, n, a[0], b, lim)) < 0) return -1;
         if (nb > 0) d->split_first = b[0];
@@ -577,7 +575,7 @@ static int step_feedback(decode *d, sdn_err *err) {
 }
 
 int sdn_generate(sdn_ctx *c, const int32_t *prompt, int n_prompt, const sdn_gen_params *p, sdn_gen_result *out, sdn_err *err) {
-    decode d = {.c = c, .p = p, .prompt = prompt, .n_prompt = n_prompt, .exit_tok = -1, .forced_first = -1, .split_first = -1};
+    decode d = {.c = c, .p = p, .prompt = prompt, .n_prompt = n_prompt, .exit_tok = -1, .split_first = -1};
     if (out) memset(out, 0, sizeof *out);
     double t0 = sdn_now();
     int rc = setup(&d, err);
