@@ -45,6 +45,11 @@ typedef struct sdn_drafter_ops {
     /* The result of verifying the last proposal. */
     int (*feedback)(sdn_drafter *d, const sdn_draft_feedback *fb, sdn_err *err);
     void (*destroy)(sdn_drafter *d);
+    /* Optional (NULL: not offered): the drafter's most likely continuation of the committed
+     * sequence followed by path[0..n_path) (tokens not committed: a hypothesis, such as the
+     * text a grammar forces), at most max tokens into out; returns the count (0: no guess).
+     * Changes nothing the next propose or feedback sees. */
+    int (*continue_after)(sdn_drafter *d, const int32_t *path, int n_path, int32_t *out, int max);
 } sdn_drafter_ops;
 
 struct sdn_drafter {
@@ -60,6 +65,10 @@ static inline int sdn_drafter_propose(sdn_drafter *d, sdn_tree *out, const sdn_d
 }
 static inline int sdn_drafter_feedback(sdn_drafter *d, const sdn_draft_feedback *fb, sdn_err *e) {
     return d->ops->feedback(d, fb, e);
+}
+/* continue_after when the drafter offers it, else 0. */
+static inline int sdn_drafter_continue_after(sdn_drafter *d, const int32_t *path, int n_path, int32_t *out, int max) {
+    return d && d->ops && d->ops->continue_after ? d->ops->continue_after(d, path, n_path, out, max) : 0;
 }
 static inline void sdn_drafter_destroy(sdn_drafter *d) {
     if (d && d->ops) d->ops->destroy(d);

@@ -151,6 +151,27 @@ static int sd_propose(sdn_drafter *dr, sdn_tree *out, const sdn_draft_caps *caps
     return SDN_OK;
 }
 
+/* The retrieval continuation after the committed sequence + path: of the context-and-answer
+ * automaton and the history automaton, the one whose match (path included) is longer (the
+ * context's on a tie), as long as the match reaches into the path's last token's left
+ * context (min_match). Calibration and draft reuse are positional on committed text, so
+ * they are not asked here. */
+static int sd_continue_after(sdn_drafter *dr, const int32_t *path, int n_path, int32_t *out, int max) {
+    sd *d = dr->impl;
+    if (!d->have_last || n_path <= 0 || max <= 0) return 0;
+    sdn_sam_match m = dyn_match(d), h = d->hm;
+    for (int i = 0; i < n_path; i++) {
+        sdn_sam_match_advance(d->dyn, &m, path[i]);
+        if (d->hist) sdn_sam_match_advance(d->hist, &h, path[i]);
+    }
+    sdn_sam *s = d->dyn;
+    sdn_sam_match c = m;
+    if (d->hist && h.len > m.len) s = d->hist, c = h;
+    if (c.len == 0 || c.len < (uint32_t)d->cfg.min_match) return 0;
+    if (max > MAX_PRED) max = MAX_PRED;
+    return sdn_sam_continuation(s, &c, 0, out, max);
+}
+
 static int sd_feedback(sdn_drafter *dr, const sdn_draft_feedback *fb, sdn_err *err) {
     sd *d = dr->impl;
     if (d->cfg.use_reuse && fb->node_argmax) sdn_reuse_feedback(&d->reuse, fb);
@@ -172,7 +193,7 @@ static void sd_destroy(sdn_drafter *dr) {
     dr->impl = NULL;
 }
 
-static const sdn_drafter_ops ops = {"sdnpu", sd_begin, sd_propose, sd_feedback, sd_destroy};
+static const sdn_drafter_ops ops = {"sdnpu", sd_begin, sd_propose, sd_feedback, sd_destroy, sd_continue_after};
 
 int sdn_sdnpu_create(const sdn_sdnpu_config *cfg, const int32_t *const *hist, const int *hist_len, int n_hist,
                      const uint8_t *hist_bytes, size_t hist_bytes_len, sdn_drafter *out, sdn_err *err) {

@@ -119,6 +119,7 @@ struct sdnpu_context {
     sdn_preds last_preds; /* the previous request's prefill predictions (reused with its KV entries) */
     int have_curve;
     sdn_vcurve curve; /* the verify cost curve by KV length (runtime/verify_cost.h) */
+    sdn_draft_memo memo; /* what forced-text drafting learned on the earlier requests */
     int busy;         /* a request is running (atomic): a second one is SDNPU_ESTATE */
 };
 
@@ -754,6 +755,7 @@ static int generate(sdnpu_context *c, const sdnpu_request *r, sdnpu_result *resu
         gp.tok = tok;
         gp.forced_draft = forced;
         gp.exit_draft = forced && exits;
+        gp.memo = &c->memo;
     }
     if (tok) {
         if (!(s.dt = sdn_detok_new(tok))) { rc = sdn_fail(e, SDN_ENOMEM, "out of memory"); goto done; }

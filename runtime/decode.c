@@ -73,6 +73,10 @@ typedef struct decode {
     int32_t exit_tok;     /* first token of this step's exit chain (exit_text), -1: none */
     int exit_miss;        /* exit chains in a row whose first token was not committed */
     int32_t split_first;  /* first token of this step's chain b (forced_chains), -1: none */
+    /* split probes of this step (memo): below node `leaf` (-1: the root) both forms of forced
+     * text were drafted, merged first token a0 and split first token b0 */
+    struct { int leaf; int32_t a0, b0; } probe[8];
+    int n_probe;
     uint8_t drafted[SDN_INVARIANT_MAX_ROWS]; /* tree node i came from the drafter (not forced text) */
     sdn_gen_stats s;
 } decode;
@@ -294,6 +298,58 @@ static int tokenize_split(decode *d, const char *text, size_t n, int32_t first, 
     return m < 0 ? -1 : 1 + m;
 }
 
+/* The memo's entry of the forms (a0 merged, b0 split), or NULL (create: the least used entry
+ * gives way when all are taken). */
+static sdn_draft_memo_entry *memo_entry(sdn_draft_memo *m, int32_t a0, int32_t b0, int create) {
+    int low = 0;
+    for (int i = 0; i < m->n; i++) {
+        if (m->e[i].merged == a0 && m->e[i].split == b0) return &m->e[i];
+        if (m->e[i].n_merged + m->e[i].n_split < m->e[low].n_merged + m->e[low].n_split) low = i;
+    }
+    if (!create) return NULL;
+    int i = m->n < SDN_DRAFT_MEMO_ENTRIES ? m->n++ : low;
+    m->e[i].merged = a0, m->e[i].split = b0, m->e[i].n_merged = m->e[i].n_split = 0;
+    return &m->e[i];
+}
+
+/* Both forms of forced text below node `leaf` (chain a as the tokenizer writes it, chain b with
+ * its first character alone): the form the model clearly did not write before (twice at
+ * least, three times as often as the other) is cut to its first token, and the step notes
+ * which one the model takes (step_commit). */
+static void split_forms(decode *d, int leaf, const int32_t *a, int *na, const int32_t *b, int *nb) {
+    if (*na <= 0 || *nb <= 0) return;
+    sdn_draft_memo *m = d->p->memo;
+    if (m) {
+        const sdn_draft_memo_entry *e = memo_entry(m, a[0], b[0], 0);
+        if (e && e->n_split >= 2 && e->n_split >= 3 * e->n_merged && *na > 1) *na = 1;
+        else if (e && e->n_merged >= 2 && e->n_merged >= 3 * e->n_split && *nb > 1) *nb = 1;
+    }
+    if (d->n_probe < (int)(sizeof d->probe / sizeof d->probe[0])) {
+        d->probe[d->n_probe].leaf = leaf, d->probe[d->n_probe].a0 = a[0], d->probe[d->n_probe].b0 = b[0];
+        d->n_probe++;
+    }
+}
+
+/* After acceptance: which form the model wrote below each probe's node, into the memo. */
+static void memo_learn(decode *d) {
+    sdn_draft_memo *m = d->p->memo;
+    for (int i = 0; m && i < d->n_probe; i++) {
+        int k = -1; /* the probe's node on the accepted path: tokens[k + 1] follows it */
+        if (d->probe[i].leaf >= 0) {
+            for (int j = 0; j < d->acc.n_acc && k < 0; j++)
+                if (d->acc.nodes[j] == d->probe[i].leaf) k = j;
+            if (k < 0) continue;
+        }
+        int32_t next = d->acc.tokens[k + 1];
+        if (next != d->probe[i].a0 && next != d->probe[i].b0) continue;
+        sdn_draft_memo_entry *e = memo_entry(m, d->probe[i].a0, d->probe[i].b0, 1);
+        if (e->n_merged + e->n_split >= 1000) e->n_merged /= 2, e->n_split /= 2; /* keeps adapting */
+        if (next == d->probe[i].a0) e->n_merged++;
+        else e->n_split++;
+    }
+    d->n_probe = 0;
+}
+
 /* The step's forced chains (constrained requests with forced-text drafting): the forced text
  * after the committed answer, or at a branch point the way out (exit_text); tokenized as the
  * tokenizer writes it (chain a), and, at the answer's start and for the way out, also with
@@ -320,6 +376,7 @@ static int forced_chains(decode *d, int lim, int32_t *a, int *na_out, int32_t *b
     if (d->n_gen == 0 || is_exit) {
         if ((nb = tokenize_split(d, text, n, a[0], b, lim)) < 0) return -1;
         if (nb > 0) d->split_first = b[0];
+        split_forms(d, -1, a, &na, b, &nb);
     }
     *na_out = na;
     *nb_out = nb;
@@ -356,40 +413,57 @@ static int constrain_tree(decode *d, sdn_err *err) {
     return SDN_OK;
 }
 
-/* After constrain_tree: below the deepest leaf the drafter proposed, the text the grammar
- * forces there, or its way out (exit_text), as a chain of at most lim tokens, so a draft that
- * reaches the end of a free part (`N/A` of a string) goes on through the forced text (`"}`)
- * in the same step. The new nodes get their grammar states from constrain_tree again.
- * Returns SDN_OK or an error. */
-static int extend_leaf(decode *d, int lim, sdn_err *err) {
+/* After constrain_tree, constrained requests draft on below the tree's deepest leaf (its main
+ * line) as far as the grammar and the drafter reach, SGLang's jump-forward with retrieval for
+ * the free parts: where the grammar forces text, that text (`", "input_text": "` after the
+ * enum value); where it branches right after forced text, the drafter's continuation of the
+ * whole line (continue_after: `N/A` from the context after `"input_text": "`); where it
+ * branches after free text, the way out of the element (exit_text: `"}` after `N/A`) with
+ * both forms of its first token. Each addition is pruned by constrain_tree; the tree stays
+ * within lim nodes, a drafter continuation within dlim tokens. Returns SDN_OK or an error. */
+static int extend_spine(decode *d, int lim, int dlim, sdn_err *err) {
     sdn_tree *t = &d->tree;
-    uint8_t has_child[SDN_INVARIANT_MAX_ROWS] = {0};
-    for (int i = 0; i < t->n; i++)
-        if (t->parent[i] >= 0) has_child[t->parent[i]] = 1;
-    int leaf = -1;
-    for (int i = 0; i < t->n; i++)
-        if (d->drafted[i] && !has_child[i] && (leaf < 0 || t->depth[i] > t->depth[leaf])) leaf = i;
-    if (leaf < 0 || lim <= 0) return SDN_OK;
-    char text[512];
-    size_t n = sdn_gstate_forced(d->rs[leaf + 1], text, sizeof text);
-    int is_exit = 0;
-    if (!n) {
-        long k = exit_text(d, d->rs[leaf + 1], text, sizeof text);
-        if (k < 0) return sdn_fail(err, SDN_ENOMEM, "out of memory (grammar state)");
-        n = (size_t)k;
-        is_exit = 1;
+    for (int round = 0; round < 8 && t->n < lim; round++) {
+        int leaf = -1;
+        for (int i = 0; i < t->n; i++)
+            if (leaf < 0 || t->depth[i] > t->depth[leaf]) leaf = i;
+        if (leaf < 0) return SDN_OK; /* no line: forced_chains found nothing at the root */
+        const sdn_gstate *st = d->rs[leaf + 1];
+        if (sdn_gstate_ended(st)) return SDN_OK;
+        char text[512];
+        int32_t ch[SDN_INVARIANT_MAX_ROWS], sp[SDN_INVARIANT_MAX_ROWS];
+        int m = 0, ms = 0, from_drafter = 0;
+        size_t n = sdn_gstate_forced(st, text, sizeof text);
+        if (n > 0) {
+            m = tokenize_forced(d, text, n, ch, lim - t->n);
+        } else if (!d->drafted[leaf]) { /* the element starts here: the drafter's guess */
+            int32_t path[SDN_INVARIANT_MAX_ROWS];
+            int np = 0;
+            for (int v = leaf; v >= 0; v = t->parent[v]) np++;
+            for (int v = leaf, k = np - 1; v >= 0; v = t->parent[v], k--) path[k] = t->token[v];
+            int cap = dlim < lim - t->n ? dlim : lim - t->n;
+            m = sdn_drafter_continue_after(d->p->drafter, path, np, ch, cap);
+            from_drafter = 1;
+        } else { /* after free text: the way out */
+            long k = exit_text(d, st, text, sizeof text);
+            if (k < 0) return sdn_fail(err, SDN_ENOMEM, "out of memory (grammar state)");
+            n = (size_t)k;
+            m = tokenize_forced(d, text, n, ch, lim - t->n);
+            if (m > 0 && (ms = tokenize_split(d, text, n, ch[0], sp, lim - t->n - m)) >= 0) split_forms(d, leaf, ch, &m, sp, &ms);
+        }
+        if (m < 0 || ms < 0) return sdn_fail(err, SDN_ENOMEM, "out of memory (forced text)");
+        if (m == 0) return SDN_OK;
+        int before = t->n;
+        sdn_tree_add_chain(t, leaf, ch, m, 1.0f, d->caps.max_depth);
+        if (ms > 0) sdn_tree_add_chain(t, leaf, sp, ms, 1.0f, d->caps.max_depth);
+        if (t->n == before) return SDN_OK;
+        for (int i = before; i < t->n; i++) d->drafted[i] = (uint8_t)from_drafter;
+        if (!from_drafter) d->s.forced_drafted += t->n - before;
+        int rc = constrain_tree(d, err);
+        if (rc) return rc;
+        if (t->n == before) return SDN_OK; /* the grammar refused all of it */
     }
-    int32_t ch[SDN_INVARIANT_MAX_ROWS], sp[SDN_INVARIANT_MAX_ROWS];
-    int m = tokenize_forced(d, text, n, ch, lim), ms = 0;
-    if (m > 0 && is_exit) ms = tokenize_split(d, text, n, ch[0], sp, lim);
-    if (m < 0 || ms < 0) return sdn_fail(err, SDN_ENOMEM, "out of memory (forced text)");
-    int before = t->n;
-    if (m > 0) sdn_tree_add_chain(t, leaf, ch, m, 1.0f, d->caps.max_depth);
-    if (ms > 0) sdn_tree_add_chain(t, leaf, sp, ms, 1.0f, d->caps.max_depth);
-    if (t->n == before) return SDN_OK;
-    for (int i = before; i < t->n; i++) d->drafted[i] = 0;
-    d->s.forced_drafted += t->n - before;
-    return constrain_tree(d, err);
+    return SDN_OK;
 }
 
 /* Draft: the step's budget (fixed caps, or from the verify cost curve and the acceptance
@@ -411,6 +485,8 @@ static int step_draft_tree(decode *d, sdn_err *err) {
         if (sc.max_depth > n) sc.max_depth = n;
     }
     if (d->p->drafter) d->s.budget_hist[sc.max_nodes < SDN_ACCEPT_HIST ? sc.max_nodes : SDN_ACCEPT_HIST - 1]++;
+    const int budget = sc.max_nodes; /* the drafter's share: also the length of its guesses past forced text */
+    d->n_probe = 0;
     if (sc.max_nodes > room) sc.max_nodes = room;
     if (sc.max_nodes > kv_room) sc.max_nodes = kv_room;
     int32_t fa[SDN_INVARIANT_MAX_ROWS], fb[SDN_INVARIANT_MAX_ROWS];
@@ -438,7 +514,8 @@ static int step_draft_tree(decode *d, sdn_err *err) {
     if (d->gs) {
         double t = sdn_now();
         rc = constrain_tree(d, err);
-        if (!rc && d->p->drafter && d->p->forced_draft && d->p->exit_draft) rc = extend_leaf(d, room < d->caps.max_nodes ? room : d->caps.max_nodes, err);
+        if (!rc && d->p->drafter && d->p->forced_draft && d->p->exit_draft)
+            rc = extend_spine(d, room < d->caps.max_nodes ? room : d->caps.max_nodes, budget > 1 ? budget : 2, err);
         d->s.t_constrain += sdn_now() - t;
         return rc;
     }
@@ -543,6 +620,7 @@ static int step_compact(decode *d, int n_past, sdn_err *err) {
  * end-of-generation token; stream them; the last one is the next root. */
 static int step_commit(decode *d, sdn_err *err) {
     const sdn_gen_params *p = d->p;
+    memo_learn(d);
     int n_new = d->acc.n_acc + 1, first_new = d->n_gen;
     int bonus_row = d->acc.n_acc ? d->acc.nodes[d->acc.n_acc - 1] + 1 : 0, stuck = d->gs && d->empty[bonus_row];
     if (d->exit_tok >= 0) d->exit_miss = d->acc.tokens[0] == d->exit_tok || d->acc.tokens[0] == d->split_first ? 0 : d->exit_miss + 1;

@@ -103,7 +103,26 @@ typedef struct sdn_gen_params {
     int grammar_skip_space;          /* 1: the answer starts a SentencePiece text stream, whose first
                                         leading space the detokenizer drops: the grammar matches the
                                         text without it (sdn_gstate_set_skip_leading_space) */
+    /* What forced-text drafting learned on this context's earlier requests (NULL: nothing kept;
+     * see sdn_draft_memo). Drafting only: the output never depends on it. */
+    struct sdn_draft_memo *memo;
 } sdn_gen_params;
+
+/* Forced-text drafting's memory across the requests of one context (owned by the caller, used
+ * by one generation at a time): where forced text starts with a token the tokenizer merges
+ * (`{"`, `"}`) and the model may write its first character alone instead (`{` `"`), how
+ * often the model took each form. Once one form wins clearly, the other is drafted as its
+ * first token only (one row instead of the whole chain), so a wrong guess is still
+ * noticed. Zero-initialize it. */
+#define SDN_DRAFT_MEMO_ENTRIES 16
+typedef struct sdn_draft_memo_entry {
+    int32_t merged, split;      /* the merged form's first token and the split form's */
+    uint16_t n_merged, n_split; /* times the model wrote each */
+} sdn_draft_memo_entry;
+typedef struct sdn_draft_memo {
+    sdn_draft_memo_entry e[SDN_DRAFT_MEMO_ENTRIES];
+    int n;
+} sdn_draft_memo;
 
 /* The draft size d in [0, dmax] maximizing expected tokens per millisecond of a chain whose
  * tokens are each accepted with probability a given the previous ones: E(d) / verify_ms[d],

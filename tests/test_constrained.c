@@ -266,7 +266,7 @@ static int fd_feedback(sdn_drafter *d, const sdn_draft_feedback *fb, sdn_err *e)
     return 0;
 }
 static void fd_destroy(sdn_drafter *d) { (void)d; }
-static const sdn_drafter_ops fd_ops = {"fixed", fd_begin, fd_propose, fd_feedback, fd_destroy};
+static const sdn_drafter_ops fd_ops = {"fixed", fd_begin, fd_propose, fd_feedback, fd_destroy, NULL};
 
 #define RE_OK "[b-s][a-z ]+\\."
 

@@ -170,7 +170,7 @@ static int fd_propose(sdn_drafter *d, sdn_tree *out, const sdn_draft_caps *caps,
 }
 static int fd_feedback(sdn_drafter *d, const sdn_draft_feedback *fb, sdn_err *e) { return 0; }
 static void fd_destroy(sdn_drafter *d) {}
-static const sdn_drafter_ops fd_ops = {"fixed", fd_begin, fd_propose, fd_feedback, fd_destroy};
+static const sdn_drafter_ops fd_ops = {"fixed", fd_begin, fd_propose, fd_feedback, fd_destroy, NULL};
 
 /* Plain vs speculative sampling of the first two tokens under `s`, drafts from the root's top
  * three (plus, with `repeat`, a chain repeating the most probable token, which the repetition

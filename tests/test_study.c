@@ -48,7 +48,7 @@ static int r_feedback(sdn_drafter *d, const sdn_draft_feedback *fb, sdn_err *e) 
     return sdn_drafter_feedback(r->inner, fb, e);
 }
 static void r_destroy(sdn_drafter *d) { (void)d; }
-static const sdn_drafter_ops k_rec = {"recorder", r_begin, r_propose, r_feedback, r_destroy};
+static const sdn_drafter_ops k_rec = {"recorder", r_begin, r_propose, r_feedback, r_destroy, NULL};
 
 typedef struct eog_ud {
     const sdn_tokenizer *tok;

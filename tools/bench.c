@@ -194,8 +194,11 @@ int sdn_bench_run(sdn_model *m, const sdn_dataset *ds, const sdn_bench_opts *o, 
     int *n_outs = calloc((size_t)nm, sizeof *n_outs);
     sdn_gen_stats *stats = calloc((size_t)nm, sizeof *stats);
     int *ends = calloc((size_t)nm, sizeof *ends); /* the run ended at an end-of-generation token */
-    if (!runs || !cells || !outs || !n_outs || !stats || !ends) {
-        free(runs); free(cells); free(outs); free(n_outs); free(stats); free(ends);
+    /* each method's forced-text drafting memory over the requests, as one context keeps it
+       across its requests (runtime/api.c) */
+    sdn_draft_memo *memos = calloc((size_t)nm, sizeof *memos);
+    if (!runs || !cells || !outs || !n_outs || !stats || !ends || !memos) {
+        free(runs); free(cells); free(outs); free(n_outs); free(stats); free(ends); free(memos);
         return sdn_fail(err, SDN_ENOMEM, "out of memory");
     }
     int K = 0; /* prefill predictions of the request's first run: when any method uses them */
@@ -297,6 +300,7 @@ int sdn_bench_run(sdn_model *m, const sdn_dataset *ds, const sdn_bench_opts *o, 
                 gp.grammar = o->grammar, gp.gvocab = o->gvocab, gp.tok = tok;
                 gp.forced_draft = mc.forced;
                 gp.exit_draft = mc.forced && mc.exits;
+                gp.memo = &memos[k];
             }
             sdn_gen_result gr;
             rc = sdn_generate(c, prompt, n_prompt, &gp, &gr, err);
@@ -353,6 +357,7 @@ done:
     free(n_outs);
     free(stats);
     free(ends);
+    free(memos);
     free(runs);
     if (rc) {
         free(cells);

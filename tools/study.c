@@ -172,7 +172,7 @@ static int rec_feedback(sdn_drafter *d, const sdn_draft_feedback *fb, sdn_err *e
     return sdn_drafter_feedback(r->inner, fb, e);
 }
 static void rec_destroy(sdn_drafter *d) { (void)d; }
-static const sdn_drafter_ops k_rec_ops = {"record", rec_begin, rec_propose, rec_feedback, rec_destroy};
+static const sdn_drafter_ops k_rec_ops = {"record", rec_begin, rec_propose, rec_feedback, rec_destroy, NULL};
 
 static int live_eog(void *ud, int32_t tok) {
     const sdn_tokenizer *t = ud;
