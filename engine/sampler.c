@@ -10,13 +10,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-int32_t sdn_argmax(const float *logits, int n_vocab) {
-    int32_t best = 0;
-    float bv = logits[0];
-    for (int i = 1; i < n_vocab; i++)
-        if (logits[i] > bv) { bv = logits[i]; best = i; }
-    return best;
-}
+#include "kernels/reduce.h"
+
+/* the first largest logit, NaNs never chosen unless logits[0] is one (kernels/reduce.h: the SIMD
+ * scan returns exactly the scalar loop's answer) */
+int32_t sdn_argmax(const float *logits, int n_vocab) { return sdn_argmax_f32(logits, n_vocab); }
 
 void sdn_dist_free(sdn_dist *d) {
     free(d->tok);

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "grammar/grammar_int.h"
+#include "kernels/reduce.h"
 
 enum { TK_TEXT = 0, TK_EOG = 1, TK_NEVER = 2 };
 
@@ -348,34 +349,15 @@ static inline int before(float a, int32_t ia, float b, int32_t ib) { return a > 
 int32_t sdn_gstate_argmax(const sdn_gstate *s, const sdn_gvocab *v, const float *logits) {
     if (!s || !v || !logits || s->ended || v->n <= 0) return -1;
     /* the unconstrained argmax first (sdn_argmax's rule): the typical case */
-    int32_t top_i = 0;
-    float top_v = logits[0];
-    for (int32_t t = 1; t < v->n; t++)
-        if (logits[t] > top_v) {
-            top_v = logits[t];
-            top_i = t;
-        }
+    const int32_t top_i = sdn_argmax_f32(logits, v->n);
+    const float top_v = logits[top_i];
     if (sdn_gstate_allows(s, v, top_i)) return top_i;
-    /* the next 8 in logit order (the argmax was the first) */
+    /* the next 8 in logit order (the argmax was the first; kernels/reduce.h, the same candidates
+     * as its scalar loop, NaNs included) */
     enum { K = 8 };
     float cv[K];
     int32_t ci[K];
-    int m = 0;
-    float thr = -INFINITY;
-    for (int32_t t = 0; t < v->n; t++) {
-        float x = logits[t];
-        if (x < thr || x > top_v || (x == top_v && t <= top_i)) continue;
-        if (m == K && !before(x, t, cv[K - 1], ci[K - 1])) continue;
-        int j = m < K ? m++ : K - 1;
-        while (j > 0 && before(x, t, cv[j - 1], ci[j - 1])) {
-            cv[j] = cv[j - 1];
-            ci[j] = ci[j - 1];
-            j--;
-        }
-        cv[j] = x;
-        ci[j] = t;
-        if (m == K) thr = cv[K - 1];
-    }
+    const int m = sdn_topk_after(logits, v->n, top_v, top_i, K, cv, ci);
     for (int j = 0; j < m; j++)
         if (sdn_gstate_allows(s, v, ci[j])) return ci[j];
     if (m < K) return -1; /* every token checked */
