@@ -169,7 +169,7 @@ static int sd_continue_after(sdn_drafter *dr, const int32_t *path, int n_path, i
     if (d->hist && h.len > m.len) s = d->hist, c = h;
     if (c.len == 0 || c.len < (uint32_t)d->cfg.min_match) return 0;
     if (max > MAX_PRED) max = MAX_PRED;
-    return sdn_sam_continuation(s, &c, 0, out, max);
+    return sdn_sam_continuation(s, &c, SDN_SAM_EARLIEST, out, max);
 }
 
 static int sd_feedback(sdn_drafter *dr, const sdn_draft_feedback *fb, sdn_err *err) {

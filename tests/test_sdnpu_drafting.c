@@ -8,7 +8,9 @@
  *  - the paper's reuse lifetime (reuse.rule = 1) against the default age rule, and
  *    sdnpu.weigh = 1 (the context continuation weighed by the model's predictions; default 0);
  *  - the budget-filling builder: best-first selection by path probability, caps, merging;
- *  - the calibrated trees against a brute-force construction from the definition. */
+ *  - the calibrated trees against a brute-force construction from the definition;
+ *  - continue_after (the guess past text not committed, such as a grammar's forced text)
+ *    against a brute-force search of the longest suffix and its earliest occurrence. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -358,8 +360,91 @@ static void test_tree_builder(void **state) {
     sdn_tb_free(tb);
 }
 
+/* continue_after(path) by brute force: the longest suffix of ctx ++ committed ++ path that
+ * occurs in the text the drafter's automaton holds (ctx ++ committed without its newest
+ * token), then the tokens after that suffix's earliest occurrence, at most max. */
+static int ref_continue(const int32_t *q, int nq, int nt, int32_t *out, int max) {
+    for (int L = nq < nt ? nq : nt; L >= 1; L--) {
+        const int32_t *suf = q + nq - L;
+        for (int end = L - 1; end < nt; end++) /* earliest occurrence: the smallest end */
+            if (!memcmp(q + end - L + 1, suf, sizeof(int32_t) * (size_t)L)) {
+                int n = 0;
+                for (int i = end + 1; i < nt && n < max; i++) out[n++] = q[i];
+                return n;
+            }
+    }
+    return 0;
+}
+
+static void test_continue_after(void **state) {
+    (void)state;
+    sdn_rng r;
+    sdn_rng_seed(&r, 17);
+    int checked = 0, nonempty = 0;
+    for (int trial = 0; trial < 400; trial++) {
+        const int alpha = 2 + (int)sdn_rng_below(&r, 5);
+        int32_t q[128];
+        const int nctx = 1 + (int)sdn_rng_below(&r, 60), ncom = (int)sdn_rng_below(&r, 8), npath = 1 + (int)sdn_rng_below(&r, 6);
+        for (int i = 0; i < nctx + ncom + npath; i++) q[i] = (int32_t)sdn_rng_below(&r, (uint64_t)alpha);
+        sdn_method_config mc;
+        sdn_method_defaults(&mc);
+        sdn_drafter d;
+        sdn_err e = {0};
+        assert_int_equal(sdn_method_create("sdnpu", &mc, &d, &e), SDN_OK);
+        assert_int_equal(sdn_drafter_begin(&d, q, nctx, NULL, &e), SDN_OK);
+        if (ncom) {
+            sdn_draft_feedback fb = {.accepted = q + nctx, .n_accepted = ncom};
+            assert_int_equal(sdn_drafter_feedback(&d, &fb, &e), SDN_OK);
+        }
+        const int max = 1 + (int)sdn_rng_below(&r, 8);
+        int32_t got[16], want[16];
+        int ng = sdn_drafter_continue_after(&d, q + nctx + ncom, npath, got, max);
+        int nw = ref_continue(q, nctx + ncom + npath, nctx + ncom - 1, want, max);
+        assert_int_equal(ng, nw);
+        assert_memory_equal(got, want, sizeof(int32_t) * (size_t)nw);
+        /* asking changes nothing: the same question gives the same answer, and a proposal
+           after it equals one from a drafter never asked */
+        assert_int_equal(sdn_drafter_continue_after(&d, q + nctx + ncom, npath, got, max), nw);
+        sdn_drafter d2;
+        assert_int_equal(sdn_method_create("sdnpu", &mc, &d2, &e), SDN_OK);
+        assert_int_equal(sdn_drafter_begin(&d2, q, nctx, NULL, &e), SDN_OK);
+        if (ncom) {
+            sdn_draft_feedback fb = {.accepted = q + nctx, .n_accepted = ncom};
+            assert_int_equal(sdn_drafter_feedback(&d2, &fb, &e), SDN_OK);
+        }
+        sdn_tree t1, t2;
+        sdn_tree_init(&t1, 16, NULL);
+        sdn_tree_init(&t2, 16, NULL);
+        sdn_draft_caps caps = {.max_nodes = 8, .max_depth = 8, .max_branch = 2};
+        assert_int_equal(sdn_drafter_propose(&d, &t1, &caps, &e), SDN_OK);
+        assert_int_equal(sdn_drafter_propose(&d2, &t2, &caps, &e), SDN_OK);
+        assert_int_equal(t1.n, t2.n);
+        assert_memory_equal(t1.token, t2.token, sizeof(int32_t) * (size_t)t1.n);
+        assert_memory_equal(t1.parent, t2.parent, sizeof(int32_t) * (size_t)t1.n);
+        sdn_tree_free(&t1);
+        sdn_tree_free(&t2);
+        sdn_drafter_destroy(&d);
+        sdn_drafter_destroy(&d2);
+        checked++;
+        nonempty += nw > 0;
+    }
+    assert_int_equal(checked, 400);
+    assert_true(nonempty > 200); /* the cases exercise real continuations */
+    /* methods without the operation offer none */
+    sdn_method_config mc;
+    sdn_method_defaults(&mc);
+    sdn_drafter d;
+    sdn_err e = {0};
+    int32_t ctx[4] = {1, 2, 1, 2}, out[4];
+    assert_int_equal(sdn_method_create("pld", &mc, &d, &e), SDN_OK);
+    assert_int_equal(sdn_drafter_begin(&d, ctx, 4, NULL, &e), SDN_OK);
+    assert_int_equal(sdn_drafter_continue_after(&d, ctx, 1, out, 4), 0);
+    sdn_drafter_destroy(&d);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_continue_after),
         cmocka_unit_test(test_calibration_clinton),
         cmocka_unit_test(test_reuse_cases),
         cmocka_unit_test(test_reuse_paper_rule),
