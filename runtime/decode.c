@@ -444,7 +444,7 @@ static int extend_spine(decode *d, int lim, int dlim, sdn_err *err) {
             int cap = dlim < lim - t->n ? dlim : lim - t->n;
             m = sdn_drafter_continue_after(d->p->drafter, path, np, ch, cap);
             from_drafter = 1;
-        } else { /* after free text: the way out */
+        } else if (d->p->exit_draft) { /* after free text: the way out */
             long k = exit_text(d, st, text, sizeof text);
             if (k < 0) return sdn_fail(err, SDN_ENOMEM, "out of memory (grammar state)");
             n = (size_t)k;
@@ -514,7 +514,7 @@ static int step_draft_tree(decode *d, sdn_err *err) {
     if (d->gs) {
         double t = sdn_now();
         rc = constrain_tree(d, err);
-        if (!rc && d->p->drafter && d->p->forced_draft && d->p->exit_draft)
+        if (!rc && d->p->drafter && d->p->forced_draft)
             rc = extend_spine(d, room < d->caps.max_nodes ? room : d->caps.max_nodes, budget > 1 ? budget : 2, err);
         d->s.t_constrain += sdn_now() - t;
         return rc;
