@@ -433,7 +433,10 @@ SDNPU_API sdnpu_status sdnpu_result_init_sized(sdnpu_result *r, size_t size);
 
 /* Run a request on a context: render and tokenize it, look up the task group's history,
  * prefill (reusing the previous request's KV entries for the common prefix), decode with the
- * drafting method, stream text to on_text, store the answer. result may be NULL when only the
+ * drafting method, stream text to on_text, store the answer. A context also keeps what
+ * constrained drafting learned on its earlier requests (which of two tokenizations of forced
+ * text the model writes, docs/constrained.md): that changes how many rows a step verifies,
+ * never the answer. result may be NULL when only the
  * stream matters; else it must have been set up by sdnpu_result_init (or hold a previous
  * result, which is overwritten: free it first). The context can take another request
  * afterwards, also after any error.
