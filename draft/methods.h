@@ -30,7 +30,7 @@ typedef struct sdn_method_config {
     int n_hist;
     const uint8_t *hist_bytes;
     size_t hist_bytes_len;
-    int forced; /* grammar.forced: with a constrained request, draft the text the grammar forces (1) */
+    int forced; /* grammar.forced: with a constrained request, draft the text the grammar forces and go on past it (1) */
     int exits;  /* grammar.exits: at a branch point, also draft the way out of the element and its forced text (1) */
 } sdn_method_config;
 
@@ -55,7 +55,8 @@ int sdn_method_uses_prefill_preds(const char *method);
  * context continuation is weighed by the model's predictions when calibration is on,
  * 0 = not, as in the paper (the default); the sdnpu.*, cal.* and reuse.* keys apply to sam+tree, sam+cal, sam+reuse and sdnpu;
  * grammar.forced: 1 (default) = with any drafting method, a constrained request also drafts the
- * text its grammar forces next, 0 = not; grammar.exits: 1 (default) = where the grammar
+ * text its grammar forces next and, past it, goes on with the drafter's continuation where a
+ * value starts (methods that offer continue_after), 0 = not; grammar.exits: 1 (default) = where the grammar
  * branches (no forced text), also the byte that leaves the current element with the longest
  * forced text after it, such as the `,` after a number and the next key, 0 = not).
  * Unknown keys and out-of-range values fail with SDN_EINVAL naming them. */
