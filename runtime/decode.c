@@ -70,9 +70,11 @@ typedef struct decode {
     sdn_gstate *gs;
     sdn_gstate *rs[SDN_INVARIANT_MAX_ROWS];
     sdn_gstate *gscratch; /* scratch state of exit_text */
-    int32_t exit_tok;     /* first token of this step's exit chain (exit_text), -1: none */
-    int exit_miss;        /* exit chains in a row whose first token was not committed */
-    int32_t split_first;  /* first token of this step's chain b (forced_chains), -1: none */
+    /* the ways out drafted this step (exit_text): below node `leaf` (-1: the root), first
+     * tokens a0 and b0 (the split form, -1: none) */
+    struct { int leaf; int32_t a0, b0; } exits[8];
+    int n_exits;
+    int exit_miss;        /* steps in a row whose drafted ways out were all wrong (none committed) */
     /* split probes of this step (memo): below node `leaf` (-1: the root) both forms of forced
      * text were drafted, merged first token a0 and split first token b0 */
     struct { int leaf; int32_t a0, b0; } probe[8];
@@ -298,6 +300,22 @@ static int tokenize_split(decode *d, const char *text, size_t n, int32_t first, 
     return m < 0 ? -1 : 1 + m;
 }
 
+/* A way out drafted below node `leaf` (-1: the root) with first tokens a0 and b0 (-1: none). */
+static void note_exit(decode *d, int leaf, int32_t a0, int32_t b0) {
+    if (d->n_exits >= (int)(sizeof d->exits / sizeof d->exits[0])) return;
+    d->exits[d->n_exits].leaf = leaf, d->exits[d->n_exits].a0 = a0, d->exits[d->n_exits].b0 = b0;
+    d->n_exits++;
+}
+
+/* The token committed right after node `leaf` (-1: the root) this step, or -1 when the
+ * accepted path does not reach that node. */
+static int32_t committed_after(const decode *d, int leaf) {
+    if (leaf < 0) return d->acc.tokens[0];
+    for (int j = 0; j < d->acc.n_acc; j++)
+        if (d->acc.nodes[j] == leaf) return d->acc.tokens[j + 1];
+    return -1;
+}
+
 /* The memo's entry of the forms (a0 merged, b0 split), or NULL (create: the least used entry
  * gives way when all are taken). */
 static sdn_draft_memo_entry *memo_entry(sdn_draft_memo *m, int32_t a0, int32_t b0, int create) {
@@ -334,14 +352,8 @@ static void split_forms(decode *d, int leaf, const int32_t *a, int *na, const in
 static void memo_learn(decode *d) {
     sdn_draft_memo *m = d->p->memo;
     for (int i = 0; m && i < d->n_probe; i++) {
-        int k = -1; /* the probe's node on the accepted path: tokens[k + 1] follows it */
-        if (d->probe[i].leaf >= 0) {
-            for (int j = 0; j < d->acc.n_acc && k < 0; j++)
-                if (d->acc.nodes[j] == d->probe[i].leaf) k = j;
-            if (k < 0) continue;
-        }
-        int32_t next = d->acc.tokens[k + 1];
-        if (next != d->probe[i].a0 && next != d->probe[i].b0) continue;
+        const int32_t next = committed_after(d, d->probe[i].leaf);
+        if (next < 0 || (next != d->probe[i].a0 && next != d->probe[i].b0)) continue;
         sdn_draft_memo_entry *e = memo_entry(m, d->probe[i].a0, d->probe[i].b0, 1);
         if (e->n_merged + e->n_split >= 1000) e->n_merged /= 2, e->n_split /= 2; /* keeps adapting */
         if (next == d->probe[i].a0) e->n_merged++;
@@ -361,7 +373,6 @@ static int forced_chains(decode *d, int lim, int32_t *a, int *na_out, int32_t *b
     char text[512];
     size_t n = sdn_gstate_forced(d->gs, text, sizeof text);
     int is_exit = 0;
-    d->exit_tok = d->split_first = -1;
     if (n > 0) d->exit_miss = 0; /* a new element: guess its way out again */
     else if (d->p->exit_draft && d->exit_miss < 2) { /* not after two wrong guesses in a row (a long free string) */
         long k = exit_text(d, d->gs, text, sizeof text);
@@ -372,12 +383,11 @@ static int forced_chains(decode *d, int lim, int32_t *a, int *na_out, int32_t *b
     int na = tokenize_forced(d, text, n, a, lim), nb = 0;
     if (na < 0) return -1;
     if (na == 0) return 0;
-    if (is_exit) d->exit_tok = a[0];
     if (d->n_gen == 0 || is_exit) {
         if ((nb = tokenize_split(d, text, n, a[0], b, lim)) < 0) return -1;
-        if (nb > 0) d->split_first = b[0];
         split_forms(d, -1, a, &na, b, &nb);
     }
+    if (is_exit) note_exit(d, -1, a[0], nb > 0 ? b[0] : -1);
     *na_out = na;
     *nb_out = nb;
     return 0;
@@ -444,12 +454,13 @@ static int extend_spine(decode *d, int lim, int dlim, sdn_err *err) {
             int cap = dlim < lim - t->n ? dlim : lim - t->n;
             m = sdn_drafter_continue_after(d->p->drafter, path, np, ch, cap);
             from_drafter = 1;
-        } else if (d->p->exit_draft) { /* after free text: the way out */
+        } else if (d->p->exit_draft && d->exit_miss < 2) { /* after free text: the way out (as at the root) */
             long k = exit_text(d, st, text, sizeof text);
             if (k < 0) return sdn_fail(err, SDN_ENOMEM, "out of memory (grammar state)");
             n = (size_t)k;
             m = tokenize_forced(d, text, n, ch, lim - t->n);
             if (m > 0 && (ms = tokenize_split(d, text, n, ch[0], sp, lim - t->n - m)) >= 0) split_forms(d, leaf, ch, &m, sp, &ms);
+            if (m > 0 && ms >= 0) note_exit(d, leaf, ch[0], ms > 0 ? sp[0] : -1);
         }
         if (m < 0 || ms < 0) return sdn_fail(err, SDN_ENOMEM, "out of memory (forced text)");
         if (m == 0) return SDN_OK;
@@ -486,7 +497,7 @@ static int step_draft_tree(decode *d, sdn_err *err) {
     }
     if (d->p->drafter) d->s.budget_hist[sc.max_nodes < SDN_ACCEPT_HIST ? sc.max_nodes : SDN_ACCEPT_HIST - 1]++;
     const int budget = sc.max_nodes; /* the drafter's share: also the length of its guesses past forced text */
-    d->n_probe = 0;
+    d->n_probe = d->n_exits = 0;
     if (sc.max_nodes > room) sc.max_nodes = room;
     if (sc.max_nodes > kv_room) sc.max_nodes = kv_room;
     int32_t fa[SDN_INVARIANT_MAX_ROWS], fb[SDN_INVARIANT_MAX_ROWS];
@@ -623,7 +634,14 @@ static int step_commit(decode *d, sdn_err *err) {
     memo_learn(d);
     int n_new = d->acc.n_acc + 1, first_new = d->n_gen;
     int bonus_row = d->acc.n_acc ? d->acc.nodes[d->acc.n_acc - 1] + 1 : 0, stuck = d->gs && d->empty[bonus_row];
-    if (d->exit_tok >= 0) d->exit_miss = d->acc.tokens[0] == d->exit_tok || d->acc.tokens[0] == d->split_first ? 0 : d->exit_miss + 1;
+    if (d->n_exits > 0) { /* a step whose ways out were all wrong counts as a miss */
+        int hit = 0;
+        for (int i = 0; i < d->n_exits && !hit; i++) {
+            const int32_t next = committed_after(d, d->exits[i].leaf);
+            hit = next >= 0 && (next == d->exits[i].a0 || next == d->exits[i].b0);
+        }
+        d->exit_miss = hit ? 0 : d->exit_miss + 1;
+    }
     if (stuck) n_new = d->acc.n_acc; /* the bonus row allowed nothing: the answer ends */
     for (int i = 0; i < n_new && d->n_gen < d->max_new; i++) {
         int32_t tk = d->acc.tokens[i];
@@ -653,7 +671,7 @@ static int step_feedback(decode *d, sdn_err *err) {
 }
 
 int sdn_generate(sdn_ctx *c, const int32_t *prompt, int n_prompt, const sdn_gen_params *p, sdn_gen_result *out, sdn_err *err) {
-    decode d = {.c = c, .p = p, .prompt = prompt, .n_prompt = n_prompt, .exit_tok = -1, .split_first = -1};
+    decode d = {.c = c, .p = p, .prompt = prompt, .n_prompt = n_prompt};
     if (out) memset(out, 0, sizeof *out);
     double t0 = sdn_now();
     int rc = setup(&d, err);

@@ -362,12 +362,14 @@ static void test_tree_builder(void **state) {
 
 /* continue_after(path) by brute force: the longest suffix of ctx ++ committed ++ path that
  * occurs in the text the drafter's automaton holds (ctx ++ committed without its newest
- * token), then the tokens after that suffix's earliest occurrence, at most max. */
+ * token), then the tokens after that suffix's earliest occurrence, at most max; nothing when
+ * that longest suffix is shorter than 3 tokens (the drafter's AFTER_MIN_MATCH). */
 static int ref_continue(const int32_t *q, int nq, int nt, int32_t *out, int max) {
     for (int L = nq < nt ? nq : nt; L >= 1; L--) {
         const int32_t *suf = q + nq - L;
         for (int end = L - 1; end < nt; end++) /* earliest occurrence: the smallest end */
             if (!memcmp(q + end - L + 1, suf, sizeof(int32_t) * (size_t)L)) {
+                if (L < 3) return 0;
                 int n = 0;
                 for (int i = end + 1; i < nt && n < max; i++) out[n++] = q[i];
                 return n;
@@ -429,7 +431,8 @@ static void test_continue_after(void **state) {
         nonempty += nw > 0;
     }
     assert_int_equal(checked, 400);
-    assert_true(nonempty > 200); /* the cases exercise real continuations */
+    print_message("%d of 400 cases with a continuation\n", nonempty);
+    assert_true(nonempty > 100); /* the cases exercise real continuations */
     /* methods without the operation offer none */
     sdn_method_config mc;
     sdn_method_defaults(&mc);
