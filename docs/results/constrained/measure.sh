@@ -7,7 +7,9 @@
 #      but without drafting the way out of an element (--param grammar.exits=0)
 #   3. unconstrained plain vs sdnpu (no schema)
 #   4. 1 with a history store (each answer stored in the ui group, later requests draft from it)
-#   5. sdnpu serve vs llama-server (built from source: LLAMA_SERVER=path), both with the schema
+#   5. a free-text answer: 12 RAG requests with tools/schemas/rag_answer.json (the answer string
+#      and a confidence enum), constrained plain vs constrained sdnpu
+#   6. sdnpu serve vs llama-server (built from source: LLAMA_SERVER=path), both with the schema
 #      as response_format json_schema, llama-server plain and with three n-gram speculative types
 # Outputs go to $OUT (default docs/results/constrained); answers are validated with jsonschema.
 set -euo pipefail
@@ -43,6 +45,9 @@ rm -f "$OUT/history.sqlite"
 $S bench "${common[@]}" --json-schema $schema --history "$OUT/history.sqlite" --json "$OUT/bench-constrained-history.json" \
   > "$OUT/bench-constrained-history.txt" 2>&1
 rm -f "$OUT/history.sqlite"
+$S bench --model "$M" --dataset "${RAG:-../shared/datasets/rag/rag_specbench.jsonl}" --tasks rag --limit 12 --max-tokens 96 --threads 2 \
+  --ctx 4096 --methods sdnpu --json-schema tools/schemas/rag_answer.json --json "$OUT/bench-rag-constrained.json" \
+  > "$OUT/bench-rag-constrained.txt" 2>&1
 if [ -n "${LLAMA_SERVER:-}" ]; then
   python3 scripts/reference/bench_vs_llamaserver.py --sdnpu "$S" --llama-server "$LLAMA_SERVER" --model "$M" --data "$D" \
     --tasks ui --limit "${LLAMA_LIMIT:-24}" --ctx 4096 --max-tokens 64 --threads 2 --json-schema $schema --sdnpu-noforced \
