@@ -343,9 +343,8 @@ int sdn_gstate_mask(const sdn_gstate *s, const sdn_gvocab *v, float *logits) {
     return cnt;
 }
 
-/* Candidate order: larger logit first, lower id among equal logits. */
-static inline int before(float a, int32_t ia, float b, int32_t ib) { return a > b || (a == b && ia < ib); }
-
+/* Candidate order (sdn_topk_before, kernels/reduce.h): larger logit first, lower id among equal
+ * logits. */
 int32_t sdn_gstate_argmax(const sdn_gstate *s, const sdn_gvocab *v, const float *logits) {
     if (!s || !v || !logits || s->ended || v->n <= 0) return -1;
     /* the unconstrained argmax first (sdn_argmax's rule): the typical case */
@@ -366,10 +365,10 @@ int32_t sdn_gstate_argmax(const sdn_gstate *s, const sdn_gvocab *v, const float 
     int32_t best = -1;
     if (cnt < 0) {
         for (int32_t t = 0; t < v->n; t++)
-            if ((best < 0 || before(logits[t], t, logits[best], best)) && sdn_gstate_allows(s, v, t)) best = t;
+            if ((best < 0 || sdn_topk_before(logits[t], t, logits[best], best)) && sdn_gstate_allows(s, v, t)) best = t;
         return best;
     }
     for (int32_t t = 0; t < v->n; t++)
-        if (s->allowed[t] && (best < 0 || before(logits[t], t, logits[best], best))) best = t;
+        if (s->allowed[t] && (best < 0 || sdn_topk_before(logits[t], t, logits[best], best))) best = t;
     return best;
 }
