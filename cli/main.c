@@ -46,7 +46,7 @@ static void usage(FILE *f) {
     fprintf(f, "\nevery command also takes --kernel portable|avx2|avx512|amx (or the environment variable\n"
                "SDN_KERNEL) to force a kernel path; the default is the best path this CPU supports;\n"
                "and --prefill-matmul auto|sgemm|kernels (or SDN_PREFILL_MATMUL): how prefill batches\n"
-               "multiply, default auto (the quantized batch kernels where they beat SGEMM);\n"
+               "multiply, default auto (the batch kernels for every weight type; sgemm: OpenBLAS, inexact);\n"
                "and --cache-type-k, --cache-type-v f16|f32|q8 (or -ctk, -ctv; SDN_CACHE_TYPE_K, SDN_CACHE_TYPE_V):\n"
                "the KV cache's key and value types of every context the command makes, default f16\n"
                "options are written --opt VALUE or --opt=VALUE; exit codes: 0 success, 1 runtime failure, 2 usage error\n"

@@ -11,14 +11,13 @@
  *   logits = rmsnorm(x[rows]) Wout (cap * tanh(logits / cap) when the model soft-caps)
  *
  * Matmuls go through mm_group(): batch-invariant kernels (matmul.h) split over the thread
- * pool by output rows, or, for large prefill batches whose weight type the prefill-matmul
- * setting sends there (kernel_path.h), OpenBLAS SGEMM over F32 weight tiles (split by output
- * columns over the same pool, one single-threaded SGEMM per thread).
- * Attention is computed per (row, head) over the KV slots it sees (the committed prefix
- * plus the batch rows the mask allows, in slot order), which makes a row's result
- * identical to the result of plain decoding at the same position; the queries that share a
- * KV head read each tile of the cache together; large causal prefill
- * batches use SGEMM-based attention instead (split by query rows over the pool).
+ * pool by output rows, for every batch under the default prefill-matmul setting (kernel_path.h);
+ * only `sgemm` sends large prefill batches to OpenBLAS SGEMM over F32 weight tiles (split by
+ * output columns over the same pool, one single-threaded SGEMM per thread), whose bits depend
+ * on the call's shape. Attention (attention/attention.h) is computed per (row, head) over the
+ * KV slots it sees (the committed prefix plus the batch rows the mask allows, in slot order)
+ * with one fixed order of operations, which makes a row's result identical to the result of
+ * plain decoding at the same position, whatever the batch or chunk.
  *
  * Sliding-window (local) layers: a KV entry is visible to a query at position p only when
  * p - pos(entry) < n_swa. A committed entry in slot s holds position s (prefill appends in
@@ -332,16 +331,15 @@ static int ensure_act(sdn_ctx *c, int slot, size_t bytes) {
 }
 
 /* Does a prefill (not batch-invariant) matmul by w run on the batch kernels rather than
- * SGEMM? The prefill-matmul setting of kernel_path.h: auto takes the kernels for the types
- * where they are faster (sdn_matmul_prefill_fast), also when w's F32 layout is resident (the
- * graph scheduler's G1): the kernels give a row the bits of a decode step whatever the batch,
- * so every graph mode and prefill chunking computes the same KV entries. */
+ * SGEMM? Under the prefill-matmul setting of kernel_path.h, auto and kernels run every weight
+ * type on the batch kernels, whatever layouts are resident (also the graph scheduler's F32
+ * layout G1): the kernels give a row the bits of a decode step whatever the batch, so every
+ * thread count, graph mode and prefill chunking computes the same KV entries. Only an
+ * explicit sgemm sends a prefill to OpenBLAS, whose bits for an output column depend on the
+ * shape of the call (docs/engine.md, "Same bits however the prompt is cut"). */
 static int prefill_on_kernels(const sdn_weight *w) {
-    switch (sdn_prefill_mm_get()) {
-    case SDN_PREFILL_MM_KERNELS: return 1;
-    case SDN_PREFILL_MM_SGEMM: return 0;
-    default: return sdn_matmul_prefill_fast(w->type);
-    }
+    (void)w;
+    return sdn_prefill_mm_get() != SDN_PREFILL_MM_SGEMM;
 }
 
 /* Y_i = X W_i^T for up to three weights sharing the input X (n rows of `in`), with the

@@ -8,11 +8,13 @@
  *
  * Two kernel paths: with batch->invariant set (decode and verification), every matmul and
  * attention row uses the batch-invariant kernels of matmul.h, so a row's output bits do not
- * depend on n, on the other rows or on the thread count. Otherwise (prefill) batches of more
- * than SDN_INVARIANT_MAX_ROWS rows use GEMM-based causal attention, and each matmul runs as
- * the prefill-matmul setting says (kernels/kernel_path.h; default auto): the same batch kernels
- * on the quantized weights for the types where they beat SGEMM, else OpenBLAS SGEMM on F32
- * weights (dequantized in tiles, or the model's resident F32 copy when loaded). */
+ * depend on n, on the other rows or on the thread count. Otherwise (prefill: more than
+ * SDN_INVARIANT_MAX_ROWS rows) the work is split differently (attention by blocks of rows,
+ * matmuls over whole chunks) but each row is computed with the same operations in the same
+ * order, so its bits are still those of a decode step: the prefill-matmul setting
+ * (kernels/kernel_path.h) runs every weight type on the same batch kernels by default;
+ * only an explicit `sgemm` sends the matmuls to OpenBLAS SGEMM on F32 weights, whose bits
+ * depend on the call's shape (threads, chunk size) and so are not covered by the promise. */
 #ifndef SDN_FORWARD_H
 #define SDN_FORWARD_H
 
@@ -29,15 +31,15 @@
 
 typedef struct sdn_ctx sdn_ctx;
 
-/* Threads: each context has its own pool of n_threads - 1 workers, for the batch-invariant
- * kernels and for the prefill GEMMs alike: a prefill GEMM is split by output columns over the
- * pool, each thread calling single-threaded OpenBLAS SGEMM on its slice. sdnpu sets OpenBLAS's
- * process-wide thread count to 1 (openblas_set_num_threads, in a forward pass that finds it
- * otherwise): OpenBLAS's own threads, which spin for about 0.1 s after each GEMM, are never
- * started, and contexts with different thread counts can run at the same time. A program
- * that embeds sdnpu and calls OpenBLAS itself gets single-threaded GEMMs after a forward
- * pass (if it sets its own count, sdnpu's next pass sets 1 again). A context is used by one
- * thread at a time. */
+/* Threads: each context has its own pool of n_threads - 1 workers, for the batch kernels
+ * and (only under --prefill-matmul sgemm) for the prefill GEMMs: such a GEMM is split by
+ * output columns over the pool, each thread calling single-threaded OpenBLAS SGEMM on its
+ * slice. sdnpu sets OpenBLAS's process-wide thread count to 1 (openblas_set_num_threads, in
+ * a forward pass that finds it otherwise): OpenBLAS's own threads, which spin for about
+ * 0.1 s after each GEMM, are never started, and contexts with different thread counts can
+ * run at the same time. A program that embeds sdnpu and calls OpenBLAS itself gets
+ * single-threaded GEMMs after a forward pass (if it sets its own count, sdnpu's next pass
+ * sets 1 again). A context is used by one thread at a time. */
 typedef struct sdn_ctx_params {
     int n_ctx;     /* KV cache capacity in tokens (0: min(model ctx_len, SDN_DEFAULT_N_CTX)) */
     int n_threads; /* worker threads incl. the caller (0: 1) */
@@ -109,9 +111,9 @@ void sdn_ctx_reset_stats(sdn_ctx *c);
  * sdn_kv_len() with SDN_PATH_AUTO, head, commit b->n entries. */
 typedef enum sdn_path {
     SDN_PATH_AUTO = 0,    /* batch-invariant kernels when b->invariant or n <= 64, else the prefill path */
-    SDN_PATH_PREFILL = 1, /* the prefill graph G1: SGEMM on the F32 layout and GEMM attention for
-                             causal batches; a matmul whose F32 layout is not loaded follows the
-                             prefill-matmul setting (batch kernels or SGEMM dequantized per call) */
+    SDN_PATH_PREFILL = 1, /* the prefill graph G1: matmuls as the prefill-matmul setting says
+                             (the batch kernels by default; SGEMM on the F32 layout when it is
+                             resident, else dequantized per call, under `sgemm`) */
     SDN_PATH_DECODE = 2,  /* the decode graph G2: batch-invariant kernels on the quantized layout
                              (n <= max batch; a row's bits never depend on the batch) */
 } sdn_path;

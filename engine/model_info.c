@@ -148,8 +148,7 @@ char *sdn_model_describe(const sdn_model *m, int n_ctx) {
                 for (int k = 0; k < ns; k++) dup |= seen[k] == t;
                 if (dup || ns == 64) continue;
                 seen[ns++] = t;
-                const int kern = sdn_prefill_mm_get() == SDN_PREFILL_MM_KERNELS ||
-                                 (sdn_prefill_mm_get() == SDN_PREFILL_MM_AUTO && sdn_matmul_prefill_fast(t));
+                const int kern = sdn_prefill_mm_get() != SDN_PREFILL_MM_SGEMM;
                 if (!kern && o < sizeof sg) o += (size_t)snprintf(sg + o, sizeof sg - o, "%s%s", o ? ", " : "", sdn_type_name(t));
             }
         }
@@ -157,7 +156,7 @@ char *sdn_model_describe(const sdn_model *m, int n_ctx) {
             add(&b, "determinism:   a position's KV entries and logits are the same bits whatever the prefill chunking, batch or reused prefix\n");
         else
             add(&b, "determinism:   layers of type %s prefill on SGEMM, whose bits depend on the chunking: answers can differ with\n"
-                    "               chunk size, graph mode or a reused prefix (--prefill-matmul kernels removes that)\n", sg);
+                    "               chunk size, graph mode or a reused prefix (--prefill-matmul sgemm asked for it; auto removes that)\n", sg);
     }
     add(&b, "fingerprint:   %016llx\n", (unsigned long long)m->fingerprint);
     if (b.oom) {

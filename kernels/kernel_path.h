@@ -60,14 +60,12 @@ int sdn_kpath_set(sdn_kpath p, sdn_err *err);
 const char *sdn_kpath_describe(void);
 /* How prefill batches (the non-invariant path of engine/forward.h: more than
  * SDN_INVARIANT_MAX_ROWS rows) multiply by the weights:
- *   auto     the batch kernels of matmul.h for the weight types whose SIMD kernels beat
- *            OpenBLAS SGEMM on dequantized F32 at prefill sizes (sdn_matmul_prefill_fast:
- *            Q8_0, Q4_0, Q4_1, Q4_K, Q6_K on a SIMD path; measured in docs/kernels.md), SGEMM
- *            for the other types and on the portable path (whether or not the graph
- *            scheduler's F32 layout G1 is resident: the kernels keep a row's bits the same in
- *            any batch, which makes prefill chunk-invariant; docs/engine.md)
- *   sgemm    always SGEMM on F32 weights (dequantized per call when no F32 layout is resident)
- *   kernels  always the batch kernels, on the quantized weights
+ *   auto     the batch kernels of matmul.h for every weight type, on every path (the
+ *            default: a row's bits are a decode step's whatever the batch, thread count or
+ *            chunking, so prefill is chunk-invariant; docs/engine.md)
+ *   sgemm    always SGEMM on F32 weights (dequantized per call when no F32 layout is
+ *            resident): for comparison only, its bits depend on the call's shape
+ *   kernels  the same as auto (kept as a name for scripts written before auto meant it)
  * Set by the environment variable SDN_PREFILL_MATMUL or sdn_prefill_mm_set (CLI: the global
  * option --prefill-matmul). */
 typedef enum sdn_prefill_mm { SDN_PREFILL_MM_AUTO = 0, SDN_PREFILL_MM_SGEMM = 1, SDN_PREFILL_MM_KERNELS = 2 } sdn_prefill_mm;

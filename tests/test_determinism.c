@@ -10,7 +10,14 @@
  *     context (reusing the chat template's shared first tokens, as a server slot does) all
  *     give its answer byte for byte, for each KV cache type (f16, q8, f32);
  *   - a long document (longdoc federalist-68, ~2.5K tokens: five 512-position super-tiles):
- *     fresh, speculative, in 64-row chunks and after another request, with the default cache. */
+ *     fresh, speculative, in 64-row chunks and after another request, with the default cache;
+ *   - the real Gemma 3 270M (Q4_K_M: Q5_0, Q8_0, Q4_K and Q6_K layers, the types that
+ *     prefilled on OpenBLAS SGEMM before issue 38) on issue 38's request: the first 6,000
+ *     characters of the first long document followed by "Summary:", which under
+ *     OPENBLAS_CORETYPE=Haswell was answered differently on 1 and 2 threads: fresh on 2
+ *     threads, on 1 thread, speculative, in 64-row chunks and after a request on the same document
+ *     (its prefix reused). CI runs
+ *     this file under several OPENBLAS_CORETYPE values. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -123,9 +130,57 @@ static void test_same_bytes(void **state) {
     sdn_dataset_free(&lng);
 }
 
+static void test_gemma3_same_bytes(void **state) {
+    (void)state;
+    const char *path;
+    TU_REQUIRE_GEMMA3(path);
+    TU_REQUIRE_SHARED();
+    sdn_dataset lng = {0};
+    sdn_err err = {0};
+    if (sdn_dataset_load_file(&lng, tu_shared_path("datasets/longdoc/longdoc.jsonl"), &err)) fail_msg("%s", err.msg);
+    assert_true(lng.n > 0);
+    /* the issue's prompt: the first 6,000 characters of the first document, then "Summary:" */
+    const char *doc = lng.rows[0].context;
+    size_t n = strlen(doc) < 6000 ? strlen(doc) : 6000;
+    char *prompt = malloc(n + 16);
+    assert_non_null(prompt);
+    memcpy(prompt, doc, n);
+    strcpy(prompt + n, "Summary:");
+    /* the request before it on the same context: the same document, another question (its
+     * tokens up to the question are reused) */
+    char *before = malloc(n + 16);
+    assert_non_null(before);
+    memcpy(before, doc, n);
+    strcpy(before + n, "Title:");
+    static char empty[1];
+    sdn_task_row row = lng.rows[0], other = lng.rows[0];
+    row.context = other.context = empty;
+    row.prompt = prompt;
+    other.prompt = before;
+    sdnpu_model_params mp;
+    sdnpu_model_params_init(&mp);
+    mp.pull = 0;
+    sdnpu_model *m;
+    sdnpu_error e;
+    if (sdnpu_model_load(path, &mp, &m, &e)) fail_msg("%s", e.message);
+    const run_cfg cfgs[] = {
+        {"plain, fresh context, 2 threads", NULL, 0, 2, "none", 0},
+        {"1 thread", NULL, 0, 1, "none", 0},
+        {"speculative (sdnpu)", NULL, 0, 2, "sdnpu", 0},
+        {"graphs single, g1 64", "single", 64, 2, "sdnpu", 0},
+        {"after another request on the context", NULL, 0, 2, "sdnpu", 1},
+    };
+    check(m, "f16", &row, &other, cfgs, (int)(sizeof cfgs / sizeof cfgs[0]));
+    free(prompt);
+    free(before);
+    sdnpu_model_free(m);
+    sdn_dataset_free(&lng);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_same_bytes),
+        cmocka_unit_test(test_gemma3_same_bytes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -201,18 +201,16 @@ static void test_batch_invariance_path(void **state) {
 
 /* The prefill-matmul setting (kernels/kernel_path.h) on every kernel path: a 90-token prefill
  * (more than SDN_INVARIANT_MAX_ROWS rows: the prefill path) under sgemm, auto and kernels is
- * within the tolerance of the reference; auto gives exactly the bits of kernels for the types
- * sdn_matmul_prefill_fast names on a SIMD path and exactly those of sgemm otherwise; kernels
- * and sgemm differ on the quantized types (the setting takes effect). With the layers' F32
- * layout resident (the graph scheduler's G1) auto still runs the kernels' types on the
- * kernels (chunk invariance) and the others on SGEMM: the decode step after such a prefill
- * (it reads the prefill's KV entries) has the bits it has after a prefill under sgemm exactly
- * for the types auto leaves to SGEMM. */
+ * within the tolerance of the reference; auto gives exactly the bits of kernels for every
+ * weight type on every path (no type is left to SGEMM); kernels and sgemm differ on the
+ * quantized types (the setting takes effect). With the layers' F32 layout resident (the graph
+ * scheduler's G1) auto still runs every layer on the kernels: the decode step after such a
+ * prefill (it reads the prefill's KV entries) has the bits it has after a prefill under auto
+ * without the layout, and, for the quantized types, not those it has after one under sgemm. */
 static void test_prefill_matmul(void **state) {
     kpath_use(state);
     enum { NP = 90 };
-    static const char *ptypes[] = {"Q8_0", "Q4_1", "Q4_K_M", "Q5_0", "F16"};
-    const int simd = sdn_kpath_get() != SDN_KPATH_PORTABLE;
+    static const char *ptypes[] = {"Q8_0", "Q4_1", "Q4_K_M", "Q5_0", "F16", "Q5_1", "Q5_K", "F32", "BF16"};
     /* SDN_TEST_QUICK: the types of the real models' layers, Q4_1 and the Q4_K_M mix */
     const size_t t0 = getenv("SDN_TEST_QUICK") ? 1 : 0, t1 = getenv("SDN_TEST_QUICK") ? 3 : sizeof ptypes / sizeof ptypes[0];
     for (size_t t = t0; t < t1; t++) {
@@ -264,15 +262,26 @@ static void test_prefill_matmul(void **state) {
         }
         sdn_prefill_mm_set(SDN_PREFILL_MM_AUTO);
         const size_t bytes = (size_t)NP * V * sizeof(float);
-        const int fast = simd && !is_float(ptypes[t]) && strcmp(ptypes[t], "Q5_0") != 0;
-        if (memcmp(lg[1], lg[fast ? 2 : 0], bytes) != 0)
-            fail_msg("%s: auto should give the bits of %s on path %s", ptypes[t], fast ? "kernels" : "sgemm", sdn_kpath_name(sdn_kpath_get()));
+        if (memcmp(lg[1], lg[2], bytes) != 0)
+            fail_msg("%s: auto should give the bits of kernels on path %s", ptypes[t], sdn_kpath_name(sdn_kpath_get()));
         if (!is_float(ptypes[t]) && memcmp(lg[0], lg[2], bytes) == 0) fail_msg("%s: kernels and sgemm gave the same bits", ptypes[t]);
-        /* auto keeps the kernels for their types with the F32 layout resident (graph G1) too */
-        if (!fast && memcmp(lg[3], lg[4], (size_t)V * sizeof(float)) != 0)
-            fail_msg("%s: with the F32 layout resident, auto should run the layers on SGEMM", ptypes[t]);
-        if (fast && memcmp(lg[3], lg[4], (size_t)V * sizeof(float)) == 0)
-            fail_msg("%s: with the F32 layout resident, auto should still run the layers on the kernels", ptypes[t]);
+        /* auto keeps every layer on the kernels with the F32 layout resident (graph G1) too: the
+         * decode step after the prefill is the one after a plain auto prefill */
+        {
+            float *plain = malloc((size_t)V * sizeof(float));
+            sdn_ctx *c = tu_ctx_kv(m, 256, 2, 128, SDN_KV_F32, SDN_KV_F32);
+            sdn_batch b = {.n = NP, .tokens = toks, .n_logits = 0};
+            assert_int_equal(sdn_forward(c, &b, NULL, &e), SDN_OK);
+            int32_t row = 0;
+            sdn_batch d = {.n = 1, .tokens = &toks[NP], .logit_rows = &row, .n_logits = 1, .invariant = 1};
+            assert_int_equal(sdn_forward(c, &d, plain, &e), SDN_OK);
+            sdn_ctx_free(c);
+            if (memcmp(lg[3], plain, (size_t)V * sizeof(float)) != 0)
+                fail_msg("%s: with the F32 layout resident, auto should still run the layers on the kernels", ptypes[t]);
+            if (!is_float(ptypes[t]) && memcmp(lg[3], lg[4], (size_t)V * sizeof(float)) == 0)
+                fail_msg("%s: with the F32 layout resident, sgemm should run the layers on SGEMM", ptypes[t]);
+            free(plain);
+        }
         for (int k = 0; k < 5; k++) free(lg[k]);
         free(ref);
         ref_model_free(r);
@@ -375,17 +384,18 @@ static void test_tree_mask_and_kv_keep(void **state) {
 
 /* Chunk invariance: every position's logits are bit-identical whether the prompt is decoded
  * one token at a time, prefilled in one batch (the prefill path, more than 64 rows), in
- * chunks of any size, or after a reused prefix of any length, for each cache type. The
- * quantized types take the batch kernels on the prefill path by default; float weights do with
- * --prefill-matmul kernels (SGEMM, their default, makes no such promise). 600 positions cross
- * the 512-position super-tile; tiny-gemma3's local layers have a window of 8. */
+ * chunks of any size, or after a reused prefix of any length, for each cache type and every
+ * weight type the engine loads (all of them take the batch kernels on the prefill path by
+ * default; only --prefill-matmul sgemm makes no such promise). 600 positions cross the
+ * 512-position super-tile; tiny-gemma3's local layers have a window of 8. */
 static void test_chunk_invariance(void **state) {
     enum { N = 600 };
-    static const struct { const char *arch, *type; int kernels; } ms[] = {
-        {"tiny-llama", "Q8_0", 0}, {"tiny-gemma3", "Q4_K_M", 0}, {"tiny-qwen3", "Q4_1", 0}, {"tiny-llama", "F16", 1}};
+    static const struct { const char *arch, *type; } ms[] = {
+        {"tiny-llama", "Q8_0"}, {"tiny-gemma3", "Q4_K_M"}, {"tiny-qwen3", "Q4_1"}, {"tiny-llama", "F16"},
+        {"tiny-gemma3", "Q5_0"}, {"tiny-llama", "Q5_1"}, {"tiny-llama", "Q5_K"}, {"tiny-llama", "F32"},
+        {"tiny-qwen3", "BF16"}, {"tiny-llama", "Q4_0"}, {"tiny-llama", "Q6_K"}};
     static const int chunkings[][6] = {{N}, {256, 256, 88}, {1, 599}, {64, 64, 64, 64, 64, 280}, {100, 37, 200, 263}, {511, 2, 87}};
     for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++) {
-        if (ms[mi].kernels) sdn_prefill_mm_set(SDN_PREFILL_MM_KERNELS);
         sdn_model *m = tu_load(tu_model(ms[mi].arch, ms[mi].type, 16), NULL);
         const int V = sdn_model_cfg(m)->vocab;
         int32_t toks[N];
@@ -431,7 +441,6 @@ static void test_chunk_invariance(void **state) {
         free(ref);
         free(lg);
         sdn_model_free(m);
-        sdn_prefill_mm_set(SDN_PREFILL_MM_AUTO);
     }
 }
 
