@@ -13,7 +13,7 @@
  *     fresh, speculative, in 64-row chunks and after another request, with the default cache;
  *   - the real Gemma 3 270M (Q4_K_M: Q5_0, Q8_0, Q4_K and Q6_K layers, the types that
  *     prefilled on OpenBLAS SGEMM before issue 38) on issue 38's request: the first 6,000
- *     characters of the first long document followed by "Summary:", which under
+ *     characters of the first long document, a new line and "Summary:", which under
  *     OPENBLAS_CORETYPE=Haswell was answered differently on 1 and 2 threads: fresh on 2
  *     threads, on 1 thread, speculative, in 64-row chunks and after a request on the same document
  *     (its prefix reused). CI runs
@@ -145,13 +145,13 @@ static void test_gemma3_same_bytes(void **state) {
     char *prompt = malloc(n + 16);
     assert_non_null(prompt);
     memcpy(prompt, doc, n);
-    strcpy(prompt + n, "Summary:");
+    strcpy(prompt + n, "\nSummary:");
     /* the request before it on the same context: the same document, another question (its
      * tokens up to the question are reused) */
     char *before = malloc(n + 16);
     assert_non_null(before);
     memcpy(before, doc, n);
-    strcpy(before + n, "Title:");
+    strcpy(before + n, "\nTitle:");
     static char empty[1];
     sdn_task_row row = lng.rows[0], other = lng.rows[0];
     row.context = other.context = empty;
