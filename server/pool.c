@@ -8,7 +8,7 @@
  * (a hang-up) and on the job's eventfd (the slot's wake-up: new text, done), so a hang-up is
  * noticed when it happens (microhttpd does not watch a connection whose handler is busy);
  * checking the socket every 50 ms instead let short answers run to their end after their
- * client had gone (docs/server.md, "Cancellation").
+ * client had gone (docs/server.md, "Concurrency model").
  *
  * Admission counts places (running + queued + reserved <= slots + queue), so a request is
  * refused before its body is parsed; the body budget counts bytes of bodies and parsed requests
