@@ -68,7 +68,6 @@ static void start(server *s, const char *name, ...) {
         prctl(PR_SET_PDEATHSIG, SIGKILL); /* a failed test leaves no server behind */
         int fd = open(s->log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
         if (fd >= 0) dup2(fd, 2);
-        setenv("SDNPU_CACHE", tu_tmpdir(), 1); /* the verify cost curve is measured once for all servers */
         execv(cli, (char **)argv);
         _exit(127);
     }
@@ -834,6 +833,9 @@ static void test_sigterm(void **state) {
 
 int main(void) {
     curl_global_init(CURL_GLOBAL_DEFAULT);
+    /* the verify cost curve is measured once for all servers and this process's own requests,
+     * in the scratch folder: nothing read from or written to the user's ~/.cache/sdnpu */
+    setenv("SDNPU_CACHE", tu_tmpdir(), 1);
     model_path(); /* write the model once, before any server starts */
     const struct CMUnitTest shared[] = {
         cmocka_unit_test(test_endpoints),
