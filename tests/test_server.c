@@ -729,13 +729,15 @@ static void test_cancel_on_disconnect(void **state) {
 }
 
 /* One slot, a queue of one: a running request, a queued one, and a third gets 503. Then the
- * running stream's client hangs up (the test waits for no stream to end: its 4,000 tokens took
- * up to 14 s on a busy machine) and the queued request is answered. */
+ * running stream's client hangs up and the queued request is answered. The stream asks for
+ * 16,000 tokens, far more than it can decode while the test queues and refuses the others; it
+ * never has to end by itself (it used to run its 4,000 tokens to the end: up to 14 s on a busy
+ * machine). */
 static void test_queue_full(void **state) {
     (void)state;
     server s;
-    start(&s, "server-queue.log", "--slots", "1", "--queue", "1", "--ctx", "4096", NULL);
-    bg a = {.s = &s, .body = CHAT(",\"max_tokens\":4000,\"stream\":true,\"sdnpu\":{\"ignore_eos\":true,\"method\":\"none\"}")};
+    start(&s, "server-queue.log", "--slots", "1", "--queue", "1", "--ctx", "16384", NULL);
+    bg a = {.s = &s, .body = CHAT(",\"max_tokens\":16000,\"stream\":true,\"sdnpu\":{\"ignore_eos\":true,\"method\":\"none\"}")};
     bg b = {.s = &s, .body = CHAT(",\"max_tokens\":4")};
     pthread_t ta, tb;
     pthread_create(&ta, NULL, bg_post, &a);
