@@ -680,15 +680,17 @@ static void expect_cancelled(const server *s, counts c0, int k, const char *what
  * (while its answer is being generated) and queued (it never runs). The test hangs up on
  * events, not after a delay: when the first chunk arrived, when /metrics shows the request
  * running or queued; then it waits until the server is idle and checks the counters. Each
- * request asks for 4,000 tokens (seconds of decoding even on a fast machine), so it cannot end
- * by itself before a hang-up is noticed (at once: srv_job_wait polls the socket). The server is
- * its own (one slot, a fresh context): what earlier cases left does not matter. */
+ * request asks for 8,000 tokens (about 2.5 s of one core here; 4,000 took 0.67 s), so it
+ * cannot end by itself before its hang-up is noticed (within a millisecond, 38 ms at worst on
+ * a machine with load 20: srv_job_wait polls the socket); a server that missed the hang-up
+ * would let it run to its end, which fails the case. The server is its own (one slot, a fresh
+ * context): what earlier cases left does not matter. */
 static void test_cancel_on_disconnect(void **state) {
     (void)state;
     server s;
-    start(&s, "server-cancel.log", "--slots", "1", "--threads", "1", "--queue", "2", "--ctx", "4096", NULL);
-    const char *streamed = CHAT(",\"max_tokens\":4000,\"stream\":true,\"sdnpu\":{\"ignore_eos\":true,\"method\":\"none\"}");
-    const char *plain = CHAT(",\"max_tokens\":4000,\"sdnpu\":{\"ignore_eos\":true,\"method\":\"none\"}");
+    start(&s, "server-cancel.log", "--slots", "1", "--threads", "1", "--queue", "2", "--ctx", "8192", NULL);
+    const char *streamed = CHAT(",\"max_tokens\":8000,\"stream\":true,\"sdnpu\":{\"ignore_eos\":true,\"method\":\"none\"}");
+    const char *plain = CHAT(",\"max_tokens\":8000,\"sdnpu\":{\"ignore_eos\":true,\"method\":\"none\"}");
 
     /* streaming: the client hangs up once the first chunk arrived */
     counts c0 = counters(&s);
