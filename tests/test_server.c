@@ -625,8 +625,8 @@ static void wait_seen(bg *b) {
 /* ---- cancellation ---- */
 
 /* Wait until no request runs or waits: the event a request ends with, cancelled or not. The
- * bound only guards against a server that hangs (the requests below end by themselves within
- * seconds even when not cancelled). */
+ * bound only guards against a server that hangs (the requests below end by themselves, when
+ * not cancelled, in seconds; tens of seconds on a busy machine). */
 static void wait_idle(const server *s, const char *what) {
     for (double t0 = now_s(); metric(s, "sdnpu_slots_busy") > 0 || metric(s, "sdnpu_queue_length") > 0; usleep(5000))
         if (now_s() - t0 > 300) fail_msg("%s: the server is still busy after 300 s", what);
