@@ -88,10 +88,13 @@ int sdn_cost_write(const char *path, const sdn_cost_profile *p, sdn_err *err) {
     jl_write_str(f, p->shape);
     fprintf(f, ", \"threads\": %d,\n \"tree_sizes\": [", p->threads > 0 ? p->threads : 1);
     for (int i = 0; i < p->n; i++) fprintf(f, i ? ", %d" : "%d", p->tree_sizes[i]);
+    /* 17 significant digits read back as the same doubles: a curve measured now and the same
+     * curve read from the cache give the same draft budgets (with 6, a process that measured it
+     * and one that read it back could size a step differently) */
     fputs("],\n \"step_ms\": [", f);
-    for (int i = 0; i < p->n; i++) fprintf(f, i ? ", %.6g" : "%.6g", p->step_ms[i]);
-    fprintf(f, "],\n \"plain_step_ms\": %.6g", p->plain_step_ms);
-    if (p->draft_ms_per_step >= 0) fprintf(f, ", \"draft_ms_per_step\": %.6g", p->draft_ms_per_step);
+    for (int i = 0; i < p->n; i++) fprintf(f, i ? ", %.17g" : "%.17g", p->step_ms[i]);
+    fprintf(f, "],\n \"plain_step_ms\": %.17g", p->plain_step_ms);
+    if (p->draft_ms_per_step >= 0) fprintf(f, ", \"draft_ms_per_step\": %.17g", p->draft_ms_per_step);
     fputs("}\n", f);
     int bad = ferror(f);
     if (fclose(f) || bad) return sdn_fail(err, SDN_EIO, "%s: write error", path);

@@ -4,8 +4,11 @@
  * wake the workers (work) and the connection threads waiting on their jobs (event). A slot
  * pops the oldest job, runs sdnpu_generate on its own context and streams text into the job;
  * its on_text callback returns nonzero once the job is cancelled (client gone, shutdown), which
- * ends the request at the next token. A waiting connection thread checks its socket for a hang-up
- * every 50 ms: microhttpd does not watch a connection whose handler is busy.
+ * ends the request at the next token. A waiting connection thread sleeps in poll() on its socket
+ * (a hang-up) and on the job's eventfd (the slot's wake-up: new text, done), so a hang-up is
+ * noticed when it happens (microhttpd does not watch a connection whose handler is busy);
+ * checking the socket every 50 ms instead let short answers run to their end after their
+ * client had gone (docs/server.md, "Concurrency model").
  *
  * Admission counts places (running + queued + reserved <= slots + queue), so a request is
  * refused before its body is parsed; the body budget counts bytes of bodies and parsed requests
@@ -19,11 +22,14 @@
 #include <errno.h>
 #include <malloc.h>
 #include <poll.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 const int srv_codes[SRV_N_CODES] = {200, 400, 401, 404, 405, 408, 413, 414, 429, 431, 500, 501, 503, 505, 0};
 
@@ -38,6 +44,7 @@ srv_job *srv_job_new(void) {
     if (!j) return NULL;
     sdnpu_request_init(&j->r);
     j->refs = 1;
+    j->wake = -1;
     snprintf(j->method, sizeof j->method, "%s", j->r.method);
     return j;
 }
@@ -53,6 +60,7 @@ char *srv_job_own(srv_job *j, char *s) {
 
 static void job_free(srv_pool *p, srv_job *j) {
     size_t charged = j->charged;
+    if (j->wake >= 0) close(j->wake);
     cJSON_Delete(j->json);
     for (int i = 0; i < j->n_owned; i++) free(j->owned[i]);
     free(j->owned);
@@ -71,6 +79,14 @@ void srv_job_unref(srv_pool *p, srv_job *j) {
     int last = --j->refs == 0;
     pthread_mutex_unlock(&p->mu);
     if (last) job_free(p, j);
+}
+
+/* Wake the connection thread waiting on job j (srv_job_wait), under the pool's mutex. */
+static void wake(srv_job *j) {
+    if (j->wake < 0) return;
+    uint64_t one = 1;
+    ssize_t w = write(j->wake, &one, sizeof one); /* cannot block (EFD_NONBLOCK); a full counter is still readable */
+    (void)w;
 }
 
 /* Streaming callback of a slot: append the text to the job, wake its connection; stop when
@@ -92,6 +108,7 @@ static int on_text(void *ud, const char *text, size_t len) {
             memcpy(j->text + j->len, text, len);
             j->len += len;
             j->text[j->len] = 0;
+            wake(j);
             pthread_cond_broadcast(&p->event);
         }
     }
@@ -154,6 +171,7 @@ static void *slot_main(void *arg) {
         j->t_done = now_s();
         p->running[slot] = NULL;
         p->busy--;
+        wake(j);
         pthread_cond_broadcast(&p->event);
         int last = --j->refs == 0;
         if (last) {
@@ -253,6 +271,7 @@ void srv_pool_unreserve(srv_pool *p) {
 }
 
 int srv_pool_submit(srv_pool *p, srv_job *j) {
+    if (j->wake < 0) j->wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK); /* -1 (out of files): srv_job_wait polls */
     pthread_mutex_lock(&p->mu);
     p->reserved--;
     int rc = p->stopping ? 2 : 0;
@@ -298,18 +317,40 @@ void srv_pool_uncharge(srv_pool *p, size_t bytes) {
     if (trim) malloc_trim(0);
 }
 
+/* Whether poll() reported that the peer of a socket closed its end (or the socket failed). */
+static int hung_up(short revents) { return (revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) != 0; }
+
 /* 1 when the peer of socket fd has closed its end (or the socket failed). */
 static int client_gone(int fd) {
     if (fd < 0) return 0;
     struct pollfd pf = {.fd = fd, .events = POLLRDHUP};
-    int n = poll(&pf, 1, 0);
-    return n > 0 && (pf.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL));
+    return poll(&pf, 1, 0) > 0 && hung_up(pf.revents);
 }
 
 int srv_job_wait(srv_pool *p, srv_job *j, int fd, int want_text) {
     int gone = 0;
     pthread_mutex_lock(&p->mu);
     while (!j->done && !(want_text && j->len > j->taken)) {
+        if (fd >= 0 && j->wake >= 0) {
+            /* sleep until the socket hangs up or the slot wakes the job (a wake-up written after
+             * the check above leaves the eventfd readable: none is lost); the timeout is only a
+             * backstop */
+            pthread_mutex_unlock(&p->mu);
+            struct pollfd pf[2] = {{.fd = fd, .events = POLLRDHUP}, {.fd = j->wake, .events = POLLIN}};
+            int n = poll(pf, 2, 1000);
+            if (n > 0 && (pf[1].revents & POLLIN)) { /* reset the counter */
+                uint64_t v;
+                ssize_t r = read(j->wake, &v, sizeof v);
+                (void)r;
+            }
+            pthread_mutex_lock(&p->mu);
+            if (n > 0 && hung_up(pf[0].revents) && !j->done) {
+                gone = 1;
+                if (j->cancel == SRV_LIVE) j->cancel = SRV_CLIENT_GONE;
+                break;
+            }
+            continue;
+        }
         if (client_gone(fd)) {
             gone = 1;
             if (j->cancel == SRV_LIVE) j->cancel = SRV_CLIENT_GONE;
@@ -336,6 +377,7 @@ void srv_pool_stop(srv_pool *p, double drain_s) {
         j->cancel = SRV_SHUTDOWN;
         j->res.finish = SDNPU_FINISH_CANCELLED;
         j->done = 1;
+        wake(j);
         p->m.cancelled++;
         int last = --j->refs == 0;
         if (last) {

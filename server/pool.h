@@ -42,6 +42,7 @@ typedef struct srv_job {
     sdnpu_error err;
     sdnpu_result res;
     double t_submit, t_start, t_done; /* queued, taken by a slot, finished (monotonic seconds) */
+    int wake;               /* eventfd the slot writes on new text and when done (made when queued; -1: none) */
     size_t charged;         /* bytes of the pool's body budget the job holds (given back when it is freed) */
 } srv_job;
 
@@ -108,7 +109,9 @@ int srv_pool_fits(srv_pool *p, size_t bytes);
 /* Give bytes back (after freeing them: a large amount also trims the heap). */
 void srv_pool_uncharge(srv_pool *p, size_t bytes);
 /* Wait until the job is done, or (want_text) has text not yet taken, or the client on socket fd
- * (-1: not watched) hung up, which cancels the job. Returns 0, or -1 when the client is gone. */
+ * (-1: not watched) hung up, which cancels the job. Returns 0, or -1 when the client is gone.
+ * A hang-up is noticed when it happens (poll on the socket and the job's eventfd), or within
+ * 50 ms when the job has no eventfd. */
 int srv_job_wait(srv_pool *p, srv_job *j, int fd, int want_text);
 /* Stop: refuse new jobs, cancel queued ones, let running ones finish for up to drain_s seconds,
  * then cancel them, join the workers and free the contexts (closing their history stores). */

@@ -651,9 +651,10 @@ int srv_run(const srv_options *o) {
         return 1;
     }
     s.pool.budget = budget;
-    /* open files: a connection is one, and so are the model, the store and the slots' own */
+    /* open files: a connection is one, a queued or running request one more (its eventfd), and
+     * so are the model, the store and the slots' own */
     struct rlimit rl;
-    rlim_t want = (rlim_t)o->max_conns + 64 + 128;
+    rlim_t want = (rlim_t)o->max_conns + (rlim_t)o->slots + (rlim_t)o->queue + 64 + 128;
     if (!getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur < want) {
         rl.rlim_cur = rl.rlim_max < want ? rl.rlim_max : want;
         setrlimit(RLIMIT_NOFILE, &rl);

@@ -109,6 +109,16 @@ static void test_cost_profile(void **state) {
     assert_memory_equal(q.tree_sizes, p.tree_sizes, sizeof(int) * p.n);
     for (int i = 0; i < p.n; i++) assert_true(q.step_ms[i] == p.step_ms[i]);
     assert_true(q.plain_step_ms == p.plain_step_ms && q.draft_ms_per_step == p.draft_ms_per_step);
+    /* measured values (not short decimals) read back as the same bits: a cached curve gives the
+     * budgets the measured one gave */
+    for (int i = 0; i < p.n; i++) p.step_ms[i] = 1.0 / (3.0 + i) + i * 0.7123456789012345;
+    p.plain_step_ms = 2.0 / 7.0;
+    p.draft_ms_per_step = 0.1 / 3.0;
+    assert_int_equal(sdn_cost_write(path, &p, &err), SDN_OK);
+    if (sdn_cost_load(path, &q, &err)) fail_msg("%s", err.msg);
+    assert_memory_equal(q.step_ms, p.step_ms, sizeof(double) * p.n);
+    assert_memory_equal(&q.plain_step_ms, &p.plain_step_ms, sizeof(double));
+    assert_memory_equal(&q.draft_ms_per_step, &p.draft_ms_per_step, sizeof(double));
 }
 
 static void test_cost_malformed(void **state) {

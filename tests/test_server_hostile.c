@@ -59,6 +59,7 @@ static pid_t spawn(server *s, const char *log, int drop_dac, const char *const *
     argv[n] = NULL;
     snprintf(s->log, sizeof s->log, "%s", tu_tmp(log));
     s->port = 0;
+    unlink(s->log); /* no earlier server's "listening" line can be read before the child writes its own */
     s->pid = fork();
     assert_true(s->pid >= 0);
     if (s->pid == 0) {

@@ -96,9 +96,14 @@ const char *tu_shared_path(const char *rel) {
 const char *tu_tmpdir(void) {
     static char dir[512];
     if (!dir[0]) {
+        /* a new directory every run (mkdtemp): the folder an earlier process of the same pid left
+         * would hand this one its files (a history store with answers in it, a server log naming
+         * another port); pids repeat (pid_max is 32768 here) and the folders are kept */
         const char *b = getenv("SDN_BUILD");
-        snprintf(dir, sizeof dir, "%s/test-tmp-%d", b ? b : "/tmp", (int)getpid());
-        mkdir(dir, 0755);
+        snprintf(dir, sizeof dir, "%s/test-tmp-%d-XXXXXX", b ? b : "/tmp", (int)getpid());
+        if (!mkdtemp(dir)) {
+            fail_msg("cannot create a scratch directory %s: %s", dir, strerror(errno));
+        }
     }
     return dir;
 }

@@ -13,7 +13,8 @@
 const char *tu_shared(void);
 /* Join shared dir and a relative path into a static buffer (rotating, 8 slots). */
 const char *tu_shared_path(const char *rel);
-/* A scratch directory for this test process (created once). */
+/* A scratch directory for this test process: created empty on first use (a new one each run,
+ * never an earlier process's), kept afterwards for its logs. */
 const char *tu_tmpdir(void);
 /* tu_tmpdir()/name in a static rotating buffer. */
 const char *tu_tmp(const char *name);
