@@ -51,7 +51,62 @@ typedef struct {
 } __attribute__((aligned(64))) wblk;
 
 SDN_INLINE size_t blk_bytes(uint32_t wtype) {
-    return wtype == SDN_TYPE_Q8_0 ? 34 : wtype == SDN_TYPE_Q4_0 ? 18 : 20;
+    switch (wtype) {
+    case SDN_TYPE_Q8_0: return 34;
+    case SDN_TYPE_Q4_0: return 18;
+    case SDN_TYPE_Q5_0: return 22;
+    case SDN_TYPE_Q5_1: return 24;
+    default: return 20; /* Q4_1 */
+    }
+}
+/* The types with a min term (x = d * q + m), the 5-bit types, and the offset of the unsigned
+ * levels the dot products see (Q8_0 + 128 with VNNI, Q4_0 + 8, Q5_0 + 16; the affine types
+ * have none). */
+#define IS_AFFINE(w) ((w) == SDN_TYPE_Q4_1 || (w) == SDN_TYPE_Q5_1)
+#define IS_Q5(w) ((w) == SDN_TYPE_Q5_0 || (w) == SDN_TYPE_Q5_1)
+SDN_INLINE int level_off(uint32_t wtype) {
+    switch (wtype) {
+    case SDN_TYPE_Q8_0: return VNNI_DP ? 128 : 0;
+    case SDN_TYPE_Q4_0: return 8;
+    case SDN_TYPE_Q5_0: return 16;
+    default: return 0;
+    }
+}
+/* Bytes of the qh field before the nibbles (Q5_0: qh at 2, Q5_1: at 4) and of the nibbles. */
+SDN_INLINE size_t qs_off(uint32_t wtype) {
+    switch (wtype) {
+    case SDN_TYPE_Q4_1: return 4;
+    case SDN_TYPE_Q5_0: return 6;
+    case SDN_TYPE_Q5_1: return 8;
+    default: return 2; /* Q4_0 (Q8_0's levels too) */
+    }
+}
+
+/* The 5th bits of vector j (elements 4j..4j+3 of the block, byte k = element 4j + k) as
+ * 0x10 in each byte, lane c from column c's qh. hb_file: qh as in the file (element e's bit
+ * is bit e); the byte holding the four bits is broadcast within its dword (vpshufb), then
+ * each byte tests its own bit. hb_pk: qh as packed (matmul_pack.c, qh_perm: element 4j + k's
+ * bit is bit j of byte k), one shift and one mask. */
+SDN_INLINE vi hb_file(vi qh, int j) {
+    const int s = j >> 1;
+    const int mask = (j & 1) ? (int)0x80402010 : 0x08040201;
+#if CW == 16
+    const __m512i idx = _mm512_set4_epi32((12 + s) * 0x01010101, (8 + s) * 0x01010101, (4 + s) * 0x01010101,
+                                          s * 0x01010101);
+    const __mmask64 k = _mm512_test_epi8_mask(_mm512_shuffle_epi8(qh, idx), _mm512_set1_epi32(mask));
+    return _mm512_maskz_mov_epi8(k, _mm512_set1_epi8(0x10));
+#else
+    const __m256i idx = _mm256_setr_epi32(s * 0x01010101, (4 + s) * 0x01010101, (8 + s) * 0x01010101,
+                                          (12 + s) * 0x01010101, s * 0x01010101, (4 + s) * 0x01010101,
+                                          (8 + s) * 0x01010101, (12 + s) * 0x01010101);
+    const __m256i m = _mm256_set1_epi32(mask);
+    const __m256i x = _mm256_and_si256(_mm256_shuffle_epi8(qh, idx), m);
+    return _mm256_and_si256(_mm256_cmpeq_epi8(x, m), _mm256_set1_epi8(0x10));
+#endif
+}
+SDN_INLINE vi hb_pk(vi qhp, int j) {
+    const vi x = j < 4 ? VI_SLL32(qhp, 4 - j) : j == 4 ? qhp : VI_SRL32(qhp, j - 4);
+    return VI_AND(x, VI_SET1(0x10101010));
 }
 
 /* Unpack block b of the group's rows r[0..CW) into *wb. */
@@ -60,7 +115,7 @@ SDN_INLINE void build(uint32_t wtype, const uint8_t *const *r, int64_t b, size_t
     for (int c = 0; c < CW; c++) sdn_prefetch(r[c] + pf + off);
     const vi dm = gather32(r, off); /* d (and Q4_1's m) of every column, F16C-converted */
     VF_STORE(wb->d, vf_from_f16(dm, 0));
-    if (wtype == SDN_TYPE_Q4_1) VF_STORE(wb->m, vf_from_f16(dm, 1));
+    if (IS_AFFINE(wtype)) VF_STORE(wb->m, vf_from_f16(dm, 1));
     if (wtype == SDN_TYPE_Q8_0) {
         vi w[8];
         transpose32(r, off + 2, w);
@@ -76,11 +131,15 @@ SDN_INLINE void build(uint32_t wtype, const uint8_t *const *r, int64_t b, size_t
         }
     } else {
         vi p[4];
-        transpose16(r, off + (wtype == SDN_TYPE_Q4_1 ? 4 : 2), p);
+        transpose16(r, off + qs_off(wtype), p);
         const vi m4 = VI_SET1(0x0F0F0F0F);
         for (int t = 0; t < 4; t++) {
             wb->v[t] = VI_AND(p[t], m4);                /* elements 4t..4t+3: low nibbles */
             wb->v[4 + t] = VI_AND(VI_SRL16(p[t], 4), m4); /* elements 16+4t..: high nibbles */
+        }
+        if (IS_Q5(wtype)) { /* the 5th bits from qh, just before the nibbles */
+            const vi qh = gather32(r, off + qs_off(wtype) - 4);
+            for (int t = 0; t < 8; t++) wb->v[t] = VI_OR(wb->v[t], hb_file(qh, t));
         }
     }
 }
@@ -90,13 +149,13 @@ SDN_INLINE void build(uint32_t wtype, const uint8_t *const *r, int64_t b, size_t
  * same block pf bytes on (the next group; the hardware prefetchers alone leave one-row
  * calls short of memory bandwidth, matmul_avx2.h). */
 SDN_INLINE void build_pk(uint32_t wtype, const uint8_t *G, int64_t nb, int64_t b, int h, size_t pf, wblk *wb) {
-    const int nv = wtype == SDN_TYPE_Q8_0 ? 8 : 4;
+    const int nv = wtype == SDN_TYPE_Q8_0 ? 8 : IS_Q5(wtype) ? 5 : 4;
     const uint8_t *lv = G + (size_t)b * nv * 64 + (size_t)(32 * h);
     const uint8_t *sc = G + (size_t)nb * nv * 64 + (size_t)b * 32 + (size_t)(16 * h);
     if (pf) {
         for (int t = 0; t < nv; t++) sdn_prefetch(lv + pf + 64 * t);
         if (!(b & 1)) sdn_prefetch(sc + pf);
-        if (wtype == SDN_TYPE_Q4_1 && !(b & 1)) sdn_prefetch(sc + pf + (size_t)nb * 32);
+        if (IS_AFFINE(wtype) && !(b & 1)) sdn_prefetch(sc + pf + (size_t)nb * 32);
     }
 #if CW == 16
 #define PK_LOADU(p) _mm512_loadu_si512((const void *)(p))
@@ -106,7 +165,7 @@ SDN_INLINE void build_pk(uint32_t wtype, const uint8_t *G, int64_t nb, int64_t b
 #define PK_F16(p) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p)))
 #endif
     VF_STORE(wb->d, PK_F16(sc));
-    if (wtype == SDN_TYPE_Q4_1) VF_STORE(wb->m, PK_F16(sc + (size_t)nb * 32));
+    if (IS_AFFINE(wtype)) VF_STORE(wb->m, PK_F16(sc + (size_t)nb * 32));
     if (wtype == SDN_TYPE_Q8_0) {
         for (int t = 0; t < 8; t++) {
             const vi w = PK_LOADU(lv + 64 * t);
@@ -118,6 +177,13 @@ SDN_INLINE void build_pk(uint32_t wtype, const uint8_t *G, int64_t nb, int64_t b
                 wb->sg[t] = w;
 #endif
             }
+        }
+    } else if (IS_Q5(wtype)) { /* vector 0: qh (permuted), 1..4: the nibbles */
+        const vi m4 = VI_SET1(0x0F0F0F0F), qhp = PK_LOADU(lv);
+        for (int t = 0; t < 4; t++) {
+            const vi p = PK_LOADU(lv + 64 * (t + 1));
+            wb->v[t] = VI_OR(VI_AND(p, m4), hb_pk(qhp, t));
+            wb->v[4 + t] = VI_OR(VI_AND(VI_SRL16(p, 4), m4), hb_pk(qhp, 4 + t));
         }
     } else {
         const vi m4 = VI_SET1(0x0F0F0F0F);
@@ -149,7 +215,7 @@ SDN_INLINE vi blk_dp(uint32_t wtype, const wblk *wb, vi isum, const int8_t *x, i
 }
 SDN_INLINE void blk_acc(uint32_t wtype, const wblk *wb, vi isum, float xd, const float *xs, int64_t b, vf *acc, vf *accm) {
     *acc = VF_ADD(*acc, VF_MUL(VF_CVT(isum), VF_MUL(VF_LOAD(wb->d), VF_SET1(xd))));
-    if (wtype == SDN_TYPE_Q4_1) *accm = VF_ADD(*accm, VF_MUL(VF_LOAD(wb->m), VF_SET1(xs[b])));
+    if (IS_AFFINE(wtype)) *accm = VF_ADD(*accm, VF_MUL(VF_LOAD(wb->m), VF_SET1(xs[b])));
 }
 
 /* Rows [r, r + TX) of the batch against one group: acc[j] over all blocks (from wb[b], or
@@ -158,8 +224,8 @@ SDN_INLINE void blk_acc(uint32_t wtype, const wblk *wb, vi isum, float xd, const
 SDN_INLINE void tile_any(uint32_t wtype, const int TX, const int PK, const uint8_t *const *rows, const wblk *wbs, const uint8_t *G,
                          int h, int64_t nb, size_t pf, const char *act, size_t stride, int64_t in, int r,
                          float *out /* [TX][CW] */) {
-    const int affine = wtype == SDN_TYPE_Q4_1;
-    const int off = wtype == SDN_TYPE_Q8_0 ? (VNNI_DP ? 128 : 0) : wtype == SDN_TYPE_Q4_0 ? 8 : 0;
+    const int affine = IS_AFFINE(wtype);
+    const int off = level_off(wtype);
     const int8_t *xq[RT];
     const float *xd[RT], *xs[RT];
     const int32_t *xsum[RT];
@@ -217,6 +283,8 @@ SDN_INLINE void tile_any(uint32_t wtype, const int TX, const int PK, const uint8
 COL_TILE_SET(q8_0, tile, build, wblk, SDN_TYPE_Q8_0)
 COL_TILE_SET(q4_0, tile, build, wblk, SDN_TYPE_Q4_0)
 COL_TILE_SET(q4_1, tile, build, wblk, SDN_TYPE_Q4_1)
+COL_TILE_SET(q5_0, tile, build, wblk, SDN_TYPE_Q5_0)
+COL_TILE_SET(q5_1, tile, build, wblk, SDN_TYPE_Q5_1)
 
 #if CW == 16
 /* AMX-INT8 (tile registers + TMUL), used by the amx path for batches of SDN_AMX_MIN_ROWS rows
@@ -230,8 +298,8 @@ COL_TILE_SET(q4_1, tile, build, wblk, SDN_TYPE_Q4_1)
  * out-of-line function into memory the asm reads through a "memory" clobber. */
 static void amx_rows(uint32_t wtype, const wblk *wbs, int64_t nb, const char *act, size_t stride, int64_t in, int r,
                      int m, float *out /* [16][CW] */) {
-    const int affine = wtype == SDN_TYPE_Q4_1;
-    const int off = wtype == SDN_TYPE_Q8_0 ? 128 : wtype == SDN_TYPE_Q4_0 ? 8 : 0;
+    const int affine = IS_AFFINE(wtype);
+    const int off = level_off(wtype);
     uint8_t cfg[64] __attribute__((aligned(64)));
     int32_t C[16][CW] __attribute__((aligned(64)));
     sdn_amx_tile_config(cfg, m);
@@ -284,6 +352,8 @@ static void amx_group(uint32_t wtype, const void *blks, int64_t nb, const char *
 AMX_GROUP(q8_0, SDN_TYPE_Q8_0)
 AMX_GROUP(q4_0, SDN_TYPE_Q4_0)
 AMX_GROUP(q4_1, SDN_TYPE_Q4_1)
+AMX_GROUP(q5_0, SDN_TYPE_Q5_0)
+AMX_GROUP(q5_1, SDN_TYPE_Q5_1)
 #endif
 
 /* ---- packed weights (matmul_pack.c) ---- */
@@ -291,6 +361,8 @@ AMX_GROUP(q4_1, SDN_TYPE_Q4_1)
 PK_TILE_SET(pk_q8_0, PK_TILE, SDN_TYPE_Q8_0)
 PK_TILE_SET(pk_q4_0, PK_TILE, SDN_TYPE_Q4_0)
 PK_TILE_SET(pk_q4_1, PK_TILE, SDN_TYPE_Q4_1)
+PK_TILE_SET(pk_q5_0, PK_TILE, SDN_TYPE_Q5_0)
+PK_TILE_SET(pk_q5_1, PK_TILE, SDN_TYPE_Q5_1)
 
 /* One activation row against two packed groups at once (G0 and G1, both whole; h0 / h1 their
  * halves with 8 lanes): two weight streams in flight instead of one, for one-row calls, which
@@ -298,8 +370,8 @@ PK_TILE_SET(pk_q4_1, PK_TILE, SDN_TYPE_Q4_1)
  * tile_any with TX = 1 (same bits). Used for Q8_0 (measured faster there only). */
 SDN_INLINE void tile1_pair(uint32_t wtype, const uint8_t *G0, int h0, const uint8_t *G1, int h1, int64_t nb, size_t pf,
                            const char *act, int64_t in, float *out0, float *out1) {
-    const int affine = wtype == SDN_TYPE_Q4_1;
-    const int off = wtype == SDN_TYPE_Q8_0 ? (VNNI_DP ? 128 : 0) : wtype == SDN_TYPE_Q4_0 ? 8 : 0;
+    const int affine = IS_AFFINE(wtype);
+    const int off = level_off(wtype);
     const int8_t *xq = sdn_act_q(act);
     const float *xd = sdn_act_d(act, in), *xs = sdn_act_s(act, in);
     const int32_t *xsum = sdn_act_qsum(act, in);
@@ -342,6 +414,8 @@ static void pk_q8_0_pair(const uint8_t *G0, int h0, const uint8_t *G1, int h1, i
 PK_AMX(pk_q8_0, SDN_TYPE_Q8_0)
 PK_AMX(pk_q4_0, SDN_TYPE_Q4_0)
 PK_AMX(pk_q4_1, SDN_TYPE_Q4_1)
+PK_AMX(pk_q5_0, SDN_TYPE_Q5_0)
+PK_AMX(pk_q5_1, SDN_TYPE_Q5_1)
 #endif
 
 /* sdn_matmul_rows_packed for o0 a multiple of SDN_PACK_COLS: per column group, row tiles
@@ -357,10 +431,19 @@ int SDN_KFN(sdn_matmul_cols_packed)(uint32_t wtype, const void *P, int64_t in, c
     case SDN_TYPE_Q8_0: tiles = pk_q8_0_tiles; pair = pk_q8_0_pair; break;
     case SDN_TYPE_Q4_0: tiles = pk_q4_0_tiles; pair = NULL; break;
     case SDN_TYPE_Q4_1: tiles = pk_q4_1_tiles; pair = NULL; break;
+    case SDN_TYPE_Q5_0: tiles = pk_q5_0_tiles; pair = NULL; break;
+    case SDN_TYPE_Q5_1: tiles = pk_q5_1_tiles; pair = NULL; break;
     default: return 0;
     }
 #if CW == 16
-    if (amx) group = wtype == SDN_TYPE_Q8_0 ? pk_q8_0_amx : wtype == SDN_TYPE_Q4_0 ? pk_q4_0_amx : pk_q4_1_amx;
+    if (amx)
+        switch (wtype) {
+        case SDN_TYPE_Q8_0: group = pk_q8_0_amx; break;
+        case SDN_TYPE_Q4_0: group = pk_q4_0_amx; break;
+        case SDN_TYPE_Q4_1: group = pk_q4_1_amx; break;
+        case SDN_TYPE_Q5_0: group = pk_q5_0_amx; break;
+        default: group = pk_q5_1_amx; break;
+        }
 #else
     (void)amx;
 #endif
@@ -370,7 +453,7 @@ int SDN_KFN(sdn_matmul_cols_packed)(uint32_t wtype, const void *P, int64_t in, c
     return 1;
 }
 
-/* Returns 0 (and does nothing) for types other than Q8_0, Q4_0, Q4_1. amx: use AMX tiles
+/* Returns 0 (and does nothing) for types other than Q8_0, Q4_0, Q4_1, Q5_0, Q5_1. amx: use AMX tiles
  * (only in the AVX-512 build, on a CPU the caller checked). */
 int SDN_KFN(sdn_matmul_cols)(uint32_t wtype, const void *W, size_t row_bytes, int64_t in, const void *act, int n,
                              float *Y, int64_t ldy, int64_t o0, int64_t o1, int amx) {
@@ -381,10 +464,19 @@ int SDN_KFN(sdn_matmul_cols)(uint32_t wtype, const void *W, size_t row_bytes, in
     case SDN_TYPE_Q8_0: tiles = q8_0_tiles; bld = q8_0_build; break;
     case SDN_TYPE_Q4_0: tiles = q4_0_tiles; bld = q4_0_build; break;
     case SDN_TYPE_Q4_1: tiles = q4_1_tiles; bld = q4_1_build; break;
+    case SDN_TYPE_Q5_0: tiles = q5_0_tiles; bld = q5_0_build; break;
+    case SDN_TYPE_Q5_1: tiles = q5_1_tiles; bld = q5_1_build; break;
     default: return 0;
     }
 #if CW == 16
-    if (amx) group = wtype == SDN_TYPE_Q8_0 ? q8_0_amx : wtype == SDN_TYPE_Q4_0 ? q4_0_amx : q4_1_amx;
+    if (amx)
+        switch (wtype) {
+        case SDN_TYPE_Q8_0: group = q8_0_amx; break;
+        case SDN_TYPE_Q4_0: group = q4_0_amx; break;
+        case SDN_TYPE_Q4_1: group = q4_1_amx; break;
+        case SDN_TYPE_Q5_0: group = q5_0_amx; break;
+        default: group = q5_1_amx; break;
+        }
 #else
     (void)amx;
 #endif
