@@ -397,6 +397,33 @@ static void pk_q8_0_pair(const uint8_t *G0, int h0, const uint8_t *G1, int h1, i
     tile1_pair(SDN_TYPE_Q8_0, G0, h0, G1, h1, nb, pf, act, in, out0, out1);
 }
 
+/* Batches of PK_SCR_ROWS rows and more of the 5-bit types on packed weights: the group's
+ * blocks unpacked into scratch once (their 5th bits cost about as much as the nibbles), then
+ * the same tiles as the file layout's scratch path (same bits). Out of memory: the tiles
+ * that unpack as they go. */
+#ifndef PK_SCR_ROWS
+#define PK_SCR_ROWS 24
+#endif
+#define PK_SCR(pfx, cpfx, T)                                                                                          \
+    static void pfx##_scr(const uint8_t *G, int64_t nb, size_t gbytes, const char *act, size_t stride, int64_t in,    \
+                          int n, float *Y, int64_t ldy, int64_t o, int nc) {                                          \
+        wblk *blks = col_scratch((size_t)nb * sizeof(wblk));                                                          \
+        if (!blks) {                                                                                                  \
+            pk_drive(G, nb, gbytes, pfx##_tiles, NULL, NULL, act, stride, in, n, Y, ldy, o, o + nc);                  \
+            return;                                                                                                   \
+        }                                                                                                             \
+        const int h = (int)(o % 16) / CW;                                                                             \
+        for (int64_t b = 0; b < nb; b++) build_pk(T, G, nb, b, h, gbytes, blks + b);                                 \
+        float out[RT * CW] __attribute__((aligned(64)));                                                              \
+        for (int r = 0; r < n; r += RT) {                                                                             \
+            const int tx = n - r < RT ? n - r : RT;                                                                   \
+            cpfx##_tiles[tx - 1](NULL, blks, nb, 0, act, stride, in, r, out);                                         \
+            col_store(Y + (size_t)r * ldy + o, ldy, out, tx, nc);                                                     \
+        }                                                                                                             \
+    }
+PK_SCR(pk_q5_0, q5_0, SDN_TYPE_Q5_0)
+PK_SCR(pk_q5_1, q5_1, SDN_TYPE_Q5_1)
+
 #if CW == 16
 /* The AMX path on packed weights: the group's blocks unpacked into scratch once, then
  * amx_group (out of memory: NULL scratch, so the vector tiles run instead). */
@@ -431,8 +458,8 @@ int SDN_KFN(sdn_matmul_cols_packed)(uint32_t wtype, const void *P, int64_t in, c
     case SDN_TYPE_Q8_0: tiles = pk_q8_0_tiles; pair = pk_q8_0_pair; break;
     case SDN_TYPE_Q4_0: tiles = pk_q4_0_tiles; pair = NULL; break;
     case SDN_TYPE_Q4_1: tiles = pk_q4_1_tiles; pair = NULL; break;
-    case SDN_TYPE_Q5_0: tiles = pk_q5_0_tiles; pair = NULL; break;
-    case SDN_TYPE_Q5_1: tiles = pk_q5_1_tiles; pair = NULL; break;
+    case SDN_TYPE_Q5_0: tiles = pk_q5_0_tiles; pair = NULL; group = n >= PK_SCR_ROWS ? pk_q5_0_scr : NULL; break;
+    case SDN_TYPE_Q5_1: tiles = pk_q5_1_tiles; pair = NULL; group = n >= PK_SCR_ROWS ? pk_q5_1_scr : NULL; break;
     default: return 0;
     }
 #if CW == 16

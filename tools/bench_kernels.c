@@ -12,8 +12,11 @@
  * reaches the probe's GB/s; the % column is that ratio. Threads are plain pthreads that spin
  * on a generation counter between calls, so a call costs no thread start-up. On a shared
  * machine, --repeat K makes K rounds over everything and keeps each configuration's fastest
- * median (and each type's best probe). Q8_0, Q4_0 and Q4_1 run on the packed layout the engine
- * loads them in (matmul.h, "Packed weights"); --layout file measures the file's layout. */
+ * median (and each type's best probe). The quantized types run on the packed layout the engine
+ * loads them in (matmul.h, "Packed weights"); --layout file measures the file's layout, and
+ * --layout sgemm what a prefill matmul on SGEMM costs instead (engine/forward.c's sgemm path:
+ * each thread dequantizes its rows to F32, then one single-threaded cblas_sgemm on the F32
+ * activations; batches up to 256 rows). */
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -21,6 +24,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#include <cblas.h>
 
 #include "common/sdn_util.h"
 #include "tools/tools.h"
@@ -37,6 +42,9 @@
 #endif
 
 #define MAXT SDN_TOOL_BENCH_KERNELS_MAXT
+#define NMAX 256 /* most activation rows per call */
+
+extern void openblas_set_num_threads(int num_threads);
 
 /* ---------------------------------------------------------------- spinning thread team */
 
@@ -47,8 +55,10 @@ typedef struct {
     size_t row_bytes;
     int64_t in, out;
     const void *act;
-    int n, packed;
+    int n, packed, sgemm;
     float *Y;
+    const float *X; /* sgemm: F32 activations, n rows of in */
+    float *wf;      /* sgemm: F32 weights, out rows of in (each thread dequantizes its rows) */
     const uint8_t *buf; /* probe */
     size_t buf_len, pf, streams;
 } job_t;
@@ -67,7 +77,12 @@ static void run_part(int t, int nt) {
     if (j->kind == 0) {
         /* split [0, out) in halves aligned to 16 rows (as the forward pass splits) */
         int64_t o0 = (j->out * t / nt) & ~(int64_t)15, o1 = t == nt - 1 ? j->out : (j->out * (t + 1) / nt) & ~(int64_t)15;
-        if (j->packed) sdn_matmul_rows_packed(j->wtype, j->W, j->in, j->act, j->n, j->Y, j->out, o0, o1);
+        if (j->sgemm) {
+            for (int64_t o = o0; o < o1; o++)
+                sdn_dequantize_row(j->wtype, j->W + (size_t)o * j->row_bytes, j->wf + o * j->in, j->in);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, j->n, (int)(o1 - o0), (int)j->in, 1.0f, j->X, (int)j->in,
+                        j->wf + o0 * j->in, (int)j->in, 0.0f, j->Y + o0, (int)j->out);
+        } else if (j->packed) sdn_matmul_rows_packed(j->wtype, j->W, j->in, j->act, j->n, j->Y, j->out, o0, o1);
         else sdn_matmul_rows(j->wtype, j->W, j->row_bytes, j->in, j->act, j->n, j->Y, j->out, o0, o1);
     } else {
         /* streaming read of this thread's share, as j->streams contiguous parts read side by
@@ -165,7 +180,7 @@ int sdn_tool_bench_kernels(const sdn_tool_bench_kernels_opts *ko) {
     long types[16], nlist[16], tlist[4], shapes[8][2];
     int ntypes = 0, nn = ko->nn, nthr = ko->nthreads, nshapes = 0;
     const long mem_mb = ko->mem_mb, repeat = ko->repeat;
-    const int use_packed = !strcmp(ko->layout, "packed");
+    const int use_packed = !strcmp(ko->layout, "packed"), use_sgemm = !strcmp(ko->layout, "sgemm");
     const double min_time = ko->min_time;
     const char *types_s = ko->types, *shapes_s = ko->shapes;
     memcpy(nlist, ko->n, sizeof nlist);
@@ -202,6 +217,12 @@ int sdn_tool_bench_kernels(const sdn_tool_bench_kernels_opts *ko) {
     }
     if (!nthr) { tlist[0] = 1; tlist[1] = 2; nthr = 2; }
     if (!ntypes || !nshapes) { fprintf(stderr, "sdnpu bench-kernels: nothing to measure\n"); return 2; }
+    for (int i = 0; i < nn; i++)
+        if (nlist[i] < 1 || nlist[i] > NMAX) {
+            fprintf(stderr, "sdnpu: option --n: %ld is not in 1..%d\n", nlist[i], NMAX);
+            return 2;
+        }
+    if (use_sgemm) openblas_set_num_threads(1); /* one single-threaded SGEMM per thread, as the engine */
 
     const size_t mem = (size_t)mem_mb << 20;
     int maxthr = 1;
@@ -265,13 +286,14 @@ int sdn_tool_bench_kernels(const sdn_tool_bench_kernels_opts *ko) {
                 uint8_t *W = bench_xmalloc(wbytes * copies);
                 uint8_t *Wf = packed ? bench_xmalloc(rb * (size_t)out) : W;
                 float *row = bench_xmalloc(sizeof(float) * (size_t)in);
-                float *X = bench_xmalloc(sizeof(float) * (size_t)in * 64);
-                float *Y = bench_xmalloc(sizeof(float) * (size_t)out * 64);
-                void *act = bench_xmalloc(sdn_act_bytes(wt, in, 64));
-                if (!W || !Wf || !row || !X || !Y || !act) {
+                float *X = bench_xmalloc(sizeof(float) * (size_t)in * NMAX);
+                float *Y = bench_xmalloc(sizeof(float) * (size_t)out * NMAX);
+                void *act = bench_xmalloc(sdn_act_bytes(wt, in, NMAX));
+                float *wf = use_sgemm ? bench_xmalloc(sizeof(float) * (size_t)out * (size_t)in) : NULL;
+                if (!W || !Wf || !row || !X || !Y || !act || (use_sgemm && !wf)) {
                     fprintf(stderr, "sdnpu bench-kernels: out of memory\n");
                     if (Wf != W) free(Wf);
-                    free(W); free(row); free(X); free(Y); free(act);
+                    free(W); free(row); free(X); free(Y); free(act); free(wf);
                     status = 1;
                     goto done;
                 }
@@ -286,7 +308,7 @@ int sdn_tool_bench_kernels(const sdn_tool_bench_kernels_opts *ko) {
                     free(Wf);
                 }
                 for (size_t c = 1; c < copies; c++) memcpy(W + c * wbytes, W, wbytes);
-                for (int64_t i = 0; i < in * 64; i++) X[i] = sdn_rng_normal(&rng);
+                for (int64_t i = 0; i < in * NMAX; i++) X[i] = sdn_rng_normal(&rng);
                 for (int ni = 0; ni < nn; ni++) {
                     const int n = (int)nlist[ni];
                     sdn_act_prepare(wt, X, in, n, in, act);
@@ -296,7 +318,8 @@ int sdn_tool_bench_kernels(const sdn_tool_bench_kernels_opts *ko) {
                         int nrep = 0;
                         size_t c = 0;
                         team.job = (job_t){.kind = 0, .wtype = wt, .row_bytes = rb, .in = in, .out = out,
-                                           .act = act, .n = n, .Y = Y, .packed = packed};
+                                           .act = act, .n = n, .Y = Y, .packed = packed, .sgemm = use_sgemm,
+                                           .X = X, .wf = wf};
                         for (int w = 0; w < 3; w++, c = (c + 1) % copies) { /* warm-up */
                             team.job.W = W + c * wbytes;
                             team_run(nt);
@@ -313,13 +336,14 @@ int sdn_tool_bench_kernels(const sdn_tool_bench_kernels_opts *ko) {
                         if (times[0] < min_best[id]) min_best[id] = times[0];
                     }
                 }
-                free(W); free(row); free(X); free(Y); free(act);
+                free(W); free(row); free(X); free(Y); free(act); free(wf);
             }
         }
     }
 
     printf("sdnpu bench-kernels: kernels %s, %s, weights rotated over %ld MB, median per-call time",
-           sdn_matmul_isa(), use_packed ? "Q8_0/Q4_0/Q4_1/Q4_K/Q6_K packed" : "file layout", mem_mb);
+           use_sgemm ? "none: SGEMM (OpenBLAS, 1 thread each) on weights dequantized per call" : sdn_matmul_isa(),
+           use_packed ? "quantized types packed" : "file layout", mem_mb);
     if (repeat > 1) printf(" (fastest of %ld rounds)", repeat);
     printf("\nstreaming-read probe (%ld MB):", mem_mb);
     for (int k = 0; k < nthr; k++) {
