@@ -1,4 +1,4 @@
-/* matmul_cols_avx2.c - column-parallel kernels for Q8_0, Q4_0 and Q4_1 (the "batched" types):
+/* matmul_cols_avx2.c - column-parallel kernels for Q8_0, Q4_0, Q4_1, Q5_0 and Q5_1:
  * one vector lane per output column, so each weight block is unpacked once and reused for
  * every activation row, and the float work per block is one convert + two multiplies + one
  * add per row for a whole vector of columns.
@@ -6,12 +6,13 @@
  * Compiled per SIMD variant (matmul_internal.h): with AVX-512 a group is 16 columns (zmm),
  * otherwise 8 (ymm). For a group of columns and a 32-element block b, the weight block is
  * transposed into 8 vectors V[t] (t = 0..7), lane c of V[t] = the 4 weight levels of column c
- * at elements 4t..4t+3 (unsigned: Q4 nibbles as stored, Q8_0 levels + 128), the layout of a
- * vpdpbusd operand (and of an AMX B tile). Then per activation row, with the row's 4 bytes at
+ * at elements 4t..4t+3 (unsigned: Q4 nibbles as stored, Q5 nibble | 5th bit << 4, Q8_0 levels
+ * + 128), the layout of a vpdpbusd operand (and of an AMX B tile). Then per activation row, with the row's 4 bytes at
  * 4t broadcast to all lanes:
  *   isum = -off * qsum[b] + sum_t dpbusd(V[t], x[4t..4t+3])   (exact: the block's sum w*q)
  *   acc  = acc + (float)isum * (dw * dx)                        (dw per lane, dx broadcast)
- *   accm = accm + mw * s                                        (Q4_1: the min term)
+ *   accm = accm + mw * s                                        (Q4_1, Q5_1: the min term)
+ * (off = 128, 8, 16 for Q8_0, Q4_0, Q5_0; 0 for the affine types)
  *   y    = acc (+ accm)
  * which is exactly the per-element float sequence of the portable kernels (matmul_portable.c,
  * port_q32): blocks in order, one accumulator, no FMA. So these kernels give the portable

@@ -1,11 +1,11 @@
-/* matmul_kcols_avx2.c - column-parallel kernels for Q4_K and Q6_K (256-element super-blocks),
+/* matmul_kcols_avx2.c - column-parallel kernels for Q4_K, Q5_K and Q6_K (256-element super-blocks),
  * the K-type counterpart of matmul_cols_avx2.c: one vector lane per output column (16 with
  * AVX-512, 8 with AVX2), each super-block unpacked once per column group into 64 vectors of
  * unsigned levels in vpdpbusd operand layout (lane c = column c's 4 levels at elements
  * 4t..4t+3) plus per-lane sub-block scales, and reused by every activation row.
  *
  * Per super-block, per row, with dot_j the exact int32 sum of levels * q over sub-block j:
- *   Q4_K: isum = sum_j sc_j * dot_j, summ = sum_j m_j * (bsum[2j] + bsum[2j+1])
+ *   Q4_K, Q5_K (levels 0..31): isum = sum_j sc_j * dot_j, summ = sum_j m_j * (bsum[2j] + bsum[2j+1])
  *         acc = acc + (float)isum * (d * dx);  acc = acc - (float)summ * (dmin * dx)
  *   Q6_K: isum = sum_j sc_j * (dot_j - 32 * bsum[j])  (levels 0..63, offset 32)
  *         acc = acc + (float)isum * (d * dx)
