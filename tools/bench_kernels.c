@@ -148,6 +148,15 @@ static double team_run(int nt) {
 
 /* ---------------------------------------------------------------- helpers */
 
+/* CPU time of the calling thread, s: with 1 thread, a call's cost without the time the
+ * scheduler gave other processes (the us(cpu) column: on a shared machine the wall-clock
+ * median can be several times the work). */
+static double thread_cpu(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;
@@ -256,14 +265,15 @@ int sdn_tool_bench_kernels(const sdn_tool_bench_kernels_opts *ko) {
      * probe measured just before it */
     const size_t ncfg = (size_t)ntypes * nshapes * nn * nthr;
     double *med_best = bench_xmalloc(ncfg * sizeof(double)), *min_best = bench_xmalloc(ncfg * sizeof(double));
+    double *cpu_best = bench_xmalloc(ncfg * sizeof(double)); /* 1 thread: median thread CPU time */
     double probe_t[16][MAXT + 1];
     int status = 0;
-    if (!med_best || !min_best) {
+    if (!med_best || !min_best || !cpu_best) {
         fprintf(stderr, "sdnpu bench-kernels: out of memory\n");
         status = 1;
         goto done;
     }
-    for (size_t i = 0; i < ncfg; i++) med_best[i] = min_best[i] = INFINITY;
+    for (size_t i = 0; i < ncfg; i++) med_best[i] = min_best[i] = cpu_best[i] = INFINITY;
     memset(probe_t, 0, sizeof probe_t);
 #define CFG(ti, si, ni, k) ((((size_t)(ti) * nshapes + (si)) * nn + (ni)) * nthr + (k))
     for (int rep = 0; rep < repeat; rep++) {
@@ -314,7 +324,7 @@ int sdn_tool_bench_kernels(const sdn_tool_bench_kernels_opts *ko) {
                     sdn_act_prepare(wt, X, in, n, in, act);
                     for (int k = 0; k < nthr; k++) {
                         const int nt = (int)tlist[k];
-                        double times[4096];
+                        double times[4096], cpus[4096];
                         int nrep = 0;
                         size_t c = 0;
                         team.job = (job_t){.kind = 0, .wtype = wt, .row_bytes = rb, .in = in, .out = out,
@@ -327,13 +337,17 @@ int sdn_tool_bench_kernels(const sdn_tool_bench_kernels_opts *ko) {
                         double t_start = sdn_now();
                         while (nrep < 4096 && (nrep < 5 || sdn_now() - t_start < min_time)) {
                             team.job.W = W + c * wbytes;
-                            times[nrep++] = team_run(nt);
+                            const double c0 = thread_cpu();
+                            times[nrep] = team_run(nt);
+                            cpus[nrep++] = thread_cpu() - c0;
                             c = (c + 1) % copies;
                         }
                         qsort(times, (size_t)nrep, sizeof(double), cmp_double);
                         size_t id = CFG(ti, si, ni, k);
                         if (times[nrep / 2] < med_best[id]) med_best[id] = times[nrep / 2];
                         if (times[0] < min_best[id]) min_best[id] = times[0];
+                        qsort(cpus, (size_t)nrep, sizeof(double), cmp_double);
+                        if (nt == 1 && cpus[nrep / 2] < cpu_best[id]) cpu_best[id] = cpus[nrep / 2];
                     }
                 }
                 free(W); free(row); free(X); free(Y); free(act); free(wf);
@@ -352,15 +366,16 @@ int sdn_tool_bench_kernels(const sdn_tool_bench_kernels_opts *ko) {
                probe_gbs[tlist[k]], v < 3 ? 1 : 4, v < 3 ? "" : "s",
                v % 3 == 0 ? "hw prefetch" : v % 3 == 1 ? "sw prefetch 1 KB" : "sw prefetch 4 KB");
     }
-    printf("\n%%bw = weight GB/s of the median call / probe GB/s measured with each type\n");
+    printf("\n%%bw = weight GB/s of the median call / probe GB/s measured with each type; us(cpu) = median thread CPU time "
+           "of a 1-thread call (without the time other processes ran)\n");
     double sum_ratio[16] = {0};
     int cnt_ratio[16] = {0};
     for (int ti = 0; ti < ntypes; ti++) {
         const uint32_t wt = (uint32_t)types[ti];
         printf("\n%-5s probe:", sdn_type_name(wt));
         for (int k = 0; k < nthr; k++) printf(" %ld thr %.1f GB/s", tlist[k], probe_t[ti][tlist[k]]);
-        printf("\n%-5s %-10s %3s %3s %9s %9s %8s %8s %5s\n", "type", "out x in", "n", "thr", "us/call", "us(min)",
-               "wGB/s", "GFLOP/s", "%bw");
+        printf("\n%-5s %-10s %3s %3s %9s %9s %9s %8s %8s %5s\n", "type", "out x in", "n", "thr", "us/call", "us(min)",
+               "us(cpu)", "wGB/s", "GFLOP/s", "%bw");
         for (int si = 0; si < nshapes; si++) {
             const int64_t out = shapes[si][0], in = shapes[si][1];
             const size_t rb = sdn_type_row_bytes(wt, in);
@@ -377,8 +392,10 @@ int sdn_tool_bench_kernels(const sdn_tool_bench_kernels_opts *ko) {
                     const double med = med_best[id], gbs = (double)wbytes / med / 1e9;
                     const double gflops = 2.0 * n * (double)out * (double)in / med / 1e9;
                     const double ratio = gbs / probe_t[ti][nt];
-                    printf("%-5s %4ldx%-5ld %3d %3d %9.1f %9.1f %8.2f %8.2f %4.0f%%\n", sdn_type_name(wt),
-                           (long)out, (long)in, n, nt, med * 1e6, min_best[id] * 1e6, gbs, gflops, 100 * ratio);
+                    char cpu_s[16] = "-";
+                    if (nt == 1) snprintf(cpu_s, sizeof cpu_s, "%.1f", cpu_best[id] * 1e6);
+                    printf("%-5s %4ldx%-5ld %3d %3d %9.1f %9.1f %9s %8.2f %8.2f %4.0f%%\n", sdn_type_name(wt),
+                           (long)out, (long)in, n, nt, med * 1e6, min_best[id] * 1e6, cpu_s, gbs, gflops, 100 * ratio);
                     if (n == 1 && nt == maxthr) { sum_ratio[ti] += ratio; cnt_ratio[ti]++; }
                 }
         }
@@ -394,6 +411,7 @@ done:
     free(probe);
     free(med_best);
     free(min_best);
+    free(cpu_best);
     atomic_store(&team.stop, 1);
     for (int t = 1; t < maxthr; t++) pthread_join(team.th[t], NULL);
     return status;
