@@ -302,31 +302,39 @@ static void amx_rows(uint32_t wtype, const wblk *wbs, int64_t nb, const char *ac
     const int affine = IS_AFFINE(wtype);
     const int off = level_off(wtype);
     uint8_t cfg[64] __attribute__((aligned(64)));
-    int32_t C[16][CW] __attribute__((aligned(64)));
+    int32_t C[2][16][CW] __attribute__((aligned(64))); /* block b's sums in C[b & 1] */
     sdn_amx_tile_config(cfg, m);
     __asm__ volatile("ldtilecfg %0" ::"m"(*(const uint8_t(*)[64])cfg) : "memory");
     vf acc[16], accm[16];
     for (int j = 0; j < m; j++) acc[j] = accm[j] = VF_ZERO();
     const char *a0 = act + (size_t)r * stride;
-    for (int64_t b = 0; b < nb; b++) {
-        const wblk *wb = wbs + b;
-        __asm__ volatile("tilezero %%tmm0\n\t"
-                         "tileloadd (%0,%1,1), %%tmm1\n\t"
-                         "tileloadd (%2,%3,1), %%tmm2\n\t"
-                         "tdpbsud %%tmm2, %%tmm1, %%tmm0\n\t"
-                         "tilestored %%tmm0, (%4,%3,1)"
-                         :
-                         : "r"(a0 + 32 * b), "r"((long)stride), "r"(wb->v), "r"((long)64), "r"(C)
-                         : "memory");
+    /* software-pipelined: the tile instructions of block b are issued before the float work
+     * of block b - 1, so that work overlaps the tile unit's latency instead of waiting for
+     * it (the blocks' float updates still run in block order: the same bits) */
+    for (int64_t b = 0; b <= nb; b++) {
+        if (!(b & 1) && b + 2 < nb) /* the rows' next 64-byte line (blocks b + 2, b + 3) */
+            for (int j = 0; j < m; j++) _mm_prefetch(a0 + (size_t)j * stride + 32 * (b + 2), _MM_HINT_T0);
+        if (b < nb)
+            __asm__ volatile("tilezero %%tmm0\n\t"
+                             "tileloadd (%0,%1,1), %%tmm1\n\t"
+                             "tileloadd (%2,%3,1), %%tmm2\n\t"
+                             "tdpbsud %%tmm2, %%tmm1, %%tmm0\n\t"
+                             "tilestored %%tmm0, (%4,%3,1)"
+                             :
+                             : "r"(a0 + 32 * b), "r"((long)stride), "r"(wbs[b].v), "r"((long)64), "r"(C[b & 1])
+                             : "memory");
+        if (b == 0) continue;
+        const int64_t p = b - 1;
+        const wblk *wb = wbs + p;
         const vf dw = VF_LOAD(wb->d);
         vf mw = VF_ZERO();
         if (affine) mw = VF_LOAD(wb->m);
         for (int j = 0; j < m; j++) {
             const char *row = a0 + (size_t)j * stride;
-            vi isum = VI_LOAD(C[j]);
-            if (off) isum = VI_ADD(isum, VI_SET1(-off * sdn_act_qsum(row, in)[b]));
-            acc[j] = VF_ADD(acc[j], VF_MUL(VF_CVT(isum), VF_MUL(dw, VF_SET1(sdn_act_d(row, in)[b]))));
-            if (affine) accm[j] = VF_ADD(accm[j], VF_MUL(mw, VF_SET1(sdn_act_s(row, in)[b])));
+            vi isum = VI_LOAD(C[p & 1][j]);
+            if (off) isum = VI_ADD(isum, VI_SET1(-off * sdn_act_qsum(row, in)[p]));
+            acc[j] = VF_ADD(acc[j], VF_MUL(VF_CVT(isum), VF_MUL(dw, VF_SET1(sdn_act_d(row, in)[p]))));
+            if (affine) accm[j] = VF_ADD(accm[j], VF_MUL(mw, VF_SET1(sdn_act_s(row, in)[p])));
         }
     }
     __asm__ volatile("tilerelease" ::: "memory");
