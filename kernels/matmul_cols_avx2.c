@@ -361,8 +361,6 @@ static void amx_group(uint32_t wtype, const void *blks, int64_t nb, const char *
 AMX_GROUP(q8_0, SDN_TYPE_Q8_0)
 AMX_GROUP(q4_0, SDN_TYPE_Q4_0)
 AMX_GROUP(q4_1, SDN_TYPE_Q4_1)
-AMX_GROUP(q5_0, SDN_TYPE_Q5_0)
-AMX_GROUP(q5_1, SDN_TYPE_Q5_1)
 #endif
 
 /* ---- packed weights (matmul_pack.c) ---- */
@@ -450,8 +448,6 @@ PK_SCR(pk_q5_1, q5_1, SDN_TYPE_Q5_1)
 PK_AMX(pk_q8_0, SDN_TYPE_Q8_0)
 PK_AMX(pk_q4_0, SDN_TYPE_Q4_0)
 PK_AMX(pk_q4_1, SDN_TYPE_Q4_1)
-PK_AMX(pk_q5_0, SDN_TYPE_Q5_0)
-PK_AMX(pk_q5_1, SDN_TYPE_Q5_1)
 #endif
 
 /* sdn_matmul_rows_packed for o0 a multiple of SDN_PACK_COLS: per column group, row tiles
@@ -472,13 +468,15 @@ int SDN_KFN(sdn_matmul_cols_packed)(uint32_t wtype, const void *P, int64_t in, c
     default: return 0;
     }
 #if CW == 16
+    /* AMX for Q8_0 and the 4-bit types (the amx path's behaviour before issue 38); the 5-bit
+     * types keep the vector tiles there: the AMX loop measured slower for them at 16-256 rows
+     * (docs/kernels.md, "The 5-bit types on the column kernels") */
     if (amx)
         switch (wtype) {
         case SDN_TYPE_Q8_0: group = pk_q8_0_amx; break;
         case SDN_TYPE_Q4_0: group = pk_q4_0_amx; break;
         case SDN_TYPE_Q4_1: group = pk_q4_1_amx; break;
-        case SDN_TYPE_Q5_0: group = pk_q5_0_amx; break;
-        default: group = pk_q5_1_amx; break;
+        default: break;
         }
 #else
     (void)amx;
@@ -505,13 +503,12 @@ int SDN_KFN(sdn_matmul_cols)(uint32_t wtype, const void *W, size_t row_bytes, in
     default: return 0;
     }
 #if CW == 16
-    if (amx)
+    if (amx) /* as in sdn_matmul_cols_packed: not for the 5-bit types */
         switch (wtype) {
         case SDN_TYPE_Q8_0: group = q8_0_amx; break;
         case SDN_TYPE_Q4_0: group = q4_0_amx; break;
         case SDN_TYPE_Q4_1: group = q4_1_amx; break;
-        case SDN_TYPE_Q5_0: group = q5_0_amx; break;
-        default: group = q5_1_amx; break;
+        default: break;
         }
 #else
     (void)amx;
