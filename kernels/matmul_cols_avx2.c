@@ -288,8 +288,9 @@ COL_TILE_SET(q5_0, tile, build, wblk, SDN_TYPE_Q5_0)
 COL_TILE_SET(q5_1, tile, build, wblk, SDN_TYPE_Q5_1)
 
 #if CW == 16
-/* AMX-INT8 (tile registers + TMUL), used by the amx path for batches of SDN_AMX_MIN_ROWS rows
- * and more: per block, C = A x B with tdpbsud, A = up to 16 activation rows of 32 int8 (the
+/* AMX-INT8 (tile registers + TMUL), used by the amx path for Q8_0/Q4_0/Q4_1 batches of
+ * SDN_AMX_MIN_ROWS rows and more (not the 5-bit types: measured slower, see the dispatch):
+ * per block, C = A x B with tdpbsud, A = up to 16 activation rows of 32 int8 (the
  * prepared rows read in place, stride = row stride), B = the block's 8 transposed weight
  * vectors from the scratch (unsigned levels, 64-byte rows), C = the exact int32 block sums of
  * 16 rows x 16 columns, the integers the vpdpbusd loop computes; the float work per row is the

@@ -24,7 +24,7 @@
  *    bits against the portable path's for batches n = 1..64 (bit for bit for the types whose
  *    float work has one fixed order on every path, see cross_path_exact: every quantized type;
  *    to float rounding otherwise, and then bit for bit between the SIMD paths); on the amx path
- *    batches of 16 and more rows of Q8_0/Q4_0/Q4_1/Q5_0/Q5_1 run on AMX tiles, so [AMX] checks the tile configuration and
+ *    batches of 16 and more rows of Q8_0/Q4_0/Q4_1 run on AMX tiles, so [AMX] checks the tile configuration and
  *    kernel where the CPU has AMX; the configuration bytes are checked everywhere;
  *  - packed weights (every quantized type; matmul.h): on every path, sdn_matmul_rows_packed gives
  *    the bits of sdn_matmul_rows on the file's layout for batches n = 1..64, whole and split
