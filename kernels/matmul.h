@@ -28,7 +28,8 @@ void sdn_act_prepare(uint32_t wtype, const float *X, int64_t ldx, int n, int64_t
 void sdn_matmul_rows(uint32_t wtype, const void *W, size_t row_bytes, int64_t in, const void *act, int n, float *Y,
                      int64_t ldy, int64_t o0, int64_t o1);
 /* ---- Packed weights ----
- * Quantized matrices (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K) can be rearranged once, at load time, into the layout the
+ * Quantized matrices (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K; the 5-bit types not on
+ * AArch64, whose kernels leave them to the portable code: matmul_pack.c) can be rearranged once, at load time, into the layout the
  * column kernels read (kernels/matmul_pack.c: groups of SDN_PACK_COLS output columns, each
  * block's level bytes transposed into vector operands, the scales beside them). The bytes
  * are the file's, rearranged (Q5_0/Q5_1's qh bits too), so the results are the same bits as
