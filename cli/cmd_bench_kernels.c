@@ -30,13 +30,14 @@ int cmd_bench_kernels(int argc, char **argv) {
     const cli_opt table[] = {
         CLI_O_TYPES(&o.types, "weight types (default F32,F16,BF16,Q8_0,Q4_0,Q4_1,Q5_0,Q5_1,Q4_K,Q5_K,Q6_K)"),
         CLI_O_SHAPES(&o.shapes, "OUTxIN matrices (default 896x896,4864x896,896x4864: Qwen2.5-0.5B attn, ffn up, ffn down)"),
-        {.name = "--n", .kind = CLI_STR, .dest = &n_s, .arg = "LIST", .help = "activation rows per call (default 1,2,4,8,16,32,64)"},
+        {.name = "--n", .kind = CLI_STR, .dest = &n_s, .arg = "LIST", .help = "activation rows per call, at most 256 (default 1,2,4,8,16,32,64)"},
         {.name = "--threads", .kind = CLI_STR, .dest = &threads_s, .arg = "LIST", .help = threads_h},
         {.name = "--mem", .kind = CLI_LONG, .dest = &o.mem_mb, .lo = 1, .hi = 16384, .arg = "MB", .help = "weight working set rotated over, and probe size (default 512)"},
         {.name = "--time", .kind = CLI_DOUBLE, .dest = &o.min_time, .lo = 0.001, .hi = 60, .arg = "SEC", .help = "measuring time per configuration (default 0.15)"},
-        {.name = "--layout", .kind = CLI_ENUM, .dest = &o.layout, .choices = "packed|file", .arg = "L",
-         .help = "packed (default: Q8_0/Q4_0/Q4_1/Q4_K/Q6_K on the packed layout the engine loads, the other types on the file's) "
-                 "or file (every type on the file's layout)"},
+        {.name = "--layout", .kind = CLI_ENUM, .dest = &o.layout, .choices = "packed|file|sgemm", .arg = "L",
+         .help = "packed (default: the quantized types on the packed layout the engine loads, the float types on the file's), "
+                 "file (every type on the file's layout) or sgemm (what a prefill matmul on SGEMM costs: weights dequantized "
+                 "per call, OpenBLAS)"},
         {.name = "--repeat", .kind = CLI_LONG, .dest = &o.repeat, .lo = 1, .hi = 100, .arg = "K",
          .help = "K rounds over all configurations, keeping each one's fastest median and the best probe (default 1; on a shared "
                  "machine this filters out the intervals when other work ran)"},
@@ -46,7 +47,7 @@ int cmd_bench_kernels(int argc, char **argv) {
                          .about = "Speed of the small-batch matmul kernels vs a memory-bandwidth probe.", .opts = table};
     int prc = cli_parse(&cmd, argc, argv, NULL, NULL);
     if (prc != CLI_CONTINUE) return prc;
-    if (n_s && (o.nn = parse_list("--n", n_s, 1, 64, o.n, 16)) < 0) return 2;
+    if (n_s && (o.nn = parse_list("--n", n_s, 1, 256, o.n, 16)) < 0) return 2;
     if (threads_s && (o.nthreads = parse_list("--threads", threads_s, 1, SDN_TOOL_BENCH_KERNELS_MAXT, o.threads, 4)) < 0) return 2;
     return sdn_tool_bench_kernels(&o);
 }

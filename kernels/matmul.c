@@ -4,14 +4,14 @@
  * Kernel families and their files (the *_avx2.c sources are compiled once per SIMD variant,
  * avx2 / avx2vnni / avx512, with that variant's target flags; matmul_internal.h):
  *   F32, F16, BF16 weights, F32 activations           matmul_float_avx2.c
- *   Q8_0, Q4_0, Q4_1 (the portable bits)               matmul_cols_avx2.c
- *   Q5_0, Q5_1 x Q8_0/Q8_1-style                       matmul_q32_avx2.c
- *   Q4_K, Q6_K (the portable bits)                     matmul_kcols_avx2.c
- *   Q5_K x Q8_K-style                                  matmul_k_avx2.c
+ *   Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 (the portable bits)   matmul_cols_avx2.c
+ *   Q4_K, Q5_K, Q6_K (the portable bits)               matmul_kcols_avx2.c
  *   activation preparation                             matmul_act_avx2.c
  *   any type, plain C                                  matmul_portable.c
- *   the packed layout of Q8_0/Q4_0/Q4_1/Q4_K/Q6_K       matmul_pack.c (its kernels: the
+ *   the packed layout of all eight quantized types     matmul_pack.c (its kernels: the
  *                                                      column files above, *_packed)
+ * (matmul_q32_avx2.c and matmul_k_avx2.c, the row-parallel kernels the 5-bit types ran
+ * before, are the fallback of sdn_matmul_rows for a type the column kernels do not take.)
  * On AArch64 the paths neon, dotprod and i8mm run kernels/matmul_arm.c (compiled once per path)
  * for the activation preparation and Q8_0, Q4_0, Q4_1, Q4_K, Q6_K, and the portable kernels
  * for the other types.
@@ -170,11 +170,9 @@ const char *sdn_matmul_isa(void) { return sdn_kpath_describe(); }
 int sdn_matmul_prefill_fast(uint32_t wtype) {
 #if defined(__aarch64__)
     /* as on x86: the batch kernels on a SIMD path (chunk-invariant prefill); their speed
-     * against OpenBLAS on AArch64 is not measured (docs/kernels.md, "AArch64") */
+     * against OpenBLAS on AArch64 is not measured (docs/kernels.md, "AArch64"); the 5-bit
+     * types run the portable kernels there */
     if (!arm_variant()) return 0;
-#else
-    if (!variant()) return 0;
-#endif
     switch (wtype) {
     case SDN_TYPE_Q8_0:
     case SDN_TYPE_Q4_0:
@@ -183,4 +181,18 @@ int sdn_matmul_prefill_fast(uint32_t wtype) {
     case SDN_TYPE_Q6_K: return 1;
     default: return 0;
     }
+#else
+    if (!variant()) return 0;
+    switch (wtype) {
+    case SDN_TYPE_Q8_0:
+    case SDN_TYPE_Q4_0:
+    case SDN_TYPE_Q4_1:
+    case SDN_TYPE_Q5_0:
+    case SDN_TYPE_Q5_1:
+    case SDN_TYPE_Q4_K:
+    case SDN_TYPE_Q5_K:
+    case SDN_TYPE_Q6_K: return 1;
+    default: return 0;
+    }
+#endif
 }

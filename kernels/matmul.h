@@ -28,10 +28,12 @@ void sdn_act_prepare(uint32_t wtype, const float *X, int64_t ldx, int n, int64_t
 void sdn_matmul_rows(uint32_t wtype, const void *W, size_t row_bytes, int64_t in, const void *act, int n, float *Y,
                      int64_t ldy, int64_t o0, int64_t o1);
 /* ---- Packed weights ----
- * Q8_0, Q4_0, Q4_1, Q4_K and Q6_K matrices can be rearranged once, at load time, into the layout the
+ * Quantized matrices (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K; the 5-bit types not on
+ * AArch64, whose kernels leave them to the portable code: matmul_pack.c) can be rearranged once, at load time, into the layout the
  * column kernels read (kernels/matmul_pack.c: groups of SDN_PACK_COLS output columns, each
  * block's level bytes transposed into vector operands, the scales beside them). The bytes
- * are the file's, rearranged, so the results are the same bits as on the file's layout; the
+ * are the file's, rearranged (Q5_0/Q5_1's qh bits too), so the results are the same bits as
+ * on the file's layout; the
  * kernels skip the per-call gather and transposition, which at one activation row cost more
  * than the dot products (docs/kernels.md, "Packed weights"). One layout serves every path. */
 #define SDN_PACK_COLS 16
@@ -52,7 +54,8 @@ void sdn_matmul_rows_packed(uint32_t wtype, const void *P, int64_t in, const voi
 
 /* 1 when these kernels, on the path in use, beat OpenBLAS SGEMM on dequantized F32 weights
  * for prefill-sized batches of weight type wtype (hundreds of rows): the column-parallel
- * integer types (Q8_0, Q4_0, Q4_1, Q4_K, Q6_K) on a SIMD path. The measurements behind the
+ * integer types (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K) on an x86 SIMD path; on
+ * AArch64 those but the 5-bit types, which run the portable kernels there. The measurements behind the
  * rule are in docs/kernels.md; forward.c applies it under the prefill-matmul setting
  * (kernel_path.h). */
 int sdn_matmul_prefill_fast(uint32_t wtype);

@@ -1,4 +1,4 @@
-/* matmul_cols_avx2.c - column-parallel kernels for Q8_0, Q4_0 and Q4_1 (the "batched" types):
+/* matmul_cols_avx2.c - column-parallel kernels for Q8_0, Q4_0, Q4_1, Q5_0 and Q5_1:
  * one vector lane per output column, so each weight block is unpacked once and reused for
  * every activation row, and the float work per block is one convert + two multiplies + one
  * add per row for a whole vector of columns.
@@ -6,12 +6,13 @@
  * Compiled per SIMD variant (matmul_internal.h): with AVX-512 a group is 16 columns (zmm),
  * otherwise 8 (ymm). For a group of columns and a 32-element block b, the weight block is
  * transposed into 8 vectors V[t] (t = 0..7), lane c of V[t] = the 4 weight levels of column c
- * at elements 4t..4t+3 (unsigned: Q4 nibbles as stored, Q8_0 levels + 128), the layout of a
- * vpdpbusd operand (and of an AMX B tile). Then per activation row, with the row's 4 bytes at
+ * at elements 4t..4t+3 (unsigned: Q4 nibbles as stored, Q5 nibble | 5th bit << 4, Q8_0 levels
+ * + 128), the layout of a vpdpbusd operand (and of an AMX B tile). Then per activation row, with the row's 4 bytes at
  * 4t broadcast to all lanes:
  *   isum = -off * qsum[b] + sum_t dpbusd(V[t], x[4t..4t+3])   (exact: the block's sum w*q)
  *   acc  = acc + (float)isum * (dw * dx)                        (dw per lane, dx broadcast)
- *   accm = accm + mw * s                                        (Q4_1: the min term)
+ *   accm = accm + mw * s                                        (Q4_1, Q5_1: the min term)
+ * (off = 128, 8, 16 for Q8_0, Q4_0, Q5_0; 0 for the affine types)
  *   y    = acc (+ accm)
  * which is exactly the per-element float sequence of the portable kernels (matmul_portable.c,
  * port_q32): blocks in order, one accumulator, no FMA. So these kernels give the portable
@@ -51,7 +52,62 @@ typedef struct {
 } __attribute__((aligned(64))) wblk;
 
 SDN_INLINE size_t blk_bytes(uint32_t wtype) {
-    return wtype == SDN_TYPE_Q8_0 ? 34 : wtype == SDN_TYPE_Q4_0 ? 18 : 20;
+    switch (wtype) {
+    case SDN_TYPE_Q8_0: return 34;
+    case SDN_TYPE_Q4_0: return 18;
+    case SDN_TYPE_Q5_0: return 22;
+    case SDN_TYPE_Q5_1: return 24;
+    default: return 20; /* Q4_1 */
+    }
+}
+/* The types with a min term (x = d * q + m), the 5-bit types, and the offset of the unsigned
+ * levels the dot products see (Q8_0 + 128 with VNNI, Q4_0 + 8, Q5_0 + 16; the affine types
+ * have none). */
+#define IS_AFFINE(w) ((w) == SDN_TYPE_Q4_1 || (w) == SDN_TYPE_Q5_1)
+#define IS_Q5(w) ((w) == SDN_TYPE_Q5_0 || (w) == SDN_TYPE_Q5_1)
+SDN_INLINE int level_off(uint32_t wtype) {
+    switch (wtype) {
+    case SDN_TYPE_Q8_0: return VNNI_DP ? 128 : 0;
+    case SDN_TYPE_Q4_0: return 8;
+    case SDN_TYPE_Q5_0: return 16;
+    default: return 0;
+    }
+}
+/* Bytes of the qh field before the nibbles (Q5_0: qh at 2, Q5_1: at 4) and of the nibbles. */
+SDN_INLINE size_t qs_off(uint32_t wtype) {
+    switch (wtype) {
+    case SDN_TYPE_Q4_1: return 4;
+    case SDN_TYPE_Q5_0: return 6;
+    case SDN_TYPE_Q5_1: return 8;
+    default: return 2; /* Q4_0 (Q8_0's levels too) */
+    }
+}
+
+/* The 5th bits of vector j (elements 4j..4j+3 of the block, byte k = element 4j + k) as
+ * 0x10 in each byte, lane c from column c's qh. hb_file: qh as in the file (element e's bit
+ * is bit e); the byte holding the four bits is broadcast within its dword (vpshufb), then
+ * each byte tests its own bit. hb_pk: qh as packed (matmul_pack.c, qh_perm: element 4j + k's
+ * bit is bit j of byte k), one shift and one mask. */
+SDN_INLINE vi hb_file(vi qh, int j) {
+    const int s = j >> 1;
+    const int mask = (j & 1) ? (int)0x80402010 : 0x08040201;
+#if CW == 16
+    const __m512i idx = _mm512_set4_epi32((12 + s) * 0x01010101, (8 + s) * 0x01010101, (4 + s) * 0x01010101,
+                                          s * 0x01010101);
+    const __mmask64 k = _mm512_test_epi8_mask(_mm512_shuffle_epi8(qh, idx), _mm512_set1_epi32(mask));
+    return _mm512_maskz_mov_epi8(k, _mm512_set1_epi8(0x10));
+#else
+    const __m256i idx = _mm256_setr_epi32(s * 0x01010101, (4 + s) * 0x01010101, (8 + s) * 0x01010101,
+                                          (12 + s) * 0x01010101, s * 0x01010101, (4 + s) * 0x01010101,
+                                          (8 + s) * 0x01010101, (12 + s) * 0x01010101);
+    const __m256i m = _mm256_set1_epi32(mask);
+    const __m256i x = _mm256_and_si256(_mm256_shuffle_epi8(qh, idx), m);
+    return _mm256_and_si256(_mm256_cmpeq_epi8(x, m), _mm256_set1_epi8(0x10));
+#endif
+}
+SDN_INLINE vi hb_pk(vi qhp, int j) {
+    const vi x = j < 4 ? VI_SLL32(qhp, 4 - j) : j == 4 ? qhp : VI_SRL32(qhp, j - 4);
+    return VI_AND(x, VI_SET1(0x10101010));
 }
 
 /* Unpack block b of the group's rows r[0..CW) into *wb. */
@@ -60,7 +116,7 @@ SDN_INLINE void build(uint32_t wtype, const uint8_t *const *r, int64_t b, size_t
     for (int c = 0; c < CW; c++) sdn_prefetch(r[c] + pf + off);
     const vi dm = gather32(r, off); /* d (and Q4_1's m) of every column, F16C-converted */
     VF_STORE(wb->d, vf_from_f16(dm, 0));
-    if (wtype == SDN_TYPE_Q4_1) VF_STORE(wb->m, vf_from_f16(dm, 1));
+    if (IS_AFFINE(wtype)) VF_STORE(wb->m, vf_from_f16(dm, 1));
     if (wtype == SDN_TYPE_Q8_0) {
         vi w[8];
         transpose32(r, off + 2, w);
@@ -76,11 +132,15 @@ SDN_INLINE void build(uint32_t wtype, const uint8_t *const *r, int64_t b, size_t
         }
     } else {
         vi p[4];
-        transpose16(r, off + (wtype == SDN_TYPE_Q4_1 ? 4 : 2), p);
+        transpose16(r, off + qs_off(wtype), p);
         const vi m4 = VI_SET1(0x0F0F0F0F);
         for (int t = 0; t < 4; t++) {
             wb->v[t] = VI_AND(p[t], m4);                /* elements 4t..4t+3: low nibbles */
             wb->v[4 + t] = VI_AND(VI_SRL16(p[t], 4), m4); /* elements 16+4t..: high nibbles */
+        }
+        if (IS_Q5(wtype)) { /* the 5th bits from qh, just before the nibbles */
+            const vi qh = gather32(r, off + qs_off(wtype) - 4);
+            for (int t = 0; t < 8; t++) wb->v[t] = VI_OR(wb->v[t], hb_file(qh, t));
         }
     }
 }
@@ -90,13 +150,13 @@ SDN_INLINE void build(uint32_t wtype, const uint8_t *const *r, int64_t b, size_t
  * same block pf bytes on (the next group; the hardware prefetchers alone leave one-row
  * calls short of memory bandwidth, matmul_avx2.h). */
 SDN_INLINE void build_pk(uint32_t wtype, const uint8_t *G, int64_t nb, int64_t b, int h, size_t pf, wblk *wb) {
-    const int nv = wtype == SDN_TYPE_Q8_0 ? 8 : 4;
+    const int nv = wtype == SDN_TYPE_Q8_0 ? 8 : IS_Q5(wtype) ? 5 : 4;
     const uint8_t *lv = G + (size_t)b * nv * 64 + (size_t)(32 * h);
     const uint8_t *sc = G + (size_t)nb * nv * 64 + (size_t)b * 32 + (size_t)(16 * h);
     if (pf) {
         for (int t = 0; t < nv; t++) sdn_prefetch(lv + pf + 64 * t);
         if (!(b & 1)) sdn_prefetch(sc + pf);
-        if (wtype == SDN_TYPE_Q4_1 && !(b & 1)) sdn_prefetch(sc + pf + (size_t)nb * 32);
+        if (IS_AFFINE(wtype) && !(b & 1)) sdn_prefetch(sc + pf + (size_t)nb * 32);
     }
 #if CW == 16
 #define PK_LOADU(p) _mm512_loadu_si512((const void *)(p))
@@ -106,7 +166,7 @@ SDN_INLINE void build_pk(uint32_t wtype, const uint8_t *G, int64_t nb, int64_t b
 #define PK_F16(p) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p)))
 #endif
     VF_STORE(wb->d, PK_F16(sc));
-    if (wtype == SDN_TYPE_Q4_1) VF_STORE(wb->m, PK_F16(sc + (size_t)nb * 32));
+    if (IS_AFFINE(wtype)) VF_STORE(wb->m, PK_F16(sc + (size_t)nb * 32));
     if (wtype == SDN_TYPE_Q8_0) {
         for (int t = 0; t < 8; t++) {
             const vi w = PK_LOADU(lv + 64 * t);
@@ -118,6 +178,13 @@ SDN_INLINE void build_pk(uint32_t wtype, const uint8_t *G, int64_t nb, int64_t b
                 wb->sg[t] = w;
 #endif
             }
+        }
+    } else if (IS_Q5(wtype)) { /* vector 0: qh (permuted), 1..4: the nibbles */
+        const vi m4 = VI_SET1(0x0F0F0F0F), qhp = PK_LOADU(lv);
+        for (int t = 0; t < 4; t++) {
+            const vi p = PK_LOADU(lv + 64 * (t + 1));
+            wb->v[t] = VI_OR(VI_AND(p, m4), hb_pk(qhp, t));
+            wb->v[4 + t] = VI_OR(VI_AND(VI_SRL16(p, 4), m4), hb_pk(qhp, 4 + t));
         }
     } else {
         const vi m4 = VI_SET1(0x0F0F0F0F);
@@ -149,7 +216,7 @@ SDN_INLINE vi blk_dp(uint32_t wtype, const wblk *wb, vi isum, const int8_t *x, i
 }
 SDN_INLINE void blk_acc(uint32_t wtype, const wblk *wb, vi isum, float xd, const float *xs, int64_t b, vf *acc, vf *accm) {
     *acc = VF_ADD(*acc, VF_MUL(VF_CVT(isum), VF_MUL(VF_LOAD(wb->d), VF_SET1(xd))));
-    if (wtype == SDN_TYPE_Q4_1) *accm = VF_ADD(*accm, VF_MUL(VF_LOAD(wb->m), VF_SET1(xs[b])));
+    if (IS_AFFINE(wtype)) *accm = VF_ADD(*accm, VF_MUL(VF_LOAD(wb->m), VF_SET1(xs[b])));
 }
 
 /* Rows [r, r + TX) of the batch against one group: acc[j] over all blocks (from wb[b], or
@@ -158,8 +225,8 @@ SDN_INLINE void blk_acc(uint32_t wtype, const wblk *wb, vi isum, float xd, const
 SDN_INLINE void tile_any(uint32_t wtype, const int TX, const int PK, const uint8_t *const *rows, const wblk *wbs, const uint8_t *G,
                          int h, int64_t nb, size_t pf, const char *act, size_t stride, int64_t in, int r,
                          float *out /* [TX][CW] */) {
-    const int affine = wtype == SDN_TYPE_Q4_1;
-    const int off = wtype == SDN_TYPE_Q8_0 ? (VNNI_DP ? 128 : 0) : wtype == SDN_TYPE_Q4_0 ? 8 : 0;
+    const int affine = IS_AFFINE(wtype);
+    const int off = level_off(wtype);
     const int8_t *xq[RT];
     const float *xd[RT], *xs[RT];
     const int32_t *xsum[RT];
@@ -217,10 +284,13 @@ SDN_INLINE void tile_any(uint32_t wtype, const int TX, const int PK, const uint8
 COL_TILE_SET(q8_0, tile, build, wblk, SDN_TYPE_Q8_0)
 COL_TILE_SET(q4_0, tile, build, wblk, SDN_TYPE_Q4_0)
 COL_TILE_SET(q4_1, tile, build, wblk, SDN_TYPE_Q4_1)
+COL_TILE_SET(q5_0, tile, build, wblk, SDN_TYPE_Q5_0)
+COL_TILE_SET(q5_1, tile, build, wblk, SDN_TYPE_Q5_1)
 
 #if CW == 16
-/* AMX-INT8 (tile registers + TMUL), used by the amx path for batches of SDN_AMX_MIN_ROWS rows
- * and more: per block, C = A x B with tdpbsud, A = up to 16 activation rows of 32 int8 (the
+/* AMX-INT8 (tile registers + TMUL), used by the amx path for Q8_0/Q4_0/Q4_1 batches of
+ * SDN_AMX_MIN_ROWS rows and more (not the 5-bit types: measured slower, see the dispatch):
+ * per block, C = A x B with tdpbsud, A = up to 16 activation rows of 32 int8 (the
  * prepared rows read in place, stride = row stride), B = the block's 8 transposed weight
  * vectors from the scratch (unsigned levels, 64-byte rows), C = the exact int32 block sums of
  * 16 rows x 16 columns, the integers the vpdpbusd loop computes; the float work per row is the
@@ -230,34 +300,42 @@ COL_TILE_SET(q4_1, tile, build, wblk, SDN_TYPE_Q4_1)
  * out-of-line function into memory the asm reads through a "memory" clobber. */
 static void amx_rows(uint32_t wtype, const wblk *wbs, int64_t nb, const char *act, size_t stride, int64_t in, int r,
                      int m, float *out /* [16][CW] */) {
-    const int affine = wtype == SDN_TYPE_Q4_1;
-    const int off = wtype == SDN_TYPE_Q8_0 ? 128 : wtype == SDN_TYPE_Q4_0 ? 8 : 0;
+    const int affine = IS_AFFINE(wtype);
+    const int off = level_off(wtype);
     uint8_t cfg[64] __attribute__((aligned(64)));
-    int32_t C[16][CW] __attribute__((aligned(64)));
+    int32_t C[2][16][CW] __attribute__((aligned(64))); /* block b's sums in C[b & 1] */
     sdn_amx_tile_config(cfg, m);
     __asm__ volatile("ldtilecfg %0" ::"m"(*(const uint8_t(*)[64])cfg) : "memory");
     vf acc[16], accm[16];
     for (int j = 0; j < m; j++) acc[j] = accm[j] = VF_ZERO();
     const char *a0 = act + (size_t)r * stride;
-    for (int64_t b = 0; b < nb; b++) {
-        const wblk *wb = wbs + b;
-        __asm__ volatile("tilezero %%tmm0\n\t"
-                         "tileloadd (%0,%1,1), %%tmm1\n\t"
-                         "tileloadd (%2,%3,1), %%tmm2\n\t"
-                         "tdpbsud %%tmm2, %%tmm1, %%tmm0\n\t"
-                         "tilestored %%tmm0, (%4,%3,1)"
-                         :
-                         : "r"(a0 + 32 * b), "r"((long)stride), "r"(wb->v), "r"((long)64), "r"(C)
-                         : "memory");
+    /* software-pipelined: the tile instructions of block b are issued before the float work
+     * of block b - 1, so that work overlaps the tile unit's latency instead of waiting for
+     * it (the blocks' float updates still run in block order: the same bits) */
+    for (int64_t b = 0; b <= nb; b++) {
+        if (!(b & 1) && b + 2 < nb) /* the rows' next 64-byte line (blocks b + 2, b + 3) */
+            for (int j = 0; j < m; j++) _mm_prefetch(a0 + (size_t)j * stride + 32 * (b + 2), _MM_HINT_T0);
+        if (b < nb)
+            __asm__ volatile("tilezero %%tmm0\n\t"
+                             "tileloadd (%0,%1,1), %%tmm1\n\t"
+                             "tileloadd (%2,%3,1), %%tmm2\n\t"
+                             "tdpbsud %%tmm2, %%tmm1, %%tmm0\n\t"
+                             "tilestored %%tmm0, (%4,%3,1)"
+                             :
+                             : "r"(a0 + 32 * b), "r"((long)stride), "r"(wbs[b].v), "r"((long)64), "r"(C[b & 1])
+                             : "memory");
+        if (b == 0) continue;
+        const int64_t p = b - 1;
+        const wblk *wb = wbs + p;
         const vf dw = VF_LOAD(wb->d);
         vf mw = VF_ZERO();
         if (affine) mw = VF_LOAD(wb->m);
         for (int j = 0; j < m; j++) {
             const char *row = a0 + (size_t)j * stride;
-            vi isum = VI_LOAD(C[j]);
-            if (off) isum = VI_ADD(isum, VI_SET1(-off * sdn_act_qsum(row, in)[b]));
-            acc[j] = VF_ADD(acc[j], VF_MUL(VF_CVT(isum), VF_MUL(dw, VF_SET1(sdn_act_d(row, in)[b]))));
-            if (affine) accm[j] = VF_ADD(accm[j], VF_MUL(mw, VF_SET1(sdn_act_s(row, in)[b])));
+            vi isum = VI_LOAD(C[p & 1][j]);
+            if (off) isum = VI_ADD(isum, VI_SET1(-off * sdn_act_qsum(row, in)[p]));
+            acc[j] = VF_ADD(acc[j], VF_MUL(VF_CVT(isum), VF_MUL(dw, VF_SET1(sdn_act_d(row, in)[p]))));
+            if (affine) accm[j] = VF_ADD(accm[j], VF_MUL(mw, VF_SET1(sdn_act_s(row, in)[p])));
         }
     }
     __asm__ volatile("tilerelease" ::: "memory");
@@ -291,6 +369,8 @@ AMX_GROUP(q4_1, SDN_TYPE_Q4_1)
 PK_TILE_SET(pk_q8_0, PK_TILE, SDN_TYPE_Q8_0)
 PK_TILE_SET(pk_q4_0, PK_TILE, SDN_TYPE_Q4_0)
 PK_TILE_SET(pk_q4_1, PK_TILE, SDN_TYPE_Q4_1)
+PK_TILE_SET(pk_q5_0, PK_TILE, SDN_TYPE_Q5_0)
+PK_TILE_SET(pk_q5_1, PK_TILE, SDN_TYPE_Q5_1)
 
 /* One activation row against two packed groups at once (G0 and G1, both whole; h0 / h1 their
  * halves with 8 lanes): two weight streams in flight instead of one, for one-row calls, which
@@ -298,8 +378,8 @@ PK_TILE_SET(pk_q4_1, PK_TILE, SDN_TYPE_Q4_1)
  * tile_any with TX = 1 (same bits). Used for Q8_0 (measured faster there only). */
 SDN_INLINE void tile1_pair(uint32_t wtype, const uint8_t *G0, int h0, const uint8_t *G1, int h1, int64_t nb, size_t pf,
                            const char *act, int64_t in, float *out0, float *out1) {
-    const int affine = wtype == SDN_TYPE_Q4_1;
-    const int off = wtype == SDN_TYPE_Q8_0 ? (VNNI_DP ? 128 : 0) : wtype == SDN_TYPE_Q4_0 ? 8 : 0;
+    const int affine = IS_AFFINE(wtype);
+    const int off = level_off(wtype);
     const int8_t *xq = sdn_act_q(act);
     const float *xd = sdn_act_d(act, in), *xs = sdn_act_s(act, in);
     const int32_t *xsum = sdn_act_qsum(act, in);
@@ -324,6 +404,33 @@ static void pk_q8_0_pair(const uint8_t *G0, int h0, const uint8_t *G1, int h1, i
                          int64_t in, float *out0, float *out1) {
     tile1_pair(SDN_TYPE_Q8_0, G0, h0, G1, h1, nb, pf, act, in, out0, out1);
 }
+
+/* Batches of PK_SCR_ROWS rows and more of the 5-bit types on packed weights: the group's
+ * blocks unpacked into scratch once (their 5th bits cost about as much as the nibbles), then
+ * the same tiles as the file layout's scratch path (same bits). Out of memory: the tiles
+ * that unpack as they go. */
+#ifndef PK_SCR_ROWS
+#define PK_SCR_ROWS 24
+#endif
+#define PK_SCR(pfx, cpfx, T)                                                                                          \
+    static void pfx##_scr(const uint8_t *G, int64_t nb, size_t gbytes, const char *act, size_t stride, int64_t in,    \
+                          int n, float *Y, int64_t ldy, int64_t o, int nc) {                                          \
+        wblk *blks = col_scratch((size_t)nb * sizeof(wblk));                                                          \
+        if (!blks) {                                                                                                  \
+            pk_drive(G, nb, gbytes, pfx##_tiles, NULL, NULL, act, stride, in, n, Y, ldy, o, o + nc);                  \
+            return;                                                                                                   \
+        }                                                                                                             \
+        const int h = (int)(o % 16) / CW;                                                                             \
+        for (int64_t b = 0; b < nb; b++) build_pk(T, G, nb, b, h, gbytes, blks + b);                                 \
+        float out[RT * CW] __attribute__((aligned(64)));                                                              \
+        for (int r = 0; r < n; r += RT) {                                                                             \
+            const int tx = n - r < RT ? n - r : RT;                                                                   \
+            cpfx##_tiles[tx - 1](NULL, blks, nb, 0, act, stride, in, r, out);                                         \
+            col_store(Y + (size_t)r * ldy + o, ldy, out, tx, nc);                                                     \
+        }                                                                                                             \
+    }
+PK_SCR(pk_q5_0, q5_0, SDN_TYPE_Q5_0)
+PK_SCR(pk_q5_1, q5_1, SDN_TYPE_Q5_1)
 
 #if CW == 16
 /* The AMX path on packed weights: the group's blocks unpacked into scratch once, then
@@ -357,10 +464,21 @@ int SDN_KFN(sdn_matmul_cols_packed)(uint32_t wtype, const void *P, int64_t in, c
     case SDN_TYPE_Q8_0: tiles = pk_q8_0_tiles; pair = pk_q8_0_pair; break;
     case SDN_TYPE_Q4_0: tiles = pk_q4_0_tiles; pair = NULL; break;
     case SDN_TYPE_Q4_1: tiles = pk_q4_1_tiles; pair = NULL; break;
+    case SDN_TYPE_Q5_0: tiles = pk_q5_0_tiles; pair = NULL; group = n >= PK_SCR_ROWS ? pk_q5_0_scr : NULL; break;
+    case SDN_TYPE_Q5_1: tiles = pk_q5_1_tiles; pair = NULL; group = n >= PK_SCR_ROWS ? pk_q5_1_scr : NULL; break;
     default: return 0;
     }
 #if CW == 16
-    if (amx) group = wtype == SDN_TYPE_Q8_0 ? pk_q8_0_amx : wtype == SDN_TYPE_Q4_0 ? pk_q4_0_amx : pk_q4_1_amx;
+    /* AMX for Q8_0 and the 4-bit types (the amx path's behaviour before issue 38); the 5-bit
+     * types keep the vector tiles there: the AMX loop measured slower for them at 16-256 rows
+     * (docs/kernels.md, "The 5-bit types on the column kernels") */
+    if (amx)
+        switch (wtype) {
+        case SDN_TYPE_Q8_0: group = pk_q8_0_amx; break;
+        case SDN_TYPE_Q4_0: group = pk_q4_0_amx; break;
+        case SDN_TYPE_Q4_1: group = pk_q4_1_amx; break;
+        default: break;
+        }
 #else
     (void)amx;
 #endif
@@ -370,7 +488,7 @@ int SDN_KFN(sdn_matmul_cols_packed)(uint32_t wtype, const void *P, int64_t in, c
     return 1;
 }
 
-/* Returns 0 (and does nothing) for types other than Q8_0, Q4_0, Q4_1. amx: use AMX tiles
+/* Returns 0 (and does nothing) for types other than Q8_0, Q4_0, Q4_1, Q5_0, Q5_1. amx: use AMX tiles
  * (only in the AVX-512 build, on a CPU the caller checked). */
 int SDN_KFN(sdn_matmul_cols)(uint32_t wtype, const void *W, size_t row_bytes, int64_t in, const void *act, int n,
                              float *Y, int64_t ldy, int64_t o0, int64_t o1, int amx) {
@@ -381,10 +499,18 @@ int SDN_KFN(sdn_matmul_cols)(uint32_t wtype, const void *W, size_t row_bytes, in
     case SDN_TYPE_Q8_0: tiles = q8_0_tiles; bld = q8_0_build; break;
     case SDN_TYPE_Q4_0: tiles = q4_0_tiles; bld = q4_0_build; break;
     case SDN_TYPE_Q4_1: tiles = q4_1_tiles; bld = q4_1_build; break;
+    case SDN_TYPE_Q5_0: tiles = q5_0_tiles; bld = q5_0_build; break;
+    case SDN_TYPE_Q5_1: tiles = q5_1_tiles; bld = q5_1_build; break;
     default: return 0;
     }
 #if CW == 16
-    if (amx) group = wtype == SDN_TYPE_Q8_0 ? q8_0_amx : wtype == SDN_TYPE_Q4_0 ? q4_0_amx : q4_1_amx;
+    if (amx) /* as in sdn_matmul_cols_packed: not for the 5-bit types */
+        switch (wtype) {
+        case SDN_TYPE_Q8_0: group = q8_0_amx; break;
+        case SDN_TYPE_Q4_0: group = q4_0_amx; break;
+        case SDN_TYPE_Q4_1: group = q4_1_amx; break;
+        default: break;
+        }
 #else
     (void)amx;
 #endif

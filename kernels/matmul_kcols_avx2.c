@@ -1,11 +1,11 @@
-/* matmul_kcols_avx2.c - column-parallel kernels for Q4_K and Q6_K (256-element super-blocks),
+/* matmul_kcols_avx2.c - column-parallel kernels for Q4_K, Q5_K and Q6_K (256-element super-blocks),
  * the K-type counterpart of matmul_cols_avx2.c: one vector lane per output column (16 with
  * AVX-512, 8 with AVX2), each super-block unpacked once per column group into 64 vectors of
  * unsigned levels in vpdpbusd operand layout (lane c = column c's 4 levels at elements
  * 4t..4t+3) plus per-lane sub-block scales, and reused by every activation row.
  *
  * Per super-block, per row, with dot_j the exact int32 sum of levels * q over sub-block j:
- *   Q4_K: isum = sum_j sc_j * dot_j, summ = sum_j m_j * (bsum[2j] + bsum[2j+1])
+ *   Q4_K, Q5_K (levels 0..31): isum = sum_j sc_j * dot_j, summ = sum_j m_j * (bsum[2j] + bsum[2j+1])
  *         acc = acc + (float)isum * (d * dx);  acc = acc - (float)summ * (dmin * dx)
  *   Q6_K: isum = sum_j sc_j * (dot_j - 32 * bsum[j])  (levels 0..63, offset 32)
  *         acc = acc + (float)isum * (d * dx)
@@ -75,8 +75,12 @@ SDN_INLINE void kprefetch(const int PK, const ksrc *s, int nv, size_t pf) {
         for (int t = 0; t < nv * 4; t += 64) sdn_prefetch(s->r[c] + s->off + pf + (size_t)t);
 }
 
-SDN_INLINE void build_q4k(const int PK, const ksrc *src, size_t pf, kblk *kb) {
-    if (pf) kprefetch(PK, src, 36, pf);
+/* Q4_K, and Q5_K (q5 = 1: qh[32] in dwords 4..11, the nibbles after it): bit 2ch of qh[l]
+ * is the 5th bit of element 64ch + l (the low nibble of qs[32ch + l]), bit 2ch + 1 that of
+ * element 64ch + 32 + l (its high nibble); the same bit of every byte of a dword, so one
+ * shift and one mask put it at bit 4 of each byte. */
+SDN_INLINE void build_q4k(const int PK, const int q5, const ksrc *src, size_t pf, kblk *kb) {
+    if (pf) kprefetch(PK, src, q5 ? 44 : 36, pf);
     /* bytes 0..15 of the block: d | dmin, scales[0..3], scales[4..7], scales[8..11] */
     vi h[4];
     src16(PK, src, 0, h);
@@ -91,13 +95,22 @@ SDN_INLINE void build_q4k(const int PK, const ksrc *src, size_t pf, kblk *kb) {
         kb->m[k] = VI_OR(mk, VI_SLL32(mk, 16));
         kb->m[4 + k] = VI_OR(mk4, VI_SLL32(mk4, 16));
     }
-    const vi m4 = VI_SET1(0x0F0F0F0F);
+    const vi m4 = VI_SET1(0x0F0F0F0F), b4 = VI_SET1(0x10101010);
+    vi qh[8];
+    if (q5) src32(PK, src, 4, qh);
     for (int ch = 0; ch < 4; ch++) { /* qs[32ch + l]: low nibble sub-block 2ch, high 2ch + 1 */
         vi p[8];
-        src32(PK, src, 4 + 8 * ch, p);
+        src32(PK, src, (q5 ? 12 : 4) + 8 * ch, p);
         for (int u = 0; u < 8; u++) {
             kb->v[16 * ch + u] = VI_AND(p[u], m4);
             kb->v[16 * ch + 8 + u] = VI_AND(VI_SRL16(p[u], 4), m4);
+            if (q5) { /* bit 2ch (2ch + 1) of each byte to bit 4 */
+                const int sl = 4 - 2 * ch, sh = 3 - 2 * ch;
+                const vi lo = sl > 0 ? VI_SLL32(qh[u], sl) : sl == 0 ? qh[u] : VI_SRL32(qh[u], -sl);
+                const vi hi = sh > 0 ? VI_SLL32(qh[u], sh) : VI_SRL32(qh[u], -sh);
+                kb->v[16 * ch + u] = VI_OR(kb->v[16 * ch + u], VI_AND(lo, b4));
+                kb->v[16 * ch + 8 + u] = VI_OR(kb->v[16 * ch + 8 + u], VI_AND(hi, b4));
+            }
         }
     }
 }
@@ -137,10 +150,11 @@ SDN_INLINE void build_q6k(const int PK, const ksrc *src, const uint8_t *dsrc, si
 /* Super-block b into *kb: from the file rows (PK = 0), or from packed group G (PK = 1). */
 SDN_INLINE void build_any(uint32_t wtype, const int PK, const uint8_t *const *r, const uint8_t *G, int h, int64_t nb,
                           int64_t b, size_t pf, kblk *kb) {
-    const int q6 = wtype == SDN_TYPE_Q6_K, nv = q6 ? 52 : 36;
-    const ksrc src = {.r = r, .off = (size_t)b * (q6 ? 210 : 144), .Gb = PK ? G + (size_t)b * nv * 64 : NULL, .h = h};
+    const int q6 = wtype == SDN_TYPE_Q6_K, q5 = wtype == SDN_TYPE_Q5_K, nv = q6 ? 52 : q5 ? 44 : 36;
+    const ksrc src = {.r = r, .off = (size_t)b * (size_t)(nv * 4 + (q6 ? 2 : 0)), .Gb = PK ? G + (size_t)b * nv * 64 : NULL,
+                      .h = h};
     if (q6) build_q6k(PK, &src, PK ? G + (size_t)nb * nv * 64 + (size_t)b * 32 + 16 * (size_t)h : NULL, pf, kb);
-    else build_q4k(PK, &src, pf, kb);
+    else build_q4k(PK, q5, &src, pf, kb);
 }
 SDN_INLINE void build(uint32_t wtype, const uint8_t *const *r, int64_t b, size_t pf, kblk *kb) {
     build_any(wtype, 0, r, NULL, 0, 0, b, pf, kb);
@@ -224,14 +238,16 @@ SDN_INLINE void ktile_any(uint32_t wtype, const int TX, const int PK, const uint
 #define ktile(wtype, TX, rows, kbs, nb, pf, act, stride, in, r, out)                                                 \
     ktile_any(wtype, TX, 0, rows, kbs, NULL, 0, nb, pf, act, stride, in, r, out)
 COL_TILE_SET(q4k, ktile, build, kblk, SDN_TYPE_Q4_K)
+COL_TILE_SET(q5k, ktile, build, kblk, SDN_TYPE_Q5_K)
 COL_TILE_SET(q6k, ktile, build, kblk, SDN_TYPE_Q6_K)
 
 /* ---- packed weights (matmul_pack.c) ---- */
 #define KPK_TILE(T, TX, G, h, nb, pf, act, stride, in, r, out) ktile_any(T, TX, 1, NULL, NULL, G, h, nb, pf, act, stride, in, r, out)
 PK_TILE_SET(kpk_q4k, KPK_TILE, SDN_TYPE_Q4_K)
+PK_TILE_SET(kpk_q5k, KPK_TILE, SDN_TYPE_Q5_K)
 PK_TILE_SET(kpk_q6k, KPK_TILE, SDN_TYPE_Q6_K)
 
-/* sdn_matmul_rows_packed for Q4_K / Q6_K and o0 a multiple of SDN_PACK_COLS: per column
+/* sdn_matmul_rows_packed for Q4_K / Q5_K / Q6_K and o0 a multiple of SDN_PACK_COLS: per column
  * group, row tiles unpack each super-block from the packed group as they go. Returns 0 for
  * other types. */
 int SDN_KFN(sdn_matmul_kcols_packed)(uint32_t wtype, const void *P, int64_t in, const void *act, int n, float *Y,
@@ -239,22 +255,24 @@ int SDN_KFN(sdn_matmul_kcols_packed)(uint32_t wtype, const void *P, int64_t in, 
     const pk_tile_fn *tiles;
     switch (wtype) {
     case SDN_TYPE_Q4_K: tiles = kpk_q4k_tiles; break;
+    case SDN_TYPE_Q5_K: tiles = kpk_q5k_tiles; break;
     case SDN_TYPE_Q6_K: tiles = kpk_q6k_tiles; break;
     default: return 0;
     }
     const int64_t nb = in / 256;
-    pk_drive(P, nb, (size_t)nb * 16 * (wtype == SDN_TYPE_Q6_K ? 210 : 144), tiles, NULL, NULL, (const char *)act,
+    pk_drive(P, nb, (size_t)nb * 16 * sdn_type_block_bytes(wtype), tiles, NULL, NULL, (const char *)act,
              sdn_act_row_stride(wtype, in), in, n, Y, ldy, o0, o1);
     return 1;
 }
 
-/* Returns 0 (and does nothing) for types other than Q4_K and Q6_K. */
+/* Returns 0 (and does nothing) for types other than Q4_K, Q5_K and Q6_K. */
 int SDN_KFN(sdn_matmul_kcols)(uint32_t wtype, const void *W, size_t row_bytes, int64_t in, const void *act, int n,
                               float *Y, int64_t ldy, int64_t o0, int64_t o1) {
     const col_tile_fn *tiles;
     col_build_fn bld;
     switch (wtype) {
     case SDN_TYPE_Q4_K: tiles = q4k_tiles; bld = q4k_build; break;
+    case SDN_TYPE_Q5_K: tiles = q5k_tiles; bld = q5k_build; break;
     case SDN_TYPE_Q6_K: tiles = q6k_tiles; bld = q6k_build; break;
     default: return 0;
     }

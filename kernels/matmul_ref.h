@@ -4,9 +4,9 @@
  * Same contracts as sdn_act_prepare and sdn_matmul_rows (batch invariance included), same
  * prepared-activation layout: sdn_act_prepare_portable writes exactly the bytes the SIMD
  * preparation writes, so either preparation can feed either kernel. Results of the portable
- * and the SIMD kernels are bit-identical for the column-kernel types (Q8_0, Q4_0, Q4_1, Q4_K,
- * Q6_K: one fixed float order on every path) and agree to float rounding for the others
- * (different summation order). */
+ * and the SIMD kernels are bit-identical for the quantized types (the column kernels: one
+ * fixed float order on every path) and agree to float rounding for the float types F32,
+ * F16, BF16 (different summation order). */
 #ifndef SDN_MATMUL_REF_H
 #define SDN_MATMUL_REF_H
 

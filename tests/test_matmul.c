@@ -22,14 +22,16 @@
  *  - every kernel path of kernels/kernel_path.h (tests named fn[path]; paths this machine
  *    lacks are reported SKIPPED by name): invariance as above on the path, and the path's
  *    bits against the portable path's for batches n = 1..64 (bit for bit for the types whose
- *    float work has one fixed order on every path, see cross_path_exact; to float rounding
- *    otherwise, and then bit for bit between the SIMD paths); on the amx path batches of 16 and
- *    more rows of Q8_0/Q4_0/Q4_1 run on AMX tiles, so [AMX] checks the tile configuration and
+ *    float work has one fixed order on every path, see cross_path_exact: every quantized type;
+ *    to float rounding otherwise, and then bit for bit between the SIMD paths); on the amx path
+ *    batches of 16 and more rows of Q8_0/Q4_0/Q4_1 run on AMX tiles, so [AMX] checks the tile configuration and
  *    kernel where the CPU has AMX; the configuration bytes are checked everywhere;
- *  - packed weights (Q8_0, Q4_0, Q4_1, Q4_K, Q6_K; matmul.h): on every path, sdn_matmul_rows_packed gives
+ *  - packed weights (every quantized type; matmul.h): on every path, sdn_matmul_rows_packed gives
  *    the bits of sdn_matmul_rows on the file's layout for batches n = 1..64, whole and split
  *    into ranges that do and do not start at a column group; packing then reading rows back
- *    reproduces the file's rows byte for byte; packed sizes, and 0 for unpackable types. */
+ *    reproduces the file's rows byte for byte; packed sizes, and 0 for unpackable types;
+ *  - prefill-sized batches (1..300 rows, odd counts) of every quantized type, on every path,
+ *    file and packed layouts, column ranges off the 16-column groups: the portable bits. */
 #include <float.h>
 #include <math.h>
 #include <setjmp.h>
@@ -309,7 +311,7 @@ static int cross_path_exact(uint32_t t) {
 #if defined(__aarch64__)
     return 1; /* the AArch64 paths run the portable kernels for the other types */
 #endif
-    return t == SDN_TYPE_Q8_0 || t == SDN_TYPE_Q4_0 || t == SDN_TYPE_Q4_1 || t == SDN_TYPE_Q4_K || t == SDN_TYPE_Q6_K;
+    return !is_float(t); /* every quantized type runs the column kernels (or the portable ones) */
 }
 
 /* Y of batches n = 1..64 (all rows at once) on the path in use vs on `ref`; bit for bit when
@@ -430,7 +432,8 @@ static void test_amx_tile_config(void **state) {
  * lanes on AVX2 and leave groups over for the tiles. */
 static void test_packed(void **state) {
     kpath_use(state);
-    static const uint32_t types[] = {SDN_TYPE_Q8_0, SDN_TYPE_Q4_0, SDN_TYPE_Q4_1, SDN_TYPE_Q4_K, SDN_TYPE_Q6_K};
+    static const uint32_t types[] = {SDN_TYPE_Q8_0, SDN_TYPE_Q4_0, SDN_TYPE_Q4_1, SDN_TYPE_Q5_0,
+                                     SDN_TYPE_Q5_1, SDN_TYPE_Q4_K, SDN_TYPE_Q5_K, SDN_TYPE_Q6_K};
     static const int64_t shapes[][2] = {{64, 16}, {256, 37}, {896, 19}, {4864, 5}, {512, 40}, {256, 100}, {64, 232}};
     static const int ns[] = {1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 33, 64};
     const int N = 64;
@@ -438,7 +441,7 @@ static void test_packed(void **state) {
         for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
             const uint32_t type = types[t];
             const int64_t in = shapes[s][0], out = shapes[s][1];
-            if (!shape_ok(type, in)) continue;
+            if (!shape_ok(type, in) || !sdn_matmul_packable(type)) continue; /* AArch64: not the 5-bit types */
             wmat m;
             wmat_make(&m, type, out, in, 9100 + 10 * t + s);
             const size_t pb = sdn_matmul_packed_bytes(type, in, out);
@@ -479,11 +482,160 @@ static void test_packed(void **state) {
             free(X); free(act); free(Y); free(Yp); free(P); free(row);
             wmat_free(&m);
         }
-    assert_int_equal(sdn_matmul_packed_bytes(SDN_TYPE_Q5_K, 256, 16), 0);
     assert_int_equal(sdn_matmul_packed_bytes(SDN_TYPE_F32, 256, 16), 0);
     assert_int_equal(sdn_matmul_packed_bytes(SDN_TYPE_Q8_0, 100, 16), 0);
     assert_int_equal(sdn_matmul_packed_bytes(SDN_TYPE_Q6_K, 896, 16), 0);
+    assert_int_equal(sdn_matmul_packed_bytes(SDN_TYPE_Q5_0, 48, 16), 0);
+    assert_false(sdn_matmul_packable(SDN_TYPE_F16));
+#if defined(__aarch64__) /* the 5-bit types stay on the file's layout there (matmul_pack.c) */
     assert_false(sdn_matmul_packable(SDN_TYPE_Q5_0));
+    assert_int_equal(sdn_matmul_packed_bytes(SDN_TYPE_Q5_K, 256, 17), 0);
+#else
+    assert_int_equal(sdn_matmul_packed_bytes(SDN_TYPE_Q5_K, 256, 17), 32 * 176);
+    assert_true(sdn_matmul_packable(SDN_TYPE_Q5_0));
+    assert_true(sdn_matmul_packable(SDN_TYPE_Q5_1));
+    assert_true(sdn_matmul_packable(SDN_TYPE_Q5_K));
+#endif
+}
+
+/* Prefill-sized batches (up to 300 rows, odd counts) of every quantized type on the path in
+ * use, against the portable kernel on the file's layout, bit for bit: the file layout and the
+ * packed one, each over the whole range and split into ranges that start off a column group
+ * (5, 21, 37) as well as at one (16, 48). In = 512 (16 blocks of 32, 2 super-blocks of 256);
+ * out = 53 (three whole groups of 16 and a partial one). Sized for the emulated AArch64 CI
+ * (about 0.7 s of CPU natively for the four x86 paths). */
+static void test_prefill_rows(void **state) {
+    kpath_use(state);
+    static const uint32_t types[] = {SDN_TYPE_Q8_0, SDN_TYPE_Q4_0, SDN_TYPE_Q4_1, SDN_TYPE_Q5_0,
+                                     SDN_TYPE_Q5_1, SDN_TYPE_Q4_K, SDN_TYPE_Q5_K, SDN_TYPE_Q6_K};
+    static const int ns[] = {1, 3, 17, 65, 129, 300};
+    static const int64_t cuts[][4] = {{0, 53, 53, 53}, {0, 5, 37, 53}, {0, 21, 53, 53}, {0, 16, 48, 53}};
+    const int N = 300;
+    const int64_t in = 512, out = 53;
+    for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
+        const uint32_t type = types[t];
+        wmat m;
+        wmat_make(&m, type, out, in, 9500 + 10 * t + (uint64_t)in);
+        const int layouts = sdn_matmul_packable(type) ? 2 : 1; /* AArch64: the 5-bit types unpacked */
+        uint8_t *P = malloc(layouts == 2 ? sdn_matmul_packed_bytes(type, in, out) : 1);
+        if (layouts == 2) sdn_matmul_pack(type, m.W, m.rb, in, out, P);
+        float *X = make_x(N, in, 9600 + t);
+        void *act = malloc(sdn_act_bytes(type, in, N));
+        float *Yr = malloc(sizeof(float) * (size_t)(N * out)), *Y = malloc(sizeof(float) * (size_t)(N * out));
+        for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++) {
+            const int n = ns[k];
+            sdn_act_prepare(type, X, in, n, in, act);
+            sdn_matmul_rows_portable(type, m.W, m.rb, in, act, n, Yr, out, 0, out);
+            for (int layout = 0; layout < layouts; layout++)
+                for (size_t c = 0; c < sizeof cuts / sizeof cuts[0]; c++) {
+                    memset(Y, 0xFF, sizeof(float) * (size_t)(n * out));
+                    for (int p = 0; p < 3; p++) {
+                        const int64_t o0 = cuts[c][p], o1 = cuts[c][p + 1];
+                        if (o1 <= o0) continue;
+                        if (layout) sdn_matmul_rows_packed(type, P, in, act, n, Y, out, o0, o1);
+                        else sdn_matmul_rows(type, m.W, m.rb, in, act, n, Y, out, o0, o1);
+                    }
+                    if (memcmp(Y, Yr, sizeof(float) * (size_t)(n * out))) {
+                        int shown = 0;
+                        for (int64_t i = 0; i < n * out && shown < 10; i++)
+                            if (memcmp(&Y[i], &Yr[i], sizeof(float)) && ++shown)
+                                print_error("%s in=%lld n=%d %s cuts %zu row %lld col %lld: %.9g vs portable %.9g\n",
+                                            sdn_type_name(type), (long long)in, n, layout ? "packed" : "file", c,
+                                            (long long)(i / out), (long long)(i % out), Y[i], Yr[i]);
+                        fail();
+                    }
+                }
+        }
+        free(X); free(act); free(Y); free(Yr); free(P);
+        wmat_free(&m);
+    }
+}
+
+#if defined(__x86_64__)
+typedef int (*cols_fn)(uint32_t, const void *, size_t, int64_t, const void *, int, float *, int64_t, int64_t, int64_t,
+                       int);
+typedef int (*colspk_fn)(uint32_t, const void *, int64_t, const void *, int, float *, int64_t, int64_t, int64_t, int);
+typedef int (*kcols_fn)(uint32_t, const void *, size_t, int64_t, const void *, int, float *, int64_t, int64_t, int64_t);
+typedef int (*kcolspk_fn)(uint32_t, const void *, int64_t, const void *, int, float *, int64_t, int64_t, int64_t);
+#endif
+
+/* Every x86 SIMD variant's column kernels called directly (the paths pick one variant each,
+ * so on a CPU with AVX-VNNI the plain-AVX2 one, vpmaddubsw + vpmaddwd, is never picked by a
+ * path): file and packed layouts, 1..300 rows, against the portable kernel bit for bit. A
+ * variant the CPU cannot run is skipped by name. */
+static void test_simd_variants(void **state) {
+    (void)state;
+#if defined(__x86_64__)
+    static const uint32_t types[] = {SDN_TYPE_Q8_0, SDN_TYPE_Q4_0, SDN_TYPE_Q4_1, SDN_TYPE_Q5_0,
+                                     SDN_TYPE_Q5_1, SDN_TYPE_Q4_K, SDN_TYPE_Q5_K, SDN_TYPE_Q6_K};
+    static const struct {
+        const char *name;
+        sdn_kpath need; /* the path whose CPU features it needs */
+        int vnni;       /* needs AVX-VNNI too */
+        cols_fn cols;
+        colspk_fn colspk;
+        kcols_fn kcols;
+        kcolspk_fn kcolspk;
+    } vars[] = {
+        {"avx2", SDN_KPATH_AVX2, 0, sdn_matmul_cols_avx2, sdn_matmul_cols_packed_avx2, sdn_matmul_kcols_avx2,
+         sdn_matmul_kcols_packed_avx2},
+        {"avx2vnni", SDN_KPATH_AVX2, 1, sdn_matmul_cols_avx2vnni, sdn_matmul_cols_packed_avx2vnni,
+         sdn_matmul_kcols_avx2vnni, sdn_matmul_kcols_packed_avx2vnni},
+        {"avx512", SDN_KPATH_AVX512, 0, sdn_matmul_cols_avx512, sdn_matmul_cols_packed_avx512, sdn_matmul_kcols_avx512,
+         sdn_matmul_kcols_packed_avx512},
+    };
+    static const int ns[] = {1, 2, 5, 8, 9, 17, 65, 300};
+    const int N = 300;
+    const int64_t in = 512, out = 53;
+    const sdn_kpath here = sdn_kpath_get();
+    sdn_kernels_setup();
+    for (size_t v = 0; v < sizeof vars / sizeof vars[0]; v++) {
+        if (sdn_kpath_set(vars[v].need, NULL) != SDN_OK || (vars[v].vnni && !sdn_kpath_avxvnni())) {
+            print_message("SKIPPED variant %s: this CPU lacks its instructions\n", vars[v].name);
+            continue;
+        }
+        for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
+            const uint32_t type = types[t];
+            const int k = act_block(type) == 256;
+            wmat m;
+            wmat_make(&m, type, out, in, 9700 + t);
+            uint8_t *P = malloc(sdn_matmul_packed_bytes(type, in, out));
+            sdn_matmul_pack(type, m.W, m.rb, in, out, P);
+            float *X = make_x(N, in, 9800 + t);
+            void *act = malloc(sdn_act_bytes(type, in, N));
+            float *Yr = malloc(sizeof(float) * (size_t)(N * out)), *Y = malloc(sizeof(float) * (size_t)(N * out));
+            for (size_t j = 0; j < sizeof ns / sizeof ns[0]; j++) {
+                const int n = ns[j];
+                sdn_act_prepare_portable(type, X, in, n, in, act);
+                sdn_matmul_rows_portable(type, m.W, m.rb, in, act, n, Yr, out, 0, out);
+                for (int layout = 0; layout < 2; layout++) {
+                    memset(Y, 0xFF, sizeof(float) * (size_t)(n * out));
+                    /* file: [0, 21) and [21, out); packed: [0, 32) and [32, out) (group starts) */
+                    const int64_t cut = layout ? 32 : 21;
+                    for (int p = 0; p < 2; p++) {
+                        const int64_t o0 = p ? cut : 0, o1 = p ? out : cut;
+                        int ok;
+                        if (layout)
+                            ok = k ? vars[v].kcolspk(type, P, in, act, n, Y, out, o0, o1)
+                                   : vars[v].colspk(type, P, in, act, n, Y, out, o0, o1, 0);
+                        else
+                            ok = k ? vars[v].kcols(type, m.W, m.rb, in, act, n, Y, out, o0, o1)
+                                   : vars[v].cols(type, m.W, m.rb, in, act, n, Y, out, o0, o1, 0);
+                        assert_true(ok);
+                    }
+                    if (memcmp(Y, Yr, sizeof(float) * (size_t)(n * out))) {
+                        print_error("%s %s n=%d %s: not the portable bits\n", vars[v].name, sdn_type_name(type), n,
+                                    layout ? "packed" : "file");
+                        fail();
+                    }
+                }
+            }
+            free(X); free(act); free(Y); free(Yr); free(P);
+            wmat_free(&m);
+        }
+    }
+    assert_int_equal(sdn_kpath_set(here, NULL), SDN_OK);
+#endif
 }
 
 int main(void) {
@@ -497,6 +649,8 @@ int main(void) {
         KPATH_TESTS(test_paths_agree),
         cmocka_unit_test(test_amx_tile_config),
         KPATH_TESTS(test_packed),
+        KPATH_TESTS(test_prefill_rows),
+        cmocka_unit_test(test_simd_variants),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -12,8 +12,11 @@
  * reaches the probe's GB/s; the % column is that ratio. Threads are plain pthreads that spin
  * on a generation counter between calls, so a call costs no thread start-up. On a shared
  * machine, --repeat K makes K rounds over everything and keeps each configuration's fastest
- * median (and each type's best probe). Q8_0, Q4_0 and Q4_1 run on the packed layout the engine
- * loads them in (matmul.h, "Packed weights"); --layout file measures the file's layout. */
+ * median (and each type's best probe). The quantized types run on the packed layout the engine
+ * loads them in (matmul.h, "Packed weights"); --layout file measures the file's layout, and
+ * --layout sgemm what a prefill matmul on SGEMM costs instead (engine/forward.c's sgemm path:
+ * each thread dequantizes its rows to F32, then one single-threaded cblas_sgemm on the F32
+ * activations; batches up to 256 rows). */
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -21,6 +24,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#include <cblas.h>
 
 #include "common/sdn_util.h"
 #include "tools/tools.h"
@@ -37,6 +42,9 @@
 #endif
 
 #define MAXT SDN_TOOL_BENCH_KERNELS_MAXT
+#define NMAX 256 /* most activation rows per call */
+
+extern void openblas_set_num_threads(int num_threads);
 
 /* ---------------------------------------------------------------- spinning thread team */
 
@@ -47,8 +55,10 @@ typedef struct {
     size_t row_bytes;
     int64_t in, out;
     const void *act;
-    int n, packed;
+    int n, packed, sgemm;
     float *Y;
+    const float *X; /* sgemm: F32 activations, n rows of in */
+    float *wf;      /* sgemm: F32 weights, out rows of in (each thread dequantizes its rows) */
     const uint8_t *buf; /* probe */
     size_t buf_len, pf, streams;
 } job_t;
@@ -67,7 +77,12 @@ static void run_part(int t, int nt) {
     if (j->kind == 0) {
         /* split [0, out) in halves aligned to 16 rows (as the forward pass splits) */
         int64_t o0 = (j->out * t / nt) & ~(int64_t)15, o1 = t == nt - 1 ? j->out : (j->out * (t + 1) / nt) & ~(int64_t)15;
-        if (j->packed) sdn_matmul_rows_packed(j->wtype, j->W, j->in, j->act, j->n, j->Y, j->out, o0, o1);
+        if (j->sgemm) {
+            for (int64_t o = o0; o < o1; o++)
+                sdn_dequantize_row(j->wtype, j->W + (size_t)o * j->row_bytes, j->wf + o * j->in, j->in);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, j->n, (int)(o1 - o0), (int)j->in, 1.0f, j->X, (int)j->in,
+                        j->wf + o0 * j->in, (int)j->in, 0.0f, j->Y + o0, (int)j->out);
+        } else if (j->packed) sdn_matmul_rows_packed(j->wtype, j->W, j->in, j->act, j->n, j->Y, j->out, o0, o1);
         else sdn_matmul_rows(j->wtype, j->W, j->row_bytes, j->in, j->act, j->n, j->Y, j->out, o0, o1);
     } else {
         /* streaming read of this thread's share, as j->streams contiguous parts read side by
@@ -133,6 +148,15 @@ static double team_run(int nt) {
 
 /* ---------------------------------------------------------------- helpers */
 
+/* CPU time of the calling thread, s: with 1 thread, a call's cost without the time the
+ * scheduler gave other processes (the us(cpu) column: on a shared machine the wall-clock
+ * median can be several times the work). */
+static double thread_cpu(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;
@@ -165,7 +189,7 @@ int sdn_tool_bench_kernels(const sdn_tool_bench_kernels_opts *ko) {
     long types[16], nlist[16], tlist[4], shapes[8][2];
     int ntypes = 0, nn = ko->nn, nthr = ko->nthreads, nshapes = 0;
     const long mem_mb = ko->mem_mb, repeat = ko->repeat;
-    const int use_packed = !strcmp(ko->layout, "packed");
+    const int use_packed = !strcmp(ko->layout, "packed"), use_sgemm = !strcmp(ko->layout, "sgemm");
     const double min_time = ko->min_time;
     const char *types_s = ko->types, *shapes_s = ko->shapes;
     memcpy(nlist, ko->n, sizeof nlist);
@@ -202,6 +226,12 @@ int sdn_tool_bench_kernels(const sdn_tool_bench_kernels_opts *ko) {
     }
     if (!nthr) { tlist[0] = 1; tlist[1] = 2; nthr = 2; }
     if (!ntypes || !nshapes) { fprintf(stderr, "sdnpu bench-kernels: nothing to measure\n"); return 2; }
+    for (int i = 0; i < nn; i++)
+        if (nlist[i] < 1 || nlist[i] > NMAX) {
+            fprintf(stderr, "sdnpu: option --n: %ld is not in 1..%d\n", nlist[i], NMAX);
+            return 2;
+        }
+    if (use_sgemm) openblas_set_num_threads(1); /* one single-threaded SGEMM per thread, as the engine */
 
     const size_t mem = (size_t)mem_mb << 20;
     int maxthr = 1;
@@ -235,14 +265,15 @@ int sdn_tool_bench_kernels(const sdn_tool_bench_kernels_opts *ko) {
      * probe measured just before it */
     const size_t ncfg = (size_t)ntypes * nshapes * nn * nthr;
     double *med_best = bench_xmalloc(ncfg * sizeof(double)), *min_best = bench_xmalloc(ncfg * sizeof(double));
+    double *cpu_best = bench_xmalloc(ncfg * sizeof(double)); /* 1 thread: median thread CPU time */
     double probe_t[16][MAXT + 1];
     int status = 0;
-    if (!med_best || !min_best) {
+    if (!med_best || !min_best || !cpu_best) {
         fprintf(stderr, "sdnpu bench-kernels: out of memory\n");
         status = 1;
         goto done;
     }
-    for (size_t i = 0; i < ncfg; i++) med_best[i] = min_best[i] = INFINITY;
+    for (size_t i = 0; i < ncfg; i++) med_best[i] = min_best[i] = cpu_best[i] = INFINITY;
     memset(probe_t, 0, sizeof probe_t);
 #define CFG(ti, si, ni, k) ((((size_t)(ti) * nshapes + (si)) * nn + (ni)) * nthr + (k))
     for (int rep = 0; rep < repeat; rep++) {
@@ -265,13 +296,14 @@ int sdn_tool_bench_kernels(const sdn_tool_bench_kernels_opts *ko) {
                 uint8_t *W = bench_xmalloc(wbytes * copies);
                 uint8_t *Wf = packed ? bench_xmalloc(rb * (size_t)out) : W;
                 float *row = bench_xmalloc(sizeof(float) * (size_t)in);
-                float *X = bench_xmalloc(sizeof(float) * (size_t)in * 64);
-                float *Y = bench_xmalloc(sizeof(float) * (size_t)out * 64);
-                void *act = bench_xmalloc(sdn_act_bytes(wt, in, 64));
-                if (!W || !Wf || !row || !X || !Y || !act) {
+                float *X = bench_xmalloc(sizeof(float) * (size_t)in * NMAX);
+                float *Y = bench_xmalloc(sizeof(float) * (size_t)out * NMAX);
+                void *act = bench_xmalloc(sdn_act_bytes(wt, in, NMAX));
+                float *wf = use_sgemm ? bench_xmalloc(sizeof(float) * (size_t)out * (size_t)in) : NULL;
+                if (!W || !Wf || !row || !X || !Y || !act || (use_sgemm && !wf)) {
                     fprintf(stderr, "sdnpu bench-kernels: out of memory\n");
                     if (Wf != W) free(Wf);
-                    free(W); free(row); free(X); free(Y); free(act);
+                    free(W); free(row); free(X); free(Y); free(act); free(wf);
                     status = 1;
                     goto done;
                 }
@@ -286,17 +318,18 @@ int sdn_tool_bench_kernels(const sdn_tool_bench_kernels_opts *ko) {
                     free(Wf);
                 }
                 for (size_t c = 1; c < copies; c++) memcpy(W + c * wbytes, W, wbytes);
-                for (int64_t i = 0; i < in * 64; i++) X[i] = sdn_rng_normal(&rng);
+                for (int64_t i = 0; i < in * NMAX; i++) X[i] = sdn_rng_normal(&rng);
                 for (int ni = 0; ni < nn; ni++) {
                     const int n = (int)nlist[ni];
                     sdn_act_prepare(wt, X, in, n, in, act);
                     for (int k = 0; k < nthr; k++) {
                         const int nt = (int)tlist[k];
-                        double times[4096];
+                        double times[4096], cpus[4096];
                         int nrep = 0;
                         size_t c = 0;
                         team.job = (job_t){.kind = 0, .wtype = wt, .row_bytes = rb, .in = in, .out = out,
-                                           .act = act, .n = n, .Y = Y, .packed = packed};
+                                           .act = act, .n = n, .Y = Y, .packed = packed, .sgemm = use_sgemm,
+                                           .X = X, .wf = wf};
                         for (int w = 0; w < 3; w++, c = (c + 1) % copies) { /* warm-up */
                             team.job.W = W + c * wbytes;
                             team_run(nt);
@@ -304,22 +337,27 @@ int sdn_tool_bench_kernels(const sdn_tool_bench_kernels_opts *ko) {
                         double t_start = sdn_now();
                         while (nrep < 4096 && (nrep < 5 || sdn_now() - t_start < min_time)) {
                             team.job.W = W + c * wbytes;
-                            times[nrep++] = team_run(nt);
+                            const double c0 = thread_cpu();
+                            times[nrep] = team_run(nt);
+                            cpus[nrep++] = thread_cpu() - c0;
                             c = (c + 1) % copies;
                         }
                         qsort(times, (size_t)nrep, sizeof(double), cmp_double);
                         size_t id = CFG(ti, si, ni, k);
                         if (times[nrep / 2] < med_best[id]) med_best[id] = times[nrep / 2];
                         if (times[0] < min_best[id]) min_best[id] = times[0];
+                        qsort(cpus, (size_t)nrep, sizeof(double), cmp_double);
+                        if (nt == 1 && cpus[nrep / 2] < cpu_best[id]) cpu_best[id] = cpus[nrep / 2];
                     }
                 }
-                free(W); free(row); free(X); free(Y); free(act);
+                free(W); free(row); free(X); free(Y); free(act); free(wf);
             }
         }
     }
 
     printf("sdnpu bench-kernels: kernels %s, %s, weights rotated over %ld MB, median per-call time",
-           sdn_matmul_isa(), use_packed ? "Q8_0/Q4_0/Q4_1/Q4_K/Q6_K packed" : "file layout", mem_mb);
+           use_sgemm ? "none: SGEMM (OpenBLAS, 1 thread each) on weights dequantized per call" : sdn_matmul_isa(),
+           use_packed ? "quantized types packed" : "file layout", mem_mb);
     if (repeat > 1) printf(" (fastest of %ld rounds)", repeat);
     printf("\nstreaming-read probe (%ld MB):", mem_mb);
     for (int k = 0; k < nthr; k++) {
@@ -328,15 +366,16 @@ int sdn_tool_bench_kernels(const sdn_tool_bench_kernels_opts *ko) {
                probe_gbs[tlist[k]], v < 3 ? 1 : 4, v < 3 ? "" : "s",
                v % 3 == 0 ? "hw prefetch" : v % 3 == 1 ? "sw prefetch 1 KB" : "sw prefetch 4 KB");
     }
-    printf("\n%%bw = weight GB/s of the median call / probe GB/s measured with each type\n");
+    printf("\n%%bw = weight GB/s of the median call / probe GB/s measured with each type; us(cpu) = median thread CPU time "
+           "of a 1-thread call (without the time other processes ran)\n");
     double sum_ratio[16] = {0};
     int cnt_ratio[16] = {0};
     for (int ti = 0; ti < ntypes; ti++) {
         const uint32_t wt = (uint32_t)types[ti];
         printf("\n%-5s probe:", sdn_type_name(wt));
         for (int k = 0; k < nthr; k++) printf(" %ld thr %.1f GB/s", tlist[k], probe_t[ti][tlist[k]]);
-        printf("\n%-5s %-10s %3s %3s %9s %9s %8s %8s %5s\n", "type", "out x in", "n", "thr", "us/call", "us(min)",
-               "wGB/s", "GFLOP/s", "%bw");
+        printf("\n%-5s %-10s %3s %3s %9s %9s %9s %8s %8s %5s\n", "type", "out x in", "n", "thr", "us/call", "us(min)",
+               "us(cpu)", "wGB/s", "GFLOP/s", "%bw");
         for (int si = 0; si < nshapes; si++) {
             const int64_t out = shapes[si][0], in = shapes[si][1];
             const size_t rb = sdn_type_row_bytes(wt, in);
@@ -353,8 +392,10 @@ int sdn_tool_bench_kernels(const sdn_tool_bench_kernels_opts *ko) {
                     const double med = med_best[id], gbs = (double)wbytes / med / 1e9;
                     const double gflops = 2.0 * n * (double)out * (double)in / med / 1e9;
                     const double ratio = gbs / probe_t[ti][nt];
-                    printf("%-5s %4ldx%-5ld %3d %3d %9.1f %9.1f %8.2f %8.2f %4.0f%%\n", sdn_type_name(wt),
-                           (long)out, (long)in, n, nt, med * 1e6, min_best[id] * 1e6, gbs, gflops, 100 * ratio);
+                    char cpu_s[16] = "-";
+                    if (nt == 1) snprintf(cpu_s, sizeof cpu_s, "%.1f", cpu_best[id] * 1e6);
+                    printf("%-5s %4ldx%-5ld %3d %3d %9.1f %9.1f %9s %8.2f %8.2f %4.0f%%\n", sdn_type_name(wt),
+                           (long)out, (long)in, n, nt, med * 1e6, min_best[id] * 1e6, cpu_s, gbs, gflops, 100 * ratio);
                     if (n == 1 && nt == maxthr) { sum_ratio[ti] += ratio; cnt_ratio[ti]++; }
                 }
         }
@@ -370,6 +411,7 @@ done:
     free(probe);
     free(med_best);
     free(min_best);
+    free(cpu_best);
     atomic_store(&team.stop, 1);
     for (int t = 1; t < maxthr; t++) pthread_join(team.th[t], NULL);
     return status;

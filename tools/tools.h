@@ -134,7 +134,7 @@ int sdn_tool_profile(const sdn_tool_profile_opts *o);
 typedef struct sdn_tool_bench_kernels_opts {
     const char *types;  /* comma-separated weight types (checked here: 2 on a bad name) */
     const char *shapes; /* comma-separated OUTxIN matrices (checked here) */
-    const char *layout; /* "packed" or "file" */
+    const char *layout; /* "packed", "file" or "sgemm" */
     long mem_mb, repeat;
     double min_time;    /* measuring time per configuration, s */
     long n[16];         /* activation rows per call; nn 0: 1,2,4,8,16,32,64 */
