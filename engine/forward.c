@@ -458,6 +458,7 @@ typedef struct glu_job {
 
 #ifdef FWD_SIMD
 FWD_TARGET static void silu_mul_avx2(float *hb, const float *hb2, long b, long e);
+FWD_TARGET static void gelu_mul_avx2(float *hb, const float *hb2, long b, long e);
 #endif
 
 static void glu_worker(void *arg, int ith, int nth) {
@@ -466,7 +467,13 @@ static void glu_worker(void *arg, int ith, int nth) {
     sdn_pool_range((long)j->n, ith, nth, 16, &b, &e);
     float *hb = j->hb;
     const float *hb2 = j->hb2;
+#ifdef FWD_SIMD
+    if (j->gelu && g_simd > 0)
+        gelu_mul_avx2(hb, hb2, b, e);
+    else if (j->gelu)
+#else
     if (j->gelu)
+#endif
         for (long i = b; i < e; i++) hb[i] = gelu_tanh(hb[i]) * hb2[i];
 #ifdef FWD_SIMD
     else if (g_simd > 0)
@@ -534,6 +541,31 @@ FWD_TARGET static void silu_mul_avx2(float *hb, const float *hb2, long b, long e
     if (i < e) {
         const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(e - i)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
         _mm256_maskstore_ps(hb + i, m, silu_mul8(_mm256_maskload_ps(hb + i, m), _mm256_maskload_ps(hb2 + i, m)));
+    }
+}
+#endif
+
+/* hb[i] = gelu_tanh(hb[i]) * hb2[i] for b <= i < e on the x86 SIMD paths (Gemma 3's FFN),
+ * 8 lanes at a time: gelu_tanh(x) = 0.5 x (1 + tanh(u)) = x / (1 + e^-2u) with
+ * u = sqrt(2/pi) (x + 0.044715 x^3), so it is silu's code with e^-2u (exp256's polynomial,
+ * its argument clamped to [-87, 88]) in place of e^-x: no cancellation near x = 0 or for large
+ * negative x. The scalar gelu_tanh (double tanh) stays the portable path's and AArch64's: on
+ * x86 SIMD paths Gemma's bits differ from portable as the SiLU models' already do (the per-path
+ * activation functions, docs/kernels.md), never with the batch, split or thread count: the
+ * last partial vector goes through the same code with masked loads and stores. */
+#ifdef FWD_SIMD
+__attribute__((target("avx2,fma"))) static inline __m256 gelu_mul8(__m256 g, __m256 up) {
+    const __m256 g3 = _mm256_mul_ps(_mm256_mul_ps(g, g), g);
+    const __m256 u = _mm256_mul_ps(_mm256_set1_ps(0.7978845608028654f), _mm256_add_ps(g, _mm256_mul_ps(_mm256_set1_ps(0.044715f), g3)));
+    const __m256 ex = exp256(_mm256_min_ps(_mm256_mul_ps(_mm256_set1_ps(-2.0f), u), _mm256_set1_ps(88.0f)));
+    return _mm256_mul_ps(_mm256_div_ps(g, _mm256_add_ps(_mm256_set1_ps(1.0f), ex)), up);
+}
+FWD_TARGET static void gelu_mul_avx2(float *hb, const float *hb2, long b, long e) {
+    long i = b;
+    for (; i + 8 <= e; i += 8) _mm256_storeu_ps(hb + i, gelu_mul8(_mm256_loadu_ps(hb + i), _mm256_loadu_ps(hb2 + i)));
+    if (i < e) {
+        const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(e - i)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+        _mm256_maskstore_ps(hb + i, m, gelu_mul8(_mm256_maskload_ps(hb + i, m), _mm256_maskload_ps(hb2 + i, m)));
     }
 }
 #endif
