@@ -6,7 +6,8 @@
  *   < draft < verify, graph_sched < runtime
  * then the tools library (tools/, not in libsdnpu) and the command line (cli/) on top. The
  * public header (include/sdnpu.h) includes nothing of sdnpu; the server (server/) and the
- * examples include only the public header (and the server its own files); the command line
+ * examples include only the public header (and the server its own files and the self-contained,
+ * header-only primitives of common/ listed below, which need nothing of libsdnpu); the command line
  * is thin: a cli/ file includes only the public header ("sdnpu.h"), cli/ headers, the tools
  * library's API (tools/, tools/tools.h) and the server's entry (server/, itself a client of
  * the public header only), never a library module's header: what a command needs beyond the
@@ -42,6 +43,17 @@ static const struct {
 };
 #define N_LAYERS (int)(sizeof k_layers / sizeof k_layers[0])
 
+/* Self-contained headers (header-only, system headers only: test_self_contained checks) that the
+ * server may include besides the public header: small primitives it would otherwise copy. */
+static const char *const k_self_contained[] = {"common/sdn_str.h"};
+#define N_SELF_CONTAINED (int)(sizeof k_self_contained / sizeof k_self_contained[0])
+
+static int is_self_contained(const char *inc, size_t len) {
+    for (int i = 0; i < N_SELF_CONTAINED; i++)
+        if (strlen(k_self_contained[i]) == len && !strncmp(k_self_contained[i], inc, len)) return 1;
+    return 0;
+}
+
 /* The folders a cli/ file may include besides its own (and the public "sdnpu.h"). */
 static const char *const k_cli_may_include[] = {"tools", "server"};
 
@@ -65,7 +77,8 @@ static int find_layer_level(const char *folder) { return k_layers[find_layer(fol
 
 /* Violations in one file of top folder `folder`: includes "X/..." of a declared folder X other
  * than its own, where X is a higher layer or a folder on the same layer, or any such include at
- * all from a public-only folder, or from cli/ one of a folder other than tools/ and server/. */
+ * all from a public-only folder (the server may include the self-contained headers above), or
+ * from cli/ one of a folder other than tools/ and server/. */
 static int check_file(const char *path, const char *folder) {
     int me = find_layer(folder, strlen(folder));
     if (me < 0) fail_msg("%s: folder %s is not declared", path, folder);
@@ -84,6 +97,7 @@ static int check_file(const char *path, const char *folder) {
         size_t len = (size_t)(slash - p);
         int x = find_layer(p, len);
         if (x < 0 || x == me) continue;
+        if (!strcmp(folder, "server") && is_self_contained(p, (size_t)(quote - p))) continue;
         if (!strcmp(folder, "cli") && !cli_may_include(x)) {
             print_error("%s (layer cli) includes %.*s, but a command may use only sdnpu.h, cli/, tools/ and server/ headers "
                         "(do the work in a tools/ function, tools/tools.h)\n", path, (int)(quote - p), p);
@@ -154,6 +168,35 @@ static void test_no_upward_includes(void **state) {
     }
     assert_true(files > 250);
     assert_int_equal(bad, 0);
+}
+
+/* The self-contained headers the server may include pull in nothing of sdnpu (no quoted include)
+ * and declare no function that is not defined in them (static inline only). */
+static void test_self_contained(void **state) {
+    (void)state;
+    for (int i = 0; i < N_SELF_CONTAINED; i++) {
+        char path[1200];
+        snprintf(path, sizeof path, "%s/%s", tu_source_path("."), k_self_contained[i]);
+        FILE *f = fopen(path, "r");
+        if (!f) fail_msg("cannot read %s", path);
+        char line[1024];
+        int quoted = 0, inline_fns = 0;
+        while (fgets(line, sizeof line, f)) {
+            const char *p = line;
+            while (*p == ' ' || *p == '\t') p++;
+            if (!strncmp(p, "#include \"", 10)) {
+                print_error("%s includes %s", k_self_contained[i], p);
+                quoted++;
+            }
+            if (!strncmp(line, "static inline ", 14)) inline_fns++;
+            else if (line[0] != ' ' && line[0] != '}' && strchr(line, '(') && strchr(line, ';') && strncmp(line, "#", 1) &&
+                     strncmp(line, "/*", 2) && strncmp(line, " *", 2) && strncmp(line, "typedef", 7))
+                fail_msg("%s declares a function it does not define inline: %s", k_self_contained[i], line);
+        }
+        fclose(f);
+        assert_int_equal(quoted, 0);
+        assert_true(inline_fns > 0);
+    }
 }
 
 /* Every top folder with C files in it (build folders aside) is declared above. */
@@ -235,6 +278,11 @@ static void test_checker_catches(void **state) {
     fclose(cf);
     assert_int_equal(check_file(cpath, "cli"), 0);     /* the public header, cli/, tools/, server/ */
     assert_int_equal(check_file(cpath, "server"), 2);  /* cli/ and tools/ are not the public header */
+    FILE *sf = fopen(cpath, "w");
+    fputs("#include \"sdnpu.h\"\n#include \"common/sdn_str.h\"\n#include \"common/sdn_util.h\"\n", sf);
+    fclose(sf);
+    assert_int_equal(check_file(cpath, "server"), 1);  /* a self-contained header, then a library one */
+    assert_int_equal(check_file(cpath, "examples"), 2); /* only the server may use the self-contained ones */
     unlink(cpath);
     assert_int_equal(check_file(path, "runtime"), 0);  /* all three are lower */
     assert_int_equal(check_file(path, "draft"), 2);    /* runtime and graph_sched are higher */
@@ -248,6 +296,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_no_upward_includes),
         cmocka_unit_test(test_every_folder_declared),
+        cmocka_unit_test(test_self_contained),
         cmocka_unit_test(test_no_folder_too_big),
         cmocka_unit_test(test_checker_catches),
     };
