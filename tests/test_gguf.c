@@ -1,8 +1,9 @@
-/* test_gguf.c - GGUF reader/writer round trip, the metadata value sizes against the specification's, and bad model files: truncated, wrong magic,
- * absurd counts and dimensions, tensor data out of bounds, unsupported type, version and
- * architecture, shape mismatches, missing tensors, and random corruption. Every bad file
- * must end in one error naming the file and the problem, never a crash. Issue 19: a
- * context_length of 2^31 and a llama2.c vocab_size of INT32_MIN are clear errors. */
+/* test_gguf.c - GGUF reader/writer round trip, the metadata value sizes against the
+ * specification's, and bad model files: truncated, wrong magic, absurd counts and dimensions,
+ * tensor data out of bounds, unsupported type, version and architecture, shape mismatches,
+ * missing tensors, and random corruption. Every bad file must end in one error naming the
+ * file and the problem, never a crash. Issue 19: a context_length of 2^31 and a llama2.c
+ * vocab_size of INT32_MIN are clear errors. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
