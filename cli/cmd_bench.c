@@ -1,7 +1,7 @@
 /* cmd_bench.c - `sdnpu bench`: real generation over a dataset with plain decoding and each
  * drafting method on the same requests (acceptance, ms/token, speedup, outputs checked
  * against plain decoding; CSV/JSON, a results database, SVG charts). The options; the run,
- * its tables and files are tools/cli_bench.c's (sdn_tool_bench, tools/bench.h). */
+ * its tables and files are tools/cli_bench.c's (sdn_tool_bench, datasets/bench.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,7 +10,7 @@
 #include "cli/ds_cli.h"
 #include "cli/opts.h"
 #include "sdnpu.h"
-#include "tools/bench.h"
+#include "datasets/bench.h"
 #include "tools/method_params.h"
 
 /* --budgets LIST (cli_opt.fn; dest: a bench_budgets). */

@@ -1,12 +1,12 @@
 /* cmd_make_story_task.c - `sdnpu make-story-task`: write the generated "story" task (rows
  * whose context is a story the model itself sampled and whose prompt is its first
- * sentence; see tools/story_task.h) for models that cannot do the Spec-Bench tasks. The work
+ * sentence; see datasets/story_task.h) for models that cannot do the Spec-Bench tasks. The work
  * is tools/cli_datasets.c's (tools.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "tools/story_task.h"
+#include "datasets/story_task.h"
 #include "cli/cli.h"
 #include "cli/opts.h"
 #include "tools/tools.h"

@@ -1,6 +1,6 @@
 /* cmd_study.c - `sdnpu study`: offline acceptance study. Replays every method's drafting
  * against recorded greedy outputs (traces); the options; the study, its tables and records
- * are tools/cli_study.c's (sdn_tool_study, tools/study.h). */
+ * are tools/cli_study.c's (sdn_tool_study, datasets/study.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,7 +10,7 @@
 #include "cli/opts.h"
 #include "sdnpu.h"
 #include "tools/method_params.h"
-#include "tools/study.h"
+#include "datasets/study.h"
 
 static void study_epilogue(FILE *f) { fprintf(f, "\nmethods: %s\n", sdnpu_methods()); }
 

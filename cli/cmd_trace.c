@@ -1,12 +1,12 @@
 /* cmd_trace.c - `sdnpu trace`: plain greedy generation over a dataset, recorded as a trace
  * (context tokens, top-k prefill predictions per position, output tokens, model
- * fingerprint; format in tools/trace.h and docs/datasets.md) for offline studies. The work is
+ * fingerprint; format in datasets/trace.h and docs/datasets.md) for offline studies. The work is
  * tools/cli_datasets.c's (tools.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "tools/bench.h"
+#include "datasets/bench.h"
 #include "cli/cli.h"
 #include "cli/opts.h"
 #include "cli/ds_cli.h"

@@ -1,13 +1,13 @@
 /* cmd_trace_import.c - `sdnpu trace-import`: traces from text-only answers recorded by
  * another program (e.g. ../shared/datasets/model_outputs/, Vicuna-7B-v1.3 greedy outputs):
  * prompts rendered with the model's chat template, prompt and output tokenized with the
- * model's tokenizer (rules in tools/trace_import.h). The work is tools/cli_datasets.c's
+ * model's tokenizer (rules in datasets/trace_import.h). The work is tools/cli_datasets.c's
  * (tools.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "tools/trace_import.h"
+#include "datasets/trace_import.h"
 #include "cli/cli.h"
 #include "cli/opts.h"
 #include "cli/ds_cli.h"

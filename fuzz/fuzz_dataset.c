@@ -3,7 +3,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "tools/dataset.h"
+#include "datasets/dataset.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     sdn_dataset ds = {0};

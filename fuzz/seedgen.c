@@ -19,7 +19,7 @@
 #include <unistd.h>
 
 #include "runtime/history.h"
-#include "tools/trace.h"
+#include "datasets/trace.h"
 #include "modelfile/gguf.h"
 #include "tools/make_model.h"
 #include "modelfile/tensor_types.h"

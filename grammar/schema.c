@@ -13,49 +13,11 @@
 
 #include <cjson/cJSON.h>
 
+#include "common/sdn_str.h"
 #include "grammar/grammar_int.h"
 
 #define SCHEMA_MAX_DEPTH 64
 #define SMALL_LEN 64 /* length bounds up to this are grammar repetitions, beyond: the string element */
-
-typedef struct sb {
-    char *s;
-    size_t n, cap;
-    int oom;
-} sb;
-
-static void sb_add(sb *b, const char *t, size_t n) {
-    if (b->oom) return;
-    if (b->n + n + 1 > b->cap) {
-        size_t c = b->cap ? b->cap : 4096;
-        while (c < b->n + n + 1) c *= 2;
-        char *q = realloc(b->s, c);
-        if (!q) { b->oom = 1; return; }
-        b->s = q;
-        b->cap = c;
-    }
-    memcpy(b->s + b->n, t, n);
-    b->n += n;
-    b->s[b->n] = 0;
-}
-static void sb_str(sb *b, const char *t) { sb_add(b, t, strlen(t)); }
-static void sb_printf(sb *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void sb_printf(sb *b, const char *fmt, ...) {
-    char tmp[512];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
-    va_end(ap);
-    if (n < 0) return;
-    if ((size_t)n < sizeof tmp) { sb_add(b, tmp, (size_t)n); return; }
-    char *big = malloc((size_t)n + 1);
-    if (!big) { b->oom = 1; return; }
-    va_start(ap, fmt);
-    vsnprintf(big, (size_t)n + 1, fmt, ap);
-    va_end(ap);
-    sb_add(b, big, (size_t)n);
-    free(big);
-}
 
 typedef struct defent {
     char *ptr; /* "#/$defs/name" as written in $ref */
@@ -64,7 +26,7 @@ typedef struct defent {
 } defent;
 
 typedef struct C {
-    sb g;          /* the grammar being written */
+    sdn_str g;     /* the grammar being written */
     int next;      /* rule counter */
     unsigned used; /* primitive rules used */
     gpat *pats;
@@ -104,42 +66,42 @@ static void ptr_key(char *out, size_t cap, const char *ptr, const char *key) {
 static const char *ptr_show(const char *ptr) { return *ptr ? ptr : "/"; }
 
 /* GBNF literal of bytes s[0..n) (UTF-8). */
-static void lit(sb *b, const char *s, size_t n) {
-    sb_str(b, "\"");
+static void lit(sdn_str *b, const char *s, size_t n) {
+    sdn_str_add(b, "\"");
     for (size_t i = 0; i < n; i++) {
         unsigned char ch = (unsigned char)s[i];
-        if (ch == '"') sb_str(b, "\\\"");
-        else if (ch == '\\') sb_str(b, "\\\\");
-        else if (ch < 0x20 || ch == 0x7F) sb_printf(b, "\\x%02X", ch);
-        else sb_add(b, (const char *)&ch, 1);
+        if (ch == '"') sdn_str_add(b, "\\\"");
+        else if (ch == '\\') sdn_str_add(b, "\\\\");
+        else if (ch < 0x20 || ch == 0x7F) sdn_str_printf(b, "\\x%02X", ch);
+        else sdn_str_addn(b, (const char *)&ch, 1);
     }
-    sb_str(b, "\"");
+    sdn_str_add(b, "\"");
 }
 
 /* ---- canonical JSON text (json.dumps layout, non-ASCII as UTF-8) ---- */
 
-static void json_str(sb *b, const char *s) {
-    sb_str(b, "\"");
+static void json_str(sdn_str *b, const char *s) {
+    sdn_str_add(b, "\"");
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
         switch (*p) {
-        case '"': sb_str(b, "\\\""); break;
-        case '\\': sb_str(b, "\\\\"); break;
-        case '\n': sb_str(b, "\\n"); break;
-        case '\r': sb_str(b, "\\r"); break;
-        case '\t': sb_str(b, "\\t"); break;
-        case '\b': sb_str(b, "\\b"); break;
-        case '\f': sb_str(b, "\\f"); break;
+        case '"': sdn_str_add(b, "\\\""); break;
+        case '\\': sdn_str_add(b, "\\\\"); break;
+        case '\n': sdn_str_add(b, "\\n"); break;
+        case '\r': sdn_str_add(b, "\\r"); break;
+        case '\t': sdn_str_add(b, "\\t"); break;
+        case '\b': sdn_str_add(b, "\\b"); break;
+        case '\f': sdn_str_add(b, "\\f"); break;
         default:
-            if (*p < 0x20) sb_printf(b, "\\u%04x", *p);
-            else sb_add(b, (const char *)p, 1);
+            if (*p < 0x20) sdn_str_printf(b, "\\u%04x", *p);
+            else sdn_str_addn(b, (const char *)p, 1);
         }
     }
-    sb_str(b, "\"");
+    sdn_str_add(b, "\"");
 }
 
-static void json_num(sb *b, double v) {
+static void json_num(sdn_str *b, double v) {
     if (v == floor(v) && fabs(v) < 1e15) {
-        sb_printf(b, "%.0f", v);
+        sdn_str_printf(b, "%.0f", v);
         return;
     }
     char t[64];
@@ -147,36 +109,36 @@ static void json_num(sb *b, double v) {
         snprintf(t, sizeof t, "%.*g", prec, v);
         if (strtod(t, NULL) == v) break;
     }
-    sb_str(b, t);
+    sdn_str_add(b, t);
 }
 
-static int json_dump(sb *b, const cJSON *v, int depth) {
+static int json_dump(sdn_str *b, const cJSON *v, int depth) {
     if (depth > SCHEMA_MAX_DEPTH) return -1;
-    if (cJSON_IsNull(v)) sb_str(b, "null");
-    else if (cJSON_IsTrue(v)) sb_str(b, "true");
-    else if (cJSON_IsFalse(v)) sb_str(b, "false");
+    if (cJSON_IsNull(v)) sdn_str_add(b, "null");
+    else if (cJSON_IsTrue(v)) sdn_str_add(b, "true");
+    else if (cJSON_IsFalse(v)) sdn_str_add(b, "false");
     else if (cJSON_IsNumber(v)) {
         if (!isfinite(v->valuedouble)) return -1;
         json_num(b, v->valuedouble);
     } else if (cJSON_IsString(v)) json_str(b, v->valuestring);
     else if (cJSON_IsArray(v)) {
-        sb_str(b, "[");
+        sdn_str_add(b, "[");
         int k = 0;
         for (const cJSON *e = v->child; e; e = e->next, k++) {
-            if (k) sb_str(b, ", ");
+            if (k) sdn_str_add(b, ", ");
             if (json_dump(b, e, depth + 1)) return -1;
         }
-        sb_str(b, "]");
+        sdn_str_add(b, "]");
     } else if (cJSON_IsObject(v)) {
-        sb_str(b, "{");
+        sdn_str_add(b, "{");
         int k = 0;
         for (const cJSON *e = v->child; e; e = e->next, k++) {
-            if (k) sb_str(b, ", ");
+            if (k) sdn_str_add(b, ", ");
             json_str(b, e->string);
-            sb_str(b, ": ");
+            sdn_str_add(b, ": ");
             if (json_dump(b, e, depth + 1)) return -1;
         }
-        sb_str(b, "}");
+        sdn_str_add(b, "}");
     } else return -1;
     return 0;
 }
@@ -313,13 +275,13 @@ static int decode_cp(const unsigned char **p) {
 }
 
 static void emit_knode(C *c, knode *kn, int t, int id) {
-    sb *b = &c->g;
-    sb_printf(b, "k%d-%d ::= [^\"\\\\\\x00-\\x1F", id, t);
-    for (int ch = kn[t].child; ch >= 0; ch = kn[ch].sib) sb_printf(b, "\\U%08X", kn[ch].cp);
-    sb_str(b, "] json-char* \"\\\"\"");
-    for (int ch = kn[t].child; ch >= 0; ch = kn[ch].sib) sb_printf(b, " | [\\U%08X] k%d-%d", kn[ch].cp, id, ch);
-    if (!kn[t].term) sb_str(b, " | \"\\\"\"");
-    sb_str(b, "\n");
+    sdn_str *b = &c->g;
+    sdn_str_printf(b, "k%d-%d ::= [^\"\\\\\\x00-\\x1F", id, t);
+    for (int ch = kn[t].child; ch >= 0; ch = kn[ch].sib) sdn_str_printf(b, "\\U%08X", kn[ch].cp);
+    sdn_str_add(b, "] json-char* \"\\\"\"");
+    for (int ch = kn[t].child; ch >= 0; ch = kn[ch].sib) sdn_str_printf(b, " | [\\U%08X] k%d-%d", kn[ch].cp, id, ch);
+    if (!kn[t].term) sdn_str_add(b, " | \"\\\"\"");
+    sdn_str_add(b, "\n");
     for (int ch = kn[t].child; ch >= 0; ch = kn[ch].sib) emit_knode(c, kn, ch, id);
 }
 
@@ -426,16 +388,16 @@ static int compile_members(C *c, const cJSON *o, const cJSON *props, const cJSON
             ptr_key(sub, sizeof sub, tmp, p->string);
             if (compile(c, p, sub, depth + 1, vr[i], sizeof vr[i])) { free(vr); return -1; }
         }
-    sb *b = &c->g;
+    sdn_str *b = &c->g;
     char key[1100];
     if (extra_val[0]) {
         if (key_rule(c, props, ptr, key, sizeof key)) { free(vr); return -1; }
-        sb_printf(b, "o%d-e ::= (\", \" %s \": \" %s)*\n", oid, key, extra_val);
-        sb_printf(b, "o%d-a%d ::= (%s \": \" %s o%d-e)?\n", oid, n, key, extra_val, oid);
-        sb_printf(b, "o%d-b%d ::= o%d-e\n", oid, n, oid);
+        sdn_str_printf(b, "o%d-e ::= (\", \" %s \": \" %s)*\n", oid, key, extra_val);
+        sdn_str_printf(b, "o%d-a%d ::= (%s \": \" %s o%d-e)?\n", oid, n, key, extra_val, oid);
+        sdn_str_printf(b, "o%d-b%d ::= o%d-e\n", oid, n, oid);
     } else {
-        sb_printf(b, "o%d-a%d ::= \"\"\n", oid, n);
-        sb_printf(b, "o%d-b%d ::= \"\"\n", oid, n);
+        sdn_str_printf(b, "o%d-a%d ::= \"\"\n", oid, n);
+        sdn_str_printf(b, "o%d-b%d ::= \"\"\n", oid, n);
     }
     /* properties in reverse: a_i (nothing written yet), b_i (something written) */
     const cJSON **arr = calloc((size_t)n + 1, sizeof *arr);
@@ -448,25 +410,25 @@ static int compile_members(C *c, const cJSON *o, const cJSON *props, const cJSON
         if (req)
             for (const cJSON *r = req->child; r; r = r->next)
                 if (!strcmp(r->valuestring, arr[i]->string)) required = 1;
-        sb kv = {0};
+        sdn_str kv = {0};
         json_str(&kv, arr[i]->string);
-        sb_str(&kv, ": ");
+        sdn_str_add(&kv, ": ");
         if (kv.oom) { free(arr); free(vr); return cfail(c, SDN_ENOMEM, "out of memory"); }
-        sb_printf(b, "o%d-b%d ::= \", \" ", oid, i);
-        lit(b, kv.s, kv.n);
-        sb_printf(b, " %s o%d-b%d", vr[i], oid, i + 1);
-        if (!required) sb_printf(b, " | o%d-b%d", oid, i + 1);
-        sb_printf(b, "\no%d-a%d ::= ", oid, i);
-        lit(b, kv.s, kv.n);
-        sb_printf(b, " %s o%d-b%d", vr[i], oid, i + 1);
-        if (!required) sb_printf(b, " | o%d-a%d", oid, i + 1);
-        sb_str(b, "\n");
-        free(kv.s);
+        sdn_str_printf(b, "o%d-b%d ::= \", \" ", oid, i);
+        lit(b, kv.p, kv.n);
+        sdn_str_printf(b, " %s o%d-b%d", vr[i], oid, i + 1);
+        if (!required) sdn_str_printf(b, " | o%d-b%d", oid, i + 1);
+        sdn_str_printf(b, "\no%d-a%d ::= ", oid, i);
+        lit(b, kv.p, kv.n);
+        sdn_str_printf(b, " %s o%d-b%d", vr[i], oid, i + 1);
+        if (!required) sdn_str_printf(b, " | o%d-a%d", oid, i + 1);
+        sdn_str_add(b, "\n");
+        free(kv.p);
     }
     free(arr);
     free(vr);
     new_rule_name(c, rule, rcap);
-    sb_printf(b, "%s ::= \"{\" o%d-a0 \"}\"\n", rule, oid);
+    sdn_str_printf(b, "%s ::= \"{\" o%d-a0 \"}\"\n", rule, oid);
     return 0;
 }
 
@@ -489,20 +451,20 @@ static int compile_array(C *c, const cJSON *o, const char *ptr, int depth, char 
         snprintf(ir, sizeof ir, "json-value");
     }
     new_rule_name(c, rule, rcap);
-    sb *b = &c->g;
+    sdn_str *b = &c->g;
     if (mx < mn) {
         return cfail(c, SDN_EINVAL, "maxItems below minItems at %s (no array is valid)", ptr_show(ptr));
     }
     if (mx == 0) {
-        sb_printf(b, "%s ::= \"[]\"\n", rule);
+        sdn_str_printf(b, "%s ::= \"[]\"\n", rule);
         return 0;
     }
     char rep[64];
     uint32_t lo = mn ? mn - 1 : 0;
     if (mx == UINT32_MAX) snprintf(rep, sizeof rep, "{%u,}", lo);
     else snprintf(rep, sizeof rep, "{%u,%u}", lo, mx - 1);
-    if (mn) sb_printf(b, "%s ::= \"[\" %s (\", \" %s)%s \"]\"\n", rule, ir, ir, rep);
-    else sb_printf(b, "%s ::= \"[\" (%s (\", \" %s)%s)? \"]\"\n", rule, ir, ir, rep);
+    if (mn) sdn_str_printf(b, "%s ::= \"[\" %s (\", \" %s)%s \"]\"\n", rule, ir, ir, rep);
+    else sdn_str_printf(b, "%s ::= \"[\" (%s (\", \" %s)%s)? \"]\"\n", rule, ir, ir, rep);
     return 0;
 }
 
@@ -515,16 +477,16 @@ static int compile_string(C *c, const cJSON *o, const char *ptr, char *rule, siz
     const cJSON *pat = cJSON_GetObjectItemCaseSensitive(o, "pattern");
     if (pat && !cJSON_IsString(pat)) return cfail(c, SDN_EINVAL, "\"pattern\" must be a string at %s", ptr_show(ptr));
     new_rule_name(c, rule, rcap);
-    sb *b = &c->g;
+    sdn_str *b = &c->g;
     if (pat || mn > SMALL_LEN || (mx != UINT32_MAX && mx > SMALL_LEN)) {
         int k = add_pat(c, pat ? pat->valuestring : NULL, mn, mx, ptr);
         if (k < 0) return -1;
-        sb_printf(b, "%s ::= \"\\\"\" @P%d\n", rule, k);
+        sdn_str_printf(b, "%s ::= \"\\\"\" @P%d\n", rule, k);
         return 0;
     }
     use_prims(c, U_CHAR);
-    if (mx == UINT32_MAX) sb_printf(b, "%s ::= \"\\\"\" json-char{%u,} \"\\\"\"\n", rule, mn);
-    else sb_printf(b, "%s ::= \"\\\"\" json-char{%u,%u} \"\\\"\"\n", rule, mn, mx);
+    if (mx == UINT32_MAX) sdn_str_printf(b, "%s ::= \"\\\"\" json-char{%u,} \"\\\"\"\n", rule, mn);
+    else sdn_str_printf(b, "%s ::= \"\\\"\" json-char{%u,%u} \"\\\"\"\n", rule, mn, mx);
     return 0;
 }
 
@@ -578,7 +540,7 @@ static int compile(C *c, const cJSON *node, const char *ptr, int depth, char *ru
         if (strcmp(k->string, "$defs") && strcmp(k->string, "definitions")) n_kw++;
     }
     char tmp[1100], sub[64];
-    sb *b = &c->g;
+    sdn_str *b = &c->g;
     const cJSON *ref = cJSON_GetObjectItemCaseSensitive(node, "$ref");
     if (ref) {
         if (n_kw > 1) return cfail(c, SDN_EINVAL, "keywords beside \"$ref\" are not supported at %s", ptr_show(ptr));
@@ -596,7 +558,7 @@ static int compile(C *c, const cJSON *node, const char *ptr, int depth, char *ru
     if (any) {
         if (n_kw > 1) return cfail(c, SDN_EINVAL, "keywords beside \"anyOf\" are not supported at %s", ptr_show(ptr));
         if (!cJSON_IsArray(any) || !any->child) return cfail(c, SDN_EINVAL, "\"anyOf\" must be a non-empty array at %s", ptr_show(ptr));
-        sb alt = {0};
+        sdn_str alt = {0};
         int i = 0;
         for (const cJSON *s = any->child; s; s = s->next, i++) {
             snprintf(sub, sizeof sub, "%d", i);
@@ -604,13 +566,13 @@ static int compile(C *c, const cJSON *node, const char *ptr, int depth, char *ru
             ptr_key(tmp, sizeof tmp, ptr, "anyOf");
             ptr_key(p2, sizeof p2, tmp, sub);
             char r[64];
-            if (compile(c, s, p2, depth + 1, r, sizeof r)) { free(alt.s); return -1; }
-            sb_printf(&alt, "%s%s", i ? " | " : "", r);
+            if (compile(c, s, p2, depth + 1, r, sizeof r)) { free(alt.p); return -1; }
+            sdn_str_printf(&alt, "%s%s", i ? " | " : "", r);
         }
         new_rule_name(c, rule, rcap);
-        sb_printf(b, "%s ::= %s\n", rule, alt.s ? alt.s : "\"\"");
+        sdn_str_printf(b, "%s ::= %s\n", rule, alt.p ? alt.p : "\"\"");
         int oom = alt.oom;
-        free(alt.s);
+        free(alt.p);
         if (oom) return cfail(c, SDN_ENOMEM, "out of memory");
         return 0;
     }
@@ -640,7 +602,7 @@ static int compile(C *c, const cJSON *node, const char *ptr, int depth, char *ru
             if (in_list(structural, k->string))
                 return cfail(c, SDN_EINVAL, "\"%s\" beside \"enum\"/\"const\" is not supported at %s", k->string, ptr_show(ptr));
         if (en && (!cJSON_IsArray(en) || !en->child)) return cfail(c, SDN_EINVAL, "\"enum\" must be a non-empty array at %s", ptr_show(ptr));
-        sb alt = {0};
+        sdn_str alt = {0};
         int cnt = 0;
         for (const cJSON *v = cn ? cn : en->child; v; v = cn ? NULL : v->next) {
             int ok = nt == 0;
@@ -649,23 +611,23 @@ static int compile(C *c, const cJSON *node, const char *ptr, int depth, char *ru
                 ok = 0;
                 for (const cJSON *e = en->child; e; e = e->next) ok |= cJSON_Compare(e, cn, 1);
             }
-            if (ok && cJSON_IsString(v) && check_pattern_value(c, node, v->valuestring, ptr, &ok)) { free(alt.s); return -1; }
+            if (ok && cJSON_IsString(v) && check_pattern_value(c, node, v->valuestring, ptr, &ok)) { free(alt.p); return -1; }
             if (!ok) continue;
-            sb val = {0};
+            sdn_str val = {0};
             if (json_dump(&val, v, 0) || val.oom) {
-                free(val.s);
-                free(alt.s);
+                free(val.p);
+                free(alt.p);
                 return cfail(c, SDN_EINVAL, "an \"enum\"/\"const\" value at %s cannot be written as JSON", ptr_show(ptr));
             }
-            if (cnt++) sb_str(&alt, " | ");
-            lit(&alt, val.s, val.n);
-            free(val.s);
+            if (cnt++) sdn_str_add(&alt, " | ");
+            lit(&alt, val.p, val.n);
+            free(val.p);
         }
-        if (!cnt) { free(alt.s); return cfail(c, SDN_EINVAL, "no \"enum\"/\"const\" value satisfies the schema at %s", ptr_show(ptr)); }
+        if (!cnt) { free(alt.p); return cfail(c, SDN_EINVAL, "no \"enum\"/\"const\" value satisfies the schema at %s", ptr_show(ptr)); }
         new_rule_name(c, rule, rcap);
-        sb_printf(b, "%s ::= %s\n", rule, alt.s ? alt.s : "\"\"");
+        sdn_str_printf(b, "%s ::= %s\n", rule, alt.p ? alt.p : "\"\"");
         int oom = alt.oom;
-        free(alt.s);
+        free(alt.p);
         if (oom) return cfail(c, SDN_ENOMEM, "out of memory");
         return 0;
     }
@@ -685,38 +647,38 @@ static int compile(C *c, const cJSON *node, const char *ptr, int depth, char *ru
         if (!nt) { use_prims(c, U_VALUE); snprintf(rule, rcap, "json-value"); return 0; }
     }
     if (nt == 1) return compile_type(c, node, types[0], ptr, depth, rule, rcap);
-    sb alt = {0};
+    sdn_str alt = {0};
     for (int k = 0; k < nt; k++) {
         char r[64];
-        if (compile_type(c, node, types[k], ptr, depth, r, sizeof r)) { free(alt.s); return -1; }
-        sb_printf(&alt, "%s%s", k ? " | " : "", r);
+        if (compile_type(c, node, types[k], ptr, depth, r, sizeof r)) { free(alt.p); return -1; }
+        sdn_str_printf(&alt, "%s%s", k ? " | " : "", r);
     }
     new_rule_name(c, rule, rcap);
-    sb_printf(b, "%s ::= %s\n", rule, alt.s ? alt.s : "\"\"");
+    sdn_str_printf(b, "%s ::= %s\n", rule, alt.p ? alt.p : "\"\"");
     int oom = alt.oom;
-    free(alt.s);
+    free(alt.p);
     if (oom) return cfail(c, SDN_ENOMEM, "out of memory");
     return 0;
 }
 
 static void emit_prims(C *c) {
-    sb *b = &c->g;
+    sdn_str *b = &c->g;
     unsigned u = c->used;
     if (u & U_VALUE) u |= U_STRING | U_NUMBER | U_INT | 32 | 64;
     if (u & U_STRING) u |= U_CHAR;
     if (u & U_CHAR) {
-        sb_str(b, "json-char ::= [^\"\\\\\\x00-\\x1F] | \"\\\\\" ([\"\\\\/bfnrt] | \"u\" json-hex4)\n");
-        sb_str(b, "json-hex4 ::= [0-9a-cA-Ce-fE-F] [0-9a-fA-F]{3} | [dD] [0-7] [0-9a-fA-F]{2}\n");
+        sdn_str_add(b, "json-char ::= [^\"\\\\\\x00-\\x1F] | \"\\\\\" ([\"\\\\/bfnrt] | \"u\" json-hex4)\n");
+        sdn_str_add(b, "json-hex4 ::= [0-9a-cA-Ce-fE-F] [0-9a-fA-F]{3} | [dD] [0-7] [0-9a-fA-F]{2}\n");
     }
-    if (u & U_STRING) sb_str(b, "json-string ::= \"\\\"\" json-char* \"\\\"\"\n");
-    if (u & (U_INT | U_NUMBER)) sb_str(b, "json-int ::= \"-\"? (\"0\" | [1-9] [0-9]{0,15})\n");
-    if (u & U_NUMBER) sb_str(b, "json-number ::= json-int (\".\" [0-9]{1,16})? ([eE] [-+]? [0-9]{1,3})?\n");
-    if (u & 32) sb_str(b, "json-bool ::= \"true\" | \"false\"\n");
-    if (u & 64) sb_str(b, "json-null ::= \"null\"\n");
+    if (u & U_STRING) sdn_str_add(b, "json-string ::= \"\\\"\" json-char* \"\\\"\"\n");
+    if (u & (U_INT | U_NUMBER)) sdn_str_add(b, "json-int ::= \"-\"? (\"0\" | [1-9] [0-9]{0,15})\n");
+    if (u & U_NUMBER) sdn_str_add(b, "json-number ::= json-int (\".\" [0-9]{1,16})? ([eE] [-+]? [0-9]{1,3})?\n");
+    if (u & 32) sdn_str_add(b, "json-bool ::= \"true\" | \"false\"\n");
+    if (u & 64) sdn_str_add(b, "json-null ::= \"null\"\n");
     if (u & U_VALUE) {
-        sb_str(b, "json-value ::= json-object | json-array | json-string | json-number | json-bool | json-null\n");
-        sb_str(b, "json-object ::= \"{\" (json-string \": \" json-value (\", \" json-string \": \" json-value)*)? \"}\"\n");
-        sb_str(b, "json-array ::= \"[\" (json-value (\", \" json-value)*)? \"]\"\n");
+        sdn_str_add(b, "json-value ::= json-object | json-array | json-string | json-number | json-bool | json-null\n");
+        sdn_str_add(b, "json-object ::= \"{\" (json-string \": \" json-value (\", \" json-string \": \" json-value)*)? \"}\"\n");
+        sdn_str_add(b, "json-array ::= \"[\" (json-value (\", \" json-value)*)? \"]\"\n");
     }
 }
 
@@ -810,11 +772,11 @@ static int build(const char *json, size_t len, C *c, sdn_err *err) {
     }
     char r[64];
     if (compile(c, root, "", 0, r, sizeof r)) { rc = -1; goto out; }
-    if (strcmp(r, "root")) sb_printf(&c->g, "root ::= %s\n", r);
+    if (strcmp(r, "root")) sdn_str_printf(&c->g, "root ::= %s\n", r);
     for (int i = 0; i < c->n_defs; i++) {
         char rr[64];
         if (compile(c, c->defs[i].node, c->defs[i].ptr + 1, 1, rr, sizeof rr)) { rc = -1; goto out; }
-        sb_printf(&c->g, "%s ::= %s\n", c->defs[i].rule, rr);
+        sdn_str_printf(&c->g, "%s ::= %s\n", c->defs[i].rule, rr);
     }
     emit_prims(c);
     if (c->g.oom) rc = cfail(c, SDN_ENOMEM, "out of memory");
@@ -826,9 +788,9 @@ out:
     if (rc) {
         for (uint32_t i = 0; i < c->n_pats; i++) pcre2_code_free(c->pats[i].re);
         free(c->pats);
-        free(c->g.s);
+        free(c->g.p);
         c->pats = NULL;
-        c->g.s = NULL;
+        c->g.p = NULL;
         return err && err->code ? err->code : SDN_EINVAL;
     }
     return 0;
@@ -840,7 +802,7 @@ int sdn_schema_to_gbnf(const char *json, size_t len, char **gbnf, sdn_err *err) 
     if (rc) return rc;
     for (uint32_t i = 0; i < c.n_pats; i++) pcre2_code_free(c.pats[i].re);
     free(c.pats);
-    *gbnf = c.g.s;
+    *gbnf = c.g.p;
     return 0;
 }
 
@@ -851,7 +813,7 @@ int sdn_grammar_from_schema(const char *json, size_t len, sdn_grammar **out, sdn
     int rc = build(json, len, &c, err);
     if (rc) return rc;
     sdn_err inner = {0};
-    rc = g_parse(c.g.s, c.g.n, 1, c.pats, c.n_pats, out, &inner);
+    rc = g_parse(c.g.p, c.g.n, 1, c.pats, c.n_pats, out, &inner);
     if (rc) {
         const char *lr = strstr(inner.msg, "left recursion in rule '");
         if (lr) {
@@ -861,6 +823,6 @@ int sdn_grammar_from_schema(const char *json, size_t len, sdn_grammar **out, sdn
         }
         else sdn_fail(err, rc, "json_schema: %s", inner.msg);
     }
-    free(c.g.s);
+    free(c.g.p);
     return rc;
 }

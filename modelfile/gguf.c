@@ -118,7 +118,7 @@ static int index_lookup(const name_index *x, const char *name, const char *(*get
 static const char *key_at(const sdn_gguf *g, int i) { return g->kvs[i].key; }
 static const char *tname_at(const sdn_gguf *g, int i) { return g->tensors[i].name; }
 
-static size_t vtype_size(uint32_t t) {
+size_t sdn_gguf_vtype_size(uint32_t t) {
     switch (t) {
     case SDN_GGUF_UINT8: case SDN_GGUF_INT8: case SDN_GGUF_BOOL: return 1;
     case SDN_GGUF_UINT16: case SDN_GGUF_INT16: return 2;
@@ -147,13 +147,13 @@ static double num_at(uint32_t t, const uint8_t *p) {
 /* Skip a value of type t (used for nested arrays, whose contents sdnpu never needs). */
 static int skip_value(cur *c, uint32_t t, int depth, const char *key) {
     if (depth > 4) return sdn_fail(c->err, SDN_EFORMAT, "%s: key '%s': arrays nested too deeply", c->path, key);
-    size_t sz = vtype_size(t);
+    size_t sz = sdn_gguf_vtype_size(t);
     if (sz) return need(c, sz, key) ? SDN_EFORMAT : (c->p += sz, SDN_OK);
     if (t == SDN_GGUF_STRING) { const char *s; uint64_t n; return rd_str(c, &s, &n, key); }
     if (t == SDN_GGUF_ARRAY) {
         uint32_t et; uint64_t n;
         if (rd_u32(c, &et, key) || rd_u64(c, &n, key)) return SDN_EFORMAT;
-        size_t esz = vtype_size(et);
+        size_t esz = sdn_gguf_vtype_size(et);
         if (esz) {
             if (n > (uint64_t)(c->end - c->p) / esz)
                 return sdn_fail(c->err, SDN_EFORMAT, "%s: key '%s': array of %llu elements runs past the end of the file",
@@ -182,7 +182,7 @@ static int parse_kv(cur *c, kv *k) {
     uint32_t t;
     if (rd_u32(c, &t, k->key)) return SDN_EFORMAT;
     k->type = (sdn_gguf_vtype)t;
-    size_t sz = vtype_size(t);
+    size_t sz = sdn_gguf_vtype_size(t);
     if (sz) {
         if (need(c, sz, k->key)) return SDN_EFORMAT;
         if (t == SDN_GGUF_FLOAT32 || t == SDN_GGUF_FLOAT64) k->num.f = num_at(t, c->p);
@@ -205,7 +205,7 @@ static int parse_kv(cur *c, kv *k) {
     uint32_t et;
     if (rd_u32(c, &et, k->key) || rd_u64(c, &k->count, k->key)) return SDN_EFORMAT;
     k->elem = (sdn_gguf_vtype)et;
-    size_t esz = vtype_size(et);
+    size_t esz = sdn_gguf_vtype_size(et);
     if (esz) {
         if (k->count > (uint64_t)(c->end - c->p) / esz)
             return sdn_fail(c->err, SDN_EFORMAT, "%s: key '%s': array of %llu elements runs past the end of the file",
@@ -268,7 +268,7 @@ static int parse(sdn_gguf *g, sdn_err *err) {
         if (index_lookup(&g->kidx, g->kvs[i].key, key_at, g, (int)i) >= 0)
             return sdn_fail(err, SDN_EFORMAT, "%s: metadata key '%s' appears twice", g->path, g->kvs[i].key);
     }
-    g->alignment = 32;
+    g->alignment = SDN_GGUF_DEFAULT_ALIGNMENT;
     int ai = sdn_gguf_find(g, "general.alignment");
     if (ai >= 0) {
         const kv *k = &g->kvs[ai];
@@ -305,7 +305,7 @@ static int parse(sdn_gguf *g, sdn_err *err) {
         if (t->ne[0] % be)
             return sdn_fail(err, SDN_EFORMAT, "%s: tensor '%s': row length %lld is not a multiple of the %s block size %d",
                             g->path, t->name, (long long)t->ne[0], sdn_type_name(t->type), be);
-        t->nbytes = (size_t)(nel / (uint64_t)be) * sdn_type_block_bytes(t->type);
+        t->nbytes = sdn_type_row_bytes(t->type, (int64_t)nel); /* whole blocks: ne[0] is a multiple */
         if (t->offset % g->alignment)
             return sdn_fail(err, SDN_EFORMAT, "%s: tensor '%s': offset %llu is not aligned to %zu", g->path, t->name,
                             (unsigned long long)t->offset, g->alignment);
@@ -497,7 +497,7 @@ const char *sdn_gguf_arr_str(const sdn_gguf *g, int i, uint64_t j, size_t *len) 
 double sdn_gguf_arr_num(const sdn_gguf *g, int i, uint64_t j) {
     const kv *k = &g->kvs[i];
     if (!k->arr || j >= k->count) return 0;
-    return num_at(k->elem, k->arr + j * vtype_size(k->elem));
+    return num_at(k->elem, k->arr + j * sdn_gguf_vtype_size(k->elem));
 }
 
 int sdn_gguf_n_tensors(const sdn_gguf *g) { return g->n_tensors; }

@@ -34,6 +34,12 @@ typedef enum sdn_gguf_vtype {
 } sdn_gguf_vtype;
 
 #define SDN_GGUF_MAX_DIMS 4
+#define SDN_GGUF_DEFAULT_ALIGNMENT 32 /* of the data section when `general.alignment` is absent */
+
+/* Bytes of one value of a fixed-size metadata type: 1 (UINT8, INT8, BOOL), 2 (UINT16, INT16),
+ * 4 (UINT32, INT32, FLOAT32), 8 (UINT64, INT64, FLOAT64); 0 for STRING, ARRAY and unknown ids.
+ * The one table of the reader and the writer (tools/gguf_write.c). */
+size_t sdn_gguf_vtype_size(uint32_t type);
 
 typedef struct sdn_gguf_tensor {
     const char *name;           /* NUL-terminated copy */

@@ -1,6 +1,6 @@
 /* verify_cost.h - verify-cost profiles: what one verification step costs on a machine as a
  * function of the draft size (the engine's default draft budget follows it), and the
- * projection rule tools/projection.h applies to a study's counts.
+ * projection rule datasets/projection.h applies to a study's counts.
  *
  * Profile file (JSON, one object; written by the verification benchmark or by
  * `sdnpu bench --cost-out`):

@@ -21,6 +21,8 @@
  *   blocks; JSON: the call objects, results as a user turn naming the function). */
 #include "server/tools.h"
 
+#include "common/sdn_str.h"
+
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,95 +32,65 @@
 #define BAD(e, param, ...) srv_fail(e, 400, "invalid_request_error", param, __VA_ARGS__)
 #define OOM(e) srv_fail(e, 500, "server_error", NULL, "out of memory")
 
-/* ---- a growing string ---- */
-
-typedef struct sbuf {
-    char *p;
-    size_t n, cap;
-    int oom;
-} sbuf;
-
-static void sb_addn(sbuf *b, const char *s, size_t n) {
-    if (b->oom) return;
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = (b->n + n + 1) * 2;
-        char *p = realloc(b->p, cap);
-        if (!p) {
-            b->oom = 1;
-            return;
-        }
-        b->p = p, b->cap = cap;
-    }
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-    b->p[b->n] = 0;
-}
-
-static void sb_add(sbuf *b, const char *s) { sb_addn(b, s, strlen(s)); }
-
 /* The buffer's string handed to the job (freed with it), or NULL (out of memory). */
-static const char *sb_own(srv_job *j, sbuf *b) {
-    sb_add(b, "");
-    if (b->oom) {
-        free(b->p);
-        return NULL;
-    }
-    return srv_job_own(j, b->p);
+static const char *sb_own(srv_job *j, sdn_str *b) {
+    char *p = sdn_str_take(b);
+    return p ? srv_job_own(j, p) : NULL;
 }
 
 /* ---- JSON in Python's json.dumps layout ---- */
 
-static void py_string(sbuf *b, const char *s) {
-    sb_add(b, "\"");
+static void py_string(sdn_str *b, const char *s) {
+    sdn_str_add(b, "\"");
     for (const unsigned char *u = (const unsigned char *)s; *u; u++) {
         char esc[8];
         switch (*u) {
-        case '"': sb_add(b, "\\\""); break;
-        case '\\': sb_add(b, "\\\\"); break;
-        case '\n': sb_add(b, "\\n"); break;
-        case '\r': sb_add(b, "\\r"); break;
-        case '\t': sb_add(b, "\\t"); break;
-        case '\b': sb_add(b, "\\b"); break;
-        case '\f': sb_add(b, "\\f"); break;
+        case '"': sdn_str_add(b, "\\\""); break;
+        case '\\': sdn_str_add(b, "\\\\"); break;
+        case '\n': sdn_str_add(b, "\\n"); break;
+        case '\r': sdn_str_add(b, "\\r"); break;
+        case '\t': sdn_str_add(b, "\\t"); break;
+        case '\b': sdn_str_add(b, "\\b"); break;
+        case '\f': sdn_str_add(b, "\\f"); break;
         default:
             if (*u < 0x20) {
                 snprintf(esc, sizeof esc, "\\u%04x", *u);
-                sb_add(b, esc);
+                sdn_str_add(b, esc);
             } else {
-                sb_addn(b, (const char *)u, 1);
+                sdn_str_addn(b, (const char *)u, 1);
             }
         }
     }
-    sb_add(b, "\"");
+    sdn_str_add(b, "\"");
 }
 
-static void py_value(sbuf *b, const cJSON *v) {
+static void py_value(sdn_str *b, const cJSON *v) {
     if (cJSON_IsObject(v) || cJSON_IsArray(v)) {
         int obj = cJSON_IsObject(v);
-        sb_add(b, obj ? "{" : "[");
+        sdn_str_add(b, obj ? "{" : "[");
         for (const cJSON *c = v->child; c; c = c->next) {
-            if (c != v->child) sb_add(b, ", ");
+            if (c != v->child) sdn_str_add(b, ", ");
             if (obj) {
                 py_string(b, c->string ? c->string : "");
-                sb_add(b, ": ");
+                sdn_str_add(b, ": ");
             }
             py_value(b, c);
         }
-        sb_add(b, obj ? "}" : "]");
+        sdn_str_add(b, obj ? "}" : "]");
     } else if (cJSON_IsString(v)) {
         py_string(b, v->valuestring);
     } else {
         char *s = cJSON_PrintUnformatted(v); /* numbers, true, false, null */
         if (!s) b->oom = 1;
-        else sb_add(b, s);
+        else sdn_str_add(b, s);
         free(s);
     }
 }
 
 char *srv_json_print_py(const cJSON *value) {
-    sbuf b = {0};
+    sdn_str b = {0};
     py_value(&b, value);
-    sb_add(&b, "");
+    sdn_str_add(&b, "");
     if (b.oom) {
         free(b.p);
         return NULL;
@@ -149,7 +121,7 @@ static int hermes(const srv_api_config *cfg) { return cfg->tool_format && !strcm
 
 /* The arguments of a call in the history (a JSON string, as OpenAI sends them, or an object)
  * printed in the JSON layout; text that is not JSON goes in as a JSON string. */
-static int add_arguments(sbuf *b, const cJSON *args, const char *param, srv_error *e) {
+static int add_arguments(sdn_str *b, const cJSON *args, const char *param, srv_error *e) {
     if (cJSON_IsObject(args)) {
         py_value(b, args);
         return 0;
@@ -169,8 +141,8 @@ int srv_render_tool_calls(srv_job *j, const cJSON *calls, int i, const char *con
     if (!cJSON_IsArray(calls)) return BAD(e, param, "'%s' must be an array", param);
     int n = cJSON_GetArraySize(calls);
     if (n > SRV_MAX_TOOLS) return BAD(e, param, "'%s' holds %d calls, at most %d", param, n, SRV_MAX_TOOLS);
-    sbuf b = {0};
-    sb_add(&b, content ? content : "");
+    sdn_str b = {0};
+    sdn_str_add(&b, content ? content : "");
     int k = 0;
     for (const cJSON *c = calls->child; c; c = c->next, k++) {
         snprintf(param, sizeof param, "messages[%d].tool_calls[%d]", i, k);
@@ -192,18 +164,18 @@ int srv_render_tool_calls(srv_job *j, const cJSON *calls, int i, const char *con
             return BAD(e, param, "'%s' must be a non-empty string", param);
         }
         snprintf(param, sizeof param, "messages[%d].tool_calls[%d].function.arguments", i, k);
-        if (b.n) sb_add(&b, "\n");
-        if (hermes(cfg)) sb_add(&b, "<tool_call>\n");
-        sb_add(&b, "{\"name\": ");
+        if (b.n) sdn_str_add(&b, "\n");
+        if (hermes(cfg)) sdn_str_add(&b, "<tool_call>\n");
+        sdn_str_add(&b, "{\"name\": ");
         py_string(&b, name->valuestring);
-        sb_add(&b, ", \"arguments\": ");
-        if (!args || cJSON_IsNull(args)) sb_add(&b, "{}");
+        sdn_str_add(&b, ", \"arguments\": ");
+        if (!args || cJSON_IsNull(args)) sdn_str_add(&b, "{}");
         else if (add_arguments(&b, args, param, e)) {
             free(b.p);
             return -1;
         }
-        sb_add(&b, "}");
-        if (hermes(cfg)) sb_add(&b, "\n</tool_call>");
+        sdn_str_add(&b, "}");
+        if (hermes(cfg)) sdn_str_add(&b, "\n</tool_call>");
     }
     if (!(*out = sb_own(j, &b))) return OOM(e);
     return 0;
@@ -232,23 +204,23 @@ int srv_render_tool_result(srv_job *j, const cJSON *msgs, const cJSON *m, int i,
     snprintf(param, sizeof param, "messages[%d].name", i);
     if (name && !cJSON_IsNull(name) && !cJSON_IsString(name)) return BAD(e, param, "'%s' must be a string", param);
     const char *fname = cJSON_IsString(name) ? name->valuestring : cJSON_IsString(id) ? call_name(msgs, id->valuestring) : NULL;
-    sbuf b = {0};
+    sdn_str b = {0};
     if (prev) {
-        sb_add(&b, prev);
-        sb_add(&b, "\n");
+        sdn_str_add(&b, prev);
+        sdn_str_add(&b, "\n");
     }
     if (hermes(cfg)) {
-        sb_add(&b, "<tool_response>\n");
-        sb_add(&b, content);
-        sb_add(&b, "\n</tool_response>");
+        sdn_str_add(&b, "<tool_response>\n");
+        sdn_str_add(&b, content);
+        sdn_str_add(&b, "\n</tool_response>");
     } else {
-        sb_add(&b, "Result of the function call");
+        sdn_str_add(&b, "Result of the function call");
         if (fname) {
-            sb_add(&b, " ");
-            sb_add(&b, fname);
+            sdn_str_add(&b, " ");
+            sdn_str_add(&b, fname);
         }
-        sb_add(&b, ":\n");
-        sb_add(&b, content);
+        sdn_str_add(&b, ":\n");
+        sdn_str_add(&b, content);
     }
     if (!(*out = sb_own(j, &b))) return OOM(e);
     return 0;
@@ -313,42 +285,42 @@ static int parse_response_format(srv_job *j, const cJSON *body, const char **src
 /* The system prompt's tools section: the tools as JSON lines and how to call them. forced:
  * -2 not forced (auto), -1 any tool, else that tool. */
 static const char *tools_section(srv_job *j, const cJSON *tools, int forced, const srv_api_config *cfg, srv_error *e) {
-    sbuf b = {0};
+    sdn_str b = {0};
     int h = hermes(cfg);
-    if (h) sb_add(&b, "# Tools\n\nYou may call one or more functions to help with the user's request.\n\n"
+    if (h) sdn_str_add(&b, "# Tools\n\nYou may call one or more functions to help with the user's request.\n\n"
                       "The functions you can call are given as JSON signatures inside <tools></tools> XML tags:\n<tools>\n");
-    else sb_add(&b, "# Tools\n\nYou can call the functions below, each given as a JSON object (its name, what it does, and its parameters as a JSON schema):\n");
+    else sdn_str_add(&b, "# Tools\n\nYou can call the functions below, each given as a JSON object (its name, what it does, and its parameters as a JSON schema):\n");
     for (const cJSON *t = tools->child; t; t = t->next) {
         const cJSON *fn = cJSON_GetObjectItemCaseSensitive(t, "function");
         if (h) py_value(&b, t);
         else {
-            sb_add(&b, "{\"name\": ");
+            sdn_str_add(&b, "{\"name\": ");
             py_string(&b, cJSON_GetObjectItemCaseSensitive(fn, "name")->valuestring);
             const cJSON *d = field(fn, "description"), *p = field(fn, "parameters");
             if (d) {
-                sb_add(&b, ", \"description\": ");
+                sdn_str_add(&b, ", \"description\": ");
                 py_value(&b, d);
             }
             if (p) {
-                sb_add(&b, ", \"parameters\": ");
+                sdn_str_add(&b, ", \"parameters\": ");
                 py_value(&b, p);
             }
-            sb_add(&b, "}");
+            sdn_str_add(&b, "}");
         }
-        sb_add(&b, "\n");
+        sdn_str_add(&b, "\n");
     }
-    if (h) sb_add(&b, "</tools>\n\nTo call a function, write a JSON object with its name and arguments inside <tool_call></tool_call> XML tags:\n"
+    if (h) sdn_str_add(&b, "</tools>\n\nTo call a function, write a JSON object with its name and arguments inside <tool_call></tool_call> XML tags:\n"
                       "<tool_call>\n{\"name\": <function-name>, \"arguments\": <args-json-object>}\n</tool_call>");
-    else sb_add(&b, "\nTo call a function, answer with a JSON object alone, nothing before or after it: "
+    else sdn_str_add(&b, "\nTo call a function, answer with a JSON object alone, nothing before or after it: "
                     "{\"name\": \"<function name>\", \"arguments\": {<its arguments, as its parameters say>}}. "
                     "If no function is needed, answer normally.");
     if (forced >= 0) {
         const cJSON *t = cJSON_GetArrayItem(tools, forced);
-        sb_add(&b, "\n\nCall the function ");
+        sdn_str_add(&b, "\n\nCall the function ");
         py_string(&b, cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(t, "function"), "name")->valuestring);
-        sb_add(&b, " now: answer with its call as the JSON object {\"name\": ..., \"arguments\": {...}} alone.");
+        sdn_str_add(&b, " now: answer with its call as the JSON object {\"name\": ..., \"arguments\": {...}} alone.");
     } else if (forced == -1) {
-        sb_add(&b, "\n\nCall one of the functions now: answer with the call as the JSON object {\"name\": ..., \"arguments\": {...}} alone.");
+        sdn_str_add(&b, "\n\nCall one of the functions now: answer with the call as the JSON object {\"name\": ..., \"arguments\": {...}} alone.");
     }
     const char *s = sb_own(j, &b);
     if (!s) OOM(e);
@@ -486,10 +458,10 @@ static int add_tools_prompt(srv_job *j, const cJSON *body, const srv_api_config 
     sdnpu_message *m = j->messages;
     int n = j->r.n_messages;
     if (n > 0 && !strcmp(m[0].role, "system")) {
-        sbuf b = {0};
-        sb_add(&b, m[0].content);
-        if (m[0].content[0]) sb_add(&b, "\n\n");
-        sb_add(&b, sec);
+        sdn_str b = {0};
+        sdn_str_add(&b, m[0].content);
+        if (m[0].content[0]) sdn_str_add(&b, "\n\n");
+        sdn_str_add(&b, sec);
         if (!(m[0].content = sb_own(j, &b))) return OOM(e);
         return 0;
     }

@@ -18,12 +18,12 @@
 
 #include <cmocka.h>
 
-#include "tools/bench.h"
-#include "tools/dataset.h"
+#include "datasets/bench.h"
+#include "datasets/dataset.h"
 #include "runtime/history.h"
-#include "tools/story_task.h"
-#include "tools/study.h"
-#include "tools/trace.h"
+#include "datasets/story_task.h"
+#include "datasets/study.h"
+#include "datasets/trace.h"
 #include "draft/methods.h"
 #include "modelfile/model.h"
 #include "support/test_util.h"

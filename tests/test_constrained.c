@@ -8,7 +8,7 @@
  *    rules written out by hand, a PCRE2 regular expression for the grammar (partial match
  *    for answers max_tokens cut short).
  * 2. The real SmolLM2-135M-Instruct on DroidTask ui requests with the action schema
- *    (tools/schemas/ui_action.json): plain, sdnpu with and without forced text, and pld give
+ *    (datasets/schemas/ui_action.json): plain, sdnpu with and without forced text, and pld give
  *    the same tokens; every answer is written out and validated by Python's jsonschema
  *    (tests/constrained/validate.py).
  * 3. Sampling: the first two tokens of constrained speculative (and plain) sampling against the
@@ -177,7 +177,7 @@ static void test_smollm2_ui_schema(void **state) {
     const char *path;
     TU_REQUIRE_SMOLLM2(path);
     TU_REQUIRE_SHARED();
-    char *schema = slurp(tu_source_path("tools/schemas/ui_action.json"));
+    char *schema = slurp(tu_source_path("datasets/schemas/ui_action.json"));
     sdnpu_model *m;
     sdnpu_error err;
     if (sdnpu_model_load(path, NULL, &m, &err)) fail_msg("%s", err.message);
@@ -248,7 +248,7 @@ static void test_smollm2_ui_schema(void **state) {
     free(first_prompt);
     /* the independent validator */
     char cmd[4000];
-    snprintf(cmd, sizeof cmd, "python3 %s %s %s", tu_source_path("tests/constrained/validate.py"), tu_source_path("tools/schemas/ui_action.json"),
+    snprintf(cmd, sizeof cmd, "python3 %s %s %s", tu_source_path("tests/constrained/validate.py"), tu_source_path("datasets/schemas/ui_action.json"),
              out_path);
     int rc = system(cmd);
     if (rc != 0 && WEXITSTATUS(rc) == 77 && !getenv("CI")) {

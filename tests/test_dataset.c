@@ -11,7 +11,7 @@
 
 #include <cmocka.h>
 
-#include "tools/dataset.h"
+#include "datasets/dataset.h"
 #include "support/test_util.h"
 
 static sdn_dataset load_ok(const char *name, const char *text) {

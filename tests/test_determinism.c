@@ -28,7 +28,7 @@
 #include <cmocka.h>
 
 #include "sdnpu.h"
-#include "tools/dataset.h"
+#include "datasets/dataset.h"
 #include "support/test_util.h"
 
 #define MAX_TOKENS 40

@@ -1,8 +1,9 @@
-/* test_gguf.c - GGUF reader/writer round trip and bad model files: truncated, wrong magic,
- * absurd counts and dimensions, tensor data out of bounds, unsupported type, version and
- * architecture, shape mismatches, missing tensors, and random corruption. Every bad file
- * must end in one error naming the file and the problem, never a crash. Issue 19: a
- * context_length of 2^31 and a llama2.c vocab_size of INT32_MIN are clear errors. */
+/* test_gguf.c - GGUF reader/writer round trip, the metadata value sizes against the
+ * specification's, and bad model files: truncated, wrong magic, absurd counts and dimensions,
+ * tensor data out of bounds, unsupported type, version and architecture, shape mismatches,
+ * missing tensors, and random corruption. Every bad file must end in one error naming the
+ * file and the problem, never a crash. Issue 19: a context_length of 2^31 and a llama2.c
+ * vocab_size of INT32_MIN are clear errors. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -130,6 +131,16 @@ static size_t tinfo_off(const uint8_t *b, size_t n, const char *name) {
     }
     fail_msg("tensor info %s not found", name);
     return 0;
+}
+
+/* The metadata value sizes of the GGUF specification (docs/gguf.md, `gguf_metadata_value_type`),
+ * written out here, against the one table the reader and the writer share. */
+static void test_vtype_sizes(void **state) {
+    (void)state;
+    static const size_t spec[13] = {1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8}; /* UINT8 .. FLOAT64 by id */
+    for (uint32_t t = 0; t < 13; t++) assert_int_equal(sdn_gguf_vtype_size(t), spec[t]);
+    assert_int_equal(sdn_gguf_vtype_size(13), 0);
+    assert_int_equal(sdn_gguf_vtype_size(UINT32_MAX), 0);
 }
 
 static void test_bad_files(void **state) {
@@ -325,6 +336,7 @@ static void test_llama2c_bad(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_roundtrip),
+        cmocka_unit_test(test_vtype_sizes),
         cmocka_unit_test(test_bad_files),
         cmocka_unit_test(test_new_archs_bad),
         cmocka_unit_test(test_llama2c_bad),

@@ -4,16 +4,20 @@
  * first:
  *   common < suffix_automaton < modelfile < kernels < attention < tokenizer < engine < grammar
  *   < draft < verify, graph_sched < runtime
- * then the tools library (tools/, not in libsdnpu) and the command line (cli/) on top. The
- * public header (include/sdnpu.h) includes nothing of sdnpu; the server (server/) and the
- * examples include only the public header (and the server its own files); the command line
- * is thin: a cli/ file includes only the public header ("sdnpu.h"), cli/ headers, the tools
- * library's API (tools/, tools/tools.h) and the server's entry (server/, itself a client of
- * the public header only), never a library module's header: what a command needs beyond the
- * public API is a tools/ function; tests and fuzz targets may include anything. Every folder of the tree that holds C files, subfolders
- * included, must be declared here (a subfolder takes its top folder's rule), so a new folder
- * cannot slip past the check. No library folder may hold more than a quarter of the library's
- * lines (issue 31: folders with one job each). Reads the source tree ($SDN_SOURCE). */
+ * then, not in libsdnpu, the datasets library (datasets/: task datasets, traces, the benchmark
+ * harness, acceptance studies), the tools library (tools/) and the command line (cli/) on top.
+ * The public header (include/sdnpu.h) includes nothing of sdnpu; the server (server/) and the
+ * examples include only the public header (and the server its own files and the
+ * self-contained, header-only primitives of common/ listed below, which need nothing of
+ * libsdnpu); the command line is thin: a cli/ file includes only the public header
+ * ("sdnpu.h"), cli/ headers, the datasets and tools libraries' APIs (datasets/, tools/,
+ * tools/tools.h) and the server's entry (server/, itself a client of the public header only),
+ * never a library module's header: what a command needs beyond the public API is a tools/
+ * function; tests and fuzz targets may include anything. Every folder of the tree that holds
+ * C files, subfolders included, must be declared here (a subfolder takes its top folder's
+ * rule), so a new folder cannot slip past the check. No library folder may hold more than a
+ * quarter of the library's lines (issue 31: folders with one job each). Reads the source tree
+ * ($SDN_SOURCE). */
 #include <dirent.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -37,13 +41,25 @@ static const struct {
     {"common", 0, 0},      {"suffix_automaton", 1, 0}, {"modelfile", 2, 0}, {"kernels", 3, 0},
     {"attention", 4, 0},   {"tokenizer", 5, 0},        {"engine", 6, 0},    {"grammar", 7, 0},
     {"draft", 8, 0},       {"verify", 9, 0},           {"graph_sched", 9, 0}, {"runtime", 10, 0},
-    {"tools", 11, 0},      {"server", 12, 1},          {"cli", 13, 0},      {"include", 0, 1},
-    {"examples", 14, 1},   {"tests", ANYTHING, 0},     {"fuzz", ANYTHING - 1, 0}, {"scripts", ANYTHING, 0},
+    {"datasets", 11, 0},   {"tools", 12, 0},           {"server", 13, 1},   {"cli", 14, 0},
+    {"include", 0, 1},     {"examples", 15, 1},        {"tests", ANYTHING, 0}, {"fuzz", ANYTHING - 1, 0},
+    {"scripts", ANYTHING, 0},
 };
 #define N_LAYERS (int)(sizeof k_layers / sizeof k_layers[0])
 
+/* Self-contained headers (header-only, system headers only: test_self_contained checks) that the
+ * server may include besides the public header: small primitives it would otherwise copy. */
+static const char *const k_self_contained[] = {"common/sdn_str.h"};
+#define N_SELF_CONTAINED (int)(sizeof k_self_contained / sizeof k_self_contained[0])
+
+static int is_self_contained(const char *inc, size_t len) {
+    for (int i = 0; i < N_SELF_CONTAINED; i++)
+        if (strlen(k_self_contained[i]) == len && !strncmp(k_self_contained[i], inc, len)) return 1;
+    return 0;
+}
+
 /* The folders a cli/ file may include besides its own (and the public "sdnpu.h"). */
-static const char *const k_cli_may_include[] = {"tools", "server"};
+static const char *const k_cli_may_include[] = {"datasets", "tools", "server"};
 
 /* May a cli/ file include folder x (a declared folder other than cli)? */
 static int cli_may_include(int x) {
@@ -65,7 +81,8 @@ static int find_layer_level(const char *folder) { return k_layers[find_layer(fol
 
 /* Violations in one file of top folder `folder`: includes "X/..." of a declared folder X other
  * than its own, where X is a higher layer or a folder on the same layer, or any such include at
- * all from a public-only folder, or from cli/ one of a folder other than tools/ and server/. */
+ * all from a public-only folder (the server may include the self-contained headers above), or
+ * from cli/ one of a folder other than datasets/, tools/ and server/. */
 static int check_file(const char *path, const char *folder) {
     int me = find_layer(folder, strlen(folder));
     if (me < 0) fail_msg("%s: folder %s is not declared", path, folder);
@@ -84,8 +101,9 @@ static int check_file(const char *path, const char *folder) {
         size_t len = (size_t)(slash - p);
         int x = find_layer(p, len);
         if (x < 0 || x == me) continue;
+        if (!strcmp(folder, "server") && is_self_contained(p, (size_t)(quote - p))) continue;
         if (!strcmp(folder, "cli") && !cli_may_include(x)) {
-            print_error("%s (layer cli) includes %.*s, but a command may use only sdnpu.h, cli/, tools/ and server/ headers "
+            print_error("%s (layer cli) includes %.*s, but a command may use only sdnpu.h, cli/, datasets/, tools/ and server/ headers "
                         "(do the work in a tools/ function, tools/tools.h)\n", path, (int)(quote - p), p);
             bad++;
         } else if (public_only || k_layers[x].level >= level) {
@@ -156,6 +174,35 @@ static void test_no_upward_includes(void **state) {
     assert_int_equal(bad, 0);
 }
 
+/* The self-contained headers the server may include pull in nothing of sdnpu (no quoted include)
+ * and declare no function that is not defined in them (static inline only). */
+static void test_self_contained(void **state) {
+    (void)state;
+    for (int i = 0; i < N_SELF_CONTAINED; i++) {
+        char path[1200];
+        snprintf(path, sizeof path, "%s/%s", tu_source_path("."), k_self_contained[i]);
+        FILE *f = fopen(path, "r");
+        if (!f) fail_msg("cannot read %s", path);
+        char line[1024];
+        int quoted = 0, inline_fns = 0;
+        while (fgets(line, sizeof line, f)) {
+            const char *p = line;
+            while (*p == ' ' || *p == '\t') p++;
+            if (!strncmp(p, "#include \"", 10)) {
+                print_error("%s includes %s", k_self_contained[i], p);
+                quoted++;
+            }
+            if (!strncmp(line, "static inline ", 14)) inline_fns++;
+            else if (line[0] != ' ' && line[0] != '}' && strchr(line, '(') && strchr(line, ';') && strncmp(line, "#", 1) &&
+                     strncmp(line, "/*", 2) && strncmp(line, " *", 2) && strncmp(line, "typedef", 7))
+                fail_msg("%s declares a function it does not define inline: %s", k_self_contained[i], line);
+        }
+        fclose(f);
+        assert_int_equal(quoted, 0);
+        assert_true(inline_fns > 0);
+    }
+}
+
 /* Every top folder with C files in it (build folders aside) is declared above. */
 static void test_every_folder_declared(void **state) {
     (void)state;
@@ -200,12 +247,12 @@ static long count_lines(const char *dir) {
     return lines;
 }
 
-/* No folder of the library (the layers below tools/) holds more than a quarter of its lines. */
+/* No folder of the library (the layers below datasets/) holds more than a quarter of its lines. */
 static void test_no_folder_too_big(void **state) {
     (void)state;
     long lines[N_LAYERS] = {0}, total = 0;
     for (int i = 0; i < N_LAYERS; i++) {
-        if (k_layers[i].public_only || k_layers[i].level >= find_layer_level("tools")) continue;
+        if (k_layers[i].public_only || k_layers[i].level >= find_layer_level("datasets")) continue;
         char dir[1200];
         snprintf(dir, sizeof dir, "%s/%s", tu_source_path("."), k_layers[i].folder);
         total += lines[i] = count_lines(dir);
@@ -231,10 +278,18 @@ static void test_checker_catches(void **state) {
     int cfd = mkstemp(cpath);
     assert_true(cfd >= 0);
     FILE *cf = fdopen(cfd, "w");
-    fputs("#include \"sdnpu.h\"\n#include \"cli/opts.h\"\n#include \"tools/tools.h\"\n#include \"server/server.h\"\n", cf);
+    fputs("#include \"sdnpu.h\"\n#include \"cli/opts.h\"\n#include \"tools/tools.h\"\n#include \"server/server.h\"\n"
+          "#include \"datasets/bench.h\"\n", cf);
     fclose(cf);
-    assert_int_equal(check_file(cpath, "cli"), 0);     /* the public header, cli/, tools/, server/ */
-    assert_int_equal(check_file(cpath, "server"), 2);  /* cli/ and tools/ are not the public header */
+    assert_int_equal(check_file(cpath, "cli"), 0);     /* the public header, cli/, tools/, server/, datasets/ */
+    assert_int_equal(check_file(cpath, "server"), 3);  /* cli/, tools/ and datasets/ are not the public header */
+    assert_int_equal(check_file(cpath, "tools"), 2);   /* cli/ and server/ are higher; datasets/ is lower */
+    assert_int_equal(check_file(cpath, "datasets"), 3); /* cli/, tools/, server/ are higher */
+    FILE *sf = fopen(cpath, "w");
+    fputs("#include \"sdnpu.h\"\n#include \"common/sdn_str.h\"\n#include \"common/sdn_util.h\"\n", sf);
+    fclose(sf);
+    assert_int_equal(check_file(cpath, "server"), 1);  /* a self-contained header, then a library one */
+    assert_int_equal(check_file(cpath, "examples"), 2); /* only the server may use the self-contained ones */
     unlink(cpath);
     assert_int_equal(check_file(path, "runtime"), 0);  /* all three are lower */
     assert_int_equal(check_file(path, "draft"), 2);    /* runtime and graph_sched are higher */
@@ -248,6 +303,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_no_upward_includes),
         cmocka_unit_test(test_every_folder_declared),
+        cmocka_unit_test(test_self_contained),
         cmocka_unit_test(test_no_folder_too_big),
         cmocka_unit_test(test_checker_catches),
     };

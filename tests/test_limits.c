@@ -23,8 +23,8 @@
 
 #include "common/sdn_mem.h"
 #include "common/sdn_util.h"
-#include "tools/dataset.h"
-#include "tools/trace.h"
+#include "datasets/dataset.h"
+#include "datasets/trace.h"
 #include "engine/forward.h"
 #include "modelfile/model.h"
 #include "tokenizer/request.h"

@@ -19,9 +19,9 @@
 #include <sqlite3.h>
 
 #include "common/sdn_util.h"
-#include "tools/projection.h"
+#include "datasets/projection.h"
 #include "tools/progress.h"
-#include "tools/results.h"
+#include "datasets/results.h"
 #include "runtime/decode.h"
 #include "runtime/verify_cost.h"
 #include "support/test_util.h"

@@ -20,8 +20,8 @@
 
 #include <cmocka.h>
 
-#include "tools/study.h"
-#include "tools/trace.h"
+#include "datasets/study.h"
+#include "datasets/trace.h"
 #include "draft/methods.h"
 #include "engine/forward.h"
 #include "modelfile/model.h"

@@ -15,9 +15,9 @@
 
 #include <cmocka.h>
 
-#include "tools/dataset.h"
-#include "tools/trace.h"
-#include "tools/trace_import.h"
+#include "datasets/dataset.h"
+#include "datasets/trace.h"
+#include "datasets/trace_import.h"
 #include "tokenizer/tokenizer.h"
 #include "support/test_util.h"
 

@@ -7,8 +7,10 @@
  * as FastChat's vicuna_v1.1 conversation, Gemma as Google's Gemma 3 instruction template
  * (<bos> written as text; a system message is folded into the first user turn as
  * "<system>\n\n"; role "assistant" is written "model"; each turn's content trimmed, turns
- * "<start_of_turn>ROLE\n...<end_of_turn>\n"). Text is built in a growable buffer. */
+ * "<start_of_turn>ROLE\n...<end_of_turn>\n"). Text is built in a growable string (common/sdn_str.h). */
 #include "tokenizer/chat_template.h"
+
+#include "common/sdn_str.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,30 +22,6 @@
 #define QWEN_SYSTEM "You are Qwen, created by Alibaba Cloud. You are a helpful assistant."
 #define LLAMA3_DATE_HEADER "Cutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n"
 
-typedef struct sbuf {
-    char *p;
-    size_t n, cap;
-    int oom;
-} sbuf;
-
-static void sb_addn(sbuf *b, const char *s, size_t n) {
-    if (b->oom || !n) return;
-    if (b->n + n + 1 > b->cap) {
-        size_t nc = b->cap ? b->cap : 256;
-        while (nc < b->n + n + 1) nc *= 2;
-        char *r = realloc(b->p, nc);
-        if (!r) {
-            b->oom = 1;
-            return;
-        }
-        b->p = r;
-        b->cap = nc;
-    }
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-    b->p[b->n] = 0;
-}
-static void sb_add(sbuf *b, const char *s) { sb_addn(b, s, strlen(s)); }
 
 /* Python's str.strip(): Unicode White_Space plus the ASCII separators \x1c-\x1f. */
 static size_t ws_len(const unsigned char *s, size_t n) {
@@ -56,7 +34,7 @@ static size_t ws_len(const unsigned char *s, size_t n) {
     return 0;
 }
 
-static void sb_add_trimmed(sbuf *b, const char *s) {
+static void sb_add_trimmed(sdn_str *b, const char *s) {
     const unsigned char *u = (const unsigned char *)s;
     size_t n = strlen(s), a = 0, e = 0, l;
     while (a < n && (l = ws_len(u + a, n - a))) a += l;
@@ -69,7 +47,7 @@ static void sb_add_trimmed(sbuf *b, const char *s) {
         while (p < n && (u[p] & 0xC0) == 0x80) p++;
         e = p;
     }
-    if (e > a) sb_addn(b, s + a, e - a);
+    if (e > a) sdn_str_addn(b, s + a, e - a);
 }
 
 static int contains(const char *s, const char *needle) { return s && strstr(s, needle) != NULL; }
@@ -161,8 +139,8 @@ int sdn_chat_template_render(const sdn_chat_template *ct, const sdn_chat_msg *ms
     for (int i = 0; i < n; i++)
         if (!msgs[i].role || !msgs[i].content || !msgs[i].role[0])
             return sdn_fail(err, SDN_EINVAL, "chat template: message %d has no role or no content", i);
-    sbuf b = {0};
-    sb_add(&b, ""); /* always a string, even for an empty conversation */
+    sdn_str b = {0};
+    sdn_str_add(&b, ""); /* always a string, even for an empty conversation */
     int first = 0;
     const char *sys = NULL;
     if (n > 0 && is_role(&msgs[0], "system")) {
@@ -172,35 +150,35 @@ int sdn_chat_template_render(const sdn_chat_template *ct, const sdn_chat_msg *ms
     switch (ct->kind) {
     case SDN_CHAT_CHATML:
         if (!sys && ct->default_system[0]) {
-            sb_add(&b, "<|im_start|>system\n");
-            sb_add(&b, ct->default_system);
-            sb_add(&b, "<|im_end|>\n");
+            sdn_str_add(&b, "<|im_start|>system\n");
+            sdn_str_add(&b, ct->default_system);
+            sdn_str_add(&b, "<|im_end|>\n");
         }
         for (int i = 0; i < n; i++) {
-            sb_add(&b, "<|im_start|>");
-            sb_add(&b, msgs[i].role);
-            sb_add(&b, "\n");
-            sb_add(&b, msgs[i].content);
-            sb_add(&b, "<|im_end|>\n");
+            sdn_str_add(&b, "<|im_start|>");
+            sdn_str_add(&b, msgs[i].role);
+            sdn_str_add(&b, "\n");
+            sdn_str_add(&b, msgs[i].content);
+            sdn_str_add(&b, "<|im_end|>\n");
         }
-        if (add_generation_prompt) sb_add(&b, "<|im_start|>assistant\n");
+        if (add_generation_prompt) sdn_str_add(&b, "<|im_start|>assistant\n");
         break;
     case SDN_CHAT_LLAMA3:
-        sb_add(&b, "<|begin_of_text|>");
+        sdn_str_add(&b, "<|begin_of_text|>");
         if (ct->llama3_dated || sys || ct->default_system[0]) {
-            sb_add(&b, "<|start_header_id|>system<|end_header_id|>\n\n");
-            if (ct->llama3_dated) sb_add(&b, LLAMA3_DATE_HEADER);
+            sdn_str_add(&b, "<|start_header_id|>system<|end_header_id|>\n\n");
+            if (ct->llama3_dated) sdn_str_add(&b, LLAMA3_DATE_HEADER);
             sb_add_trimmed(&b, sys ? sys : ct->default_system);
-            sb_add(&b, "<|eot_id|>");
+            sdn_str_add(&b, "<|eot_id|>");
         }
         for (int i = first; i < n; i++) {
-            sb_add(&b, "<|start_header_id|>");
-            sb_add(&b, msgs[i].role);
-            sb_add(&b, "<|end_header_id|>\n\n");
+            sdn_str_add(&b, "<|start_header_id|>");
+            sdn_str_add(&b, msgs[i].role);
+            sdn_str_add(&b, "<|end_header_id|>\n\n");
             sb_add_trimmed(&b, msgs[i].content);
-            sb_add(&b, "<|eot_id|>");
+            sdn_str_add(&b, "<|eot_id|>");
         }
-        if (add_generation_prompt) sb_add(&b, "<|start_header_id|>assistant<|end_header_id|>\n\n");
+        if (add_generation_prompt) sdn_str_add(&b, "<|start_header_id|>assistant<|end_header_id|>\n\n");
         break;
     case SDN_CHAT_LLAMA2: {
         const char *s = sys ? sys : (ct->default_system[0] ? ct->default_system : NULL);
@@ -215,23 +193,23 @@ int sdn_chat_template_render(const sdn_chat_template *ct, const sdn_chat_msg *ms
                 free(b.p);
                 return sdn_fail(err, SDN_EINVAL, "chat template llama2: message %d: roles must alternate user/assistant/user/...", i);
             }
-            sbuf c = {0};
-            sb_add(&c, "");
+            sdn_str c = {0};
+            sdn_str_add(&c, "");
             if (k == 0 && s) {
-                sb_add(&c, "<<SYS>>\n");
-                sb_add(&c, s);
-                sb_add(&c, "\n<</SYS>>\n\n");
+                sdn_str_add(&c, "<<SYS>>\n");
+                sdn_str_add(&c, s);
+                sdn_str_add(&c, "\n<</SYS>>\n\n");
             }
-            sb_add(&c, msgs[i].content);
+            sdn_str_add(&c, msgs[i].content);
             if (c.oom) b.oom = 1;
             if (user) {
-                sb_add(&b, "<s>[INST] ");
+                sdn_str_add(&b, "<s>[INST] ");
                 if (c.p) sb_add_trimmed(&b, c.p);
-                sb_add(&b, " [/INST]");
+                sdn_str_add(&b, " [/INST]");
             } else {
-                sb_add(&b, " ");
+                sdn_str_add(&b, " ");
                 if (c.p) sb_add_trimmed(&b, c.p);
-                sb_add(&b, " </s>");
+                sdn_str_add(&b, " </s>");
             }
             free(c.p);
         }
@@ -240,62 +218,62 @@ int sdn_chat_template_render(const sdn_chat_template *ct, const sdn_chat_msg *ms
     case SDN_CHAT_VICUNA: {
         const char *s = sys ? sys : ct->default_system;
         if (s[0]) {
-            sb_add(&b, s);
-            sb_add(&b, " ");
+            sdn_str_add(&b, s);
+            sdn_str_add(&b, " ");
         }
         for (int i = first; i < n; i++) {
             if (is_role(&msgs[i], "user")) {
-                sb_add(&b, "USER: ");
-                sb_add(&b, msgs[i].content);
-                sb_add(&b, " ");
+                sdn_str_add(&b, "USER: ");
+                sdn_str_add(&b, msgs[i].content);
+                sdn_str_add(&b, " ");
             } else if (is_role(&msgs[i], "assistant")) {
-                sb_add(&b, "ASSISTANT: ");
-                sb_add(&b, msgs[i].content);
-                sb_add(&b, "</s>");
+                sdn_str_add(&b, "ASSISTANT: ");
+                sdn_str_add(&b, msgs[i].content);
+                sdn_str_add(&b, "</s>");
             } else {
                 free(b.p);
                 return sdn_fail(err, SDN_EINVAL, "chat template vicuna: message %d has role '%s' (only a first system message, then user/assistant)", i, msgs[i].role);
             }
         }
-        if (add_generation_prompt) sb_add(&b, "ASSISTANT:");
+        if (add_generation_prompt) sdn_str_add(&b, "ASSISTANT:");
         break;
     }
     case SDN_CHAT_GEMMA:
-        sb_add(&b, "<bos>");
+        sdn_str_add(&b, "<bos>");
         for (int i = first; i < n; i++) {
             int user = is_role(&msgs[i], "user");
             if (user != ((i - first) % 2 == 0) || (!user && !is_role(&msgs[i], "assistant"))) {
                 free(b.p);
                 return sdn_fail(err, SDN_EINVAL, "chat template gemma: message %d has role '%s': after an optional first system message, roles must alternate user/assistant/user/...", i, msgs[i].role);
             }
-            sb_add(&b, user ? "<start_of_turn>user\n" : "<start_of_turn>model\n");
+            sdn_str_add(&b, user ? "<start_of_turn>user\n" : "<start_of_turn>model\n");
             if (i == first && sys) {
-                sb_add(&b, sys);
-                sb_add(&b, "\n\n");
+                sdn_str_add(&b, sys);
+                sdn_str_add(&b, "\n\n");
             }
             sb_add_trimmed(&b, msgs[i].content);
-            sb_add(&b, "<end_of_turn>\n");
+            sdn_str_add(&b, "<end_of_turn>\n");
         }
-        if (add_generation_prompt) sb_add(&b, "<start_of_turn>model\n");
+        if (add_generation_prompt) sdn_str_add(&b, "<start_of_turn>model\n");
         break;
     case SDN_CHAT_PLAIN:
     default: {
         const char *s = sys ? sys : ct->default_system;
         if (s[0]) {
-            sb_add(&b, s);
-            sb_add(&b, "\n\n");
+            sdn_str_add(&b, s);
+            sdn_str_add(&b, "\n\n");
         }
         for (int i = first; i < n; i++) {
-            if (is_role(&msgs[i], "user")) sb_add(&b, "User: ");
-            else if (is_role(&msgs[i], "assistant")) sb_add(&b, "Assistant: ");
+            if (is_role(&msgs[i], "user")) sdn_str_add(&b, "User: ");
+            else if (is_role(&msgs[i], "assistant")) sdn_str_add(&b, "Assistant: ");
             else {
                 free(b.p);
                 return sdn_fail(err, SDN_EINVAL, "chat template plain: message %d has role '%s' (only a first system message, then user/assistant)", i, msgs[i].role);
             }
-            sb_add(&b, msgs[i].content);
-            sb_add(&b, "\n");
+            sdn_str_add(&b, msgs[i].content);
+            sdn_str_add(&b, "\n");
         }
-        if (add_generation_prompt) sb_add(&b, "Assistant:");
+        if (add_generation_prompt) sdn_str_add(&b, "Assistant:");
         break;
     }
     }
@@ -311,8 +289,8 @@ int sdn_chat_template_render_request(const sdn_chat_template *ct, const char *sy
                                      const char *question, char **out, sdn_err *err) {
     *out = NULL;
     if (!ct || n_docs < 0 || (n_docs > 0 && !documents)) return sdn_fail(err, SDN_EINVAL, "chat request: bad documents");
-    sbuf u = {0};
-    sb_add(&u, "");
+    sdn_str u = {0};
+    sdn_str_add(&u, "");
     for (int i = 0; i < n_docs; i++) {
         if (!documents[i]) {
             free(u.p);
@@ -321,13 +299,13 @@ int sdn_chat_template_render_request(const sdn_chat_template *ct, const char *sy
         char head[48];
         if (n_docs == 1) snprintf(head, sizeof head, "Document:\n");
         else snprintf(head, sizeof head, "Document %d:\n", i + 1);
-        if (i > 0) sb_add(&u, "\n\n");
-        sb_add(&u, head);
-        sb_add(&u, documents[i]);
+        if (i > 0) sdn_str_add(&u, "\n\n");
+        sdn_str_add(&u, head);
+        sdn_str_add(&u, documents[i]);
     }
     if (question && question[0]) {
-        if (n_docs > 0) sb_add(&u, "\n\n");
-        sb_add(&u, question);
+        if (n_docs > 0) sdn_str_add(&u, "\n\n");
+        sdn_str_add(&u, question);
     }
     if (u.oom) {
         free(u.p);

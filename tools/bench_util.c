@@ -1,7 +1,7 @@
 /* bench_util.c - see bench_util.h. */
 #include "tools/bench_util.h"
 #include "modelfile/model_registry.h"
-#include "tools/projection.h"
+#include "datasets/projection.h"
 
 #include <errno.h>
 #include <pthread.h>

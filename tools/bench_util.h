@@ -8,7 +8,7 @@
 
 #include <stddef.h>
 
-#include "tools/study.h"
+#include "datasets/study.h"
 #include "runtime/verify_cost.h"
 
 /* Median of n values (the array is sorted in place). */

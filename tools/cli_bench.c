@@ -1,5 +1,5 @@
 /* cli_bench.c - the work of `sdnpu bench` after its option parsing (sdn_tool_bench,
- * tools/bench.h; the options in cli/cmd_bench.c): real generation over a dataset with plain
+ * datasets/bench.h; the options in cli/cmd_bench.c): real generation over a dataset with plain
  * decoding and each drafting method on the same requests; checks that every method's greedy output equals
  * plain decoding's and prints per task and method: mean accepted tokens, ms/token, speedup
  * over plain decoding measured in the same run, prefill and decode time, peak memory. Also
@@ -10,12 +10,12 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "tools/bench.h"
+#include "datasets/bench.h"
 #include "runtime/verify_cost.h"
-#include "tools/dataset.h"
+#include "datasets/dataset.h"
 #include "runtime/history.h"
 #include "tools/progress.h"
-#include "tools/results.h"
+#include "datasets/results.h"
 #include "draft/methods.h"
 #include "tools/bench_util.h"
 #include "tools/tools.h"

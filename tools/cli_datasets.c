@@ -5,11 +5,11 @@
 #include <string.h>
 
 #include "tools/tools.h"
-#include "tools/bench.h"
-#include "tools/dataset.h"
+#include "datasets/bench.h"
+#include "datasets/dataset.h"
 #include "tools/progress.h"
-#include "tools/story_task.h"
-#include "tools/trace_import.h"
+#include "datasets/story_task.h"
+#include "datasets/trace_import.h"
 #include "modelfile/gguf.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"

@@ -1,5 +1,5 @@
 /* cli_study.c - the work of `sdnpu study` after its option parsing (sdn_tool_study,
- * tools/study.h; the options in cli/cmd_study.c): offline acceptance study. Replays every
+ * datasets/study.h; the options in cli/cmd_study.c): offline acceptance study. Replays every
  * method's drafting against recorded greedy outputs (traces), prints mean accepted tokens per step,
  * accepted-length histograms and draft sizes per task and method, optionally projects
  * ms/token and speedup from a verify-cost profile, and shows published figures beside
@@ -10,9 +10,9 @@
 
 #include "tools/bench_util.h"
 #include "tools/progress.h"
-#include "tools/results.h"
-#include "tools/study.h"
-#include "tools/trace.h"
+#include "datasets/results.h"
+#include "datasets/study.h"
+#include "datasets/trace.h"
 #include "draft/methods.h"
 #include "tools/tools.h"
 #include "engine/forward.h"

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/sdn_str.h"
 #include "modelfile/tensor_types.h"
 
 typedef struct wkv {
@@ -45,21 +46,9 @@ void sdn_gguf_writer_free(sdn_gguf_writer *w) {
     free(w);
 }
 
-/* growable byte buffer */
-typedef struct buf { uint8_t *p; size_t n, cap; int oom; } buf;
-static void put(buf *b, const void *d, size_t n) {
-    if (b->oom) return;
-    if (b->n + n > b->cap) {
-        size_t c = b->cap ? b->cap : 64;
-        while (c < b->n + n) c *= 2;
-        uint8_t *np = realloc(b->p, c);
-        if (!np) { b->oom = 1; return; }
-        b->p = np;
-        b->cap = c;
-    }
-    memcpy(b->p + b->n, d, n);
-    b->n += n;
-}
+/* metadata values and the header are bytes in a growable string (common/sdn_str.h) */
+typedef sdn_str buf;
+static void put(buf *b, const void *d, size_t n) { sdn_str_addn(b, d, n); }
 static void put_u32(buf *b, uint32_t v) { put(b, &v, 4); }
 static void put_u64(buf *b, uint64_t v) { put(b, &v, 8); }
 static void put_str(buf *b, const char *s, size_t n) { put_u64(b, n); put(b, s, n); }
@@ -70,7 +59,7 @@ static int set_kv(sdn_gguf_writer *w, const char *key, uint32_t type, buf *b) {
         if (!strcmp(w->kv[i].key, key)) {
             free(w->kv[i].val);
             w->kv[i].type = type;
-            w->kv[i].val = b->p;
+            w->kv[i].val = (uint8_t *)b->p;
             w->kv[i].len = b->n;
             return SDN_OK;
         }
@@ -81,7 +70,7 @@ static int set_kv(sdn_gguf_writer *w, const char *key, uint32_t type, buf *b) {
         w->kv = nk;
         w->cap_kv = c;
     }
-    w->kv[w->n_kv] = (wkv){strdup(key), type, b->p, b->n};
+    w->kv[w->n_kv] = (wkv){strdup(key), type, (uint8_t *)b->p, b->n};
     w->n_kv++;
     return SDN_OK;
 }
@@ -115,16 +104,6 @@ int sdn_gguf_w_arr_i32(sdn_gguf_writer *w, const char *key, const int32_t *v, ui
     return set_kv(w, key, SDN_GGUF_ARRAY, &b);
 }
 
-static size_t scalar_size(uint32_t t) {
-    switch (t) {
-    case SDN_GGUF_UINT8: case SDN_GGUF_INT8: case SDN_GGUF_BOOL: return 1;
-    case SDN_GGUF_UINT16: case SDN_GGUF_INT16: return 2;
-    case SDN_GGUF_UINT32: case SDN_GGUF_INT32: case SDN_GGUF_FLOAT32: return 4;
-    case SDN_GGUF_UINT64: case SDN_GGUF_INT64: case SDN_GGUF_FLOAT64: return 8;
-    default: return 0;
-    }
-}
-
 int sdn_gguf_w_copy_kv(sdn_gguf_writer *w, const sdn_gguf *src, int i) {
     const char *key = sdn_gguf_kv_key(src, i);
     sdn_gguf_vtype t = sdn_gguf_kv_type(src, i);
@@ -144,8 +123,8 @@ int sdn_gguf_w_copy_kv(sdn_gguf_writer *w, const sdn_gguf *src, int i) {
                 const char *s = sdn_gguf_arr_str(src, i, j, &l);
                 put_str(&b, s, l);
             }
-        } else if (scalar_size(et)) {
-            put(&b, sdn_gguf_arr_data(src, i), n * scalar_size(et));
+        } else if (sdn_gguf_vtype_size(et)) {
+            put(&b, sdn_gguf_arr_data(src, i), n * sdn_gguf_vtype_size(et));
         } else {
             free(b.p);
             return SDN_EUNSUP; /* nested arrays are not copied */
@@ -162,7 +141,7 @@ int sdn_gguf_w_copy_kv(sdn_gguf_writer *w, const sdn_gguf *src, int i) {
         default:
             sdn_gguf_get_i64(src, key, &iv, NULL);
             uv = (uint64_t)iv;
-            put(&b, &uv, scalar_size(t));
+            put(&b, &uv, sdn_gguf_vtype_size(t));
         }
     }
     return set_kv(w, key, t, &b);
@@ -189,11 +168,11 @@ int sdn_gguf_w_tensor(sdn_gguf_writer *w, const char *name, uint32_t type, int n
     t->type = type;
     t->n_dims = n_dims;
     for (int d = 0; d < SDN_GGUF_MAX_DIMS; d++) t->ne[d] = d < n_dims ? ne[d] : 1;
-    t->nbytes = (size_t)(nel / (uint64_t)sdn_type_block_elems(type)) * sdn_type_block_bytes(type);
+    t->nbytes = sdn_type_row_bytes(type, (int64_t)nel); /* the reader's size: whole blocks, ne[0] a multiple */
     return w->n_t++;
 }
 
-#define ALIGN 32
+#define ALIGN SDN_GGUF_DEFAULT_ALIGNMENT
 static size_t align_up(size_t x) { return (x + ALIGN - 1) / ALIGN * ALIGN; }
 
 int sdn_gguf_writer_write(sdn_gguf_writer *w, const char *path, sdn_gguf_fill_fn fill, void *ctx, sdn_err *err) {

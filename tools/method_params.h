@@ -1,7 +1,7 @@
 /* method_params.h - part of the tools API for the commands (see tools/tools.h): the --param
  * KEY=VALUE options of `sdnpu bench` and `sdnpu study`, applied to a drafting-method
- * configuration as they are parsed (the configuration is what tools/bench.h and
- * tools/study.h take as mcfg). */
+ * configuration as they are parsed (the configuration is what datasets/bench.h and
+ * datasets/study.h take as mcfg). */
 #ifndef SDN_TOOLS_METHOD_PARAMS_H
 #define SDN_TOOLS_METHOD_PARAMS_H
 

@@ -1,8 +1,8 @@
 /* tools.h - the tools library's small internal API for the command line. A file in cli/
- * includes only the public header (sdnpu.h), cli/ headers, tools/ headers and the server's
- * entry (server/server.h) - never a library module's header (tests/test_layering.c).
+ * includes only the public header (sdnpu.h), cli/ headers, datasets/ and tools/ headers and
+ * the server's entry (server/server.h) - never a library module's header (tests/test_layering.c).
  * Whatever a command needs beyond the public API is done by a function here (or in the other
- * tools/ headers: bench.h, study.h, bench_util.h, method_params.h, make_model.h, ...), which
+ * tools/ headers: bench_util.h, method_params.h, make_model.h, ...; datasets/bench.h, study.h), which
  * does the work and prints its results and errors exactly as the command always has (stdout;
  * stderr "sdnpu[ CMD]: ..."). The command keeps its option table (cli/opts.c is the only
  * parser), fills the options and makes one call. None of it is in libsdnpu.
@@ -25,8 +25,8 @@
  *   bench-model ................ sdn_tool_bench_model                    tools/bench_model.c
  *   bench-verify ............... sdn_tool_bench_verify                   tools/bench_verify.c
  *   bench-graphs ............... sdn_tool_bench_graphs                   tools/bench_graphs.c
- *   study ...................... sdn_tool_study (study.h)                tools/cli_study.c
- *   bench ...................... sdn_tool_bench (bench.h)                tools/cli_bench.c
+ *   study ...................... sdn_tool_study (datasets/study.h)       tools/cli_study.c
+ *   bench ...................... sdn_tool_bench (datasets/bench.h)       tools/cli_bench.c
  * A benchmark's options are a struct of its own; sdn_tool_X_defaults(&o) fills the defaults
  * the option help prints, and sdn_tool_X(&o) runs it. run, chat and serve need nothing more
  * than the public API (cli/run_common.c, server/).
@@ -96,7 +96,7 @@ struct sdn_story_opts;
 struct sdn_bench_opts;
 struct sdn_import_opts;
 /* `sdnpu make-story-task` after its option checks: load model (tokenizer: a llama2.c
- * tokenizer.bin or NULL), write o->n stories to out_path (tools/story_task.h). Returns 0, or 1
+ * tokenizer.bin or NULL), write o->n stories to out_path (datasets/story_task.h). Returns 0, or 1
  * after the error on stderr. */
 int sdn_tool_make_story_task(const char *model, const char *tokenizer, const char *out_path, const struct sdn_story_opts *o);
 /* `sdnpu trace` after its option checks: the datasets loaded and filtered (tasks, limit), the
@@ -110,7 +110,7 @@ int sdn_tool_trace(const char *model, const char *tokenizer, const char *out_pat
  * answers (outputs, or the questions' own references written by from_refs), tokenized with
  * tokenizer (llama2.c tokenizer.bin) or vocab (a GGUF's tokenizer), rendered with chat
  * template tmpl, kept where they agree with agree's answers (NULL: all), written as a trace
- * to out_path (tools/trace_import.h; o's chat, tok, agree and names are set here). Returns
+ * to out_path (datasets/trace_import.h; o's chat, tok, agree and names are set here). Returns
  * 0, 2 (tmpl not a template) or 1 after the error on stderr. */
 int sdn_tool_trace_import(const char *const *questions, int n_q, const char *outputs, const char *from_refs, const char *tokenizer,
                           const char *vocab, const char *tmpl, const char *agree, const char *out_path, struct sdn_import_opts *o);

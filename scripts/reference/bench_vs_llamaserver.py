@@ -10,7 +10,7 @@ speculative configuration without forced-text drafting (docs/constrained.md):
   python3 scripts/reference/bench_vs_llamaserver.py --llama-server PATH/llama-server \\
       --model ~/.cache/sdnpu/models/SmolLM2-135M-Instruct.Q4_1.gguf \\
       --data ../shared/datasets/ui/ui_droidtask.jsonl --tasks ui --ctx 2048 --max-tokens 64 \\
-      --json-schema tools/schemas/ui_action.json --sdnpu-noforced
+      --json-schema datasets/schemas/ui_action.json --sdnpu-noforced
 
 Configurations, for each KV cache type of --cache-type (f16, q8, f32; llama.cpp gets f16, q8_0,
 f32), each a fresh server process with one slot, the same GGUF, --threads threads and a context

@@ -1,13 +1,13 @@
 #!/bin/bash
 # The issue-30 measurements (README "Answers in a schema", docs/constrained.md): SmolLM2-135M-Instruct
-# on the DroidTask ui requests with the action schema (tools/schemas/ui_action.json), one after the
+# on the DroidTask ui requests with the action schema (datasets/schemas/ui_action.json), one after the
 # other on a quiet machine, 2 threads:
 #   1. sdnpu bench: constrained plain vs constrained sdnpu with forced-text drafting
 #   2. the same without forced-text drafting (--param grammar.forced=0), and with forced text
 #      but without drafting the way out of an element (--param grammar.exits=0)
 #   3. unconstrained plain vs sdnpu (no schema)
 #   4. 1 with a history store (each answer stored in the ui group, later requests draft from it)
-#   5. a free-text answer: 12 RAG requests with tools/schemas/rag_answer.json (the answer string
+#   5. a free-text answer: 12 RAG requests with datasets/schemas/rag_answer.json (the answer string
 #      and a confidence enum), constrained plain vs constrained sdnpu
 #   6. sdnpu serve vs llama-server (built from source: LLAMA_SERVER=path), both with the schema
 #      as response_format json_schema, llama-server plain and with three n-gram speculative types
@@ -19,7 +19,7 @@ D=${DATA:-../shared/datasets/ui/ui_droidtask.jsonl}
 S=${SDNPU:-build/sdnpu}
 OUT=${OUT:-docs/results/constrained}
 N=${LIMIT:-40}
-schema=tools/schemas/ui_action.json
+schema=datasets/schemas/ui_action.json
 common=(--model "$M" --dataset "$D" --tasks ui --limit "$N" --max-tokens 64 --threads 2 --ctx 4096 --methods sdnpu)
 $S bench "${common[@]}" --json-schema $schema --answers "$OUT/answers-constrained.jsonl" --json "$OUT/bench-constrained.json" \
   > "$OUT/bench-constrained.txt" 2>&1
@@ -46,7 +46,7 @@ $S bench "${common[@]}" --json-schema $schema --history "$OUT/history.sqlite" --
   > "$OUT/bench-constrained-history.txt" 2>&1
 rm -f "$OUT/history.sqlite"
 $S bench --model "$M" --dataset "${RAG:-../shared/datasets/rag/rag_specbench.jsonl}" --tasks rag --limit 12 --max-tokens 96 --threads 2 \
-  --ctx 4096 --methods sdnpu --json-schema tools/schemas/rag_answer.json --json "$OUT/bench-rag-constrained.json" \
+  --ctx 4096 --methods sdnpu --json-schema datasets/schemas/rag_answer.json --json "$OUT/bench-rag-constrained.json" \
   > "$OUT/bench-rag-constrained.txt" 2>&1
 if [ -n "${LLAMA_SERVER:-}" ]; then
   python3 scripts/reference/bench_vs_llamaserver.py --sdnpu "$S" --llama-server "$LLAMA_SERVER" --model "$M" --data "$D" \

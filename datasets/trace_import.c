@@ -1,11 +1,11 @@
 /* trace_import.c - turning text-only answers into trace rows (see trace_import.h). */
-#include "tools/trace_import.h"
+#include "datasets/trace_import.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/jsonl.h"
-#include "tools/trace.h"
+#include "datasets/trace.h"
 
 static int task_ok(const char *tasks, const char *task) {
     if (!tasks || !tasks[0]) return 1;

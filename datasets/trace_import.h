@@ -25,7 +25,7 @@
 #include <stdio.h>
 
 #include "common/sdn_err.h"
-#include "tools/dataset.h"
+#include "datasets/dataset.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 

@@ -1,6 +1,6 @@
 /* story_task.c - generating the "story" task with the model itself (see story_task.h):
  * sample a story from an opening, keep it when long enough, cut its first sentence. */
-#include "tools/story_task.h"
+#include "datasets/story_task.h"
 
 #include <ctype.h>
 #include <stdlib.h>

@@ -1,5 +1,5 @@
 /* projection.c - projected speed of a study's counts on a verify-cost profile (see projection.h). */
-#include "tools/projection.h"
+#include "datasets/projection.h"
 
 #include <string.h>
 

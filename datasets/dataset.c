@@ -1,7 +1,7 @@
 /* dataset.c - loaders for task rows (sdnpu JSONL and Spec-Bench question.jsonl) and for
  * model answer files (see dataset.h). Each line is parsed with cJSON and every field is
  * checked before the row is kept; the format of a file is fixed by its first row. */
-#include "tools/dataset.h"
+#include "datasets/dataset.h"
 
 #include <dirent.h>
 #include <stdlib.h>

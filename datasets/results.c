@@ -1,6 +1,6 @@
 /* results.c - writing result cells as CSV, JSON, SQLite rows and hand-written SVG charts
  * (see results.h). The charts use "nice" axis ticks (1, 2, 5 x 10^k) and a fixed palette. */
-#include "tools/results.h"
+#include "datasets/results.h"
 
 #include "common/sdn_util.h"
 

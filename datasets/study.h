@@ -31,7 +31,7 @@
 #include <stdio.h>
 
 #include "common/sdn_err.h"
-#include "tools/trace.h"
+#include "datasets/trace.h"
 #include "draft/draft_tree.h"
 #include "draft/methods.h"
 #include "runtime/decode.h"

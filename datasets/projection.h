@@ -1,10 +1,10 @@
-/* projection.h - what a study's counts (tools/study.h) make of a verify-cost profile
+/* projection.h - what a study's counts (datasets/study.h) make of a verify-cost profile
  * (runtime/verify_cost.h): projected ms/token and speedup over plain decoding, by the rule
  * written at the top of verify_cost.h. */
 #ifndef SDN_PROJECTION_H
 #define SDN_PROJECTION_H
 
-#include "tools/study.h"
+#include "datasets/study.h"
 #include "runtime/verify_cost.h"
 
 typedef struct sdn_projection {

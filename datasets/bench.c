@@ -6,7 +6,7 @@
  * (cold caches) or last. The peak resident memory of each run is measured by resetting the kernel's
  * high-water mark (/proc/self/clear_refs, "5") before it; when that is not permitted the
  * process peak is reported. */
-#include "tools/bench.h"
+#include "datasets/bench.h"
 
 #include <cjson/cJSON.h>
 
@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "common/sdn_util.h"
-#include "tools/trace.h"
+#include "datasets/trace.h"
 #include "draft/methods.h"
 #include "engine/forward.h"
 #include "tokenizer/request.h"

@@ -1,6 +1,6 @@
 /* trace.c - reading, validating and writing sdnpu traces (format in trace.h and
  * docs/datasets.md). Reading is strict: a trace is untrusted input written by any tool. */
-#include "tools/trace.h"
+#include "datasets/trace.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -1,7 +1,7 @@
 /* study.c - replay of drafting methods against traces, and live measurement of the methods
  * a trace cannot replay (see study.h). The replay loop mirrors engine/session.c's decode
  * loop line by line, with verification replaced by a walk along the recorded output. */
-#include "tools/study.h"
+#include "datasets/study.h"
 
 #include <stdlib.h>
 #include <string.h>

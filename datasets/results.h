@@ -27,7 +27,7 @@
 #include <stddef.h>
 
 #include "common/sdn_err.h"
-#include "tools/study.h"
+#include "datasets/study.h"
 
 /* ms per generated token over the decode phase, 0 when unknown. */
 double sdn_cell_ms_per_token(const sdn_result_cell *c);
