@@ -150,7 +150,7 @@ typedef struct sse {
     int first_sent, finished;
     /* a job with tools: text that may still become a tool call is held back until the end */
     char *held;
-    size_t hlen;
+    size_t hlen, held_from; /* held_from: where the held text starts in the answer */
     int released;  /* the text cannot be a tool call: streamed as it comes */
 } sse;
 
@@ -218,6 +218,17 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max) {
                 size_t from = j->taken, n = j->len - j->taken;
                 char *piece = malloc(n + 1);
                 if (piece) memcpy(piece, j->text + from, n), j->taken = j->len;
+                /* the sdnpu extension: where the chunk's text came from (text held while it may be a
+                   tool call, below, goes out from held_from when it is released) */
+                size_t ext_from = from;
+                int hold = j->tools && !st->released;
+                if (hold) {
+                    if (!st->hlen) st->held_from = from;
+                    ext_from = st->held_from;
+                }
+                cJSON *ext = piece && (!hold || !srv_tool_call_possible(j->text + ext_from, from + n - ext_from))
+                                 ? srv_chunk_sdnpu(j, ext_from, from + n)
+                                 : NULL;
                 pthread_mutex_unlock(&p->mu);
                 if (piece && j->tools && !st->released) { /* hold it while it may be a tool call */
                     char *h = realloc(st->held, st->hlen + n + 1);
@@ -236,7 +247,8 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max) {
                         piece = NULL;
                     }
                 }
-                if (piece) ev = srv_chunk_event(j, st->id, st->created, st->s->model_id, piece, n, 0, 0);
+                if (piece) ev = srv_chunk_event_sdnpu(j, st->id, st->created, st->s->model_id, piece, n, 0, 0, ext);
+                else cJSON_Delete(ext);
                 free(piece);
             } else {
                 pthread_mutex_unlock(&p->mu); /* done: the result no longer changes */
