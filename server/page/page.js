@@ -273,7 +273,10 @@ function taskChanged() {
   $("schema-box").hidden = t !== "json";
   if (t === "json" && !$("schema").value.trim()) $("schema").value = DEFAULT_SCHEMA;
   const q = $("question");
-  if (t === "summarize" && !q.value.trim()) q.value = "Summarize the document.";
+  const summary = "Summarize the document.";
+  if (t === "summarize" && !q.value.trim()) q.value = summary;
+  if (t !== "summarize" && q.value === summary) q.value = "";
+  q.placeholder = t === "summarize" ? summary : "Ask about the document.";
 }
 
 function exampleChosen() {
