@@ -59,7 +59,8 @@ int cmd_serve(int argc, char **argv) {
     };
     const cli_cmd cmd = {.name = "serve", .synopsis = "--model M [options]",
                          .about = "OpenAI-compatible HTTP server: POST /v1/chat/completions, /v1/completions (stream: true for\n"
-                                  "server-sent events), GET /v1/models, /health, /metrics. Speculative decoding is on by default;\n"
+                                  "server-sent events), GET /v1/models, /health, /metrics, and GET / a page to try it in a browser.\n"
+                                  "Speculative decoding is on by default; "
                                   "a request's \"sdnpu\": {\"method\": \"none\"} asks for plain decoding. docs/server.md.",
                          .opts = table};
     int rc = cli_parse(&cmd, argc, argv, NULL, NULL);

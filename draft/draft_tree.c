@@ -1,5 +1,5 @@
 /* draft_tree.c - the token tree every drafter returns and verification consumes (see
- * draft_tree.h). Four parallel arrays of `cap` entries; nodes are appended in topological
+ * draft_tree.h). Five parallel arrays of `cap` entries; nodes are appended in topological
  * order (a parent always precedes its children), so a tree is built by appending and
  * cleared by resetting the count. Trees are small (the verification budget, tens to a few
  * hundred nodes), so looking up a child is a linear scan over the nodes. */
@@ -16,7 +16,8 @@ int sdn_tree_init(sdn_tree *t, int cap, sdn_err *err) {
     t->parent = malloc(sizeof *t->parent * (size_t)cap);
     t->depth = malloc(sizeof *t->depth * (size_t)cap);
     t->score = malloc(sizeof *t->score * (size_t)cap);
-    if (!t->token || !t->parent || !t->depth || !t->score) {
+    t->source = malloc((size_t)cap);
+    if (!t->token || !t->parent || !t->depth || !t->score || !t->source) {
         sdn_tree_free(t);
         return sdn_fail(err, SDN_ENOMEM, "draft tree: cannot allocate %d nodes", cap);
     }
@@ -26,7 +27,7 @@ int sdn_tree_init(sdn_tree *t, int cap, sdn_err *err) {
 
 void sdn_tree_free(sdn_tree *t) {
     if (!t) return;
-    free(t->token), free(t->parent), free(t->depth), free(t->score);
+    free(t->token), free(t->parent), free(t->depth), free(t->score), free(t->source);
     memset(t, 0, sizeof *t);
 }
 
@@ -53,7 +54,13 @@ int sdn_tree_add(sdn_tree *t, int parent, int32_t token, float score, int *exist
     t->parent[i] = parent;
     t->depth[i] = parent < 0 ? 1 : t->depth[parent] + 1;
     t->score[i] = score;
+    t->source[i] = SDN_SRC_NONE;
     return i;
+}
+
+void sdn_tree_set_source(sdn_tree *t, int from, uint8_t source) {
+    for (int i = from < 0 ? 0 : from; i < t->n; i++)
+        if (t->source[i] == SDN_SRC_NONE) t->source[i] = source;
 }
 
 int sdn_tree_add_chain(sdn_tree *t, int parent, const int32_t *tokens, int n, float score, int max_depth) {

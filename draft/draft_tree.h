@@ -5,13 +5,27 @@
  * parent (-1 = child of the root, otherwise an index < i, so nodes are in topological
  * order), a depth (1 for children of the root) and a score (the drafter's estimate of the
  * chance the node is accepted; larger is better; used to prune and order). A chain draft
- * is the tree where node i's parent is i-1. Siblings never carry the same token. */
+ * is the tree where node i's parent is i-1. Siblings never carry the same token. Each node
+ * also records where its token came from (SDN_SRC_*; reported per accepted token through
+ * sdnpu_request.on_step): the drafter that adds it sets it. */
 #ifndef SDN_DRAFT_TREE_H
 #define SDN_DRAFT_TREE_H
 
 #include <stdint.h>
 
 #include "common/sdn_err.h"
+
+/* Where a draft token came from (sdnpu.h's sdnpu_source has the same values). */
+enum {
+    SDN_SRC_NONE = 0,    /* not recorded (and the model's own token of a step) */
+    SDN_SRC_PROMPT = 1,  /* read from the prompt (documents, messages), or the model's prefill
+                            prediction at a prompt position (calibration) */
+    SDN_SRC_ANSWER = 2,  /* read from earlier in this answer */
+    SDN_SRC_HISTORY = 3, /* read from an earlier answer of the task group */
+    SDN_SRC_GRAMMAR = 4, /* text the grammar forces, or its way out of an element */
+    SDN_SRC_REUSE = 5,   /* the model's prediction at a node rejected in an earlier step */
+    SDN_SRC_DRAFT = 6,   /* an accepted draft token whose drafter recorded no source */
+};
 
 typedef struct sdn_tree {
     int n;           /* nodes in use */
@@ -20,6 +34,7 @@ typedef struct sdn_tree {
     int32_t *parent; /* [cap] */
     int32_t *depth;  /* [cap] */
     float *score;    /* [cap] */
+    uint8_t *source; /* [cap] SDN_SRC_* (SDN_SRC_NONE until the drafter sets it) */
 } sdn_tree;
 
 /* Draft size limits every drafter honours. */
@@ -44,6 +59,9 @@ int sdn_tree_find_child(const sdn_tree *t, int parent, int32_t token);
  * stops at the cap or at max_depth. Returns the number of tokens of the chain now present
  * in the tree (re-used or added). */
 int sdn_tree_add_chain(sdn_tree *t, int parent, const int32_t *tokens, int n, float score, int max_depth);
+/* Set the source of nodes [from, t->n) whose source is still SDN_SRC_NONE (after adding a
+ * chain whose tokens all came from one place). */
+void sdn_tree_set_source(sdn_tree *t, int from, uint8_t source);
 /* Check the structural invariants (topological parents, depths, caps, distinct sibling
  * tokens); returns SDN_OK or SDN_EFORMAT with a message naming the bad node. */
 int sdn_tree_validate(const sdn_tree *t, sdn_err *err);

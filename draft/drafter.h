@@ -47,9 +47,10 @@ typedef struct sdn_drafter_ops {
     void (*destroy)(sdn_drafter *d);
     /* Optional (NULL: not offered): the drafter's most likely continuation of the committed
      * sequence followed by path[0..n_path) (tokens not committed: a hypothesis, such as the
-     * text a grammar forces), at most max tokens into out; returns the count (0: no guess).
+     * text a grammar forces), at most max tokens into out, and when src is not NULL each
+     * token's source (SDN_SRC_*, draft_tree.h) into src; returns the count (0: no guess).
      * Changes nothing the next propose or feedback sees. */
-    int (*continue_after)(sdn_drafter *d, const int32_t *path, int n_path, int32_t *out, int max);
+    int (*continue_after)(sdn_drafter *d, const int32_t *path, int n_path, int32_t *out, uint8_t *src, int max);
 } sdn_drafter_ops;
 
 struct sdn_drafter {
@@ -68,7 +69,11 @@ static inline int sdn_drafter_feedback(sdn_drafter *d, const sdn_draft_feedback 
 }
 /* continue_after when the drafter offers it, else 0. */
 static inline int sdn_drafter_continue_after(sdn_drafter *d, const int32_t *path, int n_path, int32_t *out, int max) {
-    return d && d->ops && d->ops->continue_after ? d->ops->continue_after(d, path, n_path, out, max) : 0;
+    return d && d->ops && d->ops->continue_after ? d->ops->continue_after(d, path, n_path, out, NULL, max) : 0;
+}
+/* The same with each token's source into src. */
+static inline int sdn_drafter_continue_after_src(sdn_drafter *d, const int32_t *path, int n_path, int32_t *out, uint8_t *src, int max) {
+    return d && d->ops && d->ops->continue_after ? d->ops->continue_after(d, path, n_path, out, src, max) : 0;
 }
 static inline void sdn_drafter_destroy(sdn_drafter *d) {
     if (d && d->ops) d->ops->destroy(d);

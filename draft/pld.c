@@ -27,6 +27,7 @@ typedef struct pld {
     sdn_pld_config cfg;
     int32_t *seq;
     uint32_t n, cap;
+    uint32_t n_ctx; /* seq[0..n_ctx) is the context, the rest the answer */
     pld_tab tab[PLD_MAX_NGRAM + 1];
 } pld;
 
@@ -114,6 +115,7 @@ static int pld_begin(sdn_drafter *d, const int32_t *ctx, int n_ctx, const sdn_pr
         if (p->tab[k].e) memset(p->tab[k].e, 0xff, sizeof(uint64_t) * p->tab[k].cap);
         p->tab[k].n = 0;
     }
+    p->n_ctx = n_ctx > 0 ? (uint32_t)n_ctx : 0;
     return pld_append(p, ctx, n_ctx, err);
 }
 
@@ -145,6 +147,7 @@ static int pld_propose(sdn_drafter *d, sdn_tree *out, const sdn_draft_caps *caps
                 score *= q;
                 int i = sdn_tree_add(out, parent, draft[j], score, NULL);
                 if (i < 0) break;
+                out->source[i] = idx + (uint32_t)k + (uint32_t)j < p->n_ctx ? SDN_SRC_PROMPT : SDN_SRC_ANSWER;
                 parent = i;
             }
             return SDN_OK;

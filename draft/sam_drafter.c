@@ -27,6 +27,7 @@ typedef struct samd {
     sdn_sam_drafter_config cfg;
     sdn_sam *dyn, *hist;
     sdn_sam_match dm, hm;
+    int n_ctx; /* dyn positions below it are the context's, the rest the answer's */
     sdn_sam_drafter_info info;
     cand *heap;
     int heap_n, heap_cap;
@@ -106,6 +107,7 @@ static int samd_begin(sdn_drafter *d, const int32_t *ctx, int n_ctx, const sdn_p
     if ((rc = sdn_sam_reserve(p->dyn, (size_t)n_ctx + 512, err))) return rc;
     p->dm = sdn_sam_match_root();
     p->hm = sdn_sam_match_root();
+    p->n_ctx = n_ctx;
     memset(&p->info, 0, sizeof p->info);
     for (int i = 0; i < n_ctx; i++)
         if ((rc = step(p, ctx[i], err))) return sdn_fail(err, rc, "sam drafter: context token %d", i);
@@ -124,6 +126,12 @@ static int samd_feedback(sdn_drafter *d, const sdn_draft_feedback *fb, sdn_err *
     return SDN_OK;
 }
 
+/* The source (SDN_SRC_*) of a token read at position pos of automaton sam. */
+static uint8_t source_at(const samd *p, const sdn_sam *sam, uint32_t pos) {
+    if (sam != p->dyn) return SDN_SRC_HISTORY;
+    return pos != SDN_SAM_NONE && pos < (uint32_t)p->n_ctx ? SDN_SRC_PROMPT : SDN_SRC_ANSWER;
+}
+
 static int propose_chain(samd *p, sdn_sam *sam, sdn_sam_match m, int floor_len, int want, int bias, sdn_tree *out) {
     if (p->cfg.shorten) {
         /* SAM-Decoding's to_anc: a shorter match whose earliest occurrence has more after it */
@@ -133,7 +141,8 @@ static int propose_chain(samd *p, sdn_sam *sam, sdn_sam_match m, int floor_len, 
             m = q;
         }
     }
-    int n = sdn_sam_read_after(sam, sdn_sam_first_end(sam, &m), p->buf, want);
+    uint32_t end = sdn_sam_first_end(sam, &m);
+    int n = sdn_sam_read_after(sam, end, p->buf, want);
     int l = (int)m.len - bias;
     p->info.match_len = l;
     float q = (float)l / (float)(l + 1), score = 1.0f;
@@ -142,6 +151,7 @@ static int propose_chain(samd *p, sdn_sam *sam, sdn_sam_match m, int floor_len, 
         score *= q;
         int i = sdn_tree_add(out, parent, p->buf[j], score, NULL);
         if (i < 0) break;
+        out->source[i] = source_at(p, sam, end + 1 + (uint32_t)j);
         parent = i;
     }
     return SDN_OK;
@@ -183,6 +193,7 @@ static int propose_tree(samd *p, sdn_sam *sam, sdn_sam_match m, int max_nodes, i
             if (out->n >= out->cap) break;
             continue; /* (cannot happen: siblings carry distinct tokens) */
         }
+        out->source[i] = source_at(p, sam, sdn_sam_first_end(sam, &c.m));
         added++;
         if (c.depth >= max_depth || !worth_expanding(p, c.score, max_nodes - added)) continue;
         if (expand(p, sam, &c.m, i, c.depth, c.score, k, &seq)) return sdn_fail(err, SDN_ENOMEM, "sam drafter: out of memory");

@@ -39,6 +39,9 @@ void sdn_sdnpu_defaults(sdn_sdnpu_config *cfg) {
 
 static float q_of(uint32_t L) { return (float)L / ((float)L + 2.0f); }
 
+/* The source of a token read at position p of the context-and-answer automaton. */
+static uint8_t src_at(const sd *d, uint32_t p) { return p != SDN_SAM_NONE && p < (uint32_t)d->n_ctx ? SDN_SRC_PROMPT : SDN_SRC_ANSWER; }
+
 /* Commit one token: match it against the automata (before adding it), then add it. */
 static int commit(sd *d, int32_t t, sdn_err *err) {
     if (d->have_last) {
@@ -96,13 +99,20 @@ static void add_retrieval(sd *d, sdn_sam *s, sdn_sam_match c, int with_alts) {
         if (cp >= 0) pr[i] = i == 0 ? q * cp : cp;
         else pr[i] = i == 0 ? q : d->cfg.follow;
     }
-    if (n > 0) sdn_tb_add_chain(d->tb, tok, pr, 0, n, SDN_TB_OR);
+    /* the source of each token: the history, or where it was read in context + answer (the
+       continuation of the earliest occurrence: token i at position first_end + 1 + i) */
+    uint32_t first = s == d->dyn ? sdn_sam_first_end(s, &c) : SDN_SAM_NONE;
+    for (int i = 0, at = -1; i < n; i++) {
+        sdn_tb_source(d->tb, s != d->dyn ? SDN_SRC_HISTORY : src_at(d, first == SDN_SAM_NONE ? SDN_SAM_NONE : first + 1 + (uint32_t)i));
+        if ((at = sdn_tb_add(d->tb, at, tok[i], pr[i], SDN_TB_OR)) < 0) break;
+    }
     if (with_alts && d->cfg.alts > 0) {
         sdn_sam_next nx[8];
         uint64_t total = 0;
         int k = sdn_sam_next_tokens(s, &c, d->cfg.alts + 1 < 8 ? d->cfg.alts + 1 : 8, nx, &total, NULL);
         for (int i = 0; i < k && total > 0; i++) {
             if (n > 0 && nx[i].token == tok[0]) continue;
+            sdn_tb_source(d->tb, s != d->dyn ? SDN_SRC_HISTORY : src_at(d, sdn_sam_first_end(s, &nx[i].child)));
             sdn_tb_add(d->tb, -1, nx[i].token, q * (float)nx[i].count / (float)total, SDN_TB_OR);
         }
     }
@@ -114,6 +124,7 @@ static void add_calibration(sd *d, sdn_sam_match c) {
     if (!d->cal || c.len == 0 || c.len < (uint32_t)d->cfg.min_match) return;
     uint32_t p = sdn_sam_first_end(d->dyn, &c);
     if (p == SDN_SAM_NONE || (int)p >= d->n_ctx) return;
+    sdn_tb_source(d->tb, SDN_SRC_PROMPT); /* the model's predictions at a prompt position */
     int n;
     const sdn_calib_node *nd = sdn_calib_tree(d->cal, (int)p, &n);
     int at[64];
@@ -139,6 +150,7 @@ static int sd_propose(sdn_drafter *dr, sdn_tree *out, const sdn_draft_caps *caps
     int nrc = 0;
     if (d->cfg.use_reuse) {
         nrc = sdn_reuse_propose(&d->reuse, d->last, rc, 2 * SDN_REUSE_MAX_SEGS);
+        sdn_tb_source(d->tb, SDN_SRC_REUSE);
         for (int i = 0; i < nrc; i++) sdn_tb_add_chain(d->tb, rc[i].tok, NULL, d->cfg.reuse.accept_prob, rc[i].n, SDN_TB_OR);
         d->info.reuse_chains += nrc;
     }
@@ -162,7 +174,7 @@ static int sd_propose(sdn_drafter *dr, sdn_tree *out, const sdn_draft_caps *caps
  * automaton and the history automaton, the one whose match (path included) is longer (the
  * context's on a tie), when that match is at least AFTER_MIN_MATCH and min_match tokens long.
  * Calibration and draft reuse are positional on committed text, so they are not asked here. */
-static int sd_continue_after(sdn_drafter *dr, const int32_t *path, int n_path, int32_t *out, int max) {
+static int sd_continue_after(sdn_drafter *dr, const int32_t *path, int n_path, int32_t *out, uint8_t *src, int max) {
     sd *d = dr->impl;
     if (!d->have_last || n_path <= 0 || max <= 0) return 0;
     sdn_sam_match m = dyn_match(d), h = d->hm;
@@ -175,7 +187,10 @@ static int sd_continue_after(sdn_drafter *dr, const int32_t *path, int n_path, i
     if (d->hist && h.len > m.len) s = d->hist, c = h;
     if (c.len < AFTER_MIN_MATCH || c.len < (uint32_t)d->cfg.min_match) return 0;
     if (max > MAX_PRED) max = MAX_PRED;
-    return sdn_sam_continuation(s, &c, SDN_SAM_EARLIEST, out, max);
+    int n = sdn_sam_continuation(s, &c, SDN_SAM_EARLIEST, out, max);
+    uint32_t first = s == d->dyn ? sdn_sam_first_end(s, &c) : SDN_SAM_NONE;
+    for (int i = 0; src && i < n; i++) src[i] = s != d->dyn ? SDN_SRC_HISTORY : src_at(d, first + 1 + (uint32_t)i);
+    return n;
 }
 
 static int sd_feedback(sdn_drafter *dr, const sdn_draft_feedback *fb, sdn_err *err) {

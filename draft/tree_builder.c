@@ -11,6 +11,7 @@ typedef struct tnode {
     int32_t parent, first, next;
     float prob, path;
     int depth, out; /* out: index in the emitted tree, -1 not emitted */
+    uint8_t src;    /* SDN_SRC_* of the source that proposed it first */
 } tnode;
 
 struct sdn_tb {
@@ -19,6 +20,7 @@ struct sdn_tb {
     int root_first;
     int *heap, *kids;
     int hn;
+    uint8_t src; /* source of the candidates being added */
 };
 
 int sdn_tb_new(int max_nodes, sdn_tb **out, sdn_err *err) {
@@ -45,7 +47,10 @@ void sdn_tb_free(sdn_tb *tb) {
 void sdn_tb_reset(sdn_tb *tb) {
     tb->size = 0;
     tb->root_first = -1;
+    tb->src = SDN_SRC_NONE;
 }
+
+void sdn_tb_source(sdn_tb *tb, uint8_t source) { tb->src = source; }
 
 int sdn_tb_add(sdn_tb *tb, int at, int32_t token, float prob, int mode) {
     if (prob > 0.99f) prob = 0.99f;
@@ -66,6 +71,7 @@ int sdn_tb_add(sdn_tb *tb, int at, int32_t token, float prob, int mode) {
     x->first = -1;
     x->next = -1;
     x->prob = prob;
+    x->src = tb->src;
     x->depth = at < 0 ? 1 : tb->n[at].depth + 1;
     /* append as the last sibling (insertion order breaks ties) */
     if (*link < 0) *link = me;
@@ -139,6 +145,7 @@ int sdn_tb_emit(sdn_tb *tb, sdn_tree *out, const sdn_draft_caps *caps) {
         int parent_out = x->parent < 0 ? -1 : tb->n[x->parent].out;
         int idx = sdn_tree_add(out, parent_out, x->token, x->path, NULL);
         if (idx < 0) continue;
+        out->source[idx] = x->src;
         (*cnt)++;
         x->out = idx;
         for (int c = x->first; c >= 0; c = tb->n[c].next) {

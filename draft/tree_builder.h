@@ -25,6 +25,9 @@ void sdn_tb_free(sdn_tb *tb);
 /* Forget all candidates. */
 void sdn_tb_reset(sdn_tb *tb);
 enum { SDN_TB_OR = 0, SDN_TB_MAX = 1 };
+/* The source (SDN_SRC_*, draft_tree.h) of the candidates added from now on (after a reset:
+ * SDN_SRC_NONE). A node proposed by several sources keeps the first one's. */
+void sdn_tb_source(sdn_tb *tb, uint8_t source);
 /* Add a candidate below trie node `at` (-1 = the root); returns the trie node of the token
  * (existing or new), or -1 when the trie is full. `mode` says how to merge with an existing
  * estimate. */

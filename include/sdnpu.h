@@ -324,6 +324,36 @@ typedef struct sdnpu_message {
  * Return 0 to go on, nonzero to stop the request (its result says "cancelled"). */
 typedef int (*sdnpu_text_cb)(void *user_data, const char *text, size_t len);
 
+/* Where a token of the answer came from (sdnpu_step.sources). Every decode step commits the
+ * draft tokens the model accepted, then one token of the model's own. */
+typedef enum sdnpu_source {
+    SDNPU_SOURCE_MODEL = 0,   /* the model's own token of the step: decoded, not drafted */
+    SDNPU_SOURCE_PROMPT = 1,  /* an accepted draft token read from the prompt (the documents, the
+                                 messages), or the model's own prediction at a prompt position
+                                 made during prefill (the calibrating methods) */
+    SDNPU_SOURCE_ANSWER = 2,  /* ... read from earlier in this answer */
+    SDNPU_SOURCE_HISTORY = 3, /* ... read from an earlier answer of the task group */
+    SDNPU_SOURCE_GRAMMAR = 4, /* ... text the grammar or JSON schema forced (or its way out of an element) */
+    SDNPU_SOURCE_REUSE = 5,   /* ... what the model predicted at a draft node rejected in an earlier step */
+    SDNPU_SOURCE_DRAFT = 6,   /* ... a draft token whose drafter recorded no source */
+} sdnpu_source;
+
+/* One decode step, as sdnpu_request.on_step reports it. Valid during the call only. Fields
+ * are added at the end only. */
+typedef struct sdnpu_step {
+    int step;                      /* 1, 2, ...: the decode step (verification step) */
+    int n_tokens;                  /* tokens the step committed (>= 1; fewer at the end of the answer) */
+    const int32_t *tokens;         /* [n_tokens] */
+    const unsigned char *sources;  /* [n_tokens] an sdnpu_source each: the accepted draft tokens', then
+                                      SDNPU_SOURCE_MODEL for the model's own */
+    const size_t *text_end;        /* [n_tokens] bytes of answer text once token i is in, counted from the
+                                      answer's start in the text on_text delivers: token i's text is
+                                      bytes [text_end[i-1], text_end[i]) (text_end[-1]: the previous
+                                      step's last, 0 at first); may run past what on_text has
+                                      delivered so far (text held back while it may start a stop
+                                      string, never delivered when it does) */
+} sdnpu_step;
+
 typedef struct sdnpu_request {
     size_t struct_size;        /* set by sdnpu_request_init (see "ABI" above) */
     /* What the model sees. Exactly one of: messages (a conversation, rendered with the
@@ -384,6 +414,11 @@ typedef struct sdnpu_request {
      * constrained plain decoding. */
     const char *grammar;       /* GBNF text (llama.cpp's syntax, the documented subset), root rule "root"; NULL: none */
     const char *json_schema;   /* JSON schema text; NULL: none */
+    /* Per decode step (NULL: none), to show speculation at work: called with user_data after
+     * the step's text went to on_text, with the tokens the step committed, where each came
+     * from and where its text ends. Return 0 to go on, nonzero to stop the request as on_text
+     * does. The step that completes a stop string reports its tokens up to that one. */
+    int (*on_step)(void *user_data, const sdnpu_step *step);
 } sdnpu_request;
 
 /* Fill *r with the defaults and r->struct_size = size. Errors: SDNPU_EINVAL (r NULL, or size

@@ -56,7 +56,7 @@ _Static_assert(SDNPU_ACCEPT_HIST == SDN_ACCEPT_HIST, "histogram sizes agree");
 #define FIRST_RESULT END_OF(sdnpu_result, stats.constrain_s)
 #define KNOWN_MODEL_PARAMS END_OF(sdnpu_model_params, tokenizer_path)
 #define KNOWN_CONTEXT_PARAMS END_OF(sdnpu_context_params, cache_type_v)
-#define KNOWN_REQUEST END_OF(sdnpu_request, json_schema)
+#define KNOWN_REQUEST END_OF(sdnpu_request, on_step)
 #define KNOWN_MODEL_INFO END_OF(sdnpu_model_info, tool_format)
 #define KNOWN_RESULT END_OF(sdnpu_result, stats.constrain_s)
 /* No tail padding after the known fields: the bytes a newer header adds start at sizeof. */
@@ -562,6 +562,7 @@ typedef struct stream {
     int n_tokens;       /* tokens whose text is in `text` */
     int stopped_at;     /* tokens of the answer when a stop string ended it, else -1 */
     int stop_index;     /* which stop string, else -1 */
+    int steps;          /* decode steps so far (sdnpu_step.step) */
     int cancelled;      /* on_text asked to stop */
     int failed;         /* out of memory while collecting the text */
 } stream;
@@ -623,16 +624,30 @@ static int push_text(stream *s, const char *buf, size_t n) {
     return s->cancelled;
 }
 
+_Static_assert((int)SDNPU_SOURCE_MODEL == SDN_SRC_NONE && (int)SDNPU_SOURCE_PROMPT == SDN_SRC_PROMPT && (int)SDNPU_SOURCE_ANSWER == SDN_SRC_ANSWER &&
+                   (int)SDNPU_SOURCE_HISTORY == SDN_SRC_HISTORY && (int)SDNPU_SOURCE_GRAMMAR == SDN_SRC_GRAMMAR &&
+                   (int)SDNPU_SOURCE_REUSE == SDN_SRC_REUSE && (int)SDNPU_SOURCE_DRAFT == SDN_SRC_DRAFT,
+               "sdnpu_source and draft/draft_tree.h's SDN_SRC_* differ");
+
 /* Step 6: tokens committed by a decode step, as text (sdn_gen_params.on_tokens), one token at
- * a time so that a stop string ends the answer at the same token whatever the step size. */
-static int on_tokens(void *ud, const int32_t *t, int n) {
+ * a time so that a stop string ends the answer at the same token whatever the step size; then
+ * the step with its tokens' sources and text ends to on_step. */
+static int on_tokens(void *ud, const int32_t *t, const uint8_t *src, int n) {
     stream *s = ud;
     char buf[512];
-    for (int i = 0; i < n; i++) {
+    size_t ends[SDN_INVARIANT_MAX_ROWS + 1];
+    int i, stop = 0;
+    for (i = 0; i < n && !stop; i++) {
         size_t k = s->dt ? sdn_detok_push(s->dt, t[i], buf, sizeof buf) : 0;
-        if (push_text(s, buf, k)) return 1;
+        stop = push_text(s, buf, k);
+        if (i < (int)(sizeof ends / sizeof ends[0])) ends[i] = s->len;
     }
-    return 0;
+    s->steps++;
+    if (s->r->on_step && !s->cancelled && i <= (int)(sizeof ends / sizeof ends[0])) {
+        sdnpu_step st = {.step = s->steps, .n_tokens = i, .tokens = t, .sources = src, .text_end = ends};
+        if (s->r->on_step(s->r->user_data, &st)) s->cancelled = 1, stop = 1;
+    }
+    return stop;
 }
 
 static int is_eog(void *ud, int32_t tok) {

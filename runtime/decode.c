@@ -416,11 +416,22 @@ static int constrain_tree(decode *d, sdn_err *err) {
         t->parent[n] = par < 0 ? -1 : map[par];
         t->depth[n] = t->depth[i];
         t->score[n] = t->score[i];
+        t->source[n] = t->source[i];
         d->drafted[n] = d->drafted[i];
         n++;
     }
     t->n = n;
     return SDN_OK;
+}
+
+/* The sources of the nodes of chain tokens[0..n) below `parent` (after sdn_tree_add_chain):
+ * src[k] (src NULL: `one` for all); a node already in the tree keeps its source unless
+ * `override` (forced text is shown as forced even where a drafter proposed it too). */
+static void chain_source(sdn_tree *t, int parent, const int32_t *tokens, int n, const uint8_t *src, uint8_t one, int override) {
+    for (int k = 0; k < n; k++) {
+        if ((parent = sdn_tree_find_child(t, parent, tokens[k])) < 0) return;
+        if (override || t->source[parent] == SDN_SRC_NONE) t->source[parent] = src ? src[k] : one;
+    }
 }
 
 /* After constrain_tree, constrained requests draft on below the tree's deepest leaf (its main
@@ -442,6 +453,7 @@ static int extend_spine(decode *d, int lim, int dlim, sdn_err *err) {
         if (sdn_gstate_ended(st)) return SDN_OK;
         char text[512];
         int32_t ch[SDN_INVARIANT_MAX_ROWS], sp[SDN_INVARIANT_MAX_ROWS];
+        uint8_t chs[SDN_INVARIANT_MAX_ROWS];
         int m = 0, ms = 0, from_drafter = 0;
         size_t n = sdn_gstate_forced(st, text, sizeof text);
         if (n > 0) {
@@ -452,7 +464,7 @@ static int extend_spine(decode *d, int lim, int dlim, sdn_err *err) {
             for (int v = leaf; v >= 0; v = t->parent[v]) np++;
             for (int v = leaf, k = np - 1; v >= 0; v = t->parent[v], k--) path[k] = t->token[v];
             int cap = dlim < lim - t->n ? dlim : lim - t->n;
-            m = sdn_drafter_continue_after(d->p->drafter, path, np, ch, cap);
+            m = sdn_drafter_continue_after_src(d->p->drafter, path, np, ch, chs, cap);
             from_drafter = 1;
         } else if (d->p->exit_draft && d->exit_miss < 2) { /* after free text: the way out (as at the root) */
             long k = exit_text(d, st, text, sizeof text);
@@ -468,6 +480,8 @@ static int extend_spine(decode *d, int lim, int dlim, sdn_err *err) {
         sdn_tree_add_chain(t, leaf, ch, m, 1.0f, d->caps.max_depth);
         if (ms > 0) sdn_tree_add_chain(t, leaf, sp, ms, 1.0f, d->caps.max_depth);
         if (t->n == before) return SDN_OK;
+        chain_source(t, leaf, ch, m, from_drafter ? chs : NULL, SDN_SRC_GRAMMAR, !from_drafter);
+        if (ms > 0) chain_source(t, leaf, sp, ms, NULL, SDN_SRC_GRAMMAR, 1);
         for (int i = before; i < t->n; i++) d->drafted[i] = (uint8_t)from_drafter;
         if (!from_drafter) d->s.forced_drafted += t->n - before;
         int rc = constrain_tree(d, err);
@@ -519,6 +533,8 @@ static int step_draft_tree(decode *d, sdn_err *err) {
         int before = d->tree.n;
         sdn_tree_add_chain(&d->tree, -1, fa, na, 1.0f, d->caps.max_depth);
         if (nb > 0) sdn_tree_add_chain(&d->tree, -1, fb, nb, 1.0f, d->caps.max_depth);
+        chain_source(&d->tree, -1, fa, na, NULL, SDN_SRC_GRAMMAR, 1);
+        if (nb > 0) chain_source(&d->tree, -1, fb, nb, NULL, SDN_SRC_GRAMMAR, 1);
         for (int i = before; i < d->tree.n; i++) d->drafted[i] = 0;
         d->s.forced_drafted += d->tree.n - before;
     }
@@ -643,8 +659,11 @@ static int step_commit(decode *d, sdn_err *err) {
         d->exit_miss = hit ? 0 : d->exit_miss + 1;
     }
     if (stuck) n_new = d->acc.n_acc; /* the bonus row allowed nothing: the answer ends */
+    uint8_t src[SDN_INVARIANT_MAX_ROWS + 1]; /* per committed token: its draft node's source, SDN_SRC_NONE for the bonus */
     for (int i = 0; i < n_new && d->n_gen < d->max_new; i++) {
         int32_t tk = d->acc.tokens[i];
+        src[d->n_gen - first_new] = i == d->acc.n_acc ? SDN_SRC_NONE
+                                    : d->tree.source[d->acc.nodes[i]] ? d->tree.source[d->acc.nodes[i]] : SDN_SRC_DRAFT;
         if (d->gs) { /* the committed answer's grammar state follows (the tokens were checked) */
             int ok = sdn_gstate_accept_token(d->gs, p->gvocab, tk);
             if (ok < 0) return sdn_fail(err, SDN_ENOMEM, "out of memory (grammar state)");
@@ -655,7 +674,7 @@ static int step_commit(decode *d, sdn_err *err) {
         if (d->gs && sdn_gstate_ended(d->gs)) { d->stop = SDN_GEN_EOG; break; }
     }
     if (stuck && !d->stop) d->stop = SDN_GEN_EOG;
-    if (p->on_tokens && d->n_gen > first_new && p->on_tokens(p->cb_ud, d->gen + first_new, d->n_gen - first_new) && !d->stop)
+    if (p->on_tokens && d->n_gen > first_new && p->on_tokens(p->cb_ud, d->gen + first_new, src, d->n_gen - first_new) && !d->stop)
         d->stop = SDN_GEN_CANCEL;
     d->root = d->acc.tokens[d->acc.n_acc];
     return SDN_OK;

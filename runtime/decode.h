@@ -34,8 +34,10 @@
 typedef int (*sdn_prefill_fn)(void *ud, sdn_ctx *c, const int32_t *tokens, int n, int topk, const int32_t *vocab, int n_vocab,
                               int32_t *tok, float *prob, sdn_err *err);
 
-/* Called with newly committed tokens; return nonzero to stop generation. */
-typedef int (*sdn_token_cb)(void *ud, const int32_t *tokens, int n);
+/* Called with the tokens one decode step committed and where each came from (sources[i]:
+ * SDN_SRC_* of draft/draft_tree.h for an accepted draft token, SDN_SRC_NONE for the model's
+ * own token of the step); return nonzero to stop generation. */
+typedef int (*sdn_token_cb)(void *ud, const int32_t *tokens, const uint8_t *sources, int n);
 
 typedef struct sdn_gen_params {
     int max_tokens;        /* new tokens to generate at most */

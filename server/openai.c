@@ -640,9 +640,52 @@ char *srv_completion_json(const srv_job *j, const char *id, long created, const 
     return print_free(o);
 }
 
+/* The names of sdnpu_source values in the chunks' sdnpu extension. */
+static const char *source_name(unsigned char s) {
+    static const char *const names[] = {"model", "prompt", "answer", "history", "grammar", "reuse", "draft"};
+    return s < sizeof names / sizeof names[0] ? names[s] : "draft";
+}
+
+static void add_piece(cJSON *arr, const char *text, size_t n, unsigned char src) {
+    char *t = utf8_clean(text, n);
+    cJSON *p = cJSON_CreateObject();
+    if (!t || !p) { free(t); cJSON_Delete(p); return; }
+    cJSON_AddStringToObject(p, "text", t);
+    cJSON_AddStringToObject(p, "source", source_name(src));
+    cJSON_AddItemToArray(arr, p);
+    free(t);
+}
+
+cJSON *srv_chunk_sdnpu(const srv_job *j, size_t from, size_t to) {
+    cJSON *x = cJSON_CreateObject(), *arr = x ? cJSON_AddArrayToObject(x, "pieces") : NULL;
+    if (!arr) { cJSON_Delete(x); return NULL; }
+    size_t start = 0; /* where token k's text starts */
+    int tokens = 0;
+    for (int k = 0; k < j->n_tok && start < to; k++) {
+        size_t end = j->tok_end[k] < to ? j->tok_end[k] : to, a = start > from ? start : from;
+        if (end > a) add_piece(arr, j->text + a, end - a, j->tok_src[k]);
+        if (j->tok_end[k] <= to) tokens = k + 1;
+        if (j->tok_end[k] > start) start = j->tok_end[k];
+    }
+    if (start < to) { /* text after the last token's end (bytes the detokenizer gave at the end) */
+        size_t a = start > from ? start : from;
+        add_piece(arr, j->text + a, to - a, SDNPU_SOURCE_MODEL);
+    }
+    cJSON_AddNumberToObject(x, "steps", j->steps);
+    cJSON_AddNumberToObject(x, "tokens", tokens);
+    return x;
+}
+
 char *srv_chunk_event(const srv_job *j, const char *id, long created, const char *model_id, const char *text, size_t len,
                       int first, int final) {
+    return srv_chunk_event_sdnpu(j, id, created, model_id, text, len, first, final, NULL);
+}
+
+char *srv_chunk_event_sdnpu(const srv_job *j, const char *id, long created, const char *model_id, const char *text, size_t len,
+                            int first, int final, cJSON *ext) {
     cJSON *o = envelope(j, id, created, model_id, 1);
+    if (o && ext) cJSON_AddItemToObject(o, "sdnpu", ext);
+    else cJSON_Delete(ext);
     char *t = utf8_clean(final || first ? "" : text, final || first ? 0 : len);
     if (!o || !t) {
         cJSON_Delete(o);

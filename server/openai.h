@@ -67,6 +67,18 @@ char *srv_completion_json(const srv_job *j, const char *id, long created, const 
 char *srv_chunk_event(const srv_job *j, const char *id, long created, const char *model_id, const char *text, size_t len,
                       int first, int final);
 
+/* The same with the chunk's sdnpu extension ext (owned; NULL: none; not with final, whose
+ * sdnpu block is the answer's statistics). */
+char *srv_chunk_event_sdnpu(const srv_job *j, const char *id, long created, const char *model_id, const char *text, size_t len,
+                            int first, int final, cJSON *ext);
+/* The sdnpu extension of a chunk carrying the streamed text j->text[from..to) (docs/server.md):
+ * {"pieces": [{"text", "source"}, ...], "steps", "tokens"}: the text cut where its tokens' texts
+ * end (on_step's text_end), each piece with its token's sdnpu_source as a name ("model",
+ * "prompt", "answer", "history", "grammar", "reuse", "draft"); the decode steps so far and the
+ * tokens whose text is in. Call with the pool's mutex held (the job's token records grow).
+ * NULL when out of memory. */
+cJSON *srv_chunk_sdnpu(const srv_job *j, size_t from, size_t to);
+
 /* The event of a chat chunk whose delta carries the tool calls `calls` (an array from
  * srv_answer_tool_calls with indexes), malloc'd. */
 char *srv_tool_calls_event(const srv_job *j, const char *id, long created, const char *model_id, const cJSON *calls);

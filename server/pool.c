@@ -68,6 +68,8 @@ static void job_free(srv_pool *p, srv_job *j) {
     free(j->stop);
     free(j->params);
     free(j->text);
+    free(j->tok_end);
+    free(j->tok_src);
     sdnpu_result_free(&j->res);
     free(j);
     if (charged) srv_pool_uncharge(p, charged); /* after the free: it may trim the heap */
@@ -89,8 +91,8 @@ static void wake(srv_job *j) {
     (void)w;
 }
 
-/* Streaming callback of a slot: append the text to the job, wake its connection; stop when
- * the job is cancelled. */
+/* Streaming callback of a slot: append the text to the job (its connection sees it with the
+ * step, on_step); stop when the job is cancelled. */
 static int on_text(void *ud, const char *text, size_t len) {
     void **a = ud;
     srv_pool *p = a[0];
@@ -98,19 +100,49 @@ static int on_text(void *ud, const char *text, size_t len) {
     pthread_mutex_lock(&p->mu);
     int stop = j->cancel != SRV_LIVE;
     if (!stop && j->stream) {
-        if (j->len + len + 1 > j->cap) {
-            size_t cap = (j->len + len + 1) * 2;
+        size_t have = j->len + j->pend;
+        if (have + len + 1 > j->cap) {
+            size_t cap = (have + len + 1) * 2;
             char *t = realloc(j->text, cap);
             if (!t) stop = 1;
             else j->text = t, j->cap = cap;
         }
-        if (!stop) {
-            memcpy(j->text + j->len, text, len);
-            j->len += len;
-            j->text[j->len] = 0;
-            wake(j);
-            pthread_cond_broadcast(&p->event);
+        if (!stop) { /* shown to the connection with the step (on_step), or at the end */
+            memcpy(j->text + have, text, len);
+            j->pend += len;
+            j->text[have + len] = 0;
         }
+    }
+    pthread_mutex_unlock(&p->mu);
+    return stop;
+}
+
+/* Per decode step of a streaming job: its tokens' text ends and sources, kept for the chunks'
+ * sdnpu extension; stop when the job is cancelled. */
+static int on_step(void *ud, const sdnpu_step *st) {
+    void **a = ud;
+    srv_pool *p = a[0];
+    srv_job *j = a[1];
+    pthread_mutex_lock(&p->mu);
+    int stop = j->cancel != SRV_LIVE;
+    if (!stop && j->stream) {
+        if (j->n_tok + st->n_tokens > j->tok_cap) {
+            int cap = (j->n_tok + st->n_tokens) * 2;
+            size_t *e = realloc(j->tok_end, sizeof *e * (size_t)cap);
+            if (e) j->tok_end = e;
+            unsigned char *s = e ? realloc(j->tok_src, (size_t)cap) : NULL;
+            if (s) j->tok_src = s, j->tok_cap = cap;
+            else stop = 1;
+        }
+        for (int i = 0; !stop && i < st->n_tokens; i++) {
+            j->tok_end[j->n_tok] = st->text_end[i];
+            j->tok_src[j->n_tok++] = st->sources[i];
+        }
+        j->steps = st->step;
+        j->len += j->pend;
+        j->pend = 0;
+        wake(j);
+        pthread_cond_broadcast(&p->event);
     }
     pthread_mutex_unlock(&p->mu);
     return stop;
@@ -142,12 +174,15 @@ static void *slot_main(void *arg) {
         if (!skip) {
             void *ud[2] = {p, j};
             j->r.on_text = on_text;
+            j->r.on_step = on_step;
             j->r.user_data = ud;
             sdnpu_error err = {0};
             sdnpu_result res;
             sdnpu_result_init(&res);
             int rc = sdnpu_generate(p->ctx[slot], &j->r, &res, &err);
             pthread_mutex_lock(&p->mu);
+            j->len += j->pend; /* text after the last step (held back for a stop string, the last bytes) */
+            j->pend = 0;
             j->rc = rc;
             j->err = err;
             j->res = res;

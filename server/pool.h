@@ -36,6 +36,13 @@ typedef struct srv_job {
     int refs;
     char *text;             /* text streamed so far */
     size_t len, cap, taken; /* taken: bytes a streaming connection has already sent */
+    /* streaming: the answer's tokens so far as on_step reported them (the sdnpu extension of
+       the chunks, docs/server.md): where each one's text ends in `text` and its source */
+    size_t *tok_end;
+    unsigned char *tok_src;
+    int n_tok, tok_cap, steps;
+    size_t pend;            /* text bytes after len that on_text gave and the step has not yet reported:
+                               readers see text a whole step at a time, with its tokens' sources */
     int started, done;
     int cancel;             /* SRV_LIVE, SRV_CLIENT_GONE, SRV_SHUTDOWN */
     int rc;                 /* sdnpu_generate's status */

@@ -35,6 +35,7 @@
 
 #include "server/gate.h"
 #include "server/openai.h"
+#include "server/page.h"
 #include "server/pool.h"
 #include "server/tools.h"
 
@@ -150,7 +151,7 @@ typedef struct sse {
     int first_sent, finished;
     /* a job with tools: text that may still become a tool call is held back until the end */
     char *held;
-    size_t hlen;
+    size_t hlen, held_from; /* held_from: where the held text starts in the answer */
     int released;  /* the text cannot be a tool call: streamed as it comes */
 } sse;
 
@@ -218,6 +219,17 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max) {
                 size_t from = j->taken, n = j->len - j->taken;
                 char *piece = malloc(n + 1);
                 if (piece) memcpy(piece, j->text + from, n), j->taken = j->len;
+                /* the sdnpu extension: where the chunk's text came from (text held while it may be a
+                   tool call, below, goes out from held_from when it is released) */
+                size_t ext_from = from;
+                int hold = j->tools && !st->released;
+                if (hold) {
+                    if (!st->hlen) st->held_from = from;
+                    ext_from = st->held_from;
+                }
+                cJSON *ext = piece && (!hold || !srv_tool_call_possible(j->text + ext_from, from + n - ext_from))
+                                 ? srv_chunk_sdnpu(j, ext_from, from + n)
+                                 : NULL;
                 pthread_mutex_unlock(&p->mu);
                 if (piece && j->tools && !st->released) { /* hold it while it may be a tool call */
                     char *h = realloc(st->held, st->hlen + n + 1);
@@ -236,7 +248,8 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max) {
                         piece = NULL;
                     }
                 }
-                if (piece) ev = srv_chunk_event(j, st->id, st->created, st->s->model_id, piece, n, 0, 0);
+                if (piece) ev = srv_chunk_event_sdnpu(j, st->id, st->created, st->s->model_id, piece, n, 0, 0, ext);
+                else cJSON_Delete(ext);
                 free(piece);
             } else {
                 pthread_mutex_unlock(&p->mu); /* done: the result no longer changes */
@@ -423,12 +436,31 @@ static enum MHD_Result admit_body(srv *s, struct MHD_Connection *c, conn *cs) {
     return MHD_YES;
 }
 
+/* GET / and the page's files (page.h): no key needed (the page holds no secret: a key is typed
+ * into it and sent by it), kept to this server by its Content-Security-Policy. */
+static enum MHD_Result page(srv *s, struct MHD_Connection *c, const srv_page_file *f) {
+    struct MHD_Response *r = MHD_create_response_from_buffer(f->len, (void *)f->data, MHD_RESPMEM_PERSISTENT);
+    if (!r) return MHD_NO;
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, srv_page_type(f));
+    MHD_add_response_header(r, "Content-Security-Policy", SRV_PAGE_CSP);
+    MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
+    MHD_add_response_header(r, "Referrer-Policy", "no-referrer");
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
+    enum MHD_Result ret = MHD_queue_response(c, 200, r);
+    MHD_destroy_response(r);
+    srv_pool_count(&s->pool, 200);
+    return ret;
+}
+
 /* Called once the head is in (the gate checked its framing). */
 static enum MHD_Result route(srv *s, struct MHD_Connection *c, const char *url, const char *method, conn *cs) {
     int get = !strcmp(method, "GET") || !strcmp(method, "HEAD"), post = !strcmp(method, "POST");
     int chat = !strcmp(url, "/v1/chat/completions"), text = !strcmp(url, "/v1/completions");
     int models = !strcmp(url, "/v1/models"), metrics = !strcmp(url, "/metrics");
     if (!strcmp(url, "/health")) return get ? health(s, c) : fail(s, c, 405, "invalid_request_error", NULL, "/health takes GET");
+    const srv_page_file *pf = srv_page_find(url);
+    if (pf) return get ? page(s, c, pf) : fail(s, c, 405, "invalid_request_error", NULL, "the page takes GET");
     if (!chat && !text && !models && !metrics) {
         char msg[200];
         snprintf(msg, sizeof msg, "unknown endpoint %.16s %.120s", method, url);

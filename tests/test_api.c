@@ -220,6 +220,152 @@ static void test_history_store(void **state) {
     sdnpu_model_free(m);
 }
 
+/* on_step: what every decode step committed and where each token came from. */
+typedef struct steps_seen {
+    int32_t tok[512];
+    unsigned char src[512];
+    size_t end[512];
+    int n, steps, bad_step, cut_step, stop_after;
+    collected text;
+} steps_seen;
+
+static int on_step(void *ud, const sdnpu_step *st) {
+    steps_seen *s = ud;
+    if (st->step != s->steps + 1 || st->n_tokens < 1 || s->n + st->n_tokens > 512) s->bad_step = 1;
+    for (int i = 0; i < st->n_tokens && s->n < 512; i++) {
+        /* the accepted draft tokens, then the model's own: only the last may be SDNPU_SOURCE_MODEL */
+        if (i < st->n_tokens - 1 && st->sources[i] == SDNPU_SOURCE_MODEL) s->bad_step = 1;
+        if (st->sources[i] > SDNPU_SOURCE_DRAFT) s->bad_step = 1;
+        s->tok[s->n] = st->tokens[i], s->src[s->n] = st->sources[i], s->end[s->n] = st->text_end[i];
+        s->n++;
+    }
+    if (st->sources[st->n_tokens - 1] != SDNPU_SOURCE_MODEL) s->cut_step++; /* only the last step may end so */
+    s->steps++;
+    return s->stop_after > 0 && s->steps >= s->stop_after;
+}
+
+static int text_collect(void *ud, const char *text, size_t len) { return collect(&((steps_seen *)ud)->text, text, len); }
+
+/* Does the pair (a, b) occur at positions (q - 1, q) of seq for some q in [from, to)? */
+static int pair_in(const int32_t *seq, int from, int to, int32_t a, int32_t b) {
+    for (int q = from > 1 ? from : 1; q < to; q++)
+        if (seq[q - 1] == a && seq[q] == b) return 1;
+    return 0;
+}
+
+/* Every method's steps against the result (tokens, step count, accepted tokens, text ends)
+ * and each accepted draft token's source against a brute-force look at where it could have
+ * been read: the pair (previous token, token) must occur in that source (the prompt, the
+ * answer before it, the task group's earlier answer). The drafters read a continuation after
+ * a match that ends with the previous token, so a wrong label fails the check. */
+static void test_step_sources(void **state) {
+    (void)state;
+    const char *db = tu_tmp("api-steps.sqlite");
+    unlink(db);
+    sdnpu_model *m = load_tiny();
+    sdnpu_context_params cp;
+    sdnpu_context_params_init(&cp);
+    cp.history_path = db;
+    sdnpu_context *c = NULL;
+    sdnpu_error e = {0};
+    assert_int_equal(sdnpu_context_new(m, &cp, &c, &e), SDNPU_OK);
+    char doc[1024];
+    snprintf(doc, sizeof doc, "Document:\n%s\n\nSummarize the document.", k_doc);
+    int32_t *ids = NULL, seq[1024];
+    int n_ids = 0;
+    assert_int_equal(sdnpu_tokenize(m, doc, strlen(doc), 1, 0, &ids, &n_ids, &e), SDNPU_OK);
+    assert_true(n_ids + 64 < 1024);
+    memcpy(seq, ids, sizeof(int32_t) * (size_t)n_ids);
+    sdnpu_request r;
+    sdnpu_request_init(&r);
+    r.prompt_ids = ids;
+    r.n_prompt_ids = n_ids;
+    r.max_tokens = 48;
+    r.ignore_eos = 1;
+    r.method = "none";
+    r.task_group = "steps"; /* the earlier answer the drafters read from (the same as this one) */
+    sdnpu_result plain;
+    sdnpu_result_init(&plain);
+    steps_seen ps = {0};
+    r.on_step = on_step;
+    r.user_data = &ps;
+    assert_int_equal(sdnpu_generate(c, &r, &plain, &e), SDNPU_OK);
+    assert_int_equal(plain.n_tokens, 48);
+    /* plain decoding: one token a step, the model's own */
+    assert_int_equal(ps.steps, 48);
+    assert_int_equal(ps.n, 48);
+    for (int i = 0; i < 48; i++) assert_int_equal(ps.src[i], SDNPU_SOURCE_MODEL);
+    memcpy(seq + n_ids, plain.tokens, sizeof(int32_t) * 48);
+    const char *methods[] = {"pld", "sam", "sam+tree", "sam+cal", "sam+reuse", "sdnpu"};
+    for (int k = 0; k < 6; k++) {
+        steps_seen *s = calloc(1, sizeof *s);
+        r.method = methods[k];
+        r.draft_max = 8;
+        r.store_answer = 0;
+        r.user_data = s;
+        r.on_text = text_collect;
+        sdnpu_result res;
+        sdnpu_result_init(&res);
+        if (sdnpu_generate(c, &r, &res, &e)) fail_msg("%s: %s", methods[k], e.message);
+        assert_memory_equal(res.tokens, plain.tokens, sizeof(int32_t) * 48);
+        assert_false(s->bad_step);
+        assert_true(s->cut_step <= 1);
+        assert_int_equal(s->steps, res.stats.steps);
+        assert_int_equal(s->n, 48);
+        assert_memory_equal(s->tok, res.tokens, sizeof(int32_t) * 48);
+        assert_string_equal(s->text.buf, res.text);
+        int drafted = 0, by[7] = {0};
+        for (int i = 0; i < 48; i++) {
+            if (i > 0) assert_true(s->end[i] >= s->end[i - 1]);
+            by[s->src[i]]++;
+            if (s->src[i] == SDNPU_SOURCE_MODEL) continue;
+            drafted++;
+            const int q = n_ids + i; /* the token's place in prompt ++ answer */
+            const int32_t prev = seq[q - 1], t = seq[q];
+            const char *why = NULL;
+            switch (s->src[i]) {
+            case SDNPU_SOURCE_PROMPT: /* calibrated trees are the model's predictions there: no pair to check */
+                if (!strstr(methods[k], "cal") && strcmp(methods[k], "sdnpu") && !pair_in(seq, 1, n_ids, prev, t)) why = "prompt";
+                break;
+            case SDNPU_SOURCE_ANSWER:
+                if (!pair_in(seq, n_ids, q, prev, t)) why = "answer";
+                break;
+            case SDNPU_SOURCE_HISTORY: /* the earlier answer followed the same prompt: its pair may span the two */
+                if (!pair_in(seq, n_ids, n_ids + 48, prev, t) && !(i == 0 && seq[n_ids] == t)) why = "history";
+                break;
+            case SDNPU_SOURCE_REUSE:
+                if (!strstr(methods[k], "reuse") && strcmp(methods[k], "sdnpu")) why = "reuse without reuse";
+                break;
+            default:
+                why = "no source";
+            }
+            if (why) fail_msg("%s: token %d (%d after %d) labelled %s does not occur there", methods[k], i, t, prev, why);
+        }
+        assert_int_equal(drafted, (int)res.stats.accepted_tokens);
+        assert_int_equal(s->end[47], strlen(res.text));
+        /* the methods that read the task group's answers take much of this repeat from it */
+        if (strcmp(methods[k], "pld")) assert_true(by[SDNPU_SOURCE_HISTORY] > 8);
+        else assert_int_equal(by[SDNPU_SOURCE_HISTORY], 0);
+        sdnpu_result_free(&res);
+        free(s);
+    }
+    /* on_step can stop the request */
+    steps_seen st = {.stop_after = 3};
+    r.method = "sdnpu";
+    r.user_data = &st;
+    sdnpu_result res;
+    sdnpu_result_init(&res);
+    assert_int_equal(sdnpu_generate(c, &r, &res, &e), SDNPU_OK);
+    assert_int_equal(res.finish, SDNPU_FINISH_CANCELLED);
+    assert_int_equal(st.steps, 3);
+    sdnpu_result_free(&res);
+    /* forced text (SDNPU_SOURCE_GRAMMAR) needs a model that writes it: test_constrained.c, with SmolLM2 */
+    sdnpu_free(ids);
+    sdnpu_result_free(&plain);
+    sdnpu_context_free(c);
+    sdnpu_model_free(m);
+}
+
 /* A request repeating the previous one's prompt prefills only what differs, with the output
  * of a fresh context. */
 static void test_kv_reuse(void **state) {
@@ -1188,6 +1334,7 @@ int main(void) {
         cmocka_unit_test(test_info_and_tokens),
         cmocka_unit_test(test_generate_lossless_and_streaming),
         cmocka_unit_test(test_history_store),
+        cmocka_unit_test(test_step_sources),
         cmocka_unit_test(test_kv_reuse),
         cmocka_unit_test(test_cancel),
         cmocka_unit_test(test_progress),

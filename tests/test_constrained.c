@@ -339,6 +339,78 @@ static void sample_pairs(sdn_ctx *c, sdn_grammar *g, sdn_gvocab *gv, const int32
     }
 }
 
+/* on_step's sources on a constrained answer (SmolLM2, one DroidTask ui request): the tokens
+ * labelled SDNPU_SOURCE_GRAMMAR were drafted as forced text, so each one's text is a piece of
+ * the schema's fixed text (its keys and punctuation, in the layout of json.dumps); most of
+ * the answer is forced, so such tokens are many; every drafted token is accounted for. */
+typedef struct src_seen {
+    char text[4096];
+    size_t len, end[256];
+    unsigned char src[256];
+    int n;
+} src_seen;
+
+static int src_text(void *ud, const char *t, size_t n) {
+    src_seen *s = ud;
+    if (s->len + n < sizeof s->text) memcpy(s->text + s->len, t, n), s->len += n, s->text[s->len] = 0;
+    return 0;
+}
+
+static int src_step(void *ud, const sdnpu_step *st) {
+    src_seen *s = ud;
+    for (int i = 0; i < st->n_tokens && s->n < 256; i++) s->src[s->n] = st->sources[i], s->end[s->n] = st->text_end[i], s->n++;
+    return 0;
+}
+
+static void test_smollm2_forced_sources(void **state) {
+    (void)state;
+    const char *path;
+    TU_REQUIRE_SMOLLM2(path);
+    char *schema = slurp(tu_source_path("tools/schemas/ui_action.json"));
+    sdnpu_model *m;
+    sdnpu_error err;
+    if (sdnpu_model_load(path, NULL, &m, &err)) fail_msg("%s", err.message);
+    sdnpu_context *c;
+    if (sdnpu_context_new(m, NULL, &c, &err)) fail_msg("%s", err.message);
+    sdnpu_request r;
+    sdnpu_request_init(&r);
+    r.prompt = "Task: open the camera.\nUI: <button id=1 text=\"Open camera\"></button> <button id=2 text=\"Settings\"></button>";
+    r.method = "sdnpu";
+    r.json_schema = schema;
+    r.max_tokens = 64;
+    src_seen s = {0};
+    r.on_text = src_text;
+    r.on_step = src_step;
+    r.user_data = &s;
+    sdnpu_result res;
+    sdnpu_result_init(&res);
+    if (sdnpu_generate(c, &r, &res, &err)) fail_msg("%s", err.message);
+    check_action_json(res.text);
+    assert_string_equal(s.text, res.text);
+    assert_int_equal(s.n, res.n_tokens);
+    /* the schema's fixed text as the answer lays it out */
+    const char *fixed = "{\"id\": , \"action\": \"tap\", \"input_text\": \"\"}";
+    int forced = 0, drafted = 0;
+    for (int i = 0; i < s.n; i++) {
+        if (s.src[i] != SDNPU_SOURCE_MODEL) drafted++;
+        if (s.src[i] != SDNPU_SOURCE_GRAMMAR) continue;
+        size_t a = i ? s.end[i - 1] : 0, b = s.end[i];
+        char piece[64];
+        assert_true(b > a && b - a < sizeof piece && b <= s.len);
+        memcpy(piece, s.text + a, b - a);
+        piece[b - a] = 0;
+        if (!strstr(fixed, piece)) fail_msg("token %d '%s' labelled forced text is not part of the schema's fixed text (answer %s)", i, piece, res.text);
+        forced++;
+    }
+    print_message("%d answer tokens in %d steps: %d drafted, %d of them forced text\n", res.n_tokens, res.stats.steps, drafted, forced);
+    assert_int_equal(drafted, (int)res.stats.accepted_tokens);
+    assert_true(forced >= 8);
+    sdnpu_result_free(&res);
+    sdnpu_context_free(c);
+    sdnpu_model_free(m);
+    free(schema);
+}
+
 /* goodness of fit of counts (N samples) to probabilities p over nk cells, merging cells with
  * expected counts under 5 into one; returns chi-square, *dof its degrees of freedom */
 static double chi_square(const int *cnt, const double *p, int nk, int N, int *dof) {
@@ -485,6 +557,7 @@ int main(void) {
         cmocka_unit_test(test_sampling_chi_square),
         cmocka_unit_test(test_bad_constraints),
         cmocka_unit_test(test_smollm2_ui_schema),
+        cmocka_unit_test(test_smollm2_forced_sources),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

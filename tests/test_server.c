@@ -434,6 +434,86 @@ static void test_history_user(void **state) {
     cJSON_Delete(c);
 }
 
+/* The page (GET /, server/page/): its files with a Content-Security-Policy, no key needed; and
+ * the sdnpu extension of streamed chunks that it shows: each chunk's pieces concatenate to its
+ * text, name a known source, count steps and tokens that only grow; a repeat for one user
+ * drafts from the first answer, so pieces from the history appear (scripts/test-page.sh drives
+ * the page itself in a browser). */
+static size_t on_head(char *p, size_t sz, size_t n, void *ud) {
+    char *h = ud;
+    size_t k = sz * n, have = strlen(h);
+    if (have + k < 4096) memcpy(h + have, p, k), h[have + k] = 0;
+    return k;
+}
+
+static void test_page_and_pieces(void **state) {
+    (void)state;
+    const char *files[][2] = {{"/", "id=\"answer\""}, {"/page.js", "textContent"}, {"/page.css", ".accepted"}};
+    for (int i = 0; i < 3; i++) {
+        char url[256], head[4096] = "";
+        reply r = {0};
+        snprintf(url, sizeof url, "http://127.0.0.1:%d%s", g.port, files[i][0]);
+        CURL *c = curl_easy_init();
+        curl_easy_setopt(c, CURLOPT_URL, url);
+        curl_easy_setopt(c, CURLOPT_NOPROXY, "*");
+        curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+        curl_easy_setopt(c, CURLOPT_WRITEDATA, &r);
+        curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_head);
+        curl_easy_setopt(c, CURLOPT_HEADERDATA, head);
+        assert_int_equal(curl_easy_perform(c), CURLE_OK);
+        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r.status);
+        curl_easy_cleanup(c);
+        assert_int_equal(r.status, 200);
+        assert_non_null(strstr(r.body, files[i][1]));
+        assert_non_null(strstr(head, "Content-Security-Policy: default-src 'none'; script-src 'self'"));
+        assert_non_null(strstr(head, "X-Content-Type-Options: nosniff"));
+        free(r.body);
+    }
+    reply r = {0};
+    assert_int_equal(http(&g, "POST", "/", "{}", 2, KEY, &r, 0), 405);
+    free(r.body);
+    static const char *const names[] = {"model", "prompt", "answer", "history", "grammar", "reuse", "draft"};
+    const char *body = CHAT(",\"max_tokens\":40,\"stream\":true,\"user\":\"carol\",\"sdnpu\":{\"ignore_eos\":true,\"draft_max\":16}");
+    for (int round = 0; round < 2; round++) {
+        memset(&r, 0, sizeof r);
+        assert_int_equal(http(&g, "POST", "/v1/chat/completions", body, strlen(body), KEY, &r, 0), 200);
+        int by[7] = {0}, steps = 0, tokens = 0, final_steps = -1, completion = -1;
+        for (char *line = strtok(r.body, "\n"); line; line = strtok(NULL, "\n")) {
+            if (!strcmp(line + 6, "[DONE]")) continue;
+            cJSON *c = cJSON_Parse(line + 6);
+            assert_non_null(c);
+            const cJSON *content = cJSON_GetObjectItemCaseSensitive(at(c, "choices.0.delta"), "content");
+            const cJSON *x = cJSON_GetObjectItemCaseSensitive(c, "sdnpu");
+            if (cJSON_IsString(at(c, "choices.0.finish_reason"))) {
+                final_steps = (int)num(c, "sdnpu.steps");
+                completion = (int)num(c, "usage.completion_tokens");
+            } else if (cJSON_IsString(content) && content->valuestring[0]) {
+                assert_non_null(x); /* every chunk with text says where it came from */
+                char joined[4096] = "";
+                const cJSON *p;
+                cJSON_ArrayForEach(p, cJSON_GetObjectItemCaseSensitive(x, "pieces")) {
+                    strncat(joined, str(p, "text"), sizeof joined - strlen(joined) - 1);
+                    int k = 0;
+                    while (k < 7 && strcmp(str(p, "source"), names[k])) k++;
+                    if (k == 7) fail_msg("unknown source %s", str(p, "source"));
+                    by[k]++;
+                }
+                assert_string_equal(joined, content->valuestring);
+                assert_true(num(x, "steps") > steps && num(x, "tokens") > tokens);
+                steps = (int)num(x, "steps"), tokens = (int)num(x, "tokens");
+            }
+            cJSON_Delete(c);
+        }
+        free(r.body);
+        print_message("round %d: %d tokens in %d steps; pieces: %d model, %d prompt, %d answer, %d history, %d reuse\n", round,
+                      completion, final_steps, by[0], by[1], by[2], by[3], by[5]);
+        assert_int_equal(final_steps, steps);
+        assert_int_equal(completion, tokens);
+        if (round == 0) assert_int_equal(by[3], 0);
+        else assert_true(by[3] > 10 && steps < 20); /* the repeat is drafted from the first answer */
+    }
+}
+
 typedef struct bad_case {
     const char *path, *body, *key;
     long status;
@@ -847,6 +927,7 @@ int main(void) {
         cmocka_unit_test(test_structured),
         cmocka_unit_test(test_greedy_identity),
         cmocka_unit_test(test_history_user),
+        cmocka_unit_test(test_page_and_pieces),
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_mutated_bodies),
     };
