@@ -111,7 +111,7 @@ int cmd_chat(int argc, char **argv) {
     sdnpu_model_params mp;
     sdnpu_model_params_init(&mp);
     mp.tokenizer_path = tokenizer;
-    mp.pull = 1; /* the program pulls a known model on first use (the library does not by default) */
+    if (sdn_tool_pull_if_known("chat", model)) goto done_opts; /* the program pulls a known model on first use; the library never downloads */
     if (sdnpu_model_load(model, &mp, &m, &err)) {
         fprintf(stderr, "sdnpu chat: %s\n", err.message);
         goto done_opts;

@@ -239,7 +239,6 @@ static int run_pass(const sdn_run_opts *o, sdnpu_model *m, sdnpu_request rq, con
     cp.g2 = o->g2;
     cp.profile_db = o->profile_db;
     cp.graph_pin = o->graph_pin;
-    cp.verbose = !o->quiet;
     rq.method = method;
     rq.on_text = out ? on_text : NULL;
     rq.user_data = out;
@@ -350,7 +349,9 @@ int sdn_run_request(const sdn_run_opts *o, FILE *out) {
     sdnpu_model_params mp;
     sdnpu_model_params_init(&mp);
     mp.tokenizer_path = o->tokenizer_path;
-    mp.pull = 1; /* the program pulls a known model on first use (the library does not by default) */
+    /* notes (verify cost curve or graph profile measured) through the library's log unless --quiet */
+    sdnpu_set_log_level(o->quiet ? SDNPU_LOG_WARN : SDNPU_LOG_INFO);
+    if (sdn_tool_pull_if_known("run", o->model_path)) return 1; /* the program pulls a known model on first use; the library never downloads */
     if (sdnpu_model_load(o->model_path, &mp, &m, &err)) { fprintf(stderr, "sdnpu: %s\n", err.message); return 1; }
     sdnpu_model_info mi;
     sdnpu_model_info_init(&mi);

@@ -37,12 +37,22 @@
 #include <stddef.h>
 #include <stdio.h>
 
-/* The global options of every command (main.c): kernel path ("--kernel NAME", else
- * SDN_KERNEL, else the best), prefill matmuls ("--prefill-matmul", else SDN_PREFILL_MATMUL,
- * else auto), KV cache types ("--cache-type-k/-v", else SDN_CACHE_TYPE_K/_V, else f16); each
- * argument NULL when the option was not given. Returns 0, or 2 (a usage error) after
- * "sdnpu: ..." on stderr. */
+/* The global options of every command (main.c), where the program's environment becomes the
+ * library's settings (libsdnpu reads none): kernel path ("--kernel NAME", else SDN_KERNEL,
+ * else the best), prefill matmuls ("--prefill-matmul", else SDN_PREFILL_MATMUL, else auto),
+ * KV cache types ("--cache-type-k/-v", else SDN_CACHE_TYPE_K/_V, else f16), the memory limit
+ * (SDN_MEM_LIMIT_MB) and the cache directory (sdn_tool_env_cache_dir); each argument NULL
+ * when the option was not given. The tests' support code calls it with four NULLs, so every
+ * test honours the same variables. Returns 0, or 2 (a usage error) after "sdnpu: ..." on
+ * stderr. */
 int sdn_tool_global_options(const char *kernel, const char *prefill_mm, const char *cache_type_k, const char *cache_type_v);
+/* The program's cache directory: $SDNPU_CACHE, else $XDG_CACHE_HOME/sdnpu, else
+ * $HOME/.cache/sdnpu, else /tmp/sdnpu-cache. */
+void sdn_tool_env_cache_dir(char *out, size_t cap);
+/* A known model name not in the cache yet is pulled (notes on stderr, "sdnpu CMD: ..." on
+ * failure): what run, chat and serve do on first use (the library never downloads). Anything
+ * else (a path, an unknown name) is left to the loader. Returns 0, or 1 after the message. */
+int sdn_tool_pull_if_known(const char *cmd, const char *model);
 
 /* `sdnpu info` of one model file or known model name (tokenizer: a llama2.c tokenizer.bin or
  * NULL; n_ctx: 0 = the default, min(trained length, SDNPU_DEFAULT_N_CTX)): architecture,
