@@ -331,7 +331,7 @@ SDNPU_API void sdnpu_context_free(sdnpu_context *c);
  * hold (n_ctx, or its default min(trained length, SDNPU_DEFAULT_N_CTX)). A server checks
  * max_tokens with it. 0 when c is NULL. */
 SDNPU_API int sdnpu_context_n_ctx(const sdnpu_context *c);
-/* The graph runtime's account of the last request (layout switches, waits, time to first
+/* [EXPERIMENTAL] The graph runtime's account of the last request (layout switches, waits, time to first
  * token) as text, malloc'd (sdnpu_free).
  * Errors: SDNPU_EINVAL (c or text NULL), SDNPU_ESTATE (the context has no graphs, or has run
  * no request yet; the context is unchanged). On error *text is NULL (when text is not). */

@@ -6,11 +6,13 @@
  * does the work and prints its results and errors exactly as the command always has (stdout;
  * stderr "sdnpu[ CMD]: ..."). The command keeps its option table (cli/opts.c is the only
  * parser), fills the options and makes one call. None of it is in libsdnpu.
- *   global options (main.c) .... sdn_tool_global_options                 tools/cli_machine.c
+ *   global options (main.c) .... sdn_tool_global_options (the program's
+ *                                environment into the library's settings) tools/cli_machine.c
  *   info ....................... sdn_tool_info_describe, _info_machine   tools/cli_info.c
  *   tokenize ................... sdn_tool_tokenize                       tools/cli_tokenize.c
- *   pull, demo ................. sdn_tool_known_models_print, sdn_tool_pull,
- *                                sdn_tool_demo_model                     tools/cli_models.c
+ *   pull, demo, run/chat/serve . sdn_tool_known_models_print, sdn_tool_pull,
+ *                                sdn_tool_demo_model, _pull_if_known     tools/cli_models.c
+ *                                (downloading: model_pull.h)             tools/model_pull.c
  *   run, chat, demo (text) ..... sdn_tool_read_constraint, _read_context,
  *                                _read_prompt_file, _read_stdin_text     tools/cli_text.c
  *   --param (bench, study) ..... sdn_tool_param_help; method_params.h    tools/method_params.c
