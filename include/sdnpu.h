@@ -160,7 +160,7 @@ SDNPU_API void sdnpu_set_log_level(sdnpu_log_level level);
  * (profiles.sqlite). dir NULL or "" (the default): none: a known model name is SDNPU_EIO
  * saying so, each context measures its verify cost curve again (about 2 s with SmolLM2 on 2
  * cores) and a graph context needs profile_db. The string is copied.
- * Errors: SDNPU_EINVAL (dir longer than 960 bytes; the setting is unchanged). */
+ * Errors: SDNPU_EINVAL (dir of 960 bytes or more; the setting is unchanged). */
 SDNPU_API sdnpu_status sdnpu_set_cache_dir(const char *dir, sdnpu_error *err);
 
 /* The SIMD kernel path: "portable", "avx2" (AVX-VNNI used when present), "avx512", "amx"
