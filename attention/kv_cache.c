@@ -25,34 +25,22 @@ static const char *kv_names[SDN_KV_TYPE_COUNT] = {"auto", "f16", "f32", "q8"};
 
 const char *sdn_kv_type_name(sdn_kv_type t) { return t >= 0 && t < SDN_KV_TYPE_COUNT ? kv_names[t] : "?"; }
 
-static pthread_once_t def_once = PTHREAD_ONCE_INIT;
+static pthread_mutex_t def_mu = PTHREAD_MUTEX_INITIALIZER;
 static sdn_kv_type def_k = SDN_KV_DEFAULT, def_v = SDN_KV_DEFAULT;
-static sdn_err def_err;
-static int def_rc;
-
-static void def_init(void) {
-    const char *k = getenv("SDN_CACHE_TYPE_K"), *v = getenv("SDN_CACHE_TYPE_V");
-    if (k && *k && (def_rc = sdn_kv_type_parse(k, "SDN_CACHE_TYPE_K", &def_k, &def_err))) return;
-    if (v && *v) def_rc = sdn_kv_type_parse(v, "SDN_CACHE_TYPE_V", &def_v, &def_err);
-}
-
-int sdn_kv_default_init(sdn_err *err) {
-    pthread_once(&def_once, def_init);
-    if (def_rc && err) *err = def_err;
-    return def_rc;
-}
 
 void sdn_kv_set_default(sdn_kv_type k, sdn_kv_type v) {
-    pthread_once(&def_once, def_init);
+    pthread_mutex_lock(&def_mu);
     if (k >= SDN_KV_FIRST && k < SDN_KV_TYPE_COUNT) def_k = k;
     if (v >= SDN_KV_FIRST && v < SDN_KV_TYPE_COUNT) def_v = v;
-    def_rc = 0;
+    pthread_mutex_unlock(&def_mu);
 }
 
 sdn_kv_type sdn_kv_resolve(sdn_kv_type t, int is_key) {
     if (t != SDN_KV_AUTO) return t;
-    pthread_once(&def_once, def_init);
-    return is_key ? def_k : def_v;
+    pthread_mutex_lock(&def_mu);
+    sdn_kv_type r = is_key ? def_k : def_v;
+    pthread_mutex_unlock(&def_mu);
+    return r;
 }
 
 int sdn_kv_type_parse(const char *s, const char *what, sdn_kv_type *out, sdn_err *err) {

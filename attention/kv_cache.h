@@ -44,12 +44,11 @@ typedef enum sdn_kv_type { SDN_KV_AUTO = 0, SDN_KV_F16 = 1, SDN_KV_F32 = 2, SDN_
 #define SDN_KV_FIRST SDN_KV_F16 /* the real types are SDN_KV_FIRST .. SDN_KV_TYPE_COUNT - 1 */
 #define SDN_KV_DEFAULT SDN_KV_F16 /* the built-in default of keys and values */
 
-/* The process default SDN_KV_AUTO stands for: f16, unless the environment variable
- * SDN_CACHE_TYPE_K (SDN_CACHE_TYPE_V for values) or sdn_kv_set_default says otherwise (the
- * CLI's --cache-type-k / --cache-type-v, accepted by every command). sdn_kv_default_init reads
- * the environment once (an invalid value is an error naming the variable); later calls return
- * the first result. */
-int sdn_kv_default_init(sdn_err *err);
+/* The process default SDN_KV_AUTO stands for: f16, unless sdn_kv_set_default says otherwise
+ * (k or v SDN_KV_AUTO: that one unchanged). The CLI sets it from --cache-type-k /
+ * --cache-type-v, else the environment variables SDN_CACHE_TYPE_K / _V, which the program and
+ * the tests read (the library reads none). Not exported: an app names its cache types in
+ * sdnpu_context_params. */
 void sdn_kv_set_default(sdn_kv_type k, sdn_kv_type v);
 /* t, or the process default for keys (is_key) or values when t is SDN_KV_AUTO. */
 sdn_kv_type sdn_kv_resolve(sdn_kv_type t, int is_key);

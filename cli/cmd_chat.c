@@ -55,13 +55,11 @@ static int on_text(void *ud, const char *text, size_t len) {
 int cmd_chat(int argc, char **argv) {
     sdnpu_request defaults; /* the library's (SDNPU_DEFAULT_* in sdnpu.h) */
     sdnpu_request_init(&defaults);
-    const char *model = NULL, *system = NULL, *spec = defaults.method, *tmpl = NULL, *tokenizer = NULL, *grammar_file = NULL, *schema_file = NULL;
+    const char *model = NULL, *system = NULL, *spec = defaults.method, *tmpl = NULL, *tokenizer = NULL;
     char *grammar = NULL, *schema = NULL;
-    int max_tokens = defaults.max_tokens, top_k = 0, threads = cli_default_threads(), n_ctx = 0, quiet = 0;
-    float temp = 0, top_p = defaults.top_p, min_p = 0, repeat_penalty = 0;
-    int repeat_last_n = 0;
-    uint64_t seed = 0;
-    cli_list stops = {0};
+    int max_tokens = defaults.max_tokens, threads = cli_default_threads(), n_ctx = 0, quiet = 0;
+    cli_sampling smp; /* the sampling and constraint options run takes too (cli/opts.h) */
+    cli_sampling_init(&smp);
     static char spec_help[192], max_help[64];
     snprintf(spec_help, sizeof spec_help, "drafting method: %s (default %s; pld keeps the whole KV cache between turns, sdnpu re-prefills the last answer)", sdnpu_methods(), spec);
     snprintf(max_help, sizeof max_help, "new tokens per answer at most (default %d)", max_tokens);
@@ -71,21 +69,13 @@ int cmd_chat(int argc, char **argv) {
         {.name = "--chat-template", .kind = CLI_ENUM, .dest = &tmpl, .arg = "NAME", .choices = CLI_CHAT_TEMPLATES,
          .help = "auto (default), chatml, llama3, llama2, vicuna, plain, gemma"},
         CLI_O_MAX_TOKENS(&max_tokens, 1, 1 << 22, max_help),
-        {.name = "--stop", .kind = CLI_LIST, .dest = &stops, .arg = "STR", .help = "end an answer before STR (repeatable)"},
-        CLI_O_TEMP(&temp, 0, 100, "sampling temperature (default 0: greedy)"),
-        {.name = "--top-k", .kind = CLI_INT, .dest = &top_k, .lo = 0, .hi = 1 << 24, .arg = "K", .help = "sample from the K most likely tokens (default 0: all)"},
-        {.name = "--top-p", .kind = CLI_FLOAT, .dest = &top_p, .lo = 0, .hi = 1, .arg = "P", .help = "nucleus sampling (default 1)"},
-        CLI_O_SEED(&seed, 9.2e18, "sampling seed (default 0)"),
-        {.name = "--min-p", .kind = CLI_FLOAT, .dest = &min_p, .lo = 0, .hi = 1, .arg = "P", .help = "drop tokens less than P times as likely as the most likely (default 0: off)"},
-        {.name = "--repeat-penalty", .kind = CLI_FLOAT, .dest = &repeat_penalty, .lo = 0, .hi = 10, .arg = "R", .help = "penalize tokens seen in the last --repeat-last-n, greedy too (default 1: off)"},
-        {.name = "--repeat-last-n", .kind = CLI_INT, .dest = &repeat_last_n, .lo = 0, .hi = 1 << 20, .arg = "N", .help = "window of --repeat-penalty in tokens (default 64)"},
+        CLI_O_SAMPLING(&smp),
         CLI_O_SPEC(&spec, spec_help),
         CLI_O_THREADS(&threads),
         CLI_O_CTX(&n_ctx, 2, "KV cache size: the conversation's length at most (default min(trained, 8192))"),
         CLI_O_TOKENIZER(&tokenizer),
         CLI_O_QUIET(&quiet, "no banner, prompts or statistics: answers only"),
-        {.name = "--grammar", .kind = CLI_STR, .dest = &grammar_file, .arg = "FILE", .help = "constrain every answer to a GBNF grammar (root rule \"root\")"},
-        {.name = "--json-schema", .kind = CLI_STR, .dest = &schema_file, .arg = "FILE", .help = "constrain every answer to JSON valid against a JSON schema"},
+        CLI_O_CONSTRAINT(&smp),
         CLI_O_END,
     };
     const cli_cmd cmd = {.name = "chat", .synopsis = "--model M [options]",
@@ -104,14 +94,14 @@ int cmd_chat(int argc, char **argv) {
         fprintf(stderr, "sdnpu chat: option --spec: %s\n", err.message);
         goto done_opts;
     }
-    if (sdn_tool_read_constraint("chat", grammar_file, schema_file, &grammar, &schema)) goto done_opts;
+    if (sdn_tool_read_constraint("chat", smp.grammar_file, smp.json_schema_file, &grammar, &schema)) goto done_opts;
     rc = 1;
     sdnpu_model *m = NULL;
     sdnpu_context *ctx = NULL;
     sdnpu_model_params mp;
     sdnpu_model_params_init(&mp);
     mp.tokenizer_path = tokenizer;
-    mp.pull = 1; /* the program pulls a known model on first use (the library does not by default) */
+    if (sdn_tool_pull_if_known("chat", model)) goto done_opts; /* the program pulls a known model on first use; the library never downloads */
     if (sdnpu_model_load(model, &mp, &m, &err)) {
         fprintf(stderr, "sdnpu chat: %s\n", err.message);
         goto done_opts;
@@ -176,15 +166,8 @@ int cmd_chat(int argc, char **argv) {
         r.chat_template = tmpl;
         r.method = spec;
         r.max_tokens = max_tokens;
-        r.temperature = temp;
-        r.top_k = top_k;
-        r.top_p = top_p;
-        r.min_p = min_p;
-        r.repeat_penalty = repeat_penalty;
-        r.repeat_last_n = repeat_last_n;
-        r.seed = seed + (uint64_t)c.n; /* a new draw every turn, reproducible */
-        r.stop = stops.v;
-        r.n_stop = stops.n;
+        cli_sampling_apply(&smp, &r);
+        r.seed = smp.seed + (uint64_t)c.n; /* a new draw every turn, reproducible */
         r.on_text = on_text;
         r.grammar = grammar;
         r.json_schema = schema;
@@ -192,7 +175,7 @@ int cmd_chat(int argc, char **argv) {
         sdnpu_result_init(&res);
         int grc = sdnpu_generate(ctx, &r, &res, &err);
         if (grc && sdn_constraint_error(grc, &err)) { /* it would refuse every turn */
-            fprintf(stderr, "sdnpu chat: option %s %s: %s\n", grammar ? "--grammar" : "--json-schema", grammar ? grammar_file : schema_file,
+            fprintf(stderr, "sdnpu chat: option %s %s: %s\n", grammar ? "--grammar" : "--json-schema", grammar ? smp.grammar_file : smp.json_schema_file,
                     err.message);
             convo_truncate(&c, before);
             rc = 2;
@@ -231,7 +214,7 @@ done:
     sdnpu_context_free(ctx);
     sdnpu_model_free(m);
 done_opts:
-    cli_list_free(&stops);
+    cli_sampling_free(&smp);
     free(grammar);
     free(schema);
     return rc;

@@ -15,10 +15,8 @@ int cmd_run(int argc, char **argv) {
     sdn_run_opts_init(&o);
     cli_opt table[64];
     int n = sdn_run_opts_table(&o, table, 62);
-    table[n++] = (cli_opt){.name = "--grammar", .kind = CLI_STR, .dest = &o.grammar_file, .arg = "FILE",
-                           .help = "constrain the answer to a GBNF grammar (root rule \"root\"; docs/constrained.md)"};
-    table[n++] = (cli_opt){.name = "--json-schema", .kind = CLI_STR, .dest = &o.json_schema_file, .arg = "FILE",
-                           .help = "constrain the answer to JSON valid against a JSON schema (not with --grammar)"};
+    const cli_opt constraint[] = {CLI_O_CONSTRAINT(&o.smp)}; /* the group run and chat share (cli/opts.h) */
+    for (size_t i = 0; i < sizeof constraint / sizeof constraint[0]; i++) table[n++] = constraint[i];
     table[n] = (cli_opt){0};
     const cli_cmd cmd = {.name = "run",
                          .synopsis = "--model M (--prompt TEXT | --prompt - | --prompt-file FILE | --prompt-ids \"ID ...\") [options]",
@@ -32,7 +30,7 @@ int cmd_run(int argc, char **argv) {
         } else if (!o.prompt && !o.prompt_ids && !o.prompt_file) {
             fprintf(stderr, "sdnpu run: a prompt is required: --prompt TEXT, --prompt - (stdin), --prompt-file FILE or --prompt-ids\n");
             rc = 2;
-        } else if (!(rc = sdn_run_opts_check(&o)) && !(rc = sdn_tool_read_constraint("run", o.grammar_file, o.json_schema_file, &o.grammar, &o.json_schema)))
+        } else if (!(rc = sdn_run_opts_check(&o)) && !(rc = sdn_tool_read_constraint("run", o.smp.grammar_file, o.smp.json_schema_file, &o.grammar, &o.json_schema)))
             rc = sdn_run_request(&o, stdout);
     }
     sdn_run_opts_free(&o);

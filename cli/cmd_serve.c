@@ -8,6 +8,7 @@
 #include "cli/cli.h"
 #include "cli/opts.h"
 #include "server/server.h"
+#include "tools/tools.h"
 
 int cmd_serve(int argc, char **argv) {
     srv_options o;
@@ -76,5 +77,6 @@ int cmd_serve(int argc, char **argv) {
     o.max_body = (size_t)max_body;
     o.body_budget = (size_t)body_budget;
     o.max_chars = (long)max_chars;
+    if (sdn_tool_pull_if_known("serve", o.model)) return 1; /* a known model is pulled on first use; the library never downloads */
     return srv_run(&o);
 }

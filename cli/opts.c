@@ -57,6 +57,33 @@ void cli_list_free(cli_list *l) {
 
 void cli_param_help(FILE *f) { sdn_tool_param_help(f); }
 
+void cli_sampling_init(cli_sampling *s) {
+    memset(s, 0, sizeof *s);
+    sdnpu_request rq; /* the defaults are the library's (SDNPU_DEFAULT_* in sdnpu.h) */
+    sdnpu_request_init(&rq);
+    s->temp = rq.temperature;
+    s->top_p = rq.top_p;
+    s->top_k = rq.top_k;
+    s->min_p = rq.min_p;
+    s->repeat_penalty = rq.repeat_penalty;
+    s->repeat_last_n = rq.repeat_last_n;
+    s->seed = rq.seed;
+}
+
+void cli_sampling_free(cli_sampling *s) { cli_list_free(&s->stops); }
+
+void cli_sampling_apply(const cli_sampling *s, sdnpu_request *r) {
+    r->temperature = s->temp;
+    r->top_k = s->top_k;
+    r->top_p = s->top_p;
+    r->min_p = s->min_p;
+    r->repeat_penalty = s->repeat_penalty;
+    r->repeat_last_n = s->repeat_last_n;
+    r->seed = s->seed;
+    r->stop = s->stops.v;
+    r->n_stop = s->stops.n;
+}
+
 double cli_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);

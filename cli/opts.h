@@ -139,7 +139,7 @@ const char *cli_threads_help(void);
 #define CLI_O_DRAFT_DEPTH(d, h) {.name = "--draft-depth", .kind = CLI_INT, .dest = (d), .lo = 1, .hi = 63, .arg = "D", .help = (h)}
 #define CLI_O_DRAFT_BRANCH(d, h) {.name = "--draft-branch", .kind = CLI_INT, .dest = (d), .lo = 1, .hi = 63, .arg = "B", .help = (h)}
 #define CLI_O_PARAM(d) {.name = "--param", .kind = CLI_LIST, .dest = (d), .arg = "KEY=VALUE", .help = "a drafting-method parameter (repeatable; keys below)"}
-#define CLI_O_GRAPHS(d) {.name = "--graphs", .kind = CLI_STR, .dest = (d), .arg = "MODE", .help = "fixed-shape graphs switched during prefill: single, sync, async, progressive"}
+#define CLI_O_GRAPHS(d) {.name = "--graphs", .kind = CLI_STR, .dest = (d), .arg = "MODE", .help = "[experimental] fixed-shape graphs switched during prefill: single, sync, async, progressive, optimal (evaluation only)"}
 #define CLI_O_GRAPH_BLOCKS(d, name_) {.name = (name_), .kind = CLI_INT, .dest = (d), .lo = 1, .hi = 128, .arg = "N", .help = "graph layer blocks (default 8)"}
 #define CLI_O_G1(d) {.name = "--g1", .kind = CLI_INT, .dest = (d), .lo = 1, .hi = 4096, .arg = "S1", .help = "prefill graph rows (default 256)"}
 #define CLI_O_G2(d) {.name = "--g2", .kind = CLI_INT, .dest = (d), .lo = 1, .hi = 64, .arg = "S2", .help = "decode graph rows (default: from the profile)"}
@@ -154,6 +154,41 @@ const char *cli_threads_help(void);
 #define CLI_O_SHAPES(d, h) {.name = "--shapes", .kind = CLI_STR, .dest = (d), .arg = "LIST", .help = (h)}
 #define CLI_O_REPS(d, hi_, h) {.name = "--reps", .kind = CLI_INT, .dest = (d), .lo = 1, .hi = (hi_), .arg = "N", .help = (h)}
 #define CLI_O_END {NULL}
+
+/* ---- the sampling and constraint options of run and chat ----
+ * One group, declared once: the same names, ranges, help lines and defaults (the library's,
+ * sdnpu_request_init) in `sdnpu run` (and demo) and `sdnpu chat`. `sdnpu serve` takes the same
+ * settings per request, in the OpenAI request body (docs/server.md). */
+typedef struct cli_sampling {
+    cli_list stops;                              /* --stop STR ... */
+    float temp, top_p, min_p, repeat_penalty;    /* --temp (0: greedy) --top-p --min-p --repeat-penalty */
+    int top_k, repeat_last_n;                    /* --top-k --repeat-last-n */
+    uint64_t seed;                               /* --seed */
+    const char *grammar_file, *json_schema_file; /* --grammar FILE --json-schema FILE */
+} cli_sampling;
+/* The defaults (sdnpu_request_init's). */
+void cli_sampling_init(cli_sampling *s);
+void cli_sampling_free(cli_sampling *s);
+/* Copy the sampling settings (not the constraint: its files are read by the command) into r. */
+struct sdnpu_request;
+void cli_sampling_apply(const cli_sampling *s, struct sdnpu_request *r);
+/* The eight sampling options (table entries pointing into *s). */
+#define CLI_O_SAMPLING(s)                                                                                                                    \
+    {.name = "--stop", .kind = CLI_LIST, .dest = &(s)->stops, .arg = "STR", .help = "end an answer before STR (repeatable)"},                \
+        CLI_O_TEMP(&(s)->temp, 0, 100, "sampling temperature (default 0: greedy)"),                                                         \
+        {.name = "--top-k", .kind = CLI_INT, .dest = &(s)->top_k, .lo = 0, .hi = 1 << 24, .arg = "K", .help = "sample from the K most likely tokens (default 0: all)"}, \
+        {.name = "--top-p", .kind = CLI_FLOAT, .dest = &(s)->top_p, .lo = 0, .hi = 1, .arg = "P", .help = "nucleus sampling (default 1)"}, \
+        CLI_O_SEED(&(s)->seed, 9.2e18, "sampling seed (default 0)"),                                                                        \
+        {.name = "--min-p", .kind = CLI_FLOAT, .dest = &(s)->min_p, .lo = 0, .hi = 1, .arg = "P",                                            \
+         .help = "drop tokens less than P times as likely as the most likely (default 0: off)"},                                           \
+        {.name = "--repeat-penalty", .kind = CLI_FLOAT, .dest = &(s)->repeat_penalty, .lo = 0, .hi = 10, .arg = "R",                         \
+         .help = "penalize tokens seen in the last --repeat-last-n, greedy too (default 1: off)"},                                         \
+        {.name = "--repeat-last-n", .kind = CLI_INT, .dest = &(s)->repeat_last_n, .lo = 0, .hi = 1 << 20, .arg = "N",                        \
+         .help = "window of --repeat-penalty in tokens, prompt included (default 64)"}
+/* The two constraint options (at most one of them; sdn_tool_read_constraint reads the file). */
+#define CLI_O_CONSTRAINT(s)                                                                                                                  \
+    {.name = "--grammar", .kind = CLI_STR, .dest = &(s)->grammar_file, .arg = "FILE", .help = "constrain the answer to a GBNF grammar (root rule \"root\")"}, \
+        {.name = "--json-schema", .kind = CLI_STR, .dest = &(s)->json_schema_file, .arg = "FILE", .help = "constrain the answer to JSON valid against a JSON schema"}
 
 /* Check before any work that `path` can be written as an output file: its directory exists
  * and a file can be created there (an existing file must be writable; a new one is created

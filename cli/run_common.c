@@ -17,7 +17,7 @@ void sdn_run_opts_init(sdn_run_opts *o) {
     sdnpu_request_init(&rq);
     o->max_tokens = rq.max_tokens;
     o->threads = cli_default_threads();
-    o->top_p = rq.top_p;
+    cli_sampling_init(&o->smp);
     o->spec = rq.method;
     o->prefill_topk = rq.prefill_topk;
     o->draft_max = rq.draft_max;
@@ -26,7 +26,7 @@ void sdn_run_opts_init(sdn_run_opts *o) {
 void sdn_run_opts_free(sdn_run_opts *o) {
     cli_list_free(&o->contexts);
     cli_list_free(&o->params);
-    cli_list_free(&o->stops);
+    cli_sampling_free(&o->smp);
     free(o->prompt_buf);
     o->prompt_buf = NULL;
     free(o->grammar);
@@ -54,14 +54,7 @@ int sdn_run_opts_table(sdn_run_opts *o, cli_opt *t, int cap) {
         CLI_O_CHAT_TEMPLATE(&o->chat_template),
         {.name = "--print-prompt", .kind = CLI_FLAG, .dest = &o->print_prompt, .help = "print the prompt as the model sees it (chat template applied) and exit"},
         CLI_O_MAX_TOKENS(&o->max_tokens, 0, big, max_help),
-        {.name = "--stop", .kind = CLI_LIST, .dest = &o->stops, .arg = "STR", .help = "end the answer before STR (repeatable)"},
-        CLI_O_TEMP(&o->temp, 0, 100, "sampling temperature (default 0: greedy)"),
-        {.name = "--top-k", .kind = CLI_INT, .dest = &o->top_k, .lo = 0, .hi = 1 << 24, .arg = "K", .help = "sample from the K most likely tokens (default 0: all)"},
-        {.name = "--top-p", .kind = CLI_FLOAT, .dest = &o->top_p, .lo = 0, .hi = 1, .arg = "P", .help = "nucleus sampling (default 1)"},
-        CLI_O_SEED(&o->seed, 9.2e18, "sampling seed (default 0)"),
-        {.name = "--min-p", .kind = CLI_FLOAT, .dest = &o->min_p, .lo = 0, .hi = 1, .arg = "P", .help = "drop tokens less than P times as likely as the most likely (default 0: off)"},
-        {.name = "--repeat-penalty", .kind = CLI_FLOAT, .dest = &o->repeat_penalty, .lo = 0, .hi = 10, .arg = "R", .help = "penalize tokens seen in the last --repeat-last-n, greedy too (default 1: off)"},
-        {.name = "--repeat-last-n", .kind = CLI_INT, .dest = &o->repeat_last_n, .lo = 0, .hi = 1 << 20, .arg = "N", .help = "window of --repeat-penalty in tokens, prompt included (default 64)"},
+        CLI_O_SAMPLING(&o->smp),
         {.name = "--ignore-eos", .kind = CLI_FLAG, .dest = &o->ignore_eos, .help = "keep generating past end-of-generation tokens"},
         CLI_O_SPEC(&o->spec, spec_help),
         {.name = "--compare", .kind = CLI_FLAG, .dest = &o->compare, .help = "also run plain decoding: same output?, speedup"},
@@ -153,7 +146,7 @@ static void print_stats(const sdn_run_opts *o, const pass *p, const pass *base) 
     }
     if (base) {
         fprintf(stderr, "[%s] vs plain: output %s, speedup %.2fx (%.2f vs %.2f ms/token)\n", p->method,
-                same_output(base, p) ? "identical" : (o->temp > 0 ? "differs (sampling: same distribution, different draws)" : "DIFFERS"),
+                same_output(base, p) ? "identical" : (o->smp.temp > 0 ? "differs (sampling: same distribution, different draws)" : "DIFFERS"),
                 ms_per_token(s) > 0 ? ms_per_token(&base->res.stats) / ms_per_token(s) : 0.0, ms_per_token(s), ms_per_token(&base->res.stats));
     }
 }
@@ -239,7 +232,6 @@ static int run_pass(const sdn_run_opts *o, sdnpu_model *m, sdnpu_request rq, con
     cp.g2 = o->g2;
     cp.profile_db = o->profile_db;
     cp.graph_pin = o->graph_pin;
-    cp.verbose = !o->quiet;
     rq.method = method;
     rq.on_text = out ? on_text : NULL;
     rq.user_data = out;
@@ -259,7 +251,7 @@ static int run_pass(const sdn_run_opts *o, sdnpu_model *m, sdnpu_request rq, con
     }
     if (rc && sdn_constraint_error(rc, &err)) { /* the constraint the user gave: a usage error */
         fprintf(stderr, "sdnpu: option %s %s: %s\n", o->grammar ? "--grammar" : "--json-schema",
-                o->grammar ? o->grammar_file : o->json_schema_file, err.message);
+                o->grammar ? o->smp.grammar_file : o->smp.json_schema_file, err.message);
         sdnpu_context_free(c);
         return 2;
     }
@@ -327,8 +319,8 @@ int sdn_run_opts_check(sdn_run_opts *o) {
                 o->contexts.n ? "--context" : o->system ? "--system" : "--chat-template");
         return 2;
     }
-    for (int i = 0; i < o->stops.n; i++)
-        if (!o->stops.v[i][0]) { fprintf(stderr, "sdnpu: option --stop: an empty stop string would end every answer at once\n"); return 2; }
+    for (int i = 0; i < o->smp.stops.n; i++)
+        if (!o->smp.stops.v[i][0]) { fprintf(stderr, "sdnpu: option --stop: an empty stop string would end every answer at once\n"); return 2; }
     if (o->stats_json && cli_check_output("--stats-json", o->stats_json)) return 1;
     if (o->prompt_file) {
         if (sdn_tool_read_prompt_file(o->prompt_file, &o->prompt_buf)) return 1;
@@ -350,7 +342,9 @@ int sdn_run_request(const sdn_run_opts *o, FILE *out) {
     sdnpu_model_params mp;
     sdnpu_model_params_init(&mp);
     mp.tokenizer_path = o->tokenizer_path;
-    mp.pull = 1; /* the program pulls a known model on first use (the library does not by default) */
+    /* notes (verify cost curve or graph profile measured) through the library's log unless --quiet */
+    sdnpu_set_log_level(o->quiet ? SDNPU_LOG_WARN : SDNPU_LOG_INFO);
+    if (sdn_tool_pull_if_known("run", o->model_path)) return 1; /* the program pulls a known model on first use; the library never downloads */
     if (sdnpu_model_load(o->model_path, &mp, &m, &err)) { fprintf(stderr, "sdnpu: %s\n", err.message); return 1; }
     sdnpu_model_info mi;
     sdnpu_model_info_init(&mi);
@@ -358,13 +352,7 @@ int sdn_run_request(const sdn_run_opts *o, FILE *out) {
     sdnpu_request rq;
     sdnpu_request_init(&rq);
     rq.max_tokens = o->max_tokens;
-    rq.temperature = o->temp;
-    rq.min_p = o->min_p;
-    rq.repeat_penalty = o->repeat_penalty;
-    rq.repeat_last_n = o->repeat_last_n;
-    rq.top_p = o->top_p;
-    rq.top_k = o->top_k;
-    rq.seed = o->seed;
+    cli_sampling_apply(&o->smp, &rq);
     rq.ignore_eos = o->ignore_eos;
     rq.draft_max = o->draft_max;
     rq.draft_depth = o->draft_depth;
@@ -374,8 +362,6 @@ int sdn_run_request(const sdn_run_opts *o, FILE *out) {
     rq.prefill_topk = o->prefill_topk;
     rq.task_group = o->task_group;
     rq.chat_template = o->chat_template;
-    rq.stop = o->stops.v;
-    rq.n_stop = o->stops.n;
     rq.grammar = o->grammar;
     rq.json_schema = o->json_schema;
     if (o->n_ctx > mi.context_length)

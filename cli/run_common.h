@@ -15,14 +15,10 @@ typedef struct sdn_run_opts {
     const char *model_path, *tokenizer_path, *prompt, *prompt_ids, *prompt_file, *chat_template, *system, *stats_json;
     char *prompt_buf;     /* the prompt read from --prompt-file or stdin (owned) */
     cli_list contexts;    /* --context FILE ... */
-    cli_list stops;       /* --stop STR ... */
     int print_prompt;     /* --print-prompt: print the rendered prompt and exit */
     int max_tokens, threads, n_ctx, ignore_eos, quiet;
-    float temp, top_p;    /* --temp (0: greedy) --top-p */
-    int top_k;            /* --top-k */
-    uint64_t seed;        /* --seed */
-    float min_p, repeat_penalty; /* --min-p --repeat-penalty */
-    int repeat_last_n;    /* --repeat-last-n */
+    cli_sampling smp;     /* --temp, --top-k, --top-p, --seed, --min-p, --repeat-penalty, --repeat-last-n, --stop;
+                             --grammar / --json-schema (sdnpu run): the group run and chat share (cli/opts.h) */
     const char *spec;     /* drafting method (none, pld, sam, ...) */
     int draft_max, draft_depth, draft_branch; /* 0: the engine's defaults */
     int compare;          /* also run plain decoding and compare */
@@ -32,7 +28,6 @@ typedef struct sdn_run_opts {
     const char *history, *task_group; /* --history DB --task-group NAME */
     int prefill_topk;     /* top-k prefill predictions kept for methods that use them (default 4) */
     cli_list params;      /* --param KEY=VALUE (drafting-method parameters) */
-    const char *grammar_file, *json_schema_file; /* --grammar FILE --json-schema FILE (sdnpu run) */
     char *grammar, *json_schema; /* their text (owned), read by sdn_tool_read_constraint (tools/tools.h) */
 } sdn_run_opts;
 

@@ -1,11 +1,24 @@
 /* sdn_mem.c - the memory limit of this process (see sdn_mem.h). */
 #include "common/sdn_mem.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <unistd.h>
+
+/* The bound set by sdn_mem_set_limit (0: none) and its description. */
+static pthread_mutex_t g_set_mu = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t g_set_bytes;
+static char g_set_src[64] = "sdnpu_set_mem_limit";
+
+void sdn_mem_set_limit(uint64_t bytes, const char *source) {
+    pthread_mutex_lock(&g_set_mu);
+    g_set_bytes = bytes;
+    snprintf(g_set_src, sizeof g_set_src, "%s", source && *source ? source : "sdnpu_set_mem_limit");
+    pthread_mutex_unlock(&g_set_mu);
+}
 
 /* A limit file holding a byte count or "max"; UINT64_MAX when absent or unlimited. */
 static uint64_t read_limit_file(const char *path) {
@@ -98,12 +111,9 @@ uint64_t sdn_mem_limit(const char **source) {
     struct rlimit rl;
     if (getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && (uint64_t)rl.rlim_cur < best)
         best = (uint64_t)rl.rlim_cur, src = "RLIMIT_AS (ulimit -v)";
-    const char *env = getenv("SDN_MEM_LIMIT_MB");
-    if (env && *env) {
-        char *end;
-        unsigned long long mb = strtoull(env, &end, 10);
-        if (*end == 0 && mb > 0 && mb < (UINT64_MAX >> 20) && (uint64_t)mb << 20 < best) best = (uint64_t)mb << 20, src = "SDN_MEM_LIMIT_MB";
-    }
+    pthread_mutex_lock(&g_set_mu);
+    if (g_set_bytes && g_set_bytes < best) best = g_set_bytes, src = g_set_src;
+    pthread_mutex_unlock(&g_set_mu);
     if (source) *source = src;
     return best;
 }

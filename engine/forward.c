@@ -93,10 +93,9 @@ struct sdn_ctx {
 int sdn_ctx_new(const sdn_model *m, const sdn_ctx_params *p, sdn_ctx **out, sdn_err *err) {
     *out = NULL;
     const sdn_model_config *cfg = &m->cfg;
-    /* an invalid SDN_KERNEL or SDN_PREFILL_MATMUL is this call's error, not an exit later */
+    /* the kernel path and prefill matmul setting: the ones set (sdnpu_set_kernel_path, ...), else the defaults */
     int rc0 = sdn_kpath_init(err);
     if (!rc0) rc0 = sdn_prefill_mm_init(err);
-    if (!rc0) rc0 = sdn_kv_default_init(err);
     if (rc0) return rc0;
 #ifdef FWD_SIMD
     g_simd = sdn_kpath_get() != SDN_KPATH_PORTABLE;

@@ -51,8 +51,7 @@ typedef struct sdn_ctx_params {
     sdn_kv_type type_k, type_v; /* KV cache element types (attention/kv_cache.h; 0, SDN_KV_AUTO: the process default, f16) */
 } sdn_ctx_params;
 
-/* Fails (naming the variable) when SDN_KERNEL or SDN_PREFILL_MATMUL holds an invalid value,
- * or when the decode layout does not fit in memory. */
+/* Fails when the decode layout does not fit in memory. */
 int sdn_ctx_new(const sdn_model *m, const sdn_ctx_params *p, sdn_ctx **out, sdn_err *err);
 void sdn_ctx_free(sdn_ctx *c);
 const sdn_model *sdn_ctx_model(const sdn_ctx *c);

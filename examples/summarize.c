@@ -6,9 +6,11 @@
  * Build against the installed library:
  *     cc summarize.c $(pkg-config --cflags --libs sdnpu) -o summarize
  * Run:
- *     ./summarize [--model PATH|NAME] [--history DB] [--max-tokens N] [DOCUMENT.txt]
- * (defaults: smollm2-135m-instruct, pulled into the cache on first use; a history store in
- * ./summaries.sqlite; a short built-in document). */
+ *     ./summarize [--model PATH|NAME] [--cache DIR] [--history DB] [--max-tokens N] [DOCUMENT.txt]
+ * (defaults: smollm2-135m-instruct from the model cache, where `sdnpu pull smollm2-135m-instruct`
+ * puts it: --cache, else $SDNPU_CACHE, else ~/.cache/sdnpu; a history store in
+ * ./summaries.sqlite; a short built-in document). The library reads no environment and never
+ * downloads: this app reads $SDNPU_CACHE and $HOME itself and tells the library. */
 #include <sdnpu.h>
 
 #include <stdio.h>
@@ -71,24 +73,32 @@ static int summarize(sdnpu_context *ctx, const char *doc, const char *method, in
 }
 
 int main(int argc, char **argv) {
-    const char *model_name = "smollm2-135m-instruct", *history = "summaries.sqlite", *doc_path = NULL;
+    const char *model_name = "smollm2-135m-instruct", *history = "summaries.sqlite", *doc_path = NULL, *cache = NULL;
     int max_tokens = 96;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--model") && i + 1 < argc) model_name = argv[++i];
         else if (!strcmp(argv[i], "--history") && i + 1 < argc) history = argv[++i];
+        else if (!strcmp(argv[i], "--cache") && i + 1 < argc) cache = argv[++i];
         else if (!strcmp(argv[i], "--max-tokens") && i + 1 < argc) max_tokens = atoi(argv[++i]);
         else if (argv[i][0] != '-') doc_path = argv[i];
-        else { fprintf(stderr, "usage: summarize [--model PATH|NAME] [--history DB] [--max-tokens N] [DOCUMENT.txt]\n"); return 2; }
+        else { fprintf(stderr, "usage: summarize [--model PATH|NAME] [--cache DIR] [--history DB] [--max-tokens N] [DOCUMENT.txt]\n"); return 2; }
     }
     char *doc = doc_path ? read_file(doc_path) : NULL;
     if (doc_path && !doc) { fprintf(stderr, "summarize: cannot read %s\n", doc_path); return 1; }
 
     sdnpu_error err;
+    /* the model cache (known models, the verify cost curve measured once per machine) */
+    char cache_buf[1024];
+    const char *home = getenv("HOME");
+    if (!cache) cache = getenv("SDNPU_CACHE");
+    if ((!cache || !*cache) && home && *home) snprintf(cache_buf, sizeof cache_buf, "%s/.cache/sdnpu", home), cache = cache_buf;
+    if (cache && *cache && sdnpu_set_cache_dir(cache, &err) != SDNPU_OK) {
+        fprintf(stderr, "summarize: --cache: %s\n", err.message);
+        free(doc);
+        return 2;
+    }
     sdnpu_model *model;
-    sdnpu_model_params mp;
-    sdnpu_model_params_init(&mp);
-    mp.pull = 1; /* a known model name missing from the cache is downloaded (the library's default is 0) */
-    if (sdnpu_model_load(model_name, &mp, &model, &err) != SDNPU_OK) {
+    if (sdnpu_model_load(model_name, NULL, &model, &err) != SDNPU_OK) {
         fprintf(stderr, "summarize: %s\n", err.message);
         free(doc);
         return 1;

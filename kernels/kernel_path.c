@@ -193,16 +193,14 @@ int sdn_kpath_set(sdn_kpath p, sdn_err *err) {
 
 int sdn_kpath_init(sdn_err *err) {
     if (g_path >= 0) return SDN_OK;
-    const char *env = getenv("SDN_KERNEL");
-    sdn_kpath p = sdn_kpath_best();
-    if (env && env[0]) {
-        int rc = sdn_kpath_parse(env, &p, err);
-        if (rc) return sdn_fail(err, rc, "SDN_KERNEL");
-        rc = sdn_kpath_set(p, err);
-        if (rc) return sdn_fail(err, rc, "SDN_KERNEL");
-        return SDN_OK;
-    }
-    return sdn_kpath_set(p, err);
+    return sdn_kpath_set(sdn_kpath_best(), err);
+}
+
+int sdn_kpath_set_name(const char *name, sdn_err *err) {
+    if (!name || !*name || !strcmp(name, "auto")) return sdn_kpath_set(sdn_kpath_best(), err);
+    sdn_kpath p = SDN_KPATH_PORTABLE;
+    int rc = sdn_kpath_parse(name, &p, err);
+    return rc ? rc : sdn_kpath_set(p, err);
 }
 
 sdn_kpath sdn_kpath_get(void) {
@@ -282,14 +280,8 @@ int sdn_prefill_mm_parse(const char *s, sdn_prefill_mm *out, sdn_err *err) {
 }
 
 int sdn_prefill_mm_init(sdn_err *err) {
-    if (g_prefill_mm >= 0) return SDN_OK;
-    const char *env = getenv("SDN_PREFILL_MATMUL");
-    sdn_prefill_mm m = SDN_PREFILL_MM_AUTO;
-    if (env && env[0]) {
-        int rc = sdn_prefill_mm_parse(env, &m, err);
-        if (rc) return sdn_fail(err, rc, "SDN_PREFILL_MATMUL");
-    }
-    g_prefill_mm = (int)m;
+    (void)err;
+    if (g_prefill_mm < 0) g_prefill_mm = SDN_PREFILL_MM_AUTO;
     return SDN_OK;
 }
 

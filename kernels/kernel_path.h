@@ -14,8 +14,9 @@
  * of the other architecture is the same error as asking for one the CPU lacks.
  *
  * One binary holds every path (the SIMD kernels are compiled per file with their own target
- * flags, see CMakeLists.txt); the best supported path is used unless the environment
- * variable SDN_KERNEL or sdn_kpath_set() forces another. Forcing a path the CPU lacks is an
+ * flags, see CMakeLists.txt); the best supported path is used unless sdn_kpath_set() forces
+ * another (the public sdnpu_set_kernel_path; the `sdnpu` program's --kernel and the
+ * environment variable SDN_KERNEL, which the program and the tests read, never the library). Forcing a path the CPU lacks is an
  * error. Whatever the path, the kernels of the batched types produce the same bits
  * (docs/kernels.md, "Batch invariance"). */
 #ifndef SDN_KERNEL_PATH_H
@@ -47,15 +48,16 @@ typedef enum sdn_kpath {
 const char *sdn_kpath_name(sdn_kpath p);
 /* Parse a path name; SDN_EINVAL with a message listing the names if unknown. */
 int sdn_kpath_parse(const char *s, sdn_kpath *out, sdn_err *err);
-/* Resolve the path once: SDN_KERNEL if set (an unknown or unsupported name is an error),
- * else the best. Later calls return the first result. */
+/* Resolve the path once: the best unless one was set. Later calls return the first result. */
 int sdn_kpath_init(sdn_err *err);
-/* The path in use (calls sdn_kpath_init on first use; an invalid SDN_KERNEL aborts the
- * process with its message, so callers that want an error status call sdn_kpath_init first). */
+/* The path in use (calls sdn_kpath_init on first use). */
 sdn_kpath sdn_kpath_get(void);
 /* Force path p for the rest of the process (tests, benchmarks, --kernel); SDN_EUNSUP naming
  * the missing CPU features if the machine lacks it. Not to be called while kernels run. */
 int sdn_kpath_set(sdn_kpath p, sdn_err *err);
+/* sdn_kpath_set by name; NULL, "" or "auto": the best path. SDN_EINVAL listing the names when
+ * unknown, SDN_EUNSUP when the machine lacks it. */
+int sdn_kpath_set_name(const char *name, sdn_err *err);
 /* Human-readable description of the path in use, e.g. "avx512 (avx512f+bw+vl+vnni)". */
 const char *sdn_kpath_describe(void);
 /* How prefill batches (the non-invariant path of engine/forward.h: more than
@@ -66,19 +68,16 @@ const char *sdn_kpath_describe(void);
  *   sgemm    always SGEMM on F32 weights (dequantized per call when no F32 layout is
  *            resident): for comparison only, its bits depend on the call's shape
  *   kernels  the same as auto (kept as a name for scripts written before auto meant it)
- * Set by the environment variable SDN_PREFILL_MATMUL or sdn_prefill_mm_set (CLI: the global
- * option --prefill-matmul). */
+ * Set by sdn_prefill_mm_set (the public sdnpu_set_prefill_matmul; CLI: the global option
+ * --prefill-matmul, or the environment variable SDN_PREFILL_MATMUL that the program reads). */
 typedef enum sdn_prefill_mm { SDN_PREFILL_MM_AUTO = 0, SDN_PREFILL_MM_SGEMM = 1, SDN_PREFILL_MM_KERNELS = 2 } sdn_prefill_mm;
 /* "auto", "sgemm", "kernels". */
 const char *sdn_prefill_mm_name(sdn_prefill_mm m);
 /* Parse a setting name; SDN_EINVAL with a message listing the names if unknown. */
 int sdn_prefill_mm_parse(const char *s, sdn_prefill_mm *out, sdn_err *err);
-/* Resolve the setting once: SDN_PREFILL_MATMUL if set (an unknown name is an error, naming
- * the variable), else auto. */
+/* Resolve the setting once: auto unless one was set. Never fails. */
 int sdn_prefill_mm_init(sdn_err *err);
-/* The setting in use (calls sdn_prefill_mm_init on first use; an invalid SDN_PREFILL_MATMUL
- * aborts the process with its message, so callers that want an error status call
- * sdn_prefill_mm_init first). */
+/* The setting in use (calls sdn_prefill_mm_init on first use). */
 sdn_prefill_mm sdn_prefill_mm_get(void);
 /* Force setting m for the rest of the process (tests, benchmarks, --prefill-matmul). Not to be
  * called while a forward pass runs. */

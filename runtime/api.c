@@ -22,6 +22,8 @@
 
 #include "common/sdn_err.h"
 #include "common/sdn_log.h"
+#include "common/sdn_mem.h"
+#include "kernels/kernel_path.h"
 #include "common/sdn_util.h"
 #include "runtime/history.h"
 #include "draft/methods.h"
@@ -46,7 +48,7 @@ _Static_assert(SDNPU_ACCEPT_HIST == SDN_ACCEPT_HIST, "histogram sizes agree");
 
 /* ---- struct sizes (sdnpu.h, "ABI") ----
  * END_OF(T, f): the bytes of T up to and including field f. FIRST_*: the layout of the first
- * release with struct_size (0.7.0): never change these. KNOWN_*: this library's last field:
+ * release of this SONAME (0.8.0): never change these within it. KNOWN_*: this library's last field:
  * move it when a field is appended. */
 #define END_OF(T, f) (offsetof(T, f) + sizeof(((T *)0)->f))
 #define FIRST_MODEL_PARAMS END_OF(sdnpu_model_params, tokenizer_path)
@@ -144,12 +146,33 @@ void sdnpu_set_log(sdnpu_log_fn fn, void *user) {
     else sdn_log_set(NULL, NULL, NULL);
 }
 
+void sdnpu_set_log_level(sdnpu_log_level level) { sdn_log_set_level((int)level); }
+
+/* ---- process-wide settings ---- */
+
+sdnpu_status sdnpu_set_cache_dir(const char *dir, sdnpu_error *err) {
+    sdn_err_clear(E(err)); /* a reused error struct starts empty */
+    return sdn_cache_dir_set(dir, E(err));
+}
+
+sdnpu_status sdnpu_set_kernel_path(const char *name, sdnpu_error *err) {
+    sdn_err_clear(E(err));
+    return sdn_kpath_set_name(name, E(err));
+}
+
+sdnpu_status sdnpu_set_prefill_matmul(const char *name, sdnpu_error *err) {
+    sdn_err_clear(E(err));
+    sdn_prefill_mm m = SDN_PREFILL_MM_AUTO;
+    if (name && sdn_prefill_mm_parse(name, &m, E(err))) return SDNPU_EINVAL;
+    sdn_prefill_mm_set(m);
+    return SDNPU_OK;
+}
+
+void sdnpu_set_mem_limit(uint64_t bytes) { sdn_mem_set_limit(bytes, "sdnpu_set_mem_limit"); }
+
 /* ---- models ---- */
 
-static void model_params_defaults(sdnpu_model_params *p) {
-    memset(p, 0, sizeof *p);
-    p->pull = 0; /* downloading is an explicit step (sdnpu pull, sdnpu_model_pull, or pull = 1) */
-}
+static void model_params_defaults(sdnpu_model_params *p) { memset(p, 0, sizeof *p); }
 
 sdnpu_status sdnpu_model_params_init_sized(sdnpu_model_params *p, size_t size) {
     if (!init_size_ok(p, size, FIRST_MODEL_PARAMS, "sdnpu_model_params")) return SDNPU_EINVAL;
@@ -169,16 +192,10 @@ sdnpu_status sdnpu_model_load(const char *path_or_name, const sdnpu_model_params
     if (!out) return sdn_fail(E(err), SDN_EINVAL, "sdnpu_model_load: out is NULL");
     if (!path_or_name || !*path_or_name) return sdn_fail(E(err), SDN_EINVAL, "sdnpu_model_load: no model path or name");
     const sdn_known_model *km = sdn_known_model_find(path_or_name);
-    char pulled[1200];
     sdn_err why = {0};
-    if (km && sdn_known_model_check(km, &why) != SDN_OK && !p->pull) /* a known name not (validly) cached yet */
-        return sdn_fail(E(err), SDN_EIO, "model '%s' is not in the cache (%s): download it first with `sdnpu pull %s`, or set sdnpu_model_params.pull = 1",
+    if (km && sdn_known_model_check(km, &why) != SDN_OK) /* a known name not (validly) cached: the library does not download */
+        return sdn_fail(E(err), why.code == SDN_EFORMAT ? SDN_EFORMAT : SDN_EIO, "model '%s' is not usable from the cache (%s): download it first with `sdnpu pull %s`",
                         path_or_name, why.msg[0] ? why.msg : "missing", km->name);
-    if (p->pull && km && sdn_known_model_check(km, NULL) != SDN_OK) {
-        sdn_pull_opts po = {.quiet = 1};
-        int rc = sdn_model_pull(km, &po, pulled, sizeof pulled, E(err));
-        if (rc) return rc;
-    }
     sdnpu_model *pm = calloc(1, sizeof *pm);
     if (!pm) return sdn_fail(E(err), SDN_ENOMEM, "out of memory");
     pthread_mutex_init(&pm->mu, NULL);
@@ -235,17 +252,6 @@ char *sdnpu_model_describe(const sdnpu_model *m, int n_ctx) {
     if (!m) return NULL;
     if (n_ctx <= 0) n_ctx = m->info.context_length < SDNPU_DEFAULT_N_CTX ? m->info.context_length : SDNPU_DEFAULT_N_CTX;
     return sdn_model_describe(m->m, n_ctx);
-}
-
-sdnpu_status sdnpu_model_pull(const char *name, int quiet, char *path, size_t cap, sdnpu_error *err) {
-    sdn_err_clear(E(err)); /* a reused error struct starts empty */
-    const sdn_known_model *km = name ? sdn_known_model_find(name) : NULL;
-    if (!km) return sdn_fail(E(err), SDN_EINVAL, "unknown model '%s' (known: %s)", name ? name : "(null)", sdnpu_known_models());
-    sdn_pull_opts po = {.quiet = quiet, .progress = !quiet};
-    char buf[1200];
-    int rc = sdn_model_pull(km, &po, buf, sizeof buf, E(err));
-    if (!rc && path && cap) snprintf(path, cap, "%s", buf);
-    return rc;
 }
 
 static char g_known_list[512];
@@ -352,9 +358,15 @@ static int make_ctx(sdnpu_context *c, const sdn_gen_params *gp_probe, sdn_err *e
                              .profile_db = c->profile_db, .draft_max = gp_probe->caps.max_nodes,
                              .pin = c->p.graph_pin};
         char db[1200];
-        if (!go.profile_db) snprintf(db, sizeof db, "%s/profiles.sqlite", sdn_cache_dir()), go.profile_db = db;
+        const char *cache = sdn_cache_dir();
+        if (!go.profile_db && !cache)
+            return sdn_fail(err, SDN_EINVAL, "context parameter graphs: a graph context needs profile_db or a cache directory (sdnpu_set_cache_dir)");
+        if (!go.profile_db) snprintf(db, sizeof db, "%s/profiles.sqlite", cache), go.profile_db = db;
         c->graph_gp = *gp_probe;
-        int rc = sdn_gs_setup(c->model->m, c->p.n_threads, &go, c->p.verbose ? stderr : NULL, &cp, &c->graph_gp, &c->gs, NULL, err);
+        sdn_log_stream notes;
+        FILE *log = sdn_log_stream_open(&notes, SDN_LOG_INFO);
+        int rc = sdn_gs_setup(c->model->m, c->p.n_threads, &go, log, &cp, &c->graph_gp, &c->gs, NULL, err);
+        sdn_log_stream_close(&notes);
         c->graph_gp.drafter = NULL; /* only the hook, decode rows and draft size are kept */
         if (rc) return rc;
     }
@@ -685,8 +697,13 @@ static int gen_params(sdnpu_context *c, const sdnpu_request *r, sdn_drafter *d, 
         gp->decode_rows = c->graph_gp.decode_rows;
         if (gp->caps.max_nodes <= 0) gp->caps.max_nodes = c->graph_gp.caps.max_nodes;
     } else if (gp->drafter && gp->caps.max_nodes <= 0) {
-        if (!c->have_curve && (rc = sdn_verify_curve(c->model->m, c->p.n_threads, &c->curve, c->p.verbose ? stderr : NULL, err)))
-            return rc;
+        if (!c->have_curve) {
+            sdn_log_stream notes;
+            FILE *log = sdn_log_stream_open(&notes, SDN_LOG_INFO);
+            rc = sdn_verify_curve(c->model->m, c->p.n_threads, &c->curve, log, err);
+            sdn_log_stream_close(&notes);
+            if (rc) return rc;
+        }
         c->have_curve = 1;
         gp->vcurve = &c->curve;
     }

@@ -193,15 +193,20 @@ static int curve_at(sdn_model *m, int threads, int n_past, double *ms, FILE *log
     const char *kp = sdn_kpath_name(sdn_kpath_get());
     const char *tk = sdn_kv_type_name(sdn_kv_resolve(SDN_KV_AUTO, 1)), *tv = sdn_kv_type_name(sdn_kv_resolve(SDN_KV_AUTO, 0));
     sdn_machine_id(machine, sizeof machine);
-    snprintf(path, sizeof path, "%s/verify-cost-%016llx-%s-t%d-r%d-k%s-v%s-L%d.json", sdn_cache_dir(),
-             (unsigned long long)sdn_model_fingerprint(m), kp, threads, SDN_KERNEL_REV, tk, tv, n_past);
+    const char *cache = sdn_cache_dir(); /* none set: measured, not kept */
+    if (cache)
+        snprintf(path, sizeof path, "%s/verify-cost-%016llx-%s-t%d-r%d-k%s-v%s-L%d.json", cache, (unsigned long long)sdn_model_fingerprint(m), kp,
+                 threads, SDN_KERNEL_REV, tk, tv, n_past);
+    else path[0] = 0;
     snprintf(key, sizeof key, "%s, kernel path %s, kernels r%d, cache %s/%s, after %d", machine, kp, SDN_KERNEL_REV, tk, tv, n_past);
     sdn_cost_profile prof;
     sdn_err e2 = {0};
-    int cached = access(path, R_OK) == 0 && sdn_cost_load(path, &prof, &e2) == SDN_OK && !strcmp(prof.shape, key) &&
+    int cached = path[0] && access(path, R_OK) == 0 && sdn_cost_load(path, &prof, &e2) == SDN_OK && !strcmp(prof.shape, key) &&
                  prof.threads == threads && prof.n == nsz;
     if (!cached) {
-        if (log) fprintf(log, "measuring the verify cost curve of this model on this machine after %d positions (cached in %s) ...\n", n_past, path);
+        if (log)
+            fprintf(log, "measuring the verify cost curve of this model on this machine after %d positions (%s%s) ...\n", n_past,
+                    path[0] ? "cached in " : "not kept: no cache directory", path);
         sdn_ctx *c = NULL;
         sdn_ctx_params cp = {.n_ctx = n_past + SDN_INVARIANT_MAX_ROWS + 8, .n_threads = threads, .max_batch = 256};
         int rc = sdn_ctx_new(m, &cp, &c, err);
@@ -211,7 +216,7 @@ static int curve_at(sdn_model *m, int threads, int n_past, double *ms, FILE *log
         snprintf(prof.model, sizeof prof.model, "%016llx", (unsigned long long)sdn_model_fingerprint(m));
         snprintf(prof.shape, sizeof prof.shape, "%s", key);
         prof.threads = threads;
-        if (sdn_cost_write(path, &prof, &e2) && log) fprintf(log, "sdnpu: warning: %s (the curve is not cached)\n", e2.msg);
+        if (path[0] && sdn_cost_write(path, &prof, &e2) && log) fprintf(log, "sdnpu: warning: %s (the curve is not cached)\n", e2.msg);
     }
     for (int d = 0; d < SDN_INVARIANT_MAX_ROWS; d++) ms[d] = sdn_cost_step_ms(&prof, d);
     if (log)

@@ -63,7 +63,7 @@ int sdn_cost_measure(sdn_ctx *c, const int *sizes, int n_sizes, int n_past, int 
 /* The verify cost curve of m on this machine as a function of the KV length: near[d] and
  * far[d] (d = 0 .. SDN_INVARIANT_MAX_ROWS - 1) are a verification step with d draft tokens
  * after len_near (64) and len_far (2048) positions, interpolated over d. Each comes from the
- * cache file $SDNPU_CACHE/verify-cost-<model fingerprint>-<kernel path>-t<threads>-r<SDN_KERNEL_REV>
+ * cache file (in the cache directory, sdn_cache_dir; none set: not kept) verify-cost-<model fingerprint>-<kernel path>-t<threads>-r<SDN_KERNEL_REV>
  * -k<key type>-v<value type>-L<positions>.json when it was measured on this machine, else is
  * measured now (sdn_cost_measure: the near curve at 12 sizes x 5 rounds, the far one at 7 x 3,
  * without a prefill; about 2 s for SmolLM2 on 2 cores) and cached. log (optional) says which. The default draft budget reads the curve at

@@ -635,7 +635,7 @@ int srv_run(const srv_options *o) {
     sdnpu_error err = {0};
     sdnpu_model_params mp;
     sdnpu_model_params_init(&mp);
-    mp.pull = 1; /* `sdnpu serve NAME` pulls a known model on first use (the library does not by default) */
+    /* a known model name is loaded from the cache; `sdnpu serve` (cli/cmd_serve.c) pulled it first if needed */
     if (sdnpu_model_load(o->model, &mp, &m, &err)) {
         fprintf(stderr, "sdnpu serve: %s\n", err.message);
         return 1;

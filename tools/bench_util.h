@@ -18,7 +18,8 @@ double bench_median(double *v, int n);
  * variants (hardware prefetch only; software prefetch 1 KiB or 4 KiB ahead), each the median
  * of `reps` passes. Each thread reads its contiguous share line by line. */
 double bench_read_bandwidth(int threads, size_t bytes, int reps);
-/* The cache directory ($SDNPU_CACHE, $XDG_CACHE_HOME/sdnpu, ~/.cache/sdnpu), created. */
+/* The cache directory (sdn_tool_global_options set it: $SDNPU_CACHE, $XDG_CACHE_HOME/sdnpu,
+ * ~/.cache/sdnpu), created; "." when none is set. */
 const char *bench_cache_dir(void);
 /* Path of a cached make-model model of shape/type (written on first use). NULL on error
  * (message printed). vocab_from may be NULL. */

@@ -6,11 +6,13 @@
  * does the work and prints its results and errors exactly as the command always has (stdout;
  * stderr "sdnpu[ CMD]: ..."). The command keeps its option table (cli/opts.c is the only
  * parser), fills the options and makes one call. None of it is in libsdnpu.
- *   global options (main.c) .... sdn_tool_global_options                 tools/cli_machine.c
+ *   global options (main.c) .... sdn_tool_global_options (the program's
+ *                                environment into the library's settings) tools/cli_machine.c
  *   info ....................... sdn_tool_info_describe, _info_machine   tools/cli_info.c
  *   tokenize ................... sdn_tool_tokenize                       tools/cli_tokenize.c
- *   pull, demo ................. sdn_tool_known_models_print, sdn_tool_pull,
- *                                sdn_tool_demo_model                     tools/cli_models.c
+ *   pull, demo, run/chat/serve . sdn_tool_known_models_print, sdn_tool_pull,
+ *                                sdn_tool_demo_model, _pull_if_known     tools/cli_models.c
+ *                                (downloading: model_pull.h)             tools/model_pull.c
  *   run, chat, demo (text) ..... sdn_tool_read_constraint, _read_context,
  *                                _read_prompt_file, _read_stdin_text     tools/cli_text.c
  *   --param (bench, study) ..... sdn_tool_param_help; method_params.h    tools/method_params.c
@@ -37,12 +39,22 @@
 #include <stddef.h>
 #include <stdio.h>
 
-/* The global options of every command (main.c): kernel path ("--kernel NAME", else
- * SDN_KERNEL, else the best), prefill matmuls ("--prefill-matmul", else SDN_PREFILL_MATMUL,
- * else auto), KV cache types ("--cache-type-k/-v", else SDN_CACHE_TYPE_K/_V, else f16); each
- * argument NULL when the option was not given. Returns 0, or 2 (a usage error) after
- * "sdnpu: ..." on stderr. */
+/* The global options of every command (main.c), where the program's environment becomes the
+ * library's settings (libsdnpu reads none): kernel path ("--kernel NAME", else SDN_KERNEL,
+ * else the best), prefill matmuls ("--prefill-matmul", else SDN_PREFILL_MATMUL, else auto),
+ * KV cache types ("--cache-type-k/-v", else SDN_CACHE_TYPE_K/_V, else f16), the memory limit
+ * (SDN_MEM_LIMIT_MB) and the cache directory (sdn_tool_env_cache_dir); each argument NULL
+ * when the option was not given. The tests' support code calls it with four NULLs, so every
+ * test honours the same variables. Returns 0, or 2 (a usage error) after "sdnpu: ..." on
+ * stderr. */
 int sdn_tool_global_options(const char *kernel, const char *prefill_mm, const char *cache_type_k, const char *cache_type_v);
+/* The program's cache directory: $SDNPU_CACHE, else $XDG_CACHE_HOME/sdnpu, else
+ * $HOME/.cache/sdnpu, else /tmp/sdnpu-cache. */
+void sdn_tool_env_cache_dir(char *out, size_t cap);
+/* A known model name not in the cache yet is pulled (notes on stderr, "sdnpu CMD: ..." on
+ * failure): what run, chat and serve do on first use (the library never downloads). Anything
+ * else (a path, an unknown name) is left to the loader. Returns 0, or 1 after the message. */
+int sdn_tool_pull_if_known(const char *cmd, const char *model);
 
 /* `sdnpu info` of one model file or known model name (tokenizer: a llama2.c tokenizer.bin or
  * NULL; n_ctx: 0 = the default, min(trained length, SDNPU_DEFAULT_N_CTX)): architecture,
