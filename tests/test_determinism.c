@@ -158,7 +158,6 @@ static void test_gemma3_same_bytes(void **state) {
     other.prompt = before;
     sdnpu_model_params mp;
     sdnpu_model_params_init(&mp);
-    mp.pull = 0;
     sdnpu_model *m;
     sdnpu_error e;
     if (sdnpu_model_load(path, &mp, &m, &e)) fail_msg("%s", e.message);
