@@ -1,7 +1,7 @@
 """Benchmarks and offline studies past one machine, on a Ray cluster.
 
 The dataset (``bench``) or the traces (``study``) are split by request into as many shards
-as workers; each worker is a Ray actor that runs the ``sdnpu`` program once over its shard
+as workers; each shard is a Ray task that runs the ``sdnpu`` program once over its shard
 (so it loads the model once) and returns its records; ``studies.merge`` adds them up. The
 offline study is exact: counts and histograms add, the ratios are computed from the sums
 as the program computes them, so the merged records equal the single-machine run's (the
@@ -120,7 +120,7 @@ def run_shard(kind: str, args: Sequence[str], shard: Mapping[str, Sequence[str]]
 def run(kind: str, inputs: Sequence[PathLike], args: Sequence[str] = (), *, workers: int = 2, address: str | None = None,
         by_group: bool = False, num_cpus: float = 1, ray_init: Mapping[str, Any] | None = None) -> Records:
     """Run ``sdnpu bench`` (kind "bench", inputs: datasets) or ``sdnpu study`` (kind
-    "study", inputs: traces) over a Ray cluster: ``workers`` actors (``num_cpus`` each; give
+    "study", inputs: traces) over a Ray cluster: ``workers`` shards, one Ray task each (``num_cpus`` each; give
     the program ``--threads`` to match), one shard each. ``args``: the program's other
     options (not --dataset/--traces/--json). ``address``: the cluster ("auto", "HOST:PORT",
     "ray://HOST:10001"; None: the one this process is connected to, else a local one).
@@ -138,19 +138,10 @@ def run(kind: str, inputs: Sequence[PathLike], args: Sequence[str] = (), *, work
     if not ray.is_initialized():
         ray.init(address=address, **dict(ray_init or {}))
 
-    @ray.remote(num_cpus=num_cpus)
-    class ShardWorker:
-        def run(self, kind: str, args: list[str], shard: dict[str, list[str]]) -> dict[str, Any]:
-            j = run_shard(kind, args, shard)
-            j["node_id"] = ray.get_runtime_context().get_node_id()
-            return j
-
-    actors = [ShardWorker.remote() for _ in shards]  # type: ignore[attr-defined]
-    try:
-        outs = ray.get([a.run.remote(kind, list(args), s) for a, s in zip(actors, shards)])
-    finally:
-        for a in actors:
-            ray.kill(a)
+    # One task per shard: a task holds its CPUs only while it runs, so more shards than free
+    # CPUs queue instead of waiting on each other.
+    task = ray.remote(num_cpus=num_cpus)(_shard_task)
+    outs = ray.get([task.remote(kind, list(args), s) for s in shards])
     parts = []
     for j in outs:
         cells = j.pop("results")
@@ -162,6 +153,15 @@ def run(kind: str, inputs: Sequence[PathLike], args: Sequence[str] = (), *, work
     recs.meta["command"] = f"sdnpu.distributed.run({kind!r}, ...) over {len(parts)} workers"
     recs.parts = parts  # type: ignore[attr-defined]
     return recs
+
+
+def _shard_task(kind: str, args: list[str], shard: dict[str, list[str]]) -> dict[str, Any]:
+    """A Ray task: ``run_shard`` on the worker it lands on, tagged with the worker's node."""
+    import ray
+
+    j = run_shard(kind, args, shard)
+    j["node_id"] = ray.get_runtime_context().get_node_id()
+    return j
 
 
 def _task_order(files: Sequence[Path]) -> dict[str, int]:
