@@ -1,5 +1,5 @@
 """A local Ray cluster for the tests: a head node and worker nodes, each a separate
-`ray start --block` process on this machine, on loopback, stopped at the end (SIGTERM to the
+`ray start --block` process on this machine (asked for loopback; see below), stopped at the end (SIGTERM to the
 processes this helper started, by their ids; `ray start --block` stops its own raylet,
 object store and workers on SIGTERM)."""
 
@@ -32,8 +32,10 @@ class LocalCluster:
         self.env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0", **(env or {}))
         ray = str(Path(sys.executable).parent / "ray")
         self.ray = ray if os.path.exists(ray) else "ray"
-        common = ["--block", "--node-ip-address=127.0.0.1", f"--num-cpus={cpus}", "--object-store-memory=80000000",
-                  "--disable-usage-stats"]
+        # --node-ip-address=127.0.0.1: Ray itself replaces a loopback address with this
+        # machine's own network address (ray._private.services.resolve_ip_for_localhost, so that
+        # other machines could reach the node); the nodes still talk only on this machine.
+        common = ["--block", "--node-ip-address=127.0.0.1", f"--num-cpus={cpus}", "--object-store-memory=80000000", "--disable-usage-stats"]
         try:
             self._start("head", [self.ray, "start", "--head", f"--port={self.port}", "--include-dashboard=false",
                                  f"--temp-dir={self.tmp / 'ray'}", *common])
@@ -43,13 +45,13 @@ class LocalCluster:
             self.stop()
             raise
 
-    def _start(self, name: str, cmd: list[str], tries: int = 3, timeout: float = 240) -> None:
+    def _start(self, name: str, cmd: list[str], env: dict[str, str] | None = None, tries: int = 3, timeout: float = 240) -> None:
         """Start one node and wait until it has joined; a node that times out joining (an
         overloaded machine: Ray gives a raylet 30 s to register) is started again."""
         for attempt in range(tries):
             log = self.tmp / f"{name}.{attempt}.log"
             with open(log, "wb") as f:
-                p = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, env=self.env, start_new_session=True)
+                p = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, env={**self.env, **(env or {})}, start_new_session=True)
             t0 = time.monotonic()
             while time.monotonic() - t0 < timeout:
                 text = log.read_text(errors="replace")

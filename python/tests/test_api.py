@@ -17,7 +17,7 @@ import pytest
 import sdnpu
 from sdnpu import _ffi
 
-from .conftest import ROOT, need
+from conftest import ROOT, need
 
 DOC = ("The lighthouse on Gull Rock was built in 1871 by the harbour board. Its lamp burned whale oil until 1902, "
        "then kerosene, and since 1958 it has been electric. The keeper's cottage is now a small museum.")

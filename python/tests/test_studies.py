@@ -97,13 +97,13 @@ def test_bench_records_plots_and_cli(story_data: dict[str, Path], tmp_path: Path
 
 
 def test_study_on_a_local_ray_cluster(story_data: dict[str, Path]) -> None:
-    """Three nodes (a head and two workers, each its own `ray start` process on loopback);
+    """Three nodes (a head and two workers, each its own `ray start` process on this machine);
     the study split over three workers equals the single-machine study, the live method
     (sdnpu: each worker loads the model once) included."""
     pytest.importorskip("ray")
     import ray
 
-    from .raycluster import LocalCluster
+    from raycluster import LocalCluster
 
     env = {k: os.environ[k] for k in ("SDNPU_LIBRARY", "SDNPU_EXE", "PYTHONPATH") if k in os.environ}
     args = ["--methods", "pld,sam+cal,sdnpu", "--model", str(story_data["model"]), "--tokenizer", str(story_data["tokenizer"]),
@@ -115,7 +115,7 @@ def test_study_on_a_local_ray_cluster(story_data: dict[str, Path]) -> None:
         ray.init(address=cluster.address)
         try:
             assert sum(1 for n in ray.nodes() if n["Alive"]) == 3
-            assert all(n["NodeManagerAddress"] == "127.0.0.1" for n in ray.nodes() if n["Alive"])
+            assert len({n["NodeManagerAddress"] for n in ray.nodes() if n["Alive"]}) == 1  # one machine
             r = distributed.study(story_data["trace"], args, workers=3)
         finally:
             ray.shutdown()
