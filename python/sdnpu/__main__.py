@@ -121,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
                 recs.meta = part.meta
         else:
             want_cost = kind == "bench" and out is not None and not any(a.startswith("--cost") for a in rest) and ns.ray is None
-            recs = _records(kind, rest, ns, out / f"{kind}.json" if out else None, out / "verify_cost.json" if want_cost else None)
+            recs = _records(kind, rest, ns, out / f"{kind}.json" if out else None, out / "verify_cost.json" if out and want_cost else None)
         if kind == "study" or ns.ray is not None:
             recs.cost = recs.cost or _cost_arg(rest)
         if out:

@@ -27,6 +27,7 @@ from ctypes import (
     c_void_p,
 )
 from pathlib import Path
+from typing import Any
 
 ACCEPT_HIST = 65  # SDNPU_ACCEPT_HIST
 
@@ -227,8 +228,11 @@ class _Lib:
                 fn.argtypes = args
             self._optional[name] = fn
 
-    def optional(self, name: str) -> object:
+    def optional(self, name: str) -> Any:
         return self._optional.get(name)
+
+    def __getattr__(self, name: str) -> Any:  # the typed functions set in __init__
+        raise AttributeError(f"libsdnpu has no function {name}")
 
 
 _lib: _Lib | None = None

@@ -251,7 +251,7 @@ class Model:
         err = _ffi.CError()
         _raise(L.sdnpu_detokenize(self._handle(), arr, len(ids), byref(out), byref(err)), err)
         try:
-            return ctypes.string_at(out.value).decode("utf-8", "replace")
+            return ctypes.string_at(out.value or 0).decode("utf-8", "replace")
         finally:
             L.sdnpu_free(out)
 
@@ -263,7 +263,7 @@ class Model:
         err = _ffi.CError()
         _raise(_ffi.lib().sdnpu_render_prompt(self._handle(), byref(req.c), byref(out), byref(err)), err)
         try:
-            return ctypes.string_at(out.value).decode("utf-8", "replace")
+            return ctypes.string_at(out.value or 0).decode("utf-8", "replace")
         finally:
             _ffi.lib().sdnpu_free(out)
 
@@ -524,7 +524,7 @@ class Context:
             if on_text is None:
                 return 0
             try:
-                return 1 if on_text(ctypes.string_at(ptr, n).decode("utf-8", "replace")) else 0
+                return 1 if on_text(ctypes.string_at(ptr or 0, n).decode("utf-8", "replace")) else 0
             except BaseException as e:  # raised again after the call; the request stops
                 failure.append(e)
                 return 1
