@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ray", metavar="ADDRESS", nargs="?", const="", default=None,
                     help="run over a Ray cluster (ADDRESS: auto, HOST:PORT, ray://HOST:10001; none: local)")
     ap.add_argument("--workers", type=int, default=2, help="Ray workers (= shards) (default 2)")
-    ap.add_argument("--budgets", metavar="LIST", help="study: one run per --draft-max value (comma-separated)")
+    ap.add_argument("--budgets", metavar="LIST", help="bench: passed on to sdnpu bench; study: one study per --draft-max value (comma-separated)")
     ap.add_argument("--out", metavar="DIR", help="plot: where the PNG files go")
     if not argv or argv[0] in ("-h", "--help"):
         ap.print_help()
@@ -105,6 +105,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"wrote {p}")
             return 0
         kind = ns.command
+        if kind == "bench" and ns.budgets:  # bench's own option: the program runs every budget
+            rest += ["--budgets", ns.budgets]
         out = Path(ns.plot) if ns.plot else None
         if out:
             out.mkdir(parents=True, exist_ok=True)
