@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from . import core
-from .studies import Records, run_program
+from .studies import Records, _attach_projection, run_program
 
 
 def _split_inputs(rest: list[str], flag: str) -> tuple[list[str], list[str]]:
@@ -65,6 +65,8 @@ def _records(kind: str, rest: list[str], ns: argparse.Namespace, out_json: Path 
         if not out_json:
             return Records()
         recs = Records.load(out_json, cost_out)
+        recs.table = p.stdout
+        _attach_projection(recs)
     return recs
 
 

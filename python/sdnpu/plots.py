@@ -103,7 +103,12 @@ def speedup_vs_budget(records: Any, path: PathLike, *, title: str | None = None)
     (draft tokens per step at most), a line per method, one panel per task; the engine's
     default budget (sized each step from the verify cost curve) is a dashed level line."""
     plt = _plt()
-    cells = [c for c in _cells(records) if c["method"] != "none" and c.get("speedup") is not None]
+    cells = [dict(c) for c in _cells(records) if c["method"] != "none"]
+    projected = not any(c.get("speedup") is not None for c in cells)
+    for c in cells:  # a study's speedups are projections onto a verify-cost profile
+        if projected:
+            c["speedup"] = c.get("projected_speedup")
+    cells = [c for c in cells if c.get("speedup") is not None]
     if not cells:
         raise ValueError("speedup_vs_budget: no cell with a speedup (bench records, or study records projected with a cost profile)")
     if not any(_budget_x(c.get("budget")) is not None for c in cells):
@@ -137,7 +142,8 @@ def speedup_vs_budget(records: Any, path: PathLike, *, title: str | None = None)
         ax.legend(fontsize=8, loc="best")
     for k in range(len(tasks), rows * cols):
         axes[k // cols][k % cols].set_visible(False)
-    fig.suptitle(title or "Speedup against draft budget (1.0 = plain decoding)")
+    fig.suptitle(title or ("Projected speedup (verify-cost profile, not measured)" if projected else "Speedup")
+                 + " against draft budget\n(1.0 = plain decoding)")
     fig.tight_layout()
     return _save(fig, plt, path)
 
@@ -188,7 +194,8 @@ def plot_all(records: Any, out_dir: PathLike, *, profile: Mapping[str, Any] | No
     cells = _cells(records)
     if any(c["method"] != "none" and c.get("accept_hist") for c in cells):
         written.append(accept_hist(cells, out / "accept_hist.png"))
-    if any(c.get("speedup") is not None and c["method"] != "none" and _budget_x(c.get("budget")) is not None for c in cells):
+    if any((c.get("speedup") is not None or c.get("projected_speedup") is not None) and c["method"] != "none"
+           and _budget_x(c.get("budget")) is not None for c in cells):
         written.append(speedup_vs_budget(cells, out / "speedup_vs_budget.png"))
     prof = profile or getattr(records, "cost", None)
     if prof:

@@ -206,7 +206,34 @@ def _run_json(argv: list[str], extra: list[str], measure_cost: bool) -> Records:
         p = run_program(full)
         recs = Records.load(out, cost if measure_cost else None)
         recs.table = p.stdout
+        _attach_projection(recs)
         return recs
+
+
+def _attach_projection(recs: Records) -> None:
+    """Copy the program's first projection table (``--cost PROFILE``: "PROJECTION (not
+    measured) onto ...", computed by tools/projection.c) into the cells as
+    ``projected_ms_per_token`` and ``projected_speedup`` (the figures as printed: 3 and 2
+    decimals). The JSON does not carry them; nothing is recomputed here."""
+    lines = recs.table.splitlines()
+    start = next((i for i, ln in enumerate(lines) if ln.startswith("PROJECTION (not measured)")), None)
+    if start is None or start + 1 >= len(lines):
+        return
+    has_budget = "budget" in lines[start + 1].split()
+    by_key = {(c["task"], c["method"], c.get("budget") if has_budget else None): c for c in recs}
+    for ln in lines[start + 2:]:
+        f = ln.split()
+        if not f or not f[-1].endswith("x"):
+            break
+        try:
+            ms, sp = float(f[-2]), float(f[-1][:-1])
+        except ValueError:
+            break
+        budget = (None if f[2] == "-" else f[2]) if has_budget else None
+        c = by_key.get((f[0], f[1], budget))
+        if c is not None:
+            c["projected_ms_per_token"] = ms
+            c["projected_speedup"] = sp
 
 
 def merge(parts: Sequence[Records]) -> Records:

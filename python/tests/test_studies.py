@@ -84,13 +84,18 @@ def test_bench_records_plots_and_cli(story_data: dict[str, Path], tmp_path: Path
     assert all(is_png(p) for p in written)
     # the package's command line: the program's table, its records and the plots in DIR
     out = tmp_path / "cli"
+    prof = tmp_path / "cost.json"
+    prof.write_text(json.dumps(r.cost))
     p = subprocess.run([sys.executable, "-m", "sdnpu", "study", "--plot", str(out), "--traces", str(story_data["trace"]),
-                        "--methods", "pld,sam", "--budgets", "2,8"],
+                        "--methods", "pld,sam", "--budgets", "2,8", "--cost", str(prof)],
                        capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
-    assert is_png(out / "accept_hist.png")
+    assert all(is_png(out / f) for f in ("accept_hist.png", "speedup_vs_budget.png", "verify_cost.png"))
     j = json.loads((out / "study.json").read_text())
     assert {(c["method"], c["budget"]) for c in j["results"]} == {("pld", "2"), ("pld", "8"), ("sam", "2"), ("sam", "8")}
+    # the projections are the program's (its PROJECTION table), one per cell
+    assert all(c["projected_speedup"] > 0 and c["projected_ms_per_token"] > 0 for c in j["results"])
+    assert "PROJECTION (not measured)" in p.stdout
     bad = subprocess.run([sys.executable, "-m", "sdnpu", "study", "--plot", str(out), "--traces", str(tmp_path / "nope.jsonl")],
                          capture_output=True, text=True)
     assert bad.returncode != 0 and "nope.jsonl" in bad.stderr
