@@ -72,6 +72,29 @@ def test_merged_shards_equal_the_whole(story_data: dict[str, Path]) -> None:
     same_study(hw, merge(parts))
 
 
+def test_bench_shards_merge(story_data: dict[str, Path]) -> None:
+    """A benchmark split by request: every count and histogram of the merged cells equals
+    the whole run's (greedy outputs and fixed budgets do not depend on timing); each
+    shard's speedup is against its own plain decoding, and the merged one is recomputed."""
+    args = ["--model", str(story_data["model"]), "--tokenizer", str(story_data["tokenizer"]), "--methods", "pld",
+            "--budgets", "4", "--max-tokens", "24", "--threads", "1", "--limit", "6"]
+    whole = sdnpu.bench(story_data["model"], story_data["task"], tokenizer=story_data["tokenizer"], methods=["pld"],
+                        budgets=[4], max_tokens=24, threads=1, limit=6)
+    rows = [ln for ln in story_data["task"].read_text().splitlines() if ln.strip()][:6]
+    six = story_data["task"].parent / "six.jsonl"
+    six.write_text("\n".join(rows) + "\n")
+    parts = []
+    for sh in distributed.shard_rows([six], 2):
+        j = distributed.run_shard("bench", [a for a in args if a not in ("--limit", "6")], sh)
+        parts.append(Records(j.pop("results"), j))
+    merged = merge(parts)
+    assert [(c["method"], c["budget"]) for c in merged] == [(c["method"], c["budget"]) for c in whole]
+    for x, y in zip(whole, merged):
+        for k in ("requests", "prompt_tokens", "output_tokens", "steps", "accepted_draft_tokens", "accept_hist", "mismatches"):
+            assert x[k] == y[k], (x["method"], k)
+        assert y["ms_per_token"] > 0 and y["speedup"] > 0
+
+
 def test_bench_records_plots_and_cli(story_data: dict[str, Path], tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
     r = sdnpu.bench(story_data["model"], story_data["task"], tokenizer=story_data["tokenizer"], methods=["pld", "sam"],
