@@ -13,7 +13,6 @@ work=$(mktemp -d /tmp/sdnpu-py.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 t0=$(date +%s)
 python3 -m venv "$work/build-env"
-"$work/build-env/bin/pip" install -q --upgrade pip
 "$work/build-env/bin/pip" wheel -q "$root" --no-deps -w "$work/dist"
 echo "test-python: wheel $(basename "$work"/dist/*.whl) built in $(( $(date +%s) - t0 )) s"
 python3 -m venv "$work/env"
