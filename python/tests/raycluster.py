@@ -6,6 +6,7 @@ object store and workers on SIGTERM)."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -42,7 +43,7 @@ class LocalCluster:
             for i in range(workers):
                 self._start(f"worker{i + 1}", [self.ray, "start", f"--address={self.address}", *common])
         except BaseException:
-            self.stop()
+            self.stop(keep_logs=True)
             raise
 
     def _start(self, name: str, cmd: list[str], env: dict[str, str] | None = None, tries: int = 3, timeout: float = 240) -> None:
@@ -74,7 +75,10 @@ class LocalCluster:
                 os.killpg(p.pid, signal.SIGKILL)  # its own session: only what it started
                 p.wait(10)
 
-    def stop(self) -> None:
-        for p in reversed(self.procs):  # workers first, the head last
+    def stop(self, keep_logs: bool = False) -> None:
+        """Stop the nodes (workers first); remove the cluster's folder unless keep_logs."""
+        for p in reversed(self.procs):
             self._kill(p)
         self.procs.clear()
+        if not keep_logs:
+            shutil.rmtree(self.tmp, ignore_errors=True)
