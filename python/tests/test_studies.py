@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -124,10 +125,26 @@ def test_bench_records_plots_and_cli(story_data: dict[str, Path], tmp_path: Path
     assert bad.returncode != 0 and "nope.jsonl" in bad.stderr
 
 
+def test_socket_check_sees_an_address_off_loopback() -> None:
+    """The cluster test's socket check (raycluster.py) flags a socket bound to every address
+    and passes one on 127.0.0.1: it can fail."""
+    from raycluster import off_loopback, sockets_of
+
+    with socket.socket() as wide, socket.socket() as lo:
+        wide.bind(("0.0.0.0", 0))
+        wide.listen()
+        lo.bind(("127.0.0.1", 0))
+        lo.listen()
+        mine = {s["lport"]: s for s in sockets_of({os.getpid()}) if s["proto"] == "tcp"}
+        assert off_loopback(mine[wide.getsockname()[1]])
+        assert not off_loopback(mine[lo.getsockname()[1]])
+
+
 def test_study_on_a_local_ray_cluster(story_data: dict[str, Path]) -> None:
-    """Three nodes (a head and two workers, each its own `ray start` process on this machine);
-    the study split over three workers equals the single-machine study, the live method
-    (sdnpu: each worker loads the model once) included."""
+    """Three nodes (a head and two workers, each its own `ray start` process on this machine,
+    all on 127.0.0.1); the study split over three workers equals the single-machine study, the
+    live method (sdnpu: each worker loads the model once) included; no process of the cluster
+    (nor the driver) ever holds a socket outside 127.0.0.0/8."""
     pytest.importorskip("ray")
     import ray
 
@@ -140,15 +157,20 @@ def test_study_on_a_local_ray_cluster(story_data: dict[str, Path]) -> None:
     assert any(c["live"] for c in whole)
     cluster = LocalCluster(workers=2, env=env)
     try:
-        ray.init(address=cluster.address)
+        cluster.connect()
         try:
-            assert sum(1 for n in ray.nodes() if n["Alive"]) == 3
-            assert len({n["NodeManagerAddress"] for n in ray.nodes() if n["Alive"]}) == 1  # one machine
+            alive = [n for n in ray.nodes() if n["Alive"]]
+            assert len(alive) == 3
+            assert {n["NodeManagerAddress"] for n in alive} == {"127.0.0.1"}
+            assert {n["ObjectManagerPort"] for n in alive} and len({n["NodeManagerPort"] for n in alive}) == 3
             r = distributed.study(story_data["trace"], args, workers=3)
         finally:
             ray.shutdown()
     finally:
         cluster.stop()
+    assert cluster.violations == [], cluster.violations[:10]
+    seen = {c for c, *_ in cluster.seen}
+    assert cluster.samples >= 3 and {"gcs_server", "raylet"} <= seen, (cluster.samples, sorted(seen))
     same_study(whole, r)
     assert len({w["node_id"] for w in r.meta["workers"]}) >= 2
     assert sum(w["requests"] for w in r.meta["workers"]) == 24
