@@ -4,8 +4,9 @@
 # wheel holds libsdnpu.so and the sdnpu program), install it into another clean one with
 # the test dependencies, and run python/tests with pytest from outside the source tree (so
 # the installed package is the one tested), the study on a local three-node Ray cluster
-# included. Needs the model cache's SmolLM2 (`sdnpu pull`) and ../shared; CI=true makes
-# their absence a failure. A run that collects no test fails (pytest's exit 5).
+# included (on 127.0.0.1 only: the test fails on any socket of the cluster elsewhere).
+# Needs the model cache's SmolLM2 (`sdnpu pull`) and ../shared; CI=true makes their
+# absence a failure. A run that collects no test fails (pytest's exit 5).
 # Usage: bash scripts/test-python.sh
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)

@@ -123,7 +123,9 @@ def run(kind: str, inputs: Sequence[PathLike], args: Sequence[str] = (), *, work
     "study", inputs: traces) over a Ray cluster: ``workers`` shards, one Ray task each (``num_cpus`` each; give
     the program ``--threads`` to match), one shard each. ``args``: the program's other
     options (not --dataset/--traces/--json). ``address``: the cluster ("auto", "HOST:PORT",
-    "ray://HOST:10001"; None: the one this process is connected to, else a local one).
+    "ray://HOST:10001"; None: the one this process is connected to, else a local one; note
+    that Ray turns a 127.0.0.1 address into this machine's network address, see
+    docs/python.md for a cluster kept on loopback).
     Returns the merged ``Records``; ``records.meta["workers"]`` lists each shard's node,
     host and request count, ``records.parts`` each shard's own records."""
     import ray
