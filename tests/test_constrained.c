@@ -366,7 +366,7 @@ static void test_smollm2_forced_sources(void **state) {
     (void)state;
     const char *path;
     TU_REQUIRE_SMOLLM2(path);
-    char *schema = slurp(tu_source_path("tools/schemas/ui_action.json"));
+    char *schema = slurp(tu_source_path("datasets/schemas/ui_action.json"));
     sdnpu_model *m;
     sdnpu_error err;
     if (sdnpu_model_load(path, NULL, &m, &err)) fail_msg("%s", err.message);
