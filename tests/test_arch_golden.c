@@ -138,7 +138,7 @@ static void test_logits_match_x86(void **state) {
     kpath_use(state);
     const sdn_kpath p = sdn_kpath_get();
     if (p >= SDN_KPATH_AVX2 && p <= SDN_KPATH_AMX) {
-        print_message("not compared on path %s: the x86 SIMD paths keep their own SiLU and top-k exponentials and "
+        print_message("not compared on path %s: the x86 SIMD paths keep their own SiLU, GELU and top-k exponentials and "
                       "their own order in the row-parallel types (docs/kernels.md); the golden bits are the portable path's\n",
                       sdn_kpath_name(p));
         skip();
