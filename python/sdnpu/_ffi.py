@@ -25,6 +25,7 @@ from ctypes import (
     c_size_t,
     c_uint64,
     c_void_p,
+    byref,
 )
 from pathlib import Path
 from typing import Any
@@ -37,7 +38,7 @@ class CError(Structure):
 
 
 class CModelParams(Structure):
-    _fields_ = [("struct_size", c_size_t), ("pull", c_int), ("tokenizer_path", c_char_p)]
+    _fields_ = [("struct_size", c_size_t), ("tokenizer_path", c_char_p)]
 
 
 class CModelInfo(Structure):
@@ -71,7 +72,6 @@ class CContextParams(Structure):
         ("g2", c_int),
         ("profile_db", c_char_p),
         ("graph_pin", c_int),
-        ("verbose", c_int),
         ("cache_type_k", c_char_p),
         ("cache_type_v", c_char_p),
     ]
@@ -123,6 +123,7 @@ class CRequest(Structure):
         ("repeat_last_n", c_int),
         ("grammar", c_char_p),
         ("json_schema", c_char_p),
+        ("on_step", c_void_p),  # int (*)(void *, const sdnpu_step *): not used by the package (NULL)
     ]
 
 
@@ -165,6 +166,7 @@ class CResult(Structure):
 # name: (restype, argtypes)
 _SIGNATURES: dict[str, tuple[object, list[object]]] = {
     "sdnpu_version": (c_char_p, []),
+    "sdnpu_set_cache_dir": (c_int, [c_char_p, POINTER(CError)]),
     "sdnpu_status_string": (c_char_p, [c_int]),
     "sdnpu_free": (None, [c_void_p]),
     "sdnpu_model_params_init_sized": (c_int, [POINTER(CModelParams), c_size_t]),
@@ -249,4 +251,25 @@ def lib() -> _Lib:
                 "or set SDNPU_LIBRARY to a built build/libsdnpu.so"
             )
         _lib = _Lib(path)
+        _set_cache_dir(_lib)
     return _lib
+
+
+def cache_dir() -> str:
+    """The model cache directory the package gives the library (libsdnpu reads no environment
+    itself): $SDNPU_CACHE, else $XDG_CACHE_HOME/sdnpu, else ~/.cache/sdnpu - the rule of the
+    ``sdnpu`` program, so both find the same cached models."""
+    e, x, h = os.environ.get("SDNPU_CACHE"), os.environ.get("XDG_CACHE_HOME"), os.environ.get("HOME")
+    if e:
+        return e
+    if x:
+        return os.path.join(x, "sdnpu")
+    if h:
+        return os.path.join(h, ".cache", "sdnpu")
+    return "/tmp/sdnpu-cache"
+
+
+def _set_cache_dir(L: _Lib) -> None:
+    err = CError()
+    if L.sdnpu_set_cache_dir(cache_dir().encode(), byref(err)) != 0:
+        raise OSError("sdnpu: cache directory %r: %s" % (cache_dir(), err.message.decode("utf-8", "replace")))

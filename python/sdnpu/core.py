@@ -68,7 +68,7 @@ def _b(s: str | PathLike | None, what: str) -> bytes | None:
 
 
 def version() -> str:
-    """The library's version ("0.7.0")."""
+    """The library's version ("0.8.0")."""
     return _ffi.lib().sdnpu_version().decode()
 
 
@@ -433,8 +433,7 @@ class Context:
     KV entries of its previous request for a common prefix."""
 
     def __init__(self, model: Model, *, n_ctx: int = 0, threads: int = 0, history: PathLike | None = None,
-                 cache_type_k: str | None = None, cache_type_v: str | None = None, graphs: str | None = None,
-                 verbose: bool = False) -> None:
+                 cache_type_k: str | None = None, cache_type_v: str | None = None, graphs: str | None = None) -> None:
         self._h: int | None = None
         self.model = model
         self._lock = threading.Lock()
@@ -447,7 +446,6 @@ class Context:
             p.n_threads = int(threads)
         keep = [_b(history, "history"), _b(cache_type_k, "cache_type_k"), _b(cache_type_v, "cache_type_v"), _b(graphs, "graphs")]
         p.history_path, p.cache_type_k, p.cache_type_v, p.graphs = keep
-        p.verbose = int(verbose)
         h = c_void_p()
         err = _ffi.CError()
         with model._lock:

@@ -217,7 +217,7 @@ def test_gil_released(smollm2: sdnpu.Model) -> None:
 
 
 def test_info_tokenize_and_lists(smollm2: sdnpu.Model) -> None:
-    assert sdnpu.version() == "0.7.0"
+    assert sdnpu.version() == "0.8.0"
     assert "smollm2-135m-instruct" in sdnpu.known_models()
     assert {"none", "pld", "sdnpu"} <= set(sdnpu.methods())
     info = smollm2.info
@@ -232,7 +232,7 @@ def test_info_tokenize_and_lists(smollm2: sdnpu.Model) -> None:
 
 STRUCTS = {
     "sdnpu_error": (_ffi.CError, ["code", "message"]),
-    "sdnpu_model_params": (_ffi.CModelParams, ["pull", "tokenizer_path"]),
+    "sdnpu_model_params": (_ffi.CModelParams, ["tokenizer_path"]),
     "sdnpu_model_info": (_ffi.CModelInfo, [f[0] for f in _ffi.CModelInfo._fields_]),
     "sdnpu_context_params": (_ffi.CContextParams, [f[0] for f in _ffi.CContextParams._fields_]),
     "sdnpu_message": (_ffi.CMessage, ["role", "content"]),
