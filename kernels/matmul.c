@@ -166,33 +166,3 @@ void sdn_matmul_rows_packed(uint32_t wtype, const void *P, int64_t in, const voi
 }
 
 const char *sdn_matmul_isa(void) { return sdn_kpath_describe(); }
-
-int sdn_matmul_prefill_fast(uint32_t wtype) {
-#if defined(__aarch64__)
-    /* as on x86: the batch kernels on a SIMD path (chunk-invariant prefill); their speed
-     * against OpenBLAS on AArch64 is not measured (docs/kernels.md, "AArch64"); the 5-bit
-     * types run the portable kernels there */
-    if (!arm_variant()) return 0;
-    switch (wtype) {
-    case SDN_TYPE_Q8_0:
-    case SDN_TYPE_Q4_0:
-    case SDN_TYPE_Q4_1:
-    case SDN_TYPE_Q4_K:
-    case SDN_TYPE_Q6_K: return 1;
-    default: return 0;
-    }
-#else
-    if (!variant()) return 0;
-    switch (wtype) {
-    case SDN_TYPE_Q8_0:
-    case SDN_TYPE_Q4_0:
-    case SDN_TYPE_Q4_1:
-    case SDN_TYPE_Q5_0:
-    case SDN_TYPE_Q5_1:
-    case SDN_TYPE_Q4_K:
-    case SDN_TYPE_Q5_K:
-    case SDN_TYPE_Q6_K: return 1;
-    default: return 0;
-    }
-#endif
-}

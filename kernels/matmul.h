@@ -52,13 +52,6 @@ void sdn_matmul_packed_row(uint32_t wtype, const void *P, int64_t in, int64_t o,
 void sdn_matmul_rows_packed(uint32_t wtype, const void *P, int64_t in, const void *act, int n, float *Y, int64_t ldy,
                             int64_t o0, int64_t o1);
 
-/* 1 when these kernels, on the path in use, beat OpenBLAS SGEMM on dequantized F32 weights
- * for prefill-sized batches of weight type wtype (hundreds of rows): the column-parallel
- * integer types (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K) on an x86 SIMD path; on
- * AArch64 those but the 5-bit types, which run the portable kernels there. The measurements behind the
- * rule are in docs/kernels.md; forward.c applies it under the prefill-matmul setting
- * (kernel_path.h). */
-int sdn_matmul_prefill_fast(uint32_t wtype);
 /* Description of the kernel path in use, e.g. "avx512 (avx512f+bw+vl+vnni)" (kernel_path.h). */
 const char *sdn_matmul_isa(void);
 
