@@ -94,6 +94,25 @@ static void check(sdnpu_model *m, const char *cache, const sdn_task_row *row, co
     free(ref);
 }
 
+/* the model at path, with default parameters */
+static sdnpu_model *load(const char *path) {
+    sdnpu_model_params mp;
+    sdnpu_model_params_init(&mp);
+    sdnpu_model *m;
+    sdnpu_error e;
+    if (sdnpu_model_load(path, &mp, &m, &e)) fail_msg("%s", e.message);
+    return m;
+}
+
+/* the first n bytes of doc followed by suffix (malloc'd) */
+static char *doc_then(const char *doc, size_t n, const char *suffix) {
+    char *s = malloc(n + strlen(suffix) + 1);
+    assert_non_null(s);
+    memcpy(s, doc, n);
+    strcpy(s + n, suffix);
+    return s;
+}
+
 static void test_same_bytes(void **state) {
     (void)state;
     const char *path;
@@ -107,11 +126,7 @@ static void test_same_bytes(void **state) {
     const int i242 = sdn_dataset_find(&sum, "specbench-242"), i241 = sdn_dataset_find(&sum, "specbench-241"),
               ifed = sdn_dataset_find(&lng, "federalist-68");
     assert_true(i242 >= 0 && i241 >= 0 && ifed >= 0);
-    sdnpu_model_params mp;
-    sdnpu_model_params_init(&mp);
-    sdnpu_model *m;
-    sdnpu_error e;
-    if (sdnpu_model_load(path, &mp, &m, &e)) fail_msg("%s", e.message);
+    sdnpu_model *m = load(path);
     const run_cfg cfgs[] = {
         {"plain, fresh context", NULL, 0, 2, "none", 0},
         {"speculative (sdnpu)", NULL, 0, 2, "sdnpu", 0},
@@ -138,29 +153,19 @@ static void test_gemma3_same_bytes(void **state) {
     sdn_err err = {0};
     if (sdn_dataset_load_file(&lng, tu_shared_path("datasets/longdoc/longdoc.jsonl"), &err)) fail_msg("%s", err.msg);
     assert_true(lng.n > 0);
-    /* the prompt: the first 6,000 characters of the first document, then "Summary:" */
+    /* the prompt: the first 6,000 characters of the first document, a new line, "Summary:" */
     const char *doc = lng.rows[0].context;
     size_t n = strlen(doc) < 6000 ? strlen(doc) : 6000;
-    char *prompt = malloc(n + 16);
-    assert_non_null(prompt);
-    memcpy(prompt, doc, n);
-    strcpy(prompt + n, "\nSummary:");
+    char *prompt = doc_then(doc, n, "\nSummary:");
     /* the request before it on the same context: the same document, another question (its
      * tokens up to the question are reused) */
-    char *before = malloc(n + 16);
-    assert_non_null(before);
-    memcpy(before, doc, n);
-    strcpy(before + n, "\nTitle:");
+    char *before = doc_then(doc, n, "\nTitle:");
     static char empty[1];
     sdn_task_row row = lng.rows[0], other = lng.rows[0];
     row.context = other.context = empty;
     row.prompt = prompt;
     other.prompt = before;
-    sdnpu_model_params mp;
-    sdnpu_model_params_init(&mp);
-    sdnpu_model *m;
-    sdnpu_error e;
-    if (sdnpu_model_load(path, &mp, &m, &e)) fail_msg("%s", e.message);
+    sdnpu_model *m = load(path);
     const run_cfg cfgs[] = {
         {"plain, fresh context, 2 threads", NULL, 0, 2, "none", 0},
         {"1 thread", NULL, 0, 1, "none", 0},
