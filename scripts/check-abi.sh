@@ -72,6 +72,12 @@ variant() {
   sed -e "$2" "$root/include/sdnpu.h" > "$d/include/sdnpu.h"
   sed -e "${3:-}" "$root/runtime/api.c" > "$d/runtime/api.c"
   [ -z "${4:-}" ] || echo "$4" >> "$d/runtime/api.c"
+  # a variant whose edit no longer matches the sources would test nothing: say so
+  if { [ -n "$2" ] && cmp -s "$root/include/sdnpu.h" "$d/include/sdnpu.h"; } ||
+     { [ -n "${3:-}" ] && cmp -s "$root/runtime/api.c" "$d/runtime/api.c"; }; then
+    echo "check-abi --self-test: $1: its edit matches nothing in include/sdnpu.h or runtime/api.c; update the variant" >&2
+    exit 1
+  fi
   # shellcheck disable=SC2086
   cc $defs -I"$d/include" $incs $flags -c "$d/runtime/api.c" -o "$d/api.o"
   local link
@@ -89,10 +95,11 @@ variant unchanged ''
 variant field-inserted '/^typedef struct sdnpu_request {/a\    int abi_selftest;'
 variant function-removed 's/^SDNPU_API void sdnpu_free(void \*p);/void sdnpu_free(void *p);/'
 variant return-type-changed 's/^SDNPU_API int sdnpu_context_n_ctx(/SDNPU_API long sdnpu_context_n_ctx(/' 's/^int sdnpu_context_n_ctx(/long sdnpu_context_n_ctx(/'
-variant field-appended '/^    const char \*json_schema; /a\    const char *abi_selftest;' \
-  's/KNOWN_REQUEST END_OF(sdnpu_request, json_schema)/KNOWN_REQUEST END_OF(sdnpu_request, abi_selftest)/'
-variant stats-field-appended '/^    double constrain_s; /a\    long abi_selftest;' \
-  's/KNOWN_RESULT END_OF(sdnpu_result, stats.constrain_s)/KNOWN_RESULT END_OF(sdnpu_result, stats.abi_selftest)/'
+# appended after whatever field is last today: before the closing line of the struct
+variant field-appended '/^} sdnpu_request;/i\    const char *abi_selftest;' \
+  's/KNOWN_REQUEST END_OF(sdnpu_request, [A-Za-z_.]*)/KNOWN_REQUEST END_OF(sdnpu_request, abi_selftest)/'
+variant stats-field-appended '/^} sdnpu_stats;/i\    long abi_selftest;' \
+  's/KNOWN_RESULT END_OF(sdnpu_result, stats\.[A-Za-z_]*)/KNOWN_RESULT END_OF(sdnpu_result, stats.abi_selftest)/'
 variant function-added '/^SDNPU_API void sdnpu_free(void \*p);/a\SDNPU_API int sdnpu_abi_selftest(void);' '' 'int sdnpu_abi_selftest(void) { return 1; }'
 expect pass unchanged
 expect fail field-inserted
