@@ -81,10 +81,30 @@ void sdn_att_update_portable(sdn_att_q *q, int nq, const float *sc, const sdn_at
         float p[64];
         for (int j = 0; j < 64; j++) p[j] = vis >> j & 1 ? sdn_att_exp(s[j] - Q->m) : 0.0f;
         Q->l = Q->l + sdn_att_tsum64(p);
+        if (v->scaled) { /* q8 values: 8-bit weights, exact integer sums (attention_kern.h) */
+            float w[64], wmax = 0.0f, r, su;
+            for (int j = 0; j < 64; j++) {
+                w[j] = p[j] * v->vsc[j];
+                if (w[j] > wmax) wmax = w[j];
+            }
+            const int any = sdn_att_wq8_scale(wmax, &r, &su);
+            int32_t isum[SDN_ATT_MAX_HD] = {0};
+            for (int j = 0; any && j < 64; j++) {
+                if (!(vis >> j & 1)) continue;
+                const int32_t u = (int32_t)sdn_att_wq8(w[j], r);
+                const int8_t *row = (const int8_t *)v->vrow[j];
+                if (v->tv == SDN_KV_F32) /* handed over as floats: the same integers */
+                    for (int d = 0; d < hd; d++) isum[d] += u * (int32_t)((const float *)v->vrow[j])[d];
+                else
+                    for (int d = 0; d < hd; d++) isum[d] += u * row[d];
+            }
+            for (int d = 0; d < hd; d++) Q->acc[d] = fmaf((float)isum[d], su, Q->acc[d]);
+            continue;
+        }
         for (int j = 0; j < 64; j++) {
             if (!(vis >> j & 1)) continue;
             const uint8_t *row = v->vrow[j];
-            const float w = v->scaled ? p[j] * v->vsc[j] : p[j];
+            const float w = p[j];
             switch (v->tv) {
             case SDN_KV_F32:
                 for (int d = 0; d < hd; d++) Q->acc[d] = fmaf(w, ((const float *)row)[d], Q->acc[d]);

@@ -38,6 +38,7 @@
 #include "kernels/threadpool.h"
 
 #define SDN_ATT_SUPER 512 /* positions per super-tile (a multiple of SDN_KV_TILE) */
+#define SDN_ATT_MAX_HD 1024 /* the largest head dimension (engine/model_load.c refuses larger) */
 
 typedef struct sdn_att_ws sdn_att_ws;
 

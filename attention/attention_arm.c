@@ -211,8 +211,9 @@ void SDN_KFN(sdn_att_scores)(const sdn_att_kt *t, const sdn_att_q *q, int nq, fl
 /* ------------------------------------------------------------------ update ---- */
 
 /* Softmax part of one query: running max and sum, rescaled output; the weights of the value
- * rows into w[64] (p_j, or p_j * vs_j for q8 values; 0 for invisible lanes). */
-INLINE void softmax_part(sdn_att_q *Q, const float *s, float *w, const sdn_att_vt *v) {
+ * rows into w[64] (p_j; for q8 values the 8-bit u_j of attention_kern.h, as floats, and *su;
+ * 0 for invisible lanes). */
+INLINE void softmax_part(sdn_att_q *Q, const float *s, float *w, float *su, const sdn_att_vt *v) {
     const uint64_t vis = Q->vis;
     float32x4_t sv[NV], mx = vdupq_n_f32(-INFINITY);
     for (int c = 0; c < NV; c++) {
@@ -232,15 +233,27 @@ INLINE void softmax_part(sdn_att_q *Q, const float *s, float *w, const sdn_att_v
     float32x4_t p[NV];
     for (int c = 0; c < NV; c++) p[c] = keep0((unsigned)(vis >> (c * W)) & 15u, vexp(vsubq_f32(sv[c], m)));
     Q->l = Q->l + tsum64(p);
-    if (v->scaled)
-        for (int c = 0; c < NV; c++) vst1q_f32(w + c * W, vmulq_f32(p[c], vld1q_f32(v->vsc + c * W)));
-    else
+    if (v->scaled) { /* att_wq8 */
+        float32x4_t wv[NV], wm = vdupq_n_f32(0.0f);
+        for (int c = 0; c < NV; c++) {
+            wv[c] = vmulq_f32(p[c], vld1q_f32(v->vsc + c * W));
+            wm = vmaxq_f32(wm, wv[c]);
+        }
+        float r;
+        if (sdn_att_wq8_scale(vmaxvq_f32(wm), &r, su)) {
+            const float32x4_t rv = vdupq_n_f32(r), top = vdupq_n_f32(255.0f);
+            for (int c = 0; c < NV; c++) vst1q_f32(w + c * W, vminq_f32(vrndnq_f32(vmulq_f32(wv[c], rv)), top));
+        } else {
+            for (int c = 0; c < NV; c++) vst1q_f32(w + c * W, vdupq_n_f32(0.0f));
+        }
+    } else {
         for (int c = 0; c < NV; c++) vst1q_f32(w + c * W, p[c]);
+    }
 }
 
 /* acc_b += w_b[j] * v_j over the lanes j each query sees, in increasing order; nch vectors of
  * the head dimension from d0, nb queries (both constants after inlining). */
-INLINE void pv_blk(sdn_att_q *const *q, const float *w, const sdn_att_vt *v, int d0, const int nch, const int nb, int pf) {
+INLINE void pv_blk(sdn_att_q *const *q, const float *w, const float *su, const sdn_att_vt *v, int d0, const int nch, const int nb, int pf) {
     float32x4_t acc[QB_PV][4];
     uint64_t uni = 0, vis[QB_PV];
     float *out[QB_PV];
@@ -248,7 +261,7 @@ INLINE void pv_blk(sdn_att_q *const *q, const float *w, const sdn_att_vt *v, int
         vis[b] = q[b]->vis;
         out[b] = q[b]->acc + d0;
         uni |= vis[b];
-        for (int c = 0; c < nch; c++) acc[b][c] = vld1q_f32(out[b] + c * W);
+        for (int c = 0; c < nch; c++) acc[b][c] = v->scaled ? vdupq_n_f32(0.0f) : vld1q_f32(out[b] + c * W);
     }
     int all = 1;
     for (int b = 1; b < nb; b++) all &= vis[b] == vis[0];
@@ -277,35 +290,41 @@ INLINE void pv_blk(sdn_att_q *const *q, const float *w, const sdn_att_vt *v, int
             for (int c = 0; c < nch; c++) acc[b][c] = vfmaq_f32(acc[b][c], wj, x[c]); /* fmaf(w, v, acc) */
         }
     }
-    for (int b = 0; b < nb; b++)
-        for (int c = 0; c < nch; c++) vst1q_f32(out[b] + c * W, acc[b][c]);
+    if (v->scaled) /* q8 values: the exact integer sums, then fma(isum, su, acc) */
+        for (int b = 0; b < nb; b++) {
+            const float32x4_t s = vdupq_n_f32(su[b]);
+            for (int c = 0; c < nch; c++) vst1q_f32(out[b] + c * W, vfmaq_f32(vld1q_f32(out[b] + c * W), acc[b][c], s));
+        }
+    else
+        for (int b = 0; b < nb; b++)
+            for (int c = 0; c < nch; c++) vst1q_f32(out[b] + c * W, acc[b][c]);
 }
 
-INLINE void pv_q(sdn_att_q *const *q, const float *w, const sdn_att_vt *v, const int nb, int pf) {
+INLINE void pv_q(sdn_att_q *const *q, const float *w, const float *su, const sdn_att_vt *v, const int nb, int pf) {
     int d0 = 0;
-    for (; d0 + 4 * W <= v->hd; d0 += 4 * W) pv_blk(q, w, v, d0, 4, nb, pf);
-    for (; d0 < v->hd; d0 += W) pv_blk(q, w, v, d0, 1, nb, pf);
+    for (; d0 + 4 * W <= v->hd; d0 += 4 * W) pv_blk(q, w, su, v, d0, 4, nb, pf);
+    for (; d0 < v->hd; d0 += W) pv_blk(q, w, su, v, d0, 1, nb, pf);
 }
 
 void SDN_KFN(sdn_att_update)(sdn_att_q *q, int nq, const float *sc, const sdn_att_vt *v) {
-    float w[QB_PV * 64] __attribute__((aligned(16)));
+    float w[QB_PV * 64] __attribute__((aligned(16))), su[QB_PV];
     for (int i = 0; i < nq; i += QB_PV) {
         sdn_att_q *tmp[QB_PV];
         int nb = 0;
         /* the block's visible queries, gathered (a query that sees nothing is left alone) */
         for (int b = i; b < nq && b < i + QB_PV; b++) {
             if (!q[b].vis) continue;
-            softmax_part(&q[b], sc + (size_t)b * 64, w + (size_t)nb * 64, v);
+            softmax_part(&q[b], sc + (size_t)b * 64, w + (size_t)nb * 64, su + nb, v);
             tmp[nb] = &q[b];
             nb++;
         }
         const int pf = v->pf && i == 0;
         switch (nb) {
         case 0: break;
-        case 1: pv_q(tmp, w, v, 1, pf); break;
-        case 2: pv_q(tmp, w, v, 2, pf); break;
-        case 3: pv_q(tmp, w, v, 3, pf); break;
-        default: pv_q(tmp, w, v, QB_PV, pf); break;
+        case 1: pv_q(tmp, w, su, v, 1, pf); break;
+        case 2: pv_q(tmp, w, su, v, 2, pf); break;
+        case 3: pv_q(tmp, w, su, v, 3, pf); break;
+        default: pv_q(tmp, w, su, v, QB_PV, pf); break;
         }
     }
 }

@@ -30,6 +30,7 @@ typedef __m512 vf;
 #define vf_add(a, b) _mm512_add_ps(a, b)
 #define vf_sub(a, b) _mm512_sub_ps(a, b)
 #define vf_max(a, b) _mm512_max_ps(a, b)
+#define vf_min(a, b) _mm512_min_ps(a, b)
 #define vf_f16(p) _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(p)))
 #define vf_i8(p) _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(p))))
 #define vf_round(v) _mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
@@ -55,6 +56,7 @@ typedef __m256 vf;
 #define vf_add(a, b) _mm256_add_ps(a, b)
 #define vf_sub(a, b) _mm256_sub_ps(a, b)
 #define vf_max(a, b) _mm256_max_ps(a, b)
+#define vf_min(a, b) _mm256_min_ps(a, b)
 #define vf_f16(p) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(p)))
 #define vf_i8(p) _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(p))))
 #define vf_round(v) _mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
@@ -266,8 +268,9 @@ void SDN_KFN(sdn_att_scores)(const sdn_att_kt *t, const sdn_att_q *q, int nq, fl
 /* ------------------------------------------------------------------ update ---- */
 
 /* Softmax part of one query: running max and sum, rescaled output; the weights of the value
- * rows into w[64] (p_j, or p_j * vs_j for q8 values; 0 for invisible lanes). */
-INLINE void softmax_part(sdn_att_q *Q, const float *s, float *w, const sdn_att_vt *v) {
+ * rows into w[64] (p_j; for q8 values the 8-bit u_j of attention_kern.h, as floats, and *su;
+ * 0 for invisible lanes). */
+INLINE void softmax_part(sdn_att_q *Q, const float *s, float *w, float *su, const sdn_att_vt *v) {
     const uint64_t vis = Q->vis;
     vf sv[NV], mx = vf_set1(-INFINITY);
     for (int c = 0; c < NV; c++) {
@@ -287,15 +290,29 @@ INLINE void softmax_part(sdn_att_q *Q, const float *s, float *w, const sdn_att_v
     vf p[NV];
     for (int c = 0; c < NV; c++) p[c] = vf_keep0((vis >> (c * W)) & ((1u << W) - 1), vexp(vf_sub(sv[c], m)));
     Q->l = Q->l + tsum64(p);
-    if (v->scaled)
-        for (int c = 0; c < NV; c++) vf_store(w + c * W, vf_mul(p[c], vf_load(v->vsc + c * W)));
-    else
+    if (v->scaled) { /* att_wq8 */
+        vf wv[NV], wm = vf_zero();
+        for (int c = 0; c < NV; c++) {
+            wv[c] = vf_mul(p[c], vf_load(v->vsc + c * W));
+            wm = vf_max(wm, wv[c]);
+        }
+        float r;
+        const vf top = vf_set1(255.0f);
+        if (sdn_att_wq8_scale(vf_hmax(wm), &r, su)) {
+            const vf rv = vf_set1(r);
+            for (int c = 0; c < NV; c++) vf_store(w + c * W, vf_min(vf_round(vf_mul(wv[c], rv)), top));
+        } else {
+            for (int c = 0; c < NV; c++) vf_store(w + c * W, vf_zero());
+        }
+    } else {
         for (int c = 0; c < NV; c++) vf_store(w + c * W, p[c]);
+    }
 }
 
 /* acc_b += w_b[j] * v_j over the lanes j each query sees, in increasing order; nch vectors of
- * the head dimension from d0, nb queries (both constants after inlining). */
-INLINE void pv_blk(sdn_att_q *const *q, const float *w, const sdn_att_vt *v, int d0, const int nch, const int nb, int pf) {
+ * the head dimension from d0, nb queries (both constants after inlining). q8 values: the
+ * exact integer sums of u_j * v_j (floats below 2^24), then acc_b = fma(isum, su_b, acc_b). */
+INLINE void pv_blk(sdn_att_q *const *q, const float *w, const float *su, const sdn_att_vt *v, int d0, const int nch, const int nb, int pf) {
     vf acc[QB_PV][4];
     uint64_t uni = 0, vis[QB_PV];
     float *out[QB_PV];
@@ -303,7 +320,7 @@ INLINE void pv_blk(sdn_att_q *const *q, const float *w, const sdn_att_vt *v, int
         vis[b] = q[b]->vis;
         out[b] = q[b]->acc + d0;
         uni |= vis[b];
-        for (int c = 0; c < nch; c++) acc[b][c] = vf_load(out[b] + c * W);
+        for (int c = 0; c < nch; c++) acc[b][c] = v->scaled ? vf_zero() : vf_load(out[b] + c * W);
     }
     const int all = nb == 1 || ({ int same = 1; for (int b = 1; b < nb; b++) same &= vis[b] == vis[0]; same; });
     for (; uni; uni &= uni - 1) {
@@ -329,39 +346,45 @@ INLINE void pv_blk(sdn_att_q *const *q, const float *w, const sdn_att_vt *v, int
             for (int c = 0; c < nch; c++) acc[b][c] = vf_fma(wj, x[c], acc[b][c]);
         }
     }
-    for (int b = 0; b < nb; b++)
-        for (int c = 0; c < nch; c++) vf_store(out[b] + c * W, acc[b][c]);
+    if (v->scaled)
+        for (int b = 0; b < nb; b++) {
+            const vf s = vf_set1(su[b]);
+            for (int c = 0; c < nch; c++) vf_store(out[b] + c * W, vf_fma(acc[b][c], s, vf_load(out[b] + c * W)));
+        }
+    else
+        for (int b = 0; b < nb; b++)
+            for (int c = 0; c < nch; c++) vf_store(out[b] + c * W, acc[b][c]);
 }
 
-INLINE void pv_q(sdn_att_q *const *q, const float *w, const sdn_att_vt *v, const int nb, int pf) {
+INLINE void pv_q(sdn_att_q *const *q, const float *w, const float *su, const sdn_att_vt *v, const int nb, int pf) {
     int d0 = 0;
-    for (; d0 + 4 * W <= v->hd; d0 += 4 * W) pv_blk(q, w, v, d0, 4, nb, pf);
-    for (; d0 < v->hd; d0 += W) pv_blk(q, w, v, d0, 1, nb, pf);
+    for (; d0 + 4 * W <= v->hd; d0 += 4 * W) pv_blk(q, w, su, v, d0, 4, nb, pf);
+    for (; d0 < v->hd; d0 += W) pv_blk(q, w, su, v, d0, 1, nb, pf);
 }
 
 void SDN_KFN(sdn_att_update)(sdn_att_q *q, int nq, const float *sc, const sdn_att_vt *v) {
-    float w[QB_PV * 64] __attribute__((aligned(64)));
+    float w[QB_PV * 64] __attribute__((aligned(64))), su[QB_PV];
     for (int i = 0; i < nq; i += QB_PV) {
         sdn_att_q *tmp[QB_PV];
         int nb = 0;
         /* the block's visible queries, gathered (a query that sees nothing is left alone) */
         for (int b = i; b < nq && b < i + QB_PV; b++) {
             if (!q[b].vis) continue;
-            softmax_part(&q[b], sc + (size_t)b * 64, w + (size_t)nb * 64, v);
+            softmax_part(&q[b], sc + (size_t)b * 64, w + (size_t)nb * 64, su + nb, v);
             tmp[nb] = &q[b];
             nb++;
         }
         const int pf = v->pf && i == 0;
         switch (nb) {
         case 0: break;
-        case 1: pv_q(tmp, w, v, 1, pf); break;
+        case 1: pv_q(tmp, w, su, v, 1, pf); break;
 #if QB_PV > 2
-        case 2: pv_q(tmp, w, v, 2, pf); break;
-        case 3: pv_q(tmp, w, v, 3, pf); break;
-        case 4: pv_q(tmp, w, v, 4, pf); break;
-        case 5: pv_q(tmp, w, v, 5, pf); break;
+        case 2: pv_q(tmp, w, su, v, 2, pf); break;
+        case 3: pv_q(tmp, w, su, v, 3, pf); break;
+        case 4: pv_q(tmp, w, su, v, 4, pf); break;
+        case 5: pv_q(tmp, w, su, v, 5, pf); break;
 #endif
-        default: pv_q(tmp, w, v, QB_PV, pf); break;
+        default: pv_q(tmp, w, su, v, QB_PV, pf); break;
         }
     }
 }

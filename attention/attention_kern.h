@@ -12,9 +12,18 @@
  *   update    over the query's visible lanes (a 64-bit mask): mt = max s_j; when the running
  *             max m is -inf, m = mt; else if mt > m: a = att_exp(m - mt), acc[d] *= a, l *= a,
  *             m = mt; then p_j = att_exp(s_j - m) for visible lanes, 0 for the others;
- *             l = l + tsum64(p); acc[d] = fma(w_j, v_j[d], acc[d]) for the visible lanes j in
- *             increasing order, w_j = p_j (f32/f16 values) or p_j * vs_j (q8 values, v_j[d]
- *             the stored integer)
+ *             l = l + tsum64(p); then
+ *               f32/f16 values: acc[d] = fma(p_j, v_j[d], acc[d]) for the visible lanes j in
+ *                 increasing order
+ *               q8 values (v_j[d] the stored integer, vs_j the row's scale): the weights
+ *                 w_j = p_j * vs_j (0 for invisible lanes) are quantized to 8 bits for the
+ *                 tile (att_wq8): u_j = min(rne(w_j * r), 255) with r = 255 / wmax, wmax =
+ *                 max_j w_j, and su = wmax / 255 (when wmax <= 2^-100: every u_j = 0, su = 0);
+ *                 then isum[d] = the exact integer sum over the lanes of u_j * v_j[d] (below
+ *                 64 * 255 * 127 < 2^24, so any order, in integers or floats, gives it) and
+ *                 acc[d] = fma((float)isum[d], su, acc[d]). Integer sums are what lets the
+ *                 int8 dot-product and AMX kernels compute the values' products with the
+ *                 same bits as the scalar code (issue 40)
  *   att_exp   x = max(x, -87); k = nearbyint(x * 1.44269504f); r = fma(-k, 0.69314718f, x);
  *             a degree-6 Taylor polynomial of e^r by Horner's rule with fma, times 2^k built
  *             from the exponent bits (the softmax exponential of engine/forward.c)
@@ -110,6 +119,25 @@ static inline float sdn_att_exp(float x) {
     float e;
     memcpy(&e, &bits, 4);
     return p * e;
+}
+
+/* att_wq8's scalars: *r and *su of the tile's largest weight wmax; 0 when the tile's weights
+ * are all 0 (wmax <= 2^-100: every u_j = 0, su = 0). */
+static inline int sdn_att_wq8_scale(float wmax, float *r, float *su) {
+    if (!(wmax > 0x1p-100f)) {
+        *r = 0.0f;
+        *su = 0.0f;
+        return 0;
+    }
+    *r = 255.0f / wmax;
+    *su = wmax / 255.0f;
+    return 1;
+}
+
+/* u_j of one weight (att_wq8): rne(w * r), at most 255. */
+static inline float sdn_att_wq8(float w, float r) {
+    const float u = sdn_kv_round(w * r);
+    return u < 255.0f ? u : 255.0f;
 }
 
 static inline float sdn_att_tsum64(const float *p) {
