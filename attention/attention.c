@@ -140,8 +140,9 @@ typedef struct att_kernels {
     sdn_att_cvt_fn cvt;
     sdn_att_merge_fn merge;
     sdn_att_scale_fn scale;
+    sdn_att_t4_fn t4; /* q8 values of many queries transposed for the kernels that take them (or NULL) */
 } att_kernels;
-#define ATT_KERNELS(v) ((att_kernels){sdn_att_scores_##v, sdn_att_update_##v, sdn_att_cvt_##v, sdn_att_merge_##v, sdn_att_scale_##v})
+#define ATT_KERNELS(v) ((att_kernels){sdn_att_scores_##v, sdn_att_update_##v, sdn_att_cvt_##v, sdn_att_merge_##v, sdn_att_scale_##v, NULL})
 
 static att_kernels kernels_for(int hd) {
 #if defined(__x86_64__)
@@ -154,7 +155,12 @@ static att_kernels kernels_for(int hd) {
         break;
     case SDN_KPATH_AVX512:
     case SDN_KPATH_AMX:
-        if (hd % 16 == 0) return ATT_KERNELS(avx512);
+        if (hd % 16 == 0) {
+            att_kernels k = ATT_KERNELS(avx512);
+            /* the amx path too: AMX tiles for these products measured no faster (docs/kernels.md) */
+            if (hd % 64 == 0) k.t4 = sdn_att_t4_avx512;
+            return k;
+        }
         break;
     default: break;
     }
@@ -364,7 +370,7 @@ static void run_task(att_job *j, att_thread *t, int h, int r0, int r1, int s0, i
     sdn_kv_head_get(a->kv, a->layer, h, &kh);
     setup_queries(j, t, h, r0, r1);
     sdn_att_kt kt = {.tk = kh.tk, .hd = hd, .hd4 = kh.hd4, .kblocks = kh.kblocks, .pf_bytes = kh.k_tile_bytes};
-    sdn_att_vt vt;
+    sdn_att_vt vt = {0};
     vt.hd = hd;
     vt.scaled = kh.tv == SDN_KV_Q8;
     /* tree mode: every query's scores against the batch's slot tiles, once */
@@ -438,7 +444,11 @@ static void run_task(att_job *j, att_thread *t, int h, int r0, int r1, int s0, i
                 vt.vrow[l] = kh.v + (size_t)(p0 + l) * kh.v_row_bytes;
                 vt.vsc[l] = kh.v_scale ? sdn_kv_h2f(kh.v_scale[p0 + l]) : 0.0f;
             }
-            if (scratch && kh.tv != SDN_KV_F32 && hd % 16 == 0) {
+            vt.t4 = NULL;
+            if (scratch && kh.tv == SDN_KV_Q8 && j->k.t4) { /* transposed for the int8 products */
+                j->k.t4(&vt, (int8_t *)t->vbuf);
+                vt.t4 = (const int8_t *)t->vbuf;
+            } else if (scratch && kh.tv != SDN_KV_F32 && hd % 16 == 0) {
                 uint64_t uni = 0;
                 for (int i = 0; i < nq; i++) uni |= t->q[i].vis;
                 for (; uni; uni &= uni - 1) {

@@ -65,8 +65,6 @@ typedef struct sdn_att_args {
  * in the cache already (sdn_kv_store). */
 void sdn_attention(sdn_att_ws *ws, sdn_pool *pool, const sdn_att_args *a);
 
-/* Select the kernels of the process's kernel path (kernels/kernel_path.h); forward.c calls it
- * when a context is created. Tests may call it again after forcing a path. */
-void sdn_att_select_kernels(void);
+/* The kernels are those of the process's kernel path (kernels/kernel_path.h) at each call. */
 
 #endif

@@ -356,7 +356,81 @@ INLINE void pv_blk(sdn_att_q *const *q, const float *w, const float *su, const s
             for (int c = 0; c < nch; c++) vf_store(out[b] + c * W, acc[b][c]);
 }
 
+#if W == 16
+/* q8 values transposed (v->t4): acc_b = fma(isum_b, su_b, acc_b), isum_b[d] = sum over the
+ * 16 groups g of VPDPBUSD(u_b[4g .. 4g+3], t4[g][d][0..3]): the exact integer sums of
+ * attention_kern.h, 64 products per instruction; nb queries (a constant after inlining), 64
+ * elements of the head dimension from d0. A group no query of the block sees is skipped. */
+INLINE void pv_t4_blk(sdn_att_q *const *q, const uint8_t *u, const float *su, const sdn_att_vt *v, int d0, uint16_t groups, const int nb) {
+    __m512i acc[QB_PV][4];
+    for (int b = 0; b < nb; b++)
+        for (int c = 0; c < 4; c++) acc[b][c] = _mm512_setzero_si512();
+    const int hd = v->hd;
+    for (; groups; groups &= (uint16_t)(groups - 1)) {
+        const int g = __builtin_ctz(groups);
+        const int8_t *t = v->t4 + ((size_t)g * hd + d0) * 4;
+        const __m512i x0 = _mm512_loadu_si512(t), x1 = _mm512_loadu_si512(t + 64), x2 = _mm512_loadu_si512(t + 128), x3 = _mm512_loadu_si512(t + 192);
+        for (int b = 0; b < nb; b++) {
+            int32_t u4;
+            memcpy(&u4, u + (size_t)b * 64 + 4 * g, 4);
+            const __m512i ub = _mm512_set1_epi32(u4);
+            acc[b][0] = _mm512_dpbusd_epi32(acc[b][0], ub, x0);
+            acc[b][1] = _mm512_dpbusd_epi32(acc[b][1], ub, x1);
+            acc[b][2] = _mm512_dpbusd_epi32(acc[b][2], ub, x2);
+            acc[b][3] = _mm512_dpbusd_epi32(acc[b][3], ub, x3);
+        }
+    }
+    for (int b = 0; b < nb; b++) {
+        const vf sb = vf_set1(su[b]);
+        float *o = q[b]->acc + d0;
+        for (int c = 0; c < 4; c++) vf_store(o + c * W, vf_fma(_mm512_cvtepi32_ps(acc[b][c]), sb, vf_load(o + c * W)));
+    }
+}
+
+INLINE void pv_t4(sdn_att_q *const *q, const float *w, const float *su, const sdn_att_vt *v, const int nb) {
+    uint8_t u[QB_PV * 64] __attribute__((aligned(64)));
+    uint64_t uni = 0;
+    for (int b = 0; b < nb; b++) { /* the weights as bytes (integers 0 .. 255 already) */
+        uni |= q[b]->vis;
+        for (int c = 0; c < NV; c++) _mm_storeu_si128((__m128i *)(void *)(u + (size_t)b * 64 + c * W), _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(vf_load(w + (size_t)b * 64 + c * W))));
+    }
+    uint16_t groups = 0; /* groups of 4 lanes some query sees */
+    for (int g = 0; g < 16; g++)
+        if (uni >> (4 * g) & 15) groups |= (uint16_t)(1u << g);
+    for (int d0 = 0; d0 < v->hd; d0 += 64) pv_t4_blk(q, u, su, v, d0, groups, nb);
+}
+
+/* The tile's q8 value rows transposed in groups of 4 (sdn_att_t4_fn): per group, 4 rows of 64
+ * bytes interleaved by bytes and pairs within 128-bit lanes, then the lanes put in order. */
+void SDN_KFN(sdn_att_t4)(const sdn_att_vt *v, int8_t *t4) {
+    const int hd = v->hd;
+    for (int g = 0; g < 16; g++)
+        for (int d0 = 0; d0 < hd; d0 += 64) {
+            const __m512i r0 = _mm512_loadu_si512(v->vrow[4 * g] + d0), r1 = _mm512_loadu_si512(v->vrow[4 * g + 1] + d0);
+            const __m512i r2 = _mm512_loadu_si512(v->vrow[4 * g + 2] + d0), r3 = _mm512_loadu_si512(v->vrow[4 * g + 3] + d0);
+            const __m512i l01 = _mm512_unpacklo_epi8(r0, r1), h01 = _mm512_unpackhi_epi8(r0, r1);
+            const __m512i l23 = _mm512_unpacklo_epi8(r2, r3), h23 = _mm512_unpackhi_epi8(r2, r3);
+            /* o_k, 128-bit lane L: elements 16L + 4k .. 16L + 4k + 3, 4 rows each */
+            const __m512i o0 = _mm512_unpacklo_epi16(l01, l23), o1 = _mm512_unpackhi_epi16(l01, l23);
+            const __m512i o2 = _mm512_unpacklo_epi16(h01, h23), o3 = _mm512_unpackhi_epi16(h01, h23);
+            const __m512i t0 = _mm512_shuffle_i32x4(o0, o1, 0x44), t1 = _mm512_shuffle_i32x4(o2, o3, 0x44);
+            const __m512i t2 = _mm512_shuffle_i32x4(o0, o1, 0xEE), t3 = _mm512_shuffle_i32x4(o2, o3, 0xEE);
+            int8_t *dst = t4 + ((size_t)g * hd + d0) * 4;
+            _mm512_storeu_si512(dst, _mm512_shuffle_i32x4(t0, t1, 0x88));
+            _mm512_storeu_si512(dst + 64, _mm512_shuffle_i32x4(t0, t1, 0xDD));
+            _mm512_storeu_si512(dst + 128, _mm512_shuffle_i32x4(t2, t3, 0x88));
+            _mm512_storeu_si512(dst + 192, _mm512_shuffle_i32x4(t2, t3, 0xDD));
+        }
+}
+#endif
+
 INLINE void pv_q(sdn_att_q *const *q, const float *w, const float *su, const sdn_att_vt *v, const int nb, int pf) {
+#if W == 16
+    if (v->t4) {
+        pv_t4(q, w, su, v, nb);
+        return;
+    }
+#endif
     int d0 = 0;
     for (; d0 + 4 * W <= v->hd; d0 += 4 * W) pv_blk(q, w, su, v, d0, 4, nb, pf);
     for (; d0 < v->hd; d0 += W) pv_blk(q, w, su, v, d0, 1, nb, pf);
@@ -415,3 +489,4 @@ void SDN_KFN(sdn_kv_f16_row)(const float *x, uint16_t *h, int n) {
         _mm_storeu_si128((__m128i *)(void *)(h + i), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
     }
 }
+

@@ -71,7 +71,15 @@ typedef struct sdn_att_vt {
     float vsc[64];
     const uint8_t *pf;   /* the next tile's first value row, prefetched row by row (or NULL) */
     size_t pf_row;       /* bytes from one of its rows to the next */
+    /* q8 values, for the kernels that take them so (sdn_att_t4_fn; else NULL): the tile's 64
+     * rows transposed in groups of 4 positions, [16][hd][4] bytes: byte (g, d, i) is element d
+     * of lane 4g + i, the operand shape of VPDPBUSD and of an AMX B tile */
+    const int8_t *t4;
 } sdn_att_vt;
+
+/* t4[(g * hd + d) * 4 + i] = element d of row vrow[4g + i] (q8 values), g < 16, d < hd (a
+ * multiple of 64). */
+typedef void (*sdn_att_t4_fn)(const sdn_att_vt *v, int8_t *t4);
 
 /* sc[i * 64 + j] = score of query i against slot j of tile t, for i < nq (every lane, visible
  * or not; invisible lanes may hold anything, NaN included). */
@@ -94,7 +102,8 @@ typedef void (*sdn_att_scale_fn)(float *o, const float *acc, float s, int hd);
     void sdn_att_cvt_##v(const void *src, sdn_kv_type t, float *dst, size_t n);                         \
     void sdn_att_merge_##v(float *ACC, const float *acc, float ea, float eb, int hd);                   \
     void sdn_att_scale_##v(float *o, const float *acc, float s, int hd);                                \
-    void sdn_kv_f16_row_##v(const float *x, uint16_t *h, int n);
+    void sdn_kv_f16_row_##v(const float *x, uint16_t *h, int n);                                         \
+    void sdn_att_t4_##v(const sdn_att_vt *v, int8_t *t4);
 SDN_ATT_KDECL(portable)
 SDN_ATT_KDECL(avx2)
 SDN_ATT_KDECL(avx2vnni)

@@ -8,7 +8,7 @@
  *     softmax over the same stored (dequantized) entries, for causal prefill batches, decode
  *     rows, tree batches and sliding windows, across tile and super-tile boundaries;
  *   - the same inputs give the same bits on every kernel path (portable, avx2, avx512 on
- *     x86-64; portable, neon, dotprod, i8mm on AArch64; the paths this CPU lacks are reported
+ *     x86-64, amx too; portable, neon, dotprod, i8mm on AArch64; the paths this CPU lacks are reported
  *     skipped), with 1 and 2 threads, and for head
  *     dimensions the SIMD kernels take and ones they leave to the portable code. */
 #include <math.h>
@@ -35,7 +35,7 @@
 #if defined(__aarch64__)
 static const sdn_kpath paths[] = {SDN_KPATH_PORTABLE, SDN_KPATH_NEON, SDN_KPATH_DOTPROD, SDN_KPATH_I8MM};
 #else
-static const sdn_kpath paths[] = {SDN_KPATH_PORTABLE, SDN_KPATH_AVX2, SDN_KPATH_AVX512};
+static const sdn_kpath paths[] = {SDN_KPATH_PORTABLE, SDN_KPATH_AVX2, SDN_KPATH_AVX512, SDN_KPATH_AMX};
 #endif
 #define NPATHS ((int)(sizeof paths / sizeof paths[0]))
 
