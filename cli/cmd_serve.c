@@ -17,6 +17,9 @@ int cmd_serve(int argc, char **argv) {
     if (o.api_key && !*o.api_key) o.api_key = NULL;
     int max_body = (int)o.max_body;
     uint64_t body_budget = 0, max_chars = 0;
+    cli_sampling smp; /* the sampling options of run and chat (cli/opts.h): defaults of the requests */
+    cli_sampling_init(&smp);
+    smp.seed = UINT64_MAX; /* not given: a fresh seed per request */
     static char threads_help[160];
     snprintf(threads_help, sizeof threads_help,
              "compute threads per slot (default: the library's default divided by --slots, here %d); slots x threads should not exceed the cores",
@@ -56,6 +59,7 @@ int cmd_serve(int argc, char **argv) {
          .help = "on SIGTERM/SIGINT, seconds running requests may still finish (default 10)"},
         {.name = "--model-id", .kind = CLI_STR, .dest = &o.model_id, .arg = "NAME",
          .help = "the model name clients send (default: the --model file name without .gguf)"},
+        CLI_O_SAMPLING_SEED(&smp, "sampling seed of requests that give none (default: a fresh one per request)"),
         {NULL},
     };
     const cli_cmd cmd = {.name = "serve", .synopsis = "--model M [options]",
@@ -65,18 +69,45 @@ int cmd_serve(int argc, char **argv) {
                                   "a request's \"sdnpu\": {\"method\": \"none\"} asks for plain decoding. docs/server.md.",
                          .opts = table};
     int rc = cli_parse(&cmd, argc, argv, NULL, NULL);
-    if (rc != CLI_CONTINUE) return rc;
+    if (rc != CLI_CONTINUE) {
+        cli_sampling_free(&smp);
+        return rc;
+    }
+    for (int i = 0; i < smp.stops.n; i++)
+        if (!smp.stops.v[i][0]) {
+            fprintf(stderr, "sdnpu serve: option --stop: an empty stop string would end every answer at once\n");
+            cli_sampling_free(&smp);
+            return CLI_EXIT_USAGE;
+        }
+    if (smp.stops.n > 4) { /* as a request's "stop" */
+        fprintf(stderr, "sdnpu serve: option --stop: %d stop strings, at most 4\n", smp.stops.n);
+        cli_sampling_free(&smp);
+        return CLI_EXIT_USAGE;
+    }
+    sdnpu_request defaults; /* the options' settings (the library's where not given) */
+    sdnpu_request_init(&defaults);
+    o.has_seed = smp.seed != UINT64_MAX;
+    if (!o.has_seed) smp.seed = defaults.seed;
+    cli_sampling_apply(&smp, &defaults);
+    o.defaults = &defaults;
     if (!o.model) {
         fprintf(stderr, "sdnpu serve: --model is required (sdnpu serve --help)\n");
+        cli_sampling_free(&smp);
         return CLI_EXIT_USAGE;
     }
     if (o.api_key && !*o.api_key) {
         fprintf(stderr, "sdnpu serve: option --api-key: the key is empty\n");
+        cli_sampling_free(&smp);
         return CLI_EXIT_USAGE;
     }
     o.max_body = (size_t)max_body;
     o.body_budget = (size_t)body_budget;
     o.max_chars = (long)max_chars;
-    if (sdn_tool_pull_if_known("serve", o.model)) return 1; /* a known model is pulled on first use; the library never downloads */
-    return srv_run(&o);
+    if (sdn_tool_pull_if_known("serve", o.model)) {
+        cli_sampling_free(&smp);
+        return 1; /* a known model is pulled on first use; the library never downloads */
+    }
+    rc = srv_run(&o);
+    cli_sampling_free(&smp);
+    return rc;
 }

@@ -157,8 +157,9 @@ const char *cli_threads_help(void);
 
 /* ---- the sampling and constraint options of run and chat ----
  * One group, declared once: the same names, ranges, help lines and defaults (the library's,
- * sdnpu_request_init) in `sdnpu run` (and demo) and `sdnpu chat`. `sdnpu serve` takes the same
- * settings per request, in the OpenAI request body (docs/server.md). */
+ * sdnpu_request_init) in `sdnpu run` (and demo), `sdnpu chat` and `sdnpu serve`, where they are
+ * the settings of requests that leave them out (a request's body sets its own; docs/server.md).
+ * The constraint options are run's and chat's: a server's requests bring their own. */
 typedef struct cli_sampling {
     cli_list stops;                              /* --stop STR ... */
     float temp, top_p, min_p, repeat_penalty;    /* --temp (0: greedy) --top-p --min-p --repeat-penalty */
@@ -172,13 +173,14 @@ void cli_sampling_free(cli_sampling *s);
 /* Copy the sampling settings (not the constraint: its files are read by the command) into r. */
 struct sdnpu_request;
 void cli_sampling_apply(const cli_sampling *s, struct sdnpu_request *r);
-/* The eight sampling options (table entries pointing into *s). */
-#define CLI_O_SAMPLING(s)                                                                                                                    \
+/* The eight sampling options (table entries pointing into *s); seed_help: --seed's help line. */
+#define CLI_O_SAMPLING(s) CLI_O_SAMPLING_SEED(s, "sampling seed (default 0)")
+#define CLI_O_SAMPLING_SEED(s, seed_help)                                                                                                    \
     {.name = "--stop", .kind = CLI_LIST, .dest = &(s)->stops, .arg = "STR", .help = "end an answer before STR (repeatable)"},                \
         CLI_O_TEMP(&(s)->temp, 0, 100, "sampling temperature (default 0: greedy)"),                                                         \
         {.name = "--top-k", .kind = CLI_INT, .dest = &(s)->top_k, .lo = 0, .hi = 1 << 24, .arg = "K", .help = "sample from the K most likely tokens (default 0: all)"}, \
         {.name = "--top-p", .kind = CLI_FLOAT, .dest = &(s)->top_p, .lo = 0, .hi = 1, .arg = "P", .help = "nucleus sampling (default 1)"}, \
-        CLI_O_SEED(&(s)->seed, 9.2e18, "sampling seed (default 0)"),                                                                        \
+        CLI_O_SEED(&(s)->seed, 9.2e18, seed_help),                                                                                          \
         {.name = "--min-p", .kind = CLI_FLOAT, .dest = &(s)->min_p, .lo = 0, .hi = 1, .arg = "P",                                            \
          .help = "drop tokens less than P times as likely as the most likely (default 0: off)"},                                           \
         {.name = "--repeat-penalty", .kind = CLI_FLOAT, .dest = &(s)->repeat_penalty, .lo = 0, .hi = 10, .arg = "R",                         \

@@ -424,6 +424,17 @@ static int parse_fields(srv_job *j, const cJSON *body, int chat, const srv_api_c
     if (model && strcmp(model, cfg->model_id) != 0 && !(cfg->model_path && !strcmp(model, cfg->model_path)))
         return srv_fail(e, 404, "invalid_request_error", "model", "the model '%s' does not exist: this server has '%s'", model, cfg->model_id);
     if (chat ? parse_messages(j, body, cfg, e) : parse_prompt(j, body, cfg, e)) return -1;
+    const sdnpu_request *d = cfg->defaults;
+    if (d) { /* the server's sampling settings (sdnpu serve --temp ...); the request's own win */
+        j->r.temperature = d->temperature;
+        j->r.top_p = d->top_p;
+        j->r.top_k = d->top_k;
+        j->r.min_p = d->min_p;
+        j->r.repeat_penalty = d->repeat_penalty;
+        j->r.repeat_last_n = d->repeat_last_n;
+        j->r.stop = d->stop;
+        j->r.n_stop = d->n_stop;
+    }
     const char *mt = field(body, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
     if ((rc = get_int(body, mt, mt, 1, cfg->n_ctx, &v, e)) < 0) return -1;
     if (rc) j->r.max_tokens = (int)v;
@@ -433,6 +444,7 @@ static int parse_fields(srv_job *j, const cJSON *body, int chat, const srv_api_c
     if (rc) j->r.top_p = (float)v;
     if ((rc = get_int(body, "seed", "seed", 0, 9007199254740992.0, &v, e)) < 0) return -1;
     if (rc) j->r.seed = (uint64_t)v;
+    else if (cfg->has_seed) j->r.seed = d->seed; /* sdnpu serve --seed */
     else j->r.seed = fresh_seed(); /* as OpenAI: without a seed, sampled answers vary (the sdnpu block reports it) */
     if ((rc = get_int(body, "n", "n", 1, 1, &v, e)) < 0) return -1;
     if (get_bool(body, "stream", "stream", &j->stream, e) < 0) return -1;

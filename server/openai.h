@@ -20,6 +20,8 @@ typedef struct srv_api_config {
     int max_messages;       /* entries of `messages` at most (0: no limit) */
     size_t max_chars;       /* characters of text (message contents, prompt) at most (0: no limit) */
     const char *tool_format; /* the model's tool-call format (sdnpu_model_info.tool_format): "hermes" or "json" (NULL: json) */
+    const sdnpu_request *defaults; /* sampling settings of requests that leave them out (srv_options.defaults; NULL: the library's) */
+    int has_seed;                  /* defaults->seed for requests without a seed (else a fresh seed each) */
 } srv_api_config;
 
 /* Nesting of JSON values a body may have at most. */

@@ -666,6 +666,8 @@ int srv_run(const srv_options *o) {
     s.api.n_ctx = sdnpu_context_n_ctx(s.pool.ctx[0]);
     s.api.has_history = o->history != NULL;
     s.api.tool_format = mi.tool_format;
+    s.api.defaults = o->defaults;
+    s.api.has_seed = o->defaults && o->has_seed;
     /* request limits: a token-id prompt filling the context fits max_values; a text longer than
      * n_ctx * max_token_bytes bytes (so characters) cannot fit the context */
     s.api.max_values = 65536 + (size_t)s.api.n_ctx;

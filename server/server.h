@@ -5,6 +5,8 @@
 
 #include <stddef.h>
 
+#include "sdnpu.h"
+
 typedef struct srv_options {
     const char *model;    /* model file or known model name (required) */
     const char *model_id; /* the name clients use (NULL: the --model argument's file name without .gguf) */
@@ -28,6 +30,13 @@ typedef struct srv_options {
                              one request of --max-body needs more); beyond it requests get 503 */
     int max_messages;     /* entries of `messages` at most (2048) */
     long max_chars;       /* characters of text in one request at most (0: 32 per token of context) */
+    /* Sampling settings of requests that leave them out (sdnpu serve --temp, --top-k, --top-p,
+     * --min-p, --repeat-penalty, --repeat-last-n, --stop: cli/opts.h's group): temperature,
+     * top_p, top_k, min_p, repeat_penalty, repeat_last_n, stop / n_stop of *defaults, and its
+     * seed when has_seed (else each request without a seed gets a fresh one). NULL: the
+     * library's (sdnpu_request_init). Must outlive srv_run. */
+    const sdnpu_request *defaults;
+    int has_seed;
 } srv_options;
 
 /* Defaults as above. */

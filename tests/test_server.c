@@ -411,6 +411,39 @@ static void test_greedy_identity(void **state) {
     cJSON_Delete(plain);
 }
 
+/* sdnpu serve --temp, --seed, --top-k, --stop (the sampling options of run and chat) are the
+ * settings of requests that leave them out: a request on such a server answers exactly as the
+ * same request with those settings spelled out on the shared server, and a request's own
+ * settings win (temperature 0 there is the shared server's greedy answer). */
+static void test_sampling_defaults(void **state) {
+    (void)state;
+    server s2;
+    start(&s2, "srv-defaults.log", "--temp", "1.3", "--seed", "11", "--top-k", "40", "--stop", "m", NULL);
+    const char *plain = ",\"max_tokens\":30,\"sdnpu\":{\"method\":\"none\"}";
+    char body[1024];
+    snprintf(body, sizeof body, CHAT("%s"), plain);
+    cJSON *dflt = post_json(&s2, "/v1/chat/completions", body, 200);
+    cJSON *expl = post_json(&g, "/v1/chat/completions",
+                            CHAT(",\"max_tokens\":30,\"temperature\":1.3,\"seed\":11,\"stop\":\"m\",\"sdnpu\":{\"method\":\"none\",\"top_k\":40}"), 200);
+    assert_int_equal((long)num(dflt, "sdnpu.seed"), 11);
+    print_message("--temp 1.3 --seed 11 --top-k 40 --stop m: '%s' (%s)\n", str(dflt, "choices.0.message.content"),
+                  str(dflt, "choices.0.finish_reason"));
+    assert_string_equal(str(dflt, "choices.0.message.content"), str(expl, "choices.0.message.content"));
+    assert_string_equal(str(dflt, "choices.0.finish_reason"), str(expl, "choices.0.finish_reason"));
+    assert_null(strchr(str(dflt, "choices.0.message.content"), 'm'));
+    assert_string_equal(str(dflt, "choices.0.finish_reason"), "stop"); /* the server's stop string ended it */
+    /* the request's own settings win */
+    cJSON *own = post_json(&s2, "/v1/chat/completions", CHAT(",\"max_tokens\":30,\"temperature\":0,\"stop\":\"zzzz\",\"sdnpu\":{\"method\":\"none\"}"), 200);
+    cJSON *greedy = post_json(&g, "/v1/chat/completions", CHAT(",\"max_tokens\":30,\"sdnpu\":{\"method\":\"none\"}"), 200);
+    assert_string_equal(str(own, "choices.0.message.content"), str(greedy, "choices.0.message.content"));
+    assert_string_not_equal(str(own, "choices.0.message.content"), str(dflt, "choices.0.message.content"));
+    cJSON_Delete(dflt);
+    cJSON_Delete(expl);
+    cJSON_Delete(own);
+    cJSON_Delete(greedy);
+    stop(&s2, 15);
+}
+
 /* `user` is the task group: the second identical request drafts from the first's answer. */
 static void test_history_user(void **state) {
     (void)state;
@@ -926,6 +959,7 @@ int main(void) {
         cmocka_unit_test(test_chat_and_stream),
         cmocka_unit_test(test_structured),
         cmocka_unit_test(test_greedy_identity),
+        cmocka_unit_test(test_sampling_defaults),
         cmocka_unit_test(test_history_user),
         cmocka_unit_test(test_page_and_pieces),
         cmocka_unit_test(test_bad_input),
