@@ -333,7 +333,7 @@ static void amx_rows(uint32_t wtype, const wblk *wbs, int64_t nb, const char *ac
         for (int j = 0; j < m; j++) {
             const char *row = a0 + (size_t)j * stride;
             vi isum = VI_LOAD(C[p & 1][j]);
-            if (off) isum = VI_ADD(isum, VI_SET1(-off * sdn_act_qsum(row, in)[p]));
+            if (off) isum = VI_ADD(isum, blk_isum0(off, sdn_act_qsum(row, in)[p])); /* wrapping: padding rows hold any bytes */
             acc[j] = VF_ADD(acc[j], VF_MUL(VF_CVT(isum), VF_MUL(dw, VF_SET1(sdn_act_d(row, in)[p]))));
             if (affine) accm[j] = VF_ADD(accm[j], VF_MUL(mw, VF_SET1(sdn_act_s(row, in)[p])));
         }
