@@ -397,7 +397,10 @@ static void test_chunk_invariance(void **state) {
         {"tiny-gemma3", "Q5_0"}, {"tiny-llama", "Q5_1"}, {"tiny-llama", "Q5_K"}, {"tiny-llama", "F32"},
         {"tiny-qwen3", "BF16"}, {"tiny-llama", "Q4_0"}, {"tiny-llama", "Q6_K"}};
     static const int chunkings[][6] = {{N}, {256, 256, 88}, {1, 599}, {64, 64, 64, 64, 64, 280}, {100, 37, 200, 263}, {511, 2, 87}};
-    for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++) {
+    /* SDN_TEST_QUICK (.ci/sanitize: under ASan each type takes about a minute): the first three,
+     * the real models' weight types */
+    const size_t n_ms = getenv("SDN_TEST_QUICK") ? 3 : sizeof ms / sizeof ms[0];
+    for (size_t mi = 0; mi < n_ms; mi++) {
         sdn_model *m = tu_load(tu_model(ms[mi].arch, ms[mi].type, 16), NULL);
         const int V = sdn_model_cfg(m)->vocab;
         int32_t toks[N];
