@@ -62,9 +62,8 @@ typedef struct sdn_att_args {
 } sdn_att_args;
 
 /* The attention of every row and head of the batch (see above). The batch's K and V must be
- * in the cache already (sdn_kv_store). */
+ * in the cache already (sdn_kv_store). The kernels are those of the process's kernel path
+ * (kernels/kernel_path.h) at the time of the call. */
 void sdn_attention(sdn_att_ws *ws, sdn_pool *pool, const sdn_att_args *a);
-
-/* The kernels are those of the process's kernel path (kernels/kernel_path.h) at each call. */
 
 #endif

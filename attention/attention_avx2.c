@@ -489,4 +489,3 @@ void SDN_KFN(sdn_kv_f16_row)(const float *x, uint16_t *h, int n) {
         _mm_storeu_si128((__m128i *)(void *)(h + i), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
     }
 }
-

@@ -21,9 +21,9 @@
  *                 max_j w_j, and su = wmax / 255 (when wmax <= 2^-100: every u_j = 0, su = 0);
  *                 then isum[d] = the exact integer sum over the lanes of u_j * v_j[d] (below
  *                 64 * 255 * 127 < 2^24, so any order, in integers or floats, gives it) and
- *                 acc[d] = fma((float)isum[d], su, acc[d]). Integer sums are what lets the
- *                 int8 dot-product and AMX kernels compute the values' products with the
- *                 same bits as the scalar code (issue 40)
+ *                 acc[d] = fma((float)isum[d], su, acc[d]). Integer sums are what lets an
+ *                 int8 dot-product kernel compute the values' products with the same bits
+ *                 as the scalar code (issue 40)
  *   att_exp   x = max(x, -87); k = nearbyint(x * 1.44269504f); r = fma(-k, 0.69314718f, x);
  *             a degree-6 Taylor polynomial of e^r by Horner's rule with fma, times 2^k built
  *             from the exponent bits (the softmax exponential of engine/forward.c)
@@ -102,8 +102,7 @@ typedef void (*sdn_att_scale_fn)(float *o, const float *acc, float s, int hd);
     void sdn_att_cvt_##v(const void *src, sdn_kv_type t, float *dst, size_t n);                         \
     void sdn_att_merge_##v(float *ACC, const float *acc, float ea, float eb, int hd);                   \
     void sdn_att_scale_##v(float *o, const float *acc, float s, int hd);                                \
-    void sdn_kv_f16_row_##v(const float *x, uint16_t *h, int n);                                         \
-    void sdn_att_t4_##v(const sdn_att_vt *v, int8_t *t4);
+    void sdn_kv_f16_row_##v(const float *x, uint16_t *h, int n);
 SDN_ATT_KDECL(portable)
 SDN_ATT_KDECL(avx2)
 SDN_ATT_KDECL(avx2vnni)
@@ -111,6 +110,7 @@ SDN_ATT_KDECL(avx512)
 SDN_ATT_KDECL(neon)
 SDN_ATT_KDECL(dotprod)
 SDN_ATT_KDECL(i8mm)
+void sdn_att_t4_avx512(const sdn_att_vt *v, int8_t *t4); /* the only sdn_att_t4_fn (attention_avx2.c) */
 
 /* The scalar definitions (also what the portable kernels run). */
 static inline float sdn_att_exp(float x) {

@@ -94,6 +94,7 @@ int cmd_chat(int argc, char **argv) {
         fprintf(stderr, "sdnpu chat: option --spec: %s\n", err.message);
         goto done_opts;
     }
+    if (cli_sampling_check(&smp, "chat", 0)) goto done_opts;
     if (sdn_tool_read_constraint("chat", smp.grammar_file, smp.json_schema_file, &grammar, &schema)) goto done_opts;
     rc = 1;
     sdnpu_model *m = NULL;

@@ -68,46 +68,30 @@ int cmd_serve(int argc, char **argv) {
                                   "Speculative decoding is on by default; "
                                   "a request's \"sdnpu\": {\"method\": \"none\"} asks for plain decoding. docs/server.md.",
                          .opts = table};
-    int rc = cli_parse(&cmd, argc, argv, NULL, NULL);
-    if (rc != CLI_CONTINUE) {
-        cli_sampling_free(&smp);
-        return rc;
-    }
-    for (int i = 0; i < smp.stops.n; i++)
-        if (!smp.stops.v[i][0]) {
-            fprintf(stderr, "sdnpu serve: option --stop: an empty stop string would end every answer at once\n");
-            cli_sampling_free(&smp);
-            return CLI_EXIT_USAGE;
-        }
-    if (smp.stops.n > 4) { /* as a request's "stop" */
-        fprintf(stderr, "sdnpu serve: option --stop: %d stop strings, at most 4\n", smp.stops.n);
-        cli_sampling_free(&smp);
-        return CLI_EXIT_USAGE;
-    }
     sdnpu_request defaults; /* the options' settings (the library's where not given) */
+    int rc = cli_parse(&cmd, argc, argv, NULL, NULL);
+    if (rc != CLI_CONTINUE) goto done;
+    rc = CLI_EXIT_USAGE;
+    if (cli_sampling_check(&smp, "serve", 4)) goto done; /* at most 4, as a request's "stop" */
+    if (!o.model) {
+        fprintf(stderr, "sdnpu serve: --model is required (sdnpu serve --help)\n");
+        goto done;
+    }
+    if (o.api_key && !*o.api_key) {
+        fprintf(stderr, "sdnpu serve: option --api-key: the key is empty\n");
+        goto done;
+    }
     sdnpu_request_init(&defaults);
     o.has_seed = smp.seed != UINT64_MAX;
     if (!o.has_seed) smp.seed = defaults.seed;
     cli_sampling_apply(&smp, &defaults);
     o.defaults = &defaults;
-    if (!o.model) {
-        fprintf(stderr, "sdnpu serve: --model is required (sdnpu serve --help)\n");
-        cli_sampling_free(&smp);
-        return CLI_EXIT_USAGE;
-    }
-    if (o.api_key && !*o.api_key) {
-        fprintf(stderr, "sdnpu serve: option --api-key: the key is empty\n");
-        cli_sampling_free(&smp);
-        return CLI_EXIT_USAGE;
-    }
     o.max_body = (size_t)max_body;
     o.body_budget = (size_t)body_budget;
     o.max_chars = (long)max_chars;
-    if (sdn_tool_pull_if_known("serve", o.model)) {
-        cli_sampling_free(&smp);
-        return 1; /* a known model is pulled on first use; the library never downloads */
-    }
-    rc = srv_run(&o);
+    rc = 1; /* a known model is pulled on first use; the library never downloads */
+    if (!sdn_tool_pull_if_known("serve", o.model)) rc = srv_run(&o);
+done:
     cli_sampling_free(&smp);
     return rc;
 }

@@ -72,6 +72,19 @@ void cli_sampling_init(cli_sampling *s) {
 
 void cli_sampling_free(cli_sampling *s) { cli_list_free(&s->stops); }
 
+int cli_sampling_check(const cli_sampling *s, const char *cmd, int max_stops) {
+    for (int i = 0; i < s->stops.n; i++)
+        if (!s->stops.v[i][0]) {
+            fprintf(stderr, "sdnpu %s: option --stop: an empty stop string would end every answer at once\n", cmd);
+            return -1;
+        }
+    if (max_stops > 0 && s->stops.n > max_stops) {
+        fprintf(stderr, "sdnpu %s: option --stop: %d stop strings, at most %d\n", cmd, s->stops.n, max_stops);
+        return -1;
+    }
+    return 0;
+}
+
 void cli_sampling_apply(const cli_sampling *s, sdnpu_request *r) {
     r->temperature = s->temp;
     r->top_k = s->top_k;

@@ -170,6 +170,9 @@ typedef struct cli_sampling {
 /* The defaults (sdnpu_request_init's). */
 void cli_sampling_init(cli_sampling *s);
 void cli_sampling_free(cli_sampling *s);
+/* Check the --stop strings: none empty (it would end every answer at once), at most max_stops
+ * (0: no limit). Prints "sdnpu CMD: option --stop: why" and returns -1 when not. */
+int cli_sampling_check(const cli_sampling *s, const char *cmd, int max_stops);
 /* Copy the sampling settings (not the constraint: its files are read by the command) into r. */
 struct sdnpu_request;
 void cli_sampling_apply(const cli_sampling *s, struct sdnpu_request *r);

@@ -319,8 +319,7 @@ int sdn_run_opts_check(sdn_run_opts *o) {
                 o->contexts.n ? "--context" : o->system ? "--system" : "--chat-template");
         return 2;
     }
-    for (int i = 0; i < o->smp.stops.n; i++)
-        if (!o->smp.stops.v[i][0]) { fprintf(stderr, "sdnpu: option --stop: an empty stop string would end every answer at once\n"); return 2; }
+    if (cli_sampling_check(&o->smp, "run", 0)) return 2;
     if (o->stats_json && cli_check_output("--stats-json", o->stats_json)) return 1;
     if (o->prompt_file) {
         if (sdn_tool_read_prompt_file(o->prompt_file, &o->prompt_buf)) return 1;

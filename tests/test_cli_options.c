@@ -299,6 +299,19 @@ static void test_run_exit_codes(void **state) {
     r = RUN("run", "--model", m, "--prompt-ids", "1 2", "-ctk", "q9");
     expect_usage("run -ctk q9", &r, "--cache-type-k", "q9");
     res_free(&r);
+    /* the --stop check run, chat and serve share (cli_sampling_check) */
+    r = RUN("run", "--model", m, "--prompt-ids", "1 2", "--stop", "");
+    expect_usage("run --stop ''", &r, "--stop", "empty stop string");
+    res_free(&r);
+    r = RUN("chat", "--model", m, "--stop", "");
+    expect_usage("chat --stop ''", &r, "--stop", "empty stop string");
+    res_free(&r);
+    r = RUN("serve", "--model", m, "--stop", "");
+    expect_usage("serve --stop ''", &r, "--stop", "empty stop string");
+    res_free(&r);
+    r = RUN("serve", "--model", m, "--stop", "a", "--stop", "b", "--stop", "c", "--stop", "d", "--stop", "e");
+    expect_usage("serve with 5 --stop", &r, "--stop", "at most 4");
+    res_free(&r);
     r = RUN("run", "--model", missing, "--prompt-ids", "1 2");
     assert_int_equal(r.rc, 1); /* a file that cannot be read: a runtime failure */
     assert_non_null(strstr(r.err, "missing.gguf"));
