@@ -16,6 +16,7 @@
 #include "common/sdn_util.h"
 #include "datasets/trace.h"
 #include "draft/methods.h"
+#include "draft/recycle.h"
 #include "engine/forward.h"
 #include "tokenizer/request.h"
 #include "runtime/decode.h"
@@ -197,8 +198,11 @@ int sdn_bench_run(sdn_model *m, const sdn_dataset *ds, const sdn_bench_opts *o, 
     /* each method's forced-text drafting memory over the requests, as one context keeps it
        across its requests (runtime/api.c) */
     sdn_draft_memo *memos = calloc((size_t)nm, sizeof *memos);
-    if (!runs || !cells || !outs || !n_outs || !stats || !ends || !memos) {
-        free(runs); free(cells); free(outs); free(n_outs); free(stats); free(ends); free(memos);
+    /* each method's candidate table over the requests (fresh at the start), as a model keeps it
+       across its requests (runtime/api.c) */
+    sdn_recycle **tables = calloc((size_t)nm, sizeof *tables);
+    if (!runs || !cells || !outs || !n_outs || !stats || !ends || !memos || !tables) {
+        free(runs); free(cells); free(outs); free(n_outs); free(stats); free(ends); free(memos); free(tables);
         return sdn_fail(err, SDN_ENOMEM, "out of memory");
     }
     int K = 0; /* prefill predictions of the request's first run: when any method uses them */
@@ -263,11 +267,16 @@ int sdn_bench_run(sdn_model *m, const sdn_dataset *ds, const sdn_bench_opts *o, 
             else sdn_method_defaults(&mc);
             mc.hist_bytes = hist;
             mc.hist_bytes_len = hist_len;
+            if (k && sdn_method_uses_model_table(method, &mc)) {
+                if (!tables[k] && (rc = sdn_recycle_new(sdn_model_cfg(m)->vocab, SDN_RECYCLE_DEFAULT_K, &tables[k], err))) break;
+                mc.recycle = tables[k];
+            }
             sdn_drafter d = {0};
             if ((rc = sdn_method_create(method, &mc, &d, err))) break;
             int uses_preds = k && sdn_method_uses_prefill_preds(method);
             sdn_gen_params gp = {.max_tokens = o->max_tokens > 0 ? o->max_tokens : 128, .drafter = d.ops ? &d : NULL,
-                                 .prefill = gtmpl.prefill, .prefill_ud = gtmpl.prefill_ud, .decode_rows = gtmpl.decode_rows};
+                                 .prefill = gtmpl.prefill, .prefill_ud = gtmpl.prefill_ud, .decode_rows = gtmpl.decode_rows,
+                                 .row_topk = mc.recycle && d.ops ? sdn_recycle_k(mc.recycle) : 0};
             if (k && runs[k].budget != SDN_BENCH_DEFAULT_BUDGET) { /* fixed caps */
                 int n = runs[k].budget;
                 int depth = o->n_budgets > 0 || o->caps.max_depth <= 0 || o->caps.max_depth > n ? n : o->caps.max_depth;
@@ -358,6 +367,8 @@ done:
     free(stats);
     free(ends);
     free(memos);
+    for (int k = 0; k < nm; k++) sdn_recycle_free(tables[k]);
+    free(tables);
     free(runs);
     if (rc) {
         free(cells);

@@ -25,6 +25,8 @@ enum {
     SDN_SRC_GRAMMAR = 4, /* text the grammar forces, or its way out of an element */
     SDN_SRC_REUSE = 5,   /* the model's prediction at a node rejected in an earlier step */
     SDN_SRC_DRAFT = 6,   /* an accepted draft token whose drafter recorded no source */
+    SDN_SRC_RECYCLED = 7, /* the model's own prediction after the same token in an earlier
+                             step (the model-derived candidates, recycle.h) */
 };
 
 typedef struct sdn_tree {

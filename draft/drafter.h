@@ -22,6 +22,10 @@ typedef struct sdn_draft_feedback {
     const int32_t *node_argmax; /* [tree->n] model's greedy next token after each node, or
                                    NULL when not known (sampling, offline replay) */
     int32_t root_argmax;        /* model's greedy next token after the root (-1 unknown) */
+    const int32_t *row_topk;    /* [(tree->n + 1) * topk] the model's top-k next tokens (best
+                                   first) at every verified row: row 0 after the root, row i + 1
+                                   after node i (NULL: not computed, sdn_gen_params.row_topk) */
+    int topk;
 } sdn_draft_feedback;
 
 /* Prefill predictions: for every context position p, the model's top-k next tokens

@@ -21,8 +21,8 @@ void sdn_method_defaults(sdn_method_config *cfg) {
 /* The sdnpu-drafter family: which parts each method switches on. */
 static const struct {
     const char *name;
-    int cal, reuse;
-} family[] = {{"sam+tree", 0, 0}, {"sam+cal", 1, 0}, {"sam+reuse", 0, 1}, {"sdnpu", 1, 1}};
+    int cal, reuse, model;
+} family[] = {{"sam+tree", 0, 0, 0}, {"sam+cal", 1, 0, 0}, {"sam+reuse", 0, 1, 0}, {"sam+model", 0, 0, 1}, {"sdnpu", 1, 1, 1}};
 #define NFAM (int)(sizeof family / sizeof family[0])
 
 static int fam(const char *method) {
@@ -31,10 +31,14 @@ static int fam(const char *method) {
     return -1;
 }
 
-int sdn_method_needs_model_feedback(const char *method) { int f = fam(method); return f >= 0 && family[f].reuse; }
+int sdn_method_needs_model_feedback(const char *method) { int f = fam(method); return f >= 0 && (family[f].reuse || family[f].model); }
 int sdn_method_uses_prefill_preds(const char *method) { int f = fam(method); return f >= 0 && family[f].cal; }
+int sdn_method_uses_model_table(const char *method, const sdn_method_config *cfg) {
+    int f = fam(method);
+    return f >= 0 && family[f].model && (!cfg || cfg->sdnpu.use_model);
+}
 
-const char *sdn_method_list(void) { return "none, pld, sam, sam+tree, sam+cal, sam+reuse, sdnpu"; }
+const char *sdn_method_list(void) { return "none, pld, sam, sam+tree, sam+cal, sam+reuse, sam+model, sdnpu"; }
 
 int sdn_method_create(const char *method, const sdn_method_config *cfg, sdn_drafter *out, sdn_err *err) {
     memset(out, 0, sizeof *out);
@@ -49,6 +53,8 @@ int sdn_method_create(const char *method, const sdn_method_config *cfg, sdn_draf
         sdn_sdnpu_config c = cfg->sdnpu;
         c.use_cal = family[f].cal;
         c.use_reuse = family[f].reuse;
+        c.use_model = family[f].model && c.use_model;
+        c.recycle = cfg->recycle;
         return sdn_sdnpu_create(&c, cfg->hist, cfg->hist_len, cfg->n_hist, cfg->hist_bytes, cfg->hist_bytes_len, out, err);
     }
     return sdn_fail(err, SDN_EINVAL, "unknown drafting method '%s' (known: %s)", method, sdn_method_list());
@@ -74,6 +80,8 @@ static const param params[] = {
     P("reuse.max_age", 0, 0, 1000, sdnpu.reuse.max_age), P("reuse.accept_prob", 1, 0.001, 0.99, sdnpu.reuse.accept_prob),
     P("reuse.rule", 0, 0, 1, sdnpu.reuse.rule),      P("reuse.threshold", 0, 0, 1000, sdnpu.reuse.threshold),
     P("sdnpu.weigh", 0, 0, 1, sdnpu.weigh),       P("grammar.forced", 0, 0, 1, forced), P("grammar.exits", 0, 0, 1, exits),
+    P("sdnpu.model", 0, 0, 1, sdnpu.use_model),   P("model.nodes", 0, 0, 64, sdnpu.model_nodes),
+    P("model.min", 1, 0, 1, sdnpu.model_min),     P("model.prior", 1, 0, 1e6, sdnpu.model_prior),
 };
 #undef P
 

@@ -7,6 +7,8 @@
  *   sam+tree   sdnpu's drafter with retrieval only (budget-filling tree builder)
  *   sam+cal    + in-context calibration trees (uses prefill predictions)
  *   sam+reuse  + draft reuse (uses the model's predictions at rejected nodes)
+ *   sam+model  + the model-derived candidates (recycle.h; uses the model's top-k at every
+ *              verified row and the model's shared candidate table, sdn_method_config.recycle)
  *   sdnpu      all of them (sdnpu_drafter.h) */
 #ifndef SDN_METHODS_H
 #define SDN_METHODS_H
@@ -32,6 +34,8 @@ typedef struct sdn_method_config {
     size_t hist_bytes_len;
     int forced; /* grammar.forced: with a constrained request, draft the text the grammar forces and go on past it (1) */
     int exits;  /* grammar.exits: at a branch point, also draft the way out of the element and its forced text (1) */
+    struct sdn_recycle *recycle; /* the model's candidate table (recycle.h; not owned): what sam+model
+                                    and sdnpu read and update; NULL: that source is off */
 } sdn_method_config;
 
 void sdn_method_defaults(sdn_method_config *cfg);
@@ -39,24 +43,31 @@ void sdn_method_defaults(sdn_method_config *cfg);
  * Unknown names fail with SDN_EINVAL listing the known methods. */
 int sdn_method_create(const char *method, const sdn_method_config *cfg, sdn_drafter *out, sdn_err *err);
 /* 1 when the method learns from the model's predictions at rejected draft positions
- * (sdn_draft_feedback.node_argmax), so an offline replay of a trace cannot reproduce it. */
+ * (sdn_draft_feedback.node_argmax, row_topk), so an offline replay of a trace cannot
+ * reproduce it. */
 int sdn_method_needs_model_feedback(const char *method);
 /* 1 when the method uses the prefill predictions (sdn_gen_params.prefill_topk > 0). */
 int sdn_method_uses_prefill_preds(const char *method);
+/* 1 when the method reads and updates the model's candidate table (with cfg, unless
+ * sdnpu.model=0 switched it off): the decode loop then computes every verified row's top-k
+ * (sdn_gen_params.row_topk) and cfg->recycle should be set. */
+int sdn_method_uses_model_table(const char *method, const sdn_method_config *cfg);
 /* Set one parameter from "KEY=VALUE" (the --param option). Keys:
  *   pld.max_ngram pld.min_ngram pld.num_pred
  *   sam.n_predicts sam.min_match sam.len_bias sam.tree sam.topk
  *   sdnpu.n_predict sdnpu.min_match sdnpu.alts sdnpu.follow
  *   cal.min_prob cal.max_depth cal.max_branch cal.max_nodes
  *   reuse.max_age reuse.accept_prob reuse.rule reuse.threshold sdnpu.weigh grammar.forced
- *   grammar.exits
+ *   grammar.exits sdnpu.model model.nodes model.min model.prior
  * (reuse.rule: 0 = segments age out after reuse.max_age steps, 1 = the paper's rule, dropped
  * after a step drafting more than reuse.threshold tokens (reuse.h); sdnpu.weigh: 1 = the
  * context continuation is weighed by the model's predictions when calibration is on,
  * 0 = not, as in the paper (the default); the sdnpu.*, cal.* and reuse.* keys apply to sam+tree, sam+cal, sam+reuse and sdnpu;
  * grammar.forced: 1 (default) = with any drafting method, a constrained request also drafts the
  * text its grammar forces next and, past it, goes on with the drafter's continuation where a
- * value starts (methods that offer continue_after), 0 = not; grammar.exits: 1 (default) = where the grammar
+ * value starts (methods that offer continue_after), 0 = not; sdnpu.model: 1 (default) = sam+model and
+ * sdnpu draft the model-derived candidates, 0 = not; model.nodes / model.min / model.prior: that
+ * source's candidates per step, lowest path estimate and prior weight (sdnpu_drafter.h); grammar.exits: 1 (default) = where the grammar
  * branches (no forced text), also the byte that leaves the current element with the longest
  * forced text after it, such as the `,` after a number and the next key, 0 = not).
  * Unknown keys and out-of-range values fail with SDN_EINVAL naming them. */

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "common/sdn_util.h"
+#include "draft/recycle.h"
 #include "draft/tree_builder.h"
 #include "suffix_automaton/sam.h"
 
@@ -22,6 +23,9 @@ typedef struct sd {
     sdn_reuse reuse;
     sdn_tb *tb;
     sdn_sdnpu_info info;
+    /* this request's rank counts of the model-derived candidates (rows checked, hits per rank) */
+    long m_rows;
+    long m_hits[SDN_RECYCLE_MAX_K];
 } sd;
 
 void sdn_sdnpu_defaults(sdn_sdnpu_config *cfg) {
@@ -33,6 +37,10 @@ void sdn_sdnpu_defaults(sdn_sdnpu_config *cfg) {
     cfg->alts = 2;
     cfg->follow = 0.7f;
     cfg->weigh = 0; /* the paper's drafter (3.3); 1 = weigh the context continuation (measured worse, docs/drafting.md) */
+    cfg->use_model = 1;
+    cfg->model_nodes = 32;
+    cfg->model_min = 0.02f;
+    cfg->model_prior = 16.0f;
     sdn_calib_defaults(&cfg->cal);
     sdn_reuse_defaults(&cfg->reuse);
 }
@@ -65,6 +73,8 @@ static int sd_begin(sdn_drafter *dr, const int32_t *ctx, int n_ctx, const sdn_pr
     d->dm = d->hm = sdn_sam_match_root();
     d->have_last = 0;
     d->n_ctx = n_ctx;
+    d->m_rows = 0;
+    memset(d->m_hits, 0, sizeof d->m_hits);
     int rc = sdn_sam_create(&d->dyn, err);
     if (!rc) rc = sdn_sam_reserve(d->dyn, (size_t)n_ctx + 1024, err);
     if (!rc) rc = sdn_sam_begin_seq(d->dyn, 1, NULL, err);
@@ -137,6 +147,51 @@ static void add_calibration(sd *d, sdn_sam_match c) {
     }
 }
 
+/* a_r: the estimate of a rank-r model-derived candidate, this request's counts blended with
+ * the table's (model_prior observations of them; a weak 0.3 / 2^r guess while the table has
+ * none). */
+static void rank_estimates(sd *d, int k, float *a) {
+    uint64_t hits[SDN_RECYCLE_MAX_K], updates = 0;
+    sdn_recycle_stats(d->cfg.recycle, hits, &updates);
+    for (int r = 0; r < k; r++) {
+        double prior = updates > 0 ? (double)hits[r] / (double)updates : 0.3 / (double)(1 << r);
+        double w = d->cfg.model_prior;
+        a[r] = (float)(((double)d->m_hits[r] + w * prior) / ((double)d->m_rows + w));
+    }
+}
+
+/* The model-derived candidates: best-first from the newest committed token through the
+ * table's rows, each rank-r candidate with estimate a_r, while the path estimate stays at or
+ * above model_min, up to model_nodes candidates. */
+static void add_model(sd *d) {
+    sdn_recycle *rt = d->cfg.recycle;
+    const int k = sdn_recycle_k(rt), cap = d->cfg.model_nodes < 64 ? d->cfg.model_nodes : 64;
+    float a[SDN_RECYCLE_MAX_K];
+    rank_estimates(d, k, a);
+    struct { int at; int32_t tok; float path; int done; } q[65];
+    int nq = 1, added = 0;
+    q[0].at = -1, q[0].tok = d->last, q[0].path = 1.0f, q[0].done = 0;
+    sdn_tb_source(d->tb, SDN_SRC_RECYCLED);
+    while (added < cap) {
+        int best = -1;
+        for (int i = 0; i < nq; i++)
+            if (!q[i].done && (best < 0 || q[i].path > q[best].path)) best = i;
+        if (best < 0 || q[best].path * a[0] < d->cfg.model_min) break;
+        q[best].done = 1;
+        int32_t row[SDN_RECYCLE_MAX_K];
+        int m = sdn_recycle_get(rt, q[best].tok, row);
+        for (int j = 0; j < m && added < cap && nq < 65; j++) {
+            float p = q[best].path * a[j];
+            if (p < d->cfg.model_min) continue;
+            int at = sdn_tb_add(d->tb, q[best].at, row[j], a[j], SDN_TB_OR);
+            if (at < 0) return; /* the trie is full */
+            q[nq].at = at, q[nq].tok = row[j], q[nq].path = p, q[nq].done = 0;
+            nq++, added++;
+        }
+    }
+    d->info.model_nodes += added;
+}
+
 static int sd_propose(sdn_drafter *dr, sdn_tree *out, const sdn_draft_caps *caps, sdn_err *err) {
     sd *d = dr->impl;
     if (!d->have_last) return SDN_OK;
@@ -146,6 +201,7 @@ static int sd_propose(sdn_drafter *dr, sdn_tree *out, const sdn_draft_caps *caps
     add_retrieval(d, d->dyn, m, caps->max_branch > 1);
     if (d->hist) add_retrieval(d, d->hist, d->hm, 0);
     if (d->cfg.use_cal) add_calibration(d, m);
+    if (d->cfg.use_model && d->cfg.recycle) add_model(d);
     sdn_reuse_chain rc[2 * SDN_REUSE_MAX_SEGS];
     int nrc = 0;
     if (d->cfg.use_reuse) {
@@ -193,9 +249,33 @@ static int sd_continue_after(sdn_drafter *dr, const int32_t *path, int n_path, i
     return n;
 }
 
+/* The verified rows into the model's table: row 0 after the root (the newest committed token),
+ * row i + 1 after node i; first this request's rank counts, from where each row's best token
+ * stood in the table's old row. */
+static void model_feedback(sd *d, const sdn_draft_feedback *fb) {
+    sdn_recycle *rt = d->cfg.recycle;
+    const int k = sdn_recycle_k(rt), n = 1 + (fb->tree ? fb->tree->n : 0);
+    if (n > 64 || !d->have_last) return;
+    int32_t tok[64], old[64 * SDN_RECYCLE_MAX_K];
+    int cnt[64];
+    tok[0] = d->last;
+    for (int i = 1; i < n; i++) tok[i] = fb->tree->token[i - 1];
+    sdn_recycle_get_many(rt, tok, n, old, cnt);
+    for (int i = 0; i < n; i++) {
+        if (cnt[i] == 0) continue;
+        const int32_t next = fb->row_topk[(size_t)i * fb->topk];
+        d->m_rows++;
+        d->info.rows_seen++;
+        for (int j = 0; j < cnt[i]; j++)
+            if (old[i * k + j] == next) { d->m_hits[j]++; d->info.rows_hit++; break; }
+    }
+    sdn_recycle_update(rt, tok, fb->row_topk, fb->topk, fb->topk, n);
+}
+
 static int sd_feedback(sdn_drafter *dr, const sdn_draft_feedback *fb, sdn_err *err) {
     sd *d = dr->impl;
     if (d->cfg.use_reuse && fb->node_argmax) sdn_reuse_feedback(&d->reuse, fb);
+    if (d->cfg.use_model && d->cfg.recycle && fb->row_topk && fb->topk > 0) model_feedback(d, fb);
     for (int i = 0; i < fb->n_accepted; i++) {
         int rc = commit(d, fb->accepted[i], err);
         if (rc) return rc;
@@ -219,8 +299,9 @@ static const sdn_drafter_ops ops = {"sdnpu", sd_begin, sd_propose, sd_feedback, 
 int sdn_sdnpu_create(const sdn_sdnpu_config *cfg, const int32_t *const *hist, const int *hist_len, int n_hist,
                      const uint8_t *hist_bytes, size_t hist_bytes_len, sdn_drafter *out, sdn_err *err) {
     memset(out, 0, sizeof *out);
-    if (cfg->n_predict < 1 || cfg->min_match < 0 || cfg->alts < 0 || !(cfg->follow > 0 && cfg->follow < 1))
-        return sdn_fail(err, SDN_EINVAL, "sdnpu drafter: invalid configuration (n_predict >= 1, follow in (0, 1))");
+    if (cfg->n_predict < 1 || cfg->min_match < 0 || cfg->alts < 0 || !(cfg->follow > 0 && cfg->follow < 1) || cfg->model_nodes < 0 ||
+        !(cfg->model_min >= 0 && cfg->model_min <= 1) || !(cfg->model_prior >= 0))
+        return sdn_fail(err, SDN_EINVAL, "sdnpu drafter: invalid configuration (n_predict >= 1, follow in (0, 1), model_nodes >= 0, model_min in [0, 1], model_prior >= 0)");
     sd *d = calloc(1, sizeof *d);
     if (!d) return sdn_fail(err, SDN_ENOMEM, "out of memory");
     d->cfg = *cfg;

@@ -14,7 +14,13 @@
  *   - the history automaton (earlier answers of the task group): the same;
  *   - calibration (calibration.h): the tree at the context position where the match ends;
  *     its first level gets prob * q(L), deeper nodes their prediction probability;
- *   - reuse (reuse.h): reusable segments, `accept_prob` per token.
+ *   - reuse (reuse.h): reusable segments, `accept_prob` per token;
+ *   - the model-derived candidates (recycle.h, shared by the model's contexts): from the
+ *     newest committed token, the table's candidates after it, then theirs, best-first by
+ *     path estimate; a rank-r candidate gets a_r, the rate at which the model's next token
+ *     was the table's r-th candidate - this request's own count blended with the table's
+ *     (model_prior pseudo-observations of it), so the estimate is calibrated on what this
+ *     request sees.
  * Everything goes into one candidate trie; the emitted draft is the best-first selection by
  * path probability within the step's caps (tree_builder.h). */
 #ifndef SDN_SDNPU_DRAFTER_H
@@ -38,6 +44,11 @@ typedef struct sdn_sdnpu_config {
                          by the model's own prediction for it at that context position instead
                          of q(L) / follow (1); default 0: the paper's drafter (section
                          3.3), which does not, measured better live (docs/drafting.md) */
+    int use_model;    /* the model-derived candidates (needs `recycle`; default 1) */
+    int model_nodes;  /* candidates read from the table per step at most (default 32) */
+    float model_min;  /* no model-derived candidate whose path estimate is below this (default 0.02) */
+    float model_prior; /* weight of the table's own rank counts in a_r, in observations (default 16) */
+    struct sdn_recycle *recycle; /* the model's candidate table (not owned; NULL: none) */
     sdn_calib_config cal;
     sdn_reuse_config reuse;
 } sdn_sdnpu_config;
@@ -55,6 +66,9 @@ typedef struct sdn_sdnpu_info {
     long proposals;       /* propose() calls */
     double propose_s;     /* total time in propose() */
     long reuse_chains;    /* reuse chains offered */
+    long model_nodes;     /* model-derived candidates offered to the tree builder */
+    long rows_seen, rows_hit; /* verified rows checked against the table, and those whose next
+                                 token was among the table's candidates for their token */
 } sdn_sdnpu_info;
 int sdn_sdnpu_info_get(const sdn_drafter *d, sdn_sdnpu_info *out);
 

@@ -376,6 +376,9 @@ typedef enum sdnpu_source {
     SDNPU_SOURCE_GRAMMAR = 4, /* ... text the grammar or JSON schema forced (or its way out of an element) */
     SDNPU_SOURCE_REUSE = 5,   /* ... what the model predicted at a draft node rejected in an earlier step */
     SDNPU_SOURCE_DRAFT = 6,   /* ... a draft token whose drafter recorded no source */
+    SDNPU_SOURCE_RECYCLED = 7, /* ... what the model predicted after the same token in an earlier step
+                                  of any request of this model (the model-derived candidates of
+                                  sam+model and sdnpu; docs/drafting.md) */
 } sdnpu_source;
 
 /* One decode step, as sdnpu_request.on_step reports it. Valid during the call only. Fields

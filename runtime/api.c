@@ -3,13 +3,15 @@
  * One request (sdnpu_generate) is these steps, each a function below, in order:
  *   request_tokens()   render with the chat template and tokenize   (tokenizer/request.c)
  *   history_lookup()   earlier answers of the task group -> automaton (runtime/history.c)
- *   make_drafter()     the drafting method with its parameters        (draft/methods.c)
+ *   make_drafter()     the drafting method with its parameters and the model's
+ *                      candidate table                                  (draft/methods.c, draft/recycle.c)
  *   make_grammar()     the request's grammar or JSON schema compiled  (grammar/)
  *   gen_params()       budget from the verify cost curve, graph hooks (runtime/verify_cost.c,
  *                      runtime/graph_setup.c)
  *   sdn_generate()     prefill + draft/verify/compact/commit/feedback  (runtime/decode.c)
  *   on_tokens()        streaming detokenization to the app's callback
- *   history_store()    the answer stored back into the task group */
+ *   history_store()    the answer stored back into the task group
+ *   candidates_store() the model's candidate table into the history store */
 #include "sdnpu.h"
 
 #include <limits.h>
@@ -27,6 +29,7 @@
 #include "common/sdn_util.h"
 #include "runtime/history.h"
 #include "draft/methods.h"
+#include "draft/recycle.h"
 #include "tokenizer/chat_template.h"
 #include "engine/forward.h"
 #include "modelfile/model.h"
@@ -106,6 +109,9 @@ struct sdnpu_model {
     sdnpu_model_info info;
     pthread_mutex_t mu;  /* guards gvocab's creation (contexts on several threads share a model) */
     sdn_gvocab *gvocab;  /* the vocabulary as bytes, built at the first constrained request */
+    sdn_recycle *recycle; /* the model-derived candidates (draft/recycle.h), made at the first request
+                             that drafts from them; shared by all contexts (it has its own lock) */
+    int recycle_fresh;    /* nothing learned or loaded into it yet (guarded by mu) */
 };
 
 struct sdnpu_context {
@@ -122,6 +128,7 @@ struct sdnpu_context {
     int have_curve;
     sdn_vcurve curve; /* the verify cost curve by KV length (runtime/verify_cost.h) */
     sdn_draft_memo memo; /* what forced-text drafting learned on the earlier requests */
+    int candidates_loaded; /* the history store's candidate table was offered to the model */
     int busy;         /* a request is running (atomic): a second one is SDNPU_ESTATE */
 };
 
@@ -226,6 +233,7 @@ sdnpu_status sdnpu_model_load(const char *path_or_name, const sdnpu_model_params
 void sdnpu_model_free(sdnpu_model *m) {
     if (!m) return;
     sdn_gvocab_free(m->gvocab);
+    sdn_recycle_free(m->recycle);
     pthread_mutex_destroy(&m->mu);
     sdn_model_free(m->m);
     free(m);
@@ -526,8 +534,40 @@ static int history_lookup(sdnpu_context *c, const char *group, uint8_t **bytes, 
                                  &st->history_tokens, err);
 }
 
-/* Step 3: the drafting method with the request's parameters and the history automaton. */
-static int make_drafter(const sdnpu_request *r, const uint8_t *hist, size_t hist_len, sdn_drafter *d, int *forced, int *exits, sdn_err *err) {
+/* The model's candidate table (made at its first use) and, the first time this context uses
+ * it, what the context's history store kept of it when the model's table has learned nothing
+ * yet. A stored table that does not load (damaged, another shape) is a cache: it is reported
+ * and replaced by what this run learns. */
+static int model_table(sdnpu_context *c, sdn_recycle **out, sdn_err *err) {
+    sdnpu_model *m = c->model;
+    int rc = SDN_OK;
+    pthread_mutex_lock(&m->mu);
+    if (!m->recycle && !(rc = sdn_recycle_new(m->info.vocab, SDN_RECYCLE_DEFAULT_K, &m->recycle, err))) m->recycle_fresh = 1;
+    if (!rc && c->hist && !c->candidates_loaded) {
+        c->candidates_loaded = 1;
+        uint8_t *b = NULL;
+        size_t n = 0;
+        sdn_err le = {0};
+        if (m->recycle_fresh && !(rc = sdn_history_candidates_get(c->hist, m->info.fingerprint, &b, &n, err)) && b) {
+            char what[600];
+            snprintf(what, sizeof what, "%s: stored candidate table of model %s", c->history_path, m->info.fingerprint);
+            if (sdn_recycle_load(m->recycle, b, n, what, &le)) sdn_log(SDN_LOG_WARN, "%s; it will be replaced", le.msg);
+            else m->recycle_fresh = 0;
+        }
+        free(b);
+    }
+    pthread_mutex_unlock(&m->mu);
+    *out = rc ? NULL : m->recycle;
+    return rc;
+}
+
+/* Step 3: the drafting method with the request's parameters, the history automaton and the
+ * model's candidate table (when the method drafts from it; *row_topk: its k, else 0). A
+ * sampled request gets a table of its own instead (*own, freed by the caller): its answer
+ * depends on what was drafted (only its distribution does not), and the same request with
+ * the same seed must give the same answer whatever the model learned before. */
+static int make_drafter(sdnpu_context *c, const sdnpu_request *r, const uint8_t *hist, size_t hist_len, sdn_drafter *d, int *forced,
+                        int *exits, int *row_topk, sdn_recycle **own, sdn_err *err) {
     sdn_method_config mc;
     sdn_method_defaults(&mc);
     for (int i = 0; i < r->n_params; i++) {
@@ -538,8 +578,32 @@ static int make_drafter(const sdnpu_request *r, const uint8_t *hist, size_t hist
     mc.hist_bytes_len = hist_len;
     *forced = mc.forced;
     *exits = mc.exits;
-    int rc = sdn_method_create(r->method ? r->method : "none", &mc, d, err);
+    *row_topk = 0;
+    const char *method = r->method ? r->method : "none";
+    if (sdn_method_uses_model_table(method, &mc)) {
+        int rc = r->temperature > 0 ? sdn_recycle_new(c->model->info.vocab, SDN_RECYCLE_DEFAULT_K, own, err) : model_table(c, &mc.recycle, err);
+        if (rc) return rc;
+        if (*own) mc.recycle = *own;
+        *row_topk = sdn_recycle_k(mc.recycle);
+    }
+    int rc = sdn_method_create(method, &mc, d, err);
     return rc ? sdn_fail(err, rc, "request method") : SDN_OK;
+}
+
+/* Step 7b: the model's candidate table into the context's history store (after a request that
+ * drafted from it), so it survives a restart. */
+static int candidates_store(sdnpu_context *c, sdn_err *err) {
+    sdnpu_model *m = c->model;
+    if (!c->hist || !m->recycle) return SDN_OK;
+    pthread_mutex_lock(&m->mu);
+    m->recycle_fresh = 0;
+    pthread_mutex_unlock(&m->mu);
+    uint8_t *b = NULL;
+    size_t n = 0;
+    int rc = sdn_recycle_serialize(m->recycle, &b, &n, err);
+    if (!rc) rc = sdn_history_candidates_put(c->hist, m->info.fingerprint, sdn_recycle_vocab(m->recycle), sdn_recycle_k(m->recycle), b, n, err);
+    free(b);
+    return rc;
 }
 
 /* Step 3b: the request's constraint: its grammar or JSON schema compiled (NULL when it has
@@ -638,7 +702,8 @@ static int push_text(stream *s, const char *buf, size_t n) {
 
 _Static_assert((int)SDNPU_SOURCE_MODEL == SDN_SRC_NONE && (int)SDNPU_SOURCE_PROMPT == SDN_SRC_PROMPT && (int)SDNPU_SOURCE_ANSWER == SDN_SRC_ANSWER &&
                    (int)SDNPU_SOURCE_HISTORY == SDN_SRC_HISTORY && (int)SDNPU_SOURCE_GRAMMAR == SDN_SRC_GRAMMAR &&
-                   (int)SDNPU_SOURCE_REUSE == SDN_SRC_REUSE && (int)SDNPU_SOURCE_DRAFT == SDN_SRC_DRAFT,
+                   (int)SDNPU_SOURCE_REUSE == SDN_SRC_REUSE && (int)SDNPU_SOURCE_DRAFT == SDN_SRC_DRAFT &&
+                   (int)SDNPU_SOURCE_RECYCLED == SDN_SRC_RECYCLED,
                "sdnpu_source and draft/draft_tree.h's SDN_SRC_* differ");
 
 /* Step 6: tokens committed by a decode step, as text (sdn_gen_params.on_tokens), one token at
@@ -758,6 +823,7 @@ static int generate(sdnpu_context *c, const sdnpu_request *r, sdnpu_result *resu
     uint8_t *hist = NULL;
     size_t hist_len = 0;
     sdn_drafter d = {0};
+    sdn_recycle *own_table = NULL; /* a sampled request's own candidate table */
     sdn_grammar *gram = NULL;
     int forced = 1, exits = 1;
     sdn_gen_result g = {0};
@@ -778,9 +844,11 @@ static int generate(sdnpu_context *c, const sdnpu_request *r, sdnpu_result *resu
         goto done;
     }
     if (drafting && (rc = history_lookup(c, r->task_group, &hist, &hist_len, &st, e))) goto done;
-    if ((rc = make_drafter(r, hist, hist_len, &d, &forced, &exits, e))) goto done;
+    int row_topk = 0;
+    if ((rc = make_drafter(c, r, hist, hist_len, &d, &forced, &exits, &row_topk, &own_table, e))) goto done;
     sdn_gen_params gp;
     if ((rc = gen_params(c, r, &d, &gp, e))) goto done;
+    gp.row_topk = gp.drafter ? row_topk : 0;
     if (gram) {
         gp.grammar = gram;
         gp.gvocab = c->model->gvocab;
@@ -819,6 +887,7 @@ static int generate(sdnpu_context *c, const sdnpu_request *r, sdnpu_result *resu
     if (s.failed) { rc = sdn_fail(e, SDN_ENOMEM, "out of memory (answer text)"); goto done; }
     if (s.cancelled) g.stop = SDN_GEN_CANCEL;
     if ((rc = history_store(c, r, &g, s.text, s.stopped_at >= 0, &st, e))) goto done;
+    if (row_topk && !own_table && g.stats.steps > 0 && (rc = candidates_store(c, e))) goto done;
     if (result) {
         result->text = s.text ? s.text : calloc(1, 1);
         s.text = NULL;
@@ -837,6 +906,7 @@ done:
     free(s.text);
     sdn_gen_result_free(&g);
     sdn_drafter_destroy(&d);
+    sdn_recycle_free(own_table);
     sdn_grammar_free(gram);
     free(hist);
     free(prompt);

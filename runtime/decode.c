@@ -19,6 +19,8 @@
 #include <string.h>
 
 #include "common/sdn_util.h"
+#include "draft/recycle.h"
+#include "kernels/reduce.h"
 #include "modelfile/model.h"
 #include "runtime/verify_cost.h"
 #include "verify/verify.h"
@@ -54,6 +56,8 @@ typedef struct decode {
     uint8_t empty[SDN_INVARIANT_MAX_ROWS]; /* constrained: rows whose grammar state allows no token */
     float *logits;
     int32_t *argmax;
+    int32_t *rtopk;  /* [SDN_INVARIANT_MAX_ROWS * row_topk] every verified row's top-k (row_topk) */
+    int n_rtopk;     /* rows of rtopk filled this step (0: none) */
     sdn_tree tree;
     sdn_vbatch vb;
     sdn_accept acc;
@@ -87,6 +91,7 @@ static void decode_free(decode *d) {
     free(d->gen);
     free(d->logits);
     free(d->argmax);
+    free(d->rtopk);
     sdn_tree_free(&d->tree);
     sdn_vbatch_free(&d->vb);
     sdn_accept_free(&d->acc);
@@ -130,6 +135,10 @@ static int setup(decode *d, sdn_err *err) {
     d->logits = malloc((size_t)SDN_INVARIANT_MAX_ROWS * d->vocab * sizeof(float));
     d->argmax = malloc((size_t)SDN_INVARIANT_MAX_ROWS * sizeof(int32_t));
     if (!d->gen || !d->logits || !d->argmax) return sdn_fail(err, SDN_ENOMEM, "out of memory");
+    if (p->row_topk < 0 || p->row_topk > SDN_RECYCLE_MAX_K)
+        return sdn_fail(err, SDN_EINVAL, "row_topk %d is not in [0, %d]", p->row_topk, SDN_RECYCLE_MAX_K);
+    if (p->row_topk > 0 && p->drafter && !(d->rtopk = malloc((size_t)SDN_INVARIANT_MAX_ROWS * (size_t)p->row_topk * sizeof(int32_t))))
+        return sdn_fail(err, SDN_ENOMEM, "out of memory");
     if (p->sampling.repeat_penalty > 0 && p->sampling.repeat_penalty != 1) {
         int L = p->sampling.repeat_last_n > 0 ? p->sampling.repeat_last_n : 64;
         d->seen = calloc((size_t)d->vocab, 1);
@@ -638,6 +647,22 @@ static int step_verify(decode *d, sdn_err *err) {
     return SDN_OK;
 }
 
+/* The model's top-k at every verified row for the drafter (row_topk): the row's argmax (the
+ * one verification found, greedy and unconstrained) and the k - 1 tokens after it in logit
+ * order. Drafting only: nothing here changes what is committed. */
+static void row_topk(decode *d) {
+    const int k = d->p->row_topk, n = d->vb.n < d->tree.n + 1 ? d->vb.n : d->tree.n + 1;
+    float cv[SDN_RECYCLE_MAX_K];
+    for (int r = 0; r < n; r++) {
+        const float *row = d->logits + (size_t)r * d->vocab;
+        int32_t *out = d->rtopk + (size_t)r * k;
+        out[0] = d->greedy && !d->gs ? d->argmax[r] : sdn_argmax_f32(row, d->vocab);
+        int m = 1 + (k > 1 ? sdn_topk_after(row, d->vocab, row[out[0]], out[0], k - 1, cv, out + 1) : 0);
+        for (; m < k; m++) out[m] = -1;
+    }
+    d->n_rtopk = n;
+}
+
 /* Compact: keep the KV entries of the root and the accepted path, drop the rest. */
 static int step_compact(decode *d, int n_past, sdn_err *err) {
     return sdn_kv_keep(d->c, n_past, d->acc.keep, d->acc.n_acc + 1, err);
@@ -684,8 +709,10 @@ static int step_commit(decode *d, sdn_err *err) {
  * every verified node (what draft reuse keeps). */
 static int step_feedback(decode *d, sdn_err *err) {
     if (!d->p->drafter || d->stop || d->n_gen >= d->max_new) return SDN_OK;
+    if (d->rtopk) row_topk(d);
     sdn_draft_feedback fb = {.accepted = d->acc.tokens, .n_accepted = d->acc.n_acc + 1, .tree = &d->tree,
-                             .node_argmax = d->greedy ? d->argmax + 1 : NULL, .root_argmax = d->greedy ? d->argmax[0] : -1};
+                             .node_argmax = d->greedy ? d->argmax + 1 : NULL, .root_argmax = d->greedy ? d->argmax[0] : -1,
+                             .row_topk = d->rtopk, .topk = d->rtopk ? d->p->row_topk : 0};
     return sdn_drafter_feedback(d->p->drafter, &fb, err);
 }
 

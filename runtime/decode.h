@@ -108,6 +108,10 @@ typedef struct sdn_gen_params {
     /* What forced-text drafting learned on this context's earlier requests (NULL: nothing kept;
      * see sdn_draft_memo). Drafting only: the output never depends on it. */
     struct sdn_draft_memo *memo;
+    /* > 0 (with a drafter): the model's top row_topk next tokens at every verified row go to
+     * the drafter's feedback (sdn_draft_feedback.row_topk; the model-derived candidates,
+     * draft/recycle.h); counted as drafting time. At most SDN_RECYCLE_MAX_K. */
+    int row_topk;
 } sdn_gen_params;
 
 /* Forced-text drafting's memory across the requests of one context (owned by the caller, used

@@ -14,7 +14,7 @@
 #include "suffix_automaton/sam.h"
 
 #define HISTORY_APP_ID 0x53444e48 /* "SDNH" */
-#define HISTORY_VERSION 2
+#define HISTORY_VERSION 3
 #define HISTORY_MAX_ROW_TOKENS (1 << 28) /* tokens of one stored answer */
 
 /* The row checksum of schema 2: XXH3-64 of the token bytes, then a byte 0 (no text) or 1
@@ -36,8 +36,21 @@ static int64_t row_sum(const void *tok, size_t nb, const char *text, size_t text
  * checksum over its tokens and its text as they are now (the rule: texts stored under
  * schema 1 are trusted from the migration on). A row whose tokens already fail keeps its
  * old checksum and stays refused as damaged. No row is removed. */
+#define CANDIDATES_TABLE                                                                                                           \
+    "CREATE TABLE model_candidates(model_fp TEXT PRIMARY KEY, vocab INTEGER NOT NULL, k INTEGER NOT NULL, data BLOB NOT NULL,"       \
+    " updated REAL NOT NULL);"
+
+static int migrate_1_2(sqlite3 *db, const char *path, sdn_err *err);
+
+/* Schema 1 -> 2 (below), then 2 -> 3: the model-derived candidate tables' table. */
 static int migrate(sqlite3 *db, const char *path, long long from, sdn_err *err) {
-    if (from != 1) return sdn_fail(err, SDN_EUNSUP, "%s: history store schema version %lld cannot be migrated", path, from);
+    if (from != 1 && from != 2) return sdn_fail(err, SDN_EUNSUP, "%s: history store schema version %lld cannot be migrated", path, from);
+    int rc = from == 1 ? migrate_1_2(db, path, err) : SDN_OK;
+    if (!rc) rc = sdn_db_exec(db, path, CANDIDATES_TABLE "UPDATE meta SET value='sdnpu-history 3' WHERE key='schema'", err);
+    return rc;
+}
+
+static int migrate_1_2(sqlite3 *db, const char *path, sdn_err *err) {
     sqlite3_stmt *sel = NULL, *upd = NULL;
     int rc = SDN_OK, s;
     if (sqlite3_prepare_v2(db, "SELECT id, tokens, text, checksum FROM answers", -1, &sel, NULL) != SQLITE_OK ||
@@ -74,9 +87,9 @@ static const sdn_db_kind k_history = {
               "CREATE TABLE history_cache(task_group TEXT NOT NULL, model_fp TEXT NOT NULL, max_tokens INTEGER NOT NULL,"
               " answers_hash INTEGER NOT NULL, n_answers INTEGER NOT NULL, n_tokens INTEGER NOT NULL, sam BLOB, created REAL NOT NULL,"
               " PRIMARY KEY(task_group, model_fp, max_tokens));"
-              "CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT);"
-              "INSERT INTO meta VALUES('schema', 'sdnpu-history 2');",
-    .tables = {"answers", "history_cache", "meta", NULL},
+              "CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT);" CANDIDATES_TABLE
+              "INSERT INTO meta VALUES('schema', 'sdnpu-history 3');",
+    .tables = {"answers", "history_cache", "meta", NULL}, /* model_candidates: added by the migration to 3 */
     .migrate = migrate,
 };
 
@@ -416,6 +429,44 @@ int sdn_history_check(sdn_history *h, sdn_err *err) {
     int rc = SDN_OK;
     if (s != SQLITE_DONE) rc = sdn_db_fail(h->db, h->path, "integrity check", err);
     else if (n) rc = sdn_fail(err, SDN_EDB, "%s: integrity check failed: %s", h->path, res);
+    sqlite3_finalize(st);
+    return rc;
+}
+
+int sdn_history_candidates_get(sdn_history *h, const char *model_fp, uint8_t **bytes, size_t *len, sdn_err *err) {
+    *bytes = NULL;
+    *len = 0;
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(h->db, "SELECT data FROM model_candidates WHERE model_fp=?", -1, &st, NULL) != SQLITE_OK)
+        return sdn_db_fail(h->db, h->path, "reading the model's candidate table", err);
+    sqlite3_bind_text(st, 1, model_fp ? model_fp : "", -1, SQLITE_STATIC);
+    int s = sqlite3_step(st), rc = SDN_OK;
+    if (s == SQLITE_ROW) {
+        const void *b = sqlite3_column_blob(st, 0);
+        int n = sqlite3_column_bytes(st, 0);
+        if (b && n > 0) {
+            if (!(*bytes = malloc((size_t)n))) rc = sdn_fail(err, SDN_ENOMEM, "out of memory");
+            else memcpy(*bytes, b, (size_t)n), *len = (size_t)n;
+        }
+    } else if (s != SQLITE_DONE) {
+        rc = sdn_db_fail(h->db, h->path, "reading the model's candidate table", err);
+    }
+    sqlite3_finalize(st);
+    return rc;
+}
+
+int sdn_history_candidates_put(sdn_history *h, const char *model_fp, int vocab, int k, const uint8_t *bytes, size_t len, sdn_err *err) {
+    if (!bytes || len == 0 || len > (size_t)INT32_MAX) return sdn_fail(err, SDN_EINVAL, "history: bad candidate table");
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(h->db, "INSERT OR REPLACE INTO model_candidates(model_fp, vocab, k, data, updated) VALUES(?,?,?,?,?)", -1, &st,
+                           NULL) != SQLITE_OK)
+        return sdn_db_fail(h->db, h->path, "storing the model's candidate table", err);
+    sqlite3_bind_text(st, 1, model_fp ? model_fp : "", -1, SQLITE_STATIC);
+    sqlite3_bind_int(st, 2, vocab);
+    sqlite3_bind_int(st, 3, k);
+    sqlite3_bind_blob(st, 4, bytes, (int)len, SQLITE_STATIC);
+    sqlite3_bind_double(st, 5, now_s());
+    int rc = sqlite3_step(st) == SQLITE_DONE ? SDN_OK : sdn_db_fail(h->db, h->path, "storing the model's candidate table", err);
     sqlite3_finalize(st);
     return rc;
 }

@@ -13,21 +13,24 @@
  * Storage: one SQLite file in WAL mode (readers never block the writer, any number of
  * processes may read at once), a busy timeout, synchronous=FULL, every write in its own
  * transaction: a process killed mid-request loses at most its uncommitted answer. The file
- * is recognised by PRAGMA application_id 0x53444e48 ("SDNH") and user_version 2; a file
+ * is recognised by PRAGMA application_id 0x53444e48 ("SDNH") and user_version 3; a file
  * that is not SQLite, empty (0 bytes), damaged, or another application's database is
  * refused with a message naming it, and never modified (a new store is created only where
  * no file exists). A version-1 store is migrated on open without losing rows: each row
  * whose token checksum holds gets the version-2 checksum over its current text (texts
- * written under version 1 are trusted from then on).
+ * written under version 1 are trusted from then on); a version-2 store gets the
+ * model_candidates table.
  *
- * Schema (version 2):
+ * Schema (version 3):
  *   answers(id INTEGER PRIMARY KEY, task_group TEXT, model_fp TEXT, created REAL,
  *           n_tokens INTEGER, tokens BLOB (int32 little-endian), text TEXT,
  *           checksum INTEGER (XXH3-64 of the token bytes, then byte 0 when text is NULL
                              or byte 1 and the text bytes; as signed 64-bit))
  *   history_cache(task_group, model_fp, max_tokens, answers_hash, n_answers, n_tokens,
  *                 sam BLOB, created, PRIMARY KEY (task_group, model_fp, max_tokens))
- *   meta(key TEXT PRIMARY KEY, value TEXT)    ("schema" = "sdnpu-history 2")
+ *   model_candidates(model_fp TEXT PRIMARY KEY, vocab, k, data BLOB, updated): each model's
+ *                 candidate table (draft/recycle.h serialized form, which has its own checksum)
+ *   meta(key TEXT PRIMARY KEY, value TEXT)    ("schema" = "sdnpu-history 3")
  * A handle is used by one thread at a time; open one handle per thread or process. */
 #ifndef SDN_HISTORY_H
 #define SDN_HISTORY_H
@@ -76,6 +79,12 @@ int sdn_history_count(sdn_history *h, const char *group, const char *model_fp, l
  * *n_answers / *n_tokens (optional) describe the answer set. */
 int sdn_history_automaton(sdn_history *h, const char *group, const char *model_fp, long max_tokens, uint8_t **bytes, size_t *len,
                           int *cache_hit, int *n_answers, long *n_tokens, sdn_err *err);
+
+/* The stored candidate table of model_fp (draft/recycle.h's serialized form; *bytes malloc'd,
+ * NULL when none is stored). The bytes are not checked here: sdn_recycle_load checks them. */
+int sdn_history_candidates_get(sdn_history *h, const char *model_fp, uint8_t **bytes, size_t *len, sdn_err *err);
+/* Store (replace) the candidate table of model_fp: one committed write. */
+int sdn_history_candidates_put(sdn_history *h, const char *model_fp, int vocab, int k, const uint8_t *bytes, size_t len, sdn_err *err);
 
 /* PRAGMA integrity_check: SDN_OK when the file is sound, else SDN_EDB with the findings. */
 int sdn_history_check(sdn_history *h, sdn_err *err);

@@ -654,7 +654,7 @@ char *srv_completion_json(const srv_job *j, const char *id, long created, const 
 
 /* The names of sdnpu_source values in the chunks' sdnpu extension. */
 static const char *source_name(unsigned char s) {
-    static const char *const names[] = {"model", "prompt", "answer", "history", "grammar", "reuse", "draft"};
+    static const char *const names[] = {"model", "prompt", "answer", "history", "grammar", "reuse", "draft", "recycled"};
     return s < sizeof names / sizeof names[0] ? names[s] : "draft";
 }
 

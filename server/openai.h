@@ -76,7 +76,7 @@ char *srv_chunk_event_sdnpu(const srv_job *j, const char *id, long created, cons
 /* The sdnpu extension of a chunk carrying the streamed text j->text[from..to) (docs/server.md):
  * {"pieces": [{"text", "source"}, ...], "steps", "tokens"}: the text cut where its tokens' texts
  * end (on_step's text_end), each piece with its token's sdnpu_source as a name ("model",
- * "prompt", "answer", "history", "grammar", "reuse", "draft"); the decode steps so far and the
+ * "prompt", "answer", "history", "grammar", "reuse", "draft", "recycled"); the decode steps so far and the
  * tokens whose text is in. Call with the pool's mutex held (the job's token records grow).
  * NULL when out of memory. */
 cJSON *srv_chunk_sdnpu(const srv_job *j, size_t from, size_t to);

@@ -558,8 +558,8 @@ static void test_damaged_rows(void **state) {
     sdn_history_close(h);
 }
 
-/* A version-1 store (checksum over the tokens only) is migrated on open: no row is lost,
- * each reads back with its text, and user_version becomes 2. A row whose tokens were
+/* A version-1 store (checksum over the tokens only, no model_candidates table) is migrated on
+ * open: no row is lost, each reads back with its text, and user_version becomes 3. A row whose tokens were
  * already damaged stays refused. The v1 checksum is computed here independently. */
 static void test_migrate_v1(void **state) {
     (void)state;
@@ -592,7 +592,9 @@ static void test_migrate_v1(void **state) {
         sqlite3_reset(st);
     }
     sqlite3_finalize(st);
-    assert_int_equal(sqlite3_exec(db, "PRAGMA user_version=1; UPDATE meta SET value='sdnpu-history 1'", NULL, NULL, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(db, "DROP TABLE model_candidates; PRAGMA user_version=1; UPDATE meta SET value='sdnpu-history 1'", NULL,
+                                  NULL, NULL),
+                     SQLITE_OK);
     sqlite3_close(db);
     h = open_ok(p);
     for (int k = 0; k < 5; k++) {
@@ -620,9 +622,59 @@ static void test_migrate_v1(void **state) {
     assert_int_equal(sqlite3_open(p, &db), SQLITE_OK);
     assert_int_equal(sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &st, NULL), SQLITE_OK);
     assert_int_equal(sqlite3_step(st), SQLITE_ROW);
-    assert_int_equal(sqlite3_column_int(st, 0), 2);
+    assert_int_equal(sqlite3_column_int(st, 0), 3);
     sqlite3_finalize(st);
     sqlite3_close(db);
+}
+
+/* The model's candidate table: stored per model fingerprint, replaced by the next put, read
+ * back byte for byte, absent for another model; a version-2 store (no model_candidates table)
+ * gets the table on open and keeps its answers. */
+static void test_candidates(void **state) {
+    (void)state;
+    const char *p = tu_tmp("hist-cand.db");
+    fresh(p);
+    sdn_history *h = open_ok(p);
+    sdn_err err = {0};
+    uint8_t *b = NULL;
+    size_t n = 0;
+    assert_int_equal(sdn_history_candidates_get(h, "A", &b, &n, &err), SDN_OK);
+    assert_null(b);
+    uint8_t one[100], two[300];
+    for (int i = 0; i < 300; i++) two[i] = (uint8_t)(i * 7 + 1);
+    memset(one, 0xab, sizeof one);
+    assert_int_equal(sdn_history_candidates_put(h, "A", 10, 2, one, sizeof one, &err), SDN_OK);
+    assert_int_equal(sdn_history_candidates_put(h, "B", 10, 2, two, sizeof two, &err), SDN_OK);
+    assert_int_equal(sdn_history_candidates_put(h, "A", 10, 2, two, 200, &err), SDN_OK); /* replaces */
+    assert_int_equal(sdn_history_candidates_put(h, "A", 10, 2, NULL, 0, &err), SDN_EINVAL);
+    assert_int_equal(sdn_history_candidates_get(h, "A", &b, &n, &err), SDN_OK);
+    assert_int_equal(n, 200);
+    assert_memory_equal(b, two, 200);
+    free(b);
+    assert_int_equal(sdn_history_candidates_get(h, "C", &b, &n, &err), SDN_OK);
+    assert_null(b);
+    int32_t t[16];
+    int nt = answer_tokens(1, t);
+    assert_int_equal(sdn_history_add(h, "g", "A", t, nt, "kept", 0, NULL, &err), SDN_OK);
+    sdn_history_close(h);
+    /* back to a version-2 store */
+    sqlite3 *db;
+    assert_int_equal(sqlite3_open(p, &db), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(db, "DROP TABLE model_candidates; PRAGMA user_version=2; UPDATE meta SET value='sdnpu-history 2'", NULL,
+                                  NULL, NULL),
+                     SQLITE_OK);
+    sqlite3_close(db);
+    h = open_ok(p);
+    long cnt;
+    assert_int_equal(sdn_history_count(h, "g", "A", &cnt, &err), SDN_OK);
+    assert_int_equal(cnt, 1);
+    assert_int_equal(sdn_history_candidates_get(h, "A", &b, &n, &err), SDN_OK);
+    assert_null(b);
+    assert_int_equal(sdn_history_candidates_put(h, "A", 10, 2, one, sizeof one, &err), SDN_OK);
+    assert_int_equal(sdn_history_candidates_get(h, "A", &b, &n, &err), SDN_OK);
+    assert_int_equal(n, sizeof one);
+    free(b);
+    sdn_history_close(h);
 }
 
 /* The content every writer process below stores as its answer number k. */
@@ -732,7 +784,7 @@ int main(void) {
         cmocka_unit_test(test_round_trip),    cmocka_unit_test(test_automaton_cache), cmocka_unit_test(test_concurrency),
         cmocka_unit_test(test_kill_during_write), cmocka_unit_test(test_bad_files),
         cmocka_unit_test(test_damaged_rollback_store_unchanged), cmocka_unit_test(test_empty_file_refused),
-        cmocka_unit_test(test_damaged_rows), cmocka_unit_test(test_migrate_v1), cmocka_unit_test(test_kill_random_points),
+        cmocka_unit_test(test_damaged_rows), cmocka_unit_test(test_migrate_v1), cmocka_unit_test(test_candidates), cmocka_unit_test(test_kill_random_points),
         cmocka_unit_test(test_two_writers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -87,7 +87,7 @@ static void run(const sdn_pld_config *c, int V, int n_ctx, int n_out, uint64_t s
         while (a < t.n && L + a < total && t.token[a] == x[L + a]) a++;
         int n_acc = a + 1;
         if (L + n_acc > total) n_acc = total - L;
-        sdn_draft_feedback fb = {x + L, n_acc, &t, NULL, -1};
+        sdn_draft_feedback fb = {x + L, n_acc, &t, NULL, -1, NULL, 0};
         assert_int_equal(sdn_drafter_feedback(&d, &fb, &e), SDN_OK);
         L += n_acc;
     }

@@ -274,7 +274,7 @@ static long simulate(const sdn_sam_drafter_config *c, world *w, sdn_drafter *d, 
         int n_acc = a + 1;
         if (L + n_acc > w->total) n_acc = w->total - L;
         accepted += a;
-        sdn_draft_feedback fb = {w->x + L, n_acc, &t, NULL, -1};
+        sdn_draft_feedback fb = {w->x + L, n_acc, &t, NULL, -1, NULL, 0};
         assert_int_equal(sdn_drafter_feedback(d, &fb, &e), SDN_OK);
         if (d2) assert_int_equal(sdn_drafter_feedback(d2, &fb, &e), SDN_OK);
         L += n_acc;

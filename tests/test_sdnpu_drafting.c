@@ -137,7 +137,7 @@ static void make_case(vcase *v, const char *draft, int n_acc, const char *bonus,
     for (int i = 0; i < n_acc; i++) v->accepted[i] = d[i];
     v->accepted[n_acc] = W(bonus);
     memcpy(v->argmax, a, sizeof a);
-    v->fb = (sdn_draft_feedback){v->accepted, n_acc + 1, &v->t, v->argmax, -1};
+    v->fb = (sdn_draft_feedback){v->accepted, n_acc + 1, &v->t, v->argmax, -1, NULL, 0};
 }
 
 static void expect_kept(vcase *v, const char *want) {
@@ -183,7 +183,7 @@ static void test_reuse_cases(void **state) {
     sdn_tree t2;
     sdn_tree_init(&t2, 16, NULL);
     sdn_tree_add_chain(&t2, -1, acc, 4, 1.0f, 16);
-    sdn_draft_feedback fb2 = {acc, 5, &t2, NULL, -1};
+    sdn_draft_feedback fb2 = {acc, 5, &t2, NULL, -1, NULL, 0};
     sdn_reuse_feedback(&r, &fb2);
     assert_int_equal(r.n_seg, 0);
     sdn_tree_free(&t2);
@@ -215,7 +215,7 @@ static void test_reuse_cases(void **state) {
     n = sdn_reuse_propose(&r, W("C"), ch, 8);
     assert_true(n > 0);
     int32_t wrong[1] = {W("H")};
-    sdn_draft_feedback fb3 = {wrong, 1, NULL, NULL, -1};
+    sdn_draft_feedback fb3 = {wrong, 1, NULL, NULL, -1, NULL, 0};
     sdn_reuse_feedback(&r, &fb3);
     assert_int_equal(r.n_seg, 0);
     sdn_tree_free(&v.t);
@@ -228,7 +228,7 @@ static sdn_draft_feedback step_of(sdn_tree *t, int n, int32_t *tok) {
     for (int i = 0; i < n; i++) d[i] = W("A") + (i % 8);
     sdn_tree_clear(t);
     sdn_tree_add_chain(t, -1, d, n, 1.0f, 16);
-    return (sdn_draft_feedback){tok, 1, t, NULL, -1};
+    return (sdn_draft_feedback){tok, 1, t, NULL, -1, NULL, 0};
 }
 
 /* The paper's reuse lifetime (reuse.rule = 1, section 3.4): a segment is kept while the

@@ -505,7 +505,7 @@ static void test_page_and_pieces(void **state) {
     reply r = {0};
     assert_int_equal(http(&g, "POST", "/", "{}", 2, KEY, &r, 0), 405);
     free(r.body);
-    static const char *const names[] = {"model", "prompt", "answer", "history", "grammar", "reuse", "draft"};
+    static const char *const names[] = {"model", "prompt", "answer", "history", "grammar", "reuse", "draft", "recycled"};
     const char *body = CHAT(",\"max_tokens\":40,\"stream\":true,\"user\":\"carol\",\"sdnpu\":{\"ignore_eos\":true,\"draft_max\":16}");
     for (int round = 0; round < 2; round++) {
         memset(&r, 0, sizeof r);
@@ -527,8 +527,8 @@ static void test_page_and_pieces(void **state) {
                 cJSON_ArrayForEach(p, cJSON_GetObjectItemCaseSensitive(x, "pieces")) {
                     strncat(joined, str(p, "text"), sizeof joined - strlen(joined) - 1);
                     int k = 0;
-                    while (k < 7 && strcmp(str(p, "source"), names[k])) k++;
-                    if (k == 7) fail_msg("unknown source %s", str(p, "source"));
+                    while (k < 8 && strcmp(str(p, "source"), names[k])) k++;
+                    if (k == 8) fail_msg("unknown source %s", str(p, "source"));
                     by[k]++;
                 }
                 assert_string_equal(joined, content->valuestring);

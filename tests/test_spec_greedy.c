@@ -18,6 +18,7 @@
 
 #include "common/sdn_util.h"
 #include "draft/methods.h"
+#include "draft/recycle.h"
 #include "engine/forward.h"
 #include "modelfile/model.h"
 #include "runtime/decode.h"
@@ -30,6 +31,10 @@ typedef struct counts {
     long accepted;
 } counts;
 
+/* The model's candidate table of check_model: shared by all its runs, so what it learned on
+ * earlier prompts drafts the later ones (the output must not depend on it). */
+static sdn_recycle *g_table;
+
 /* Generate with `method`; returns tokens (malloc'd). */
 static int32_t *gen(sdn_ctx *c, const char *method, const int32_t *prompt, int n, int max, sdn_draft_caps caps, int *n_out,
                     sdn_gen_stats *st) {
@@ -37,11 +42,13 @@ static int32_t *gen(sdn_ctx *c, const char *method, const int32_t *prompt, int n
     sdn_method_defaults(&mc);
     mc.sam.min_match = 1 + (caps.max_depth % 4); /* vary the SAM threshold too */
     mc.sam.tree = caps.max_branch > 1;
+    mc.recycle = g_table;
     sdn_drafter d;
     sdn_err e = {0};
     if (sdn_method_create(method, &mc, &d, &e)) fail_msg("%s", e.msg);
     sdn_gen_params gp = {.max_tokens = max, .drafter = d.ops ? &d : NULL, .caps = caps, .ignore_eog = 1,
-                         .prefill_topk = sdn_method_uses_prefill_preds(method) ? 3 : 0};
+                         .prefill_topk = sdn_method_uses_prefill_preds(method) ? 3 : 0,
+                         .row_topk = g_table && sdn_method_uses_model_table(method, &mc) ? 1 + (caps.max_nodes % SDN_RECYCLE_DEFAULT_K) : 0};
     int32_t *out;
     if (sdn_generate_tokens(c, prompt, n, &gp, &out, n_out, st, &e)) fail_msg("%s: %s", method, e.msg);
     sdn_drafter_destroy(&d);
@@ -49,9 +56,11 @@ static int32_t *gen(sdn_ctx *c, const char *method, const int32_t *prompt, int n
 }
 
 static void check_model(sdn_model *m, int n_prompts, uint64_t seed, int vocab_lim, counts *cnt) {
-    const char *methods[] = {"pld", "sam", "sam+tree", "sam+cal", "sam+reuse", "sdnpu"};
+    const char *methods[] = {"pld", "sam", "sam+tree", "sam+cal", "sam+reuse", "sam+model", "sdnpu"};
     enum { NM = sizeof methods / sizeof methods[0] };
     int V = sdn_model_cfg(m)->vocab;
+    sdn_err te = {0};
+    if (sdn_recycle_new(sdn_model_cfg(m)->vocab, SDN_RECYCLE_DEFAULT_K, &g_table, &te)) fail_msg("%s", te.msg);
     if (vocab_lim > 0 && vocab_lim < V) V = vocab_lim;
     sdn_ctx *c;
     sdn_err e = {0};
@@ -107,6 +116,11 @@ static void check_model(sdn_model *m, int n_prompts, uint64_t seed, int vocab_li
         free(base);
     }
     sdn_ctx_free(c);
+    uint64_t upd = 0;
+    sdn_recycle_stats(g_table, NULL, &upd);
+    assert_true(upd > 0); /* the table learned (and drafted from what it learned) */
+    sdn_recycle_free(g_table);
+    g_table = NULL;
 }
 
 
@@ -124,7 +138,7 @@ static void test_make_model_archs(void **state) {
     }
     print_message("make-model: %d speculative runs identical to plain; %d tokens in %d steps, %ld draft tokens accepted\n", cnt.runs,
                   cnt.tokens, cnt.steps, cnt.accepted);
-    assert_int_equal(cnt.runs, 5 * 25 * 6);          /* every prompt x method ran and was compared */
+    assert_int_equal(cnt.runs, 5 * 25 * 7);          /* every prompt x method ran and was compared */
     assert_int_equal(cnt.tokens, cnt.expected_tokens); /* and generated all its tokens */
     assert_true(cnt.steps < cnt.tokens);               /* some drafts were accepted */
 }
@@ -141,7 +155,7 @@ static void test_kernel_path(void **state) {
     }
     print_message("path %s: %d speculative runs identical to plain, %ld draft tokens accepted\n", sdn_kpath_name(sdn_kpath_get()),
                   cnt.runs, cnt.accepted);
-    assert_int_equal(cnt.runs, 2 * np * 6);
+    assert_int_equal(cnt.runs, 2 * np * 7);
     assert_int_equal(cnt.tokens, cnt.expected_tokens);
 }
 
@@ -229,7 +243,7 @@ static void test_tinystories(void **state) {
     check_model(m, 50, 7, 0, &cnt);
     print_message("TinyStories: %d speculative runs identical to plain; %d tokens in %d steps (%.2f tokens/step), %ld draft tokens accepted\n",
                   cnt.runs, cnt.tokens, cnt.steps, (double)cnt.tokens / cnt.steps, cnt.accepted);
-    assert_int_equal(cnt.runs, 50 * 6);
+    assert_int_equal(cnt.runs, 50 * 7);
     assert_int_equal(cnt.tokens, cnt.expected_tokens);
     assert_true(cnt.accepted > 100); /* the identity check must have exercised accepted drafts */
     sdn_model_free(m);

@@ -22,6 +22,8 @@
 
 #include "common/sdn_util.h"
 #include "draft/drafter.h"
+#include "draft/methods.h"
+#include "draft/recycle.h"
 #include "engine/forward.h"
 #include "modelfile/model.h"
 #include "runtime/decode.h"
@@ -174,8 +176,10 @@ static const sdn_drafter_ops fd_ops = {"fixed", fd_begin, fd_propose, fd_feedbac
 
 /* Plain vs speculative sampling of the first two tokens under `s`, drafts from the root's top
  * three (plus, with `repeat`, a chain repeating the most probable token, which the repetition
- * penalty must see on its path). */
-static void end_to_end(sdn_sampling s, int repeat) {
+ * penalty must see on its path); with `table`, drafts of sam+model instead, whose candidate
+ * table learns from every run's verified rows (shared across the runs, as a model shares it
+ * across requests). */
+static void end_to_end_with(sdn_sampling s, int repeat, int table) {
     sdn_model *m;
     sdn_err e = {0};
     sdn_model_load_opts o = {.no_tokenizer = 1};
@@ -195,6 +199,9 @@ static void end_to_end(sdn_sampling s, int repeat) {
     fixed_drafter fd = {d.tok[1], d.tok[0], d.tok[2]};
     if (repeat) fd = (fixed_drafter){d.tok[0], d.tok[1], d.tok[0]};
     sdn_drafter dr = {&fd_ops, &fd};
+    sdn_recycle *rt = NULL;
+    if (table) assert_int_equal(sdn_recycle_new(Vv, SDN_RECYCLE_DEFAULT_K, &rt, &e), SDN_OK);
+    long recycled = 0;
     enum { N = 6000, CELLS = 64 };
     int32_t keys[CELLS][2];
     int nk = 0, cnt[2][CELLS] = {{0}};
@@ -203,9 +210,25 @@ static void end_to_end(sdn_sampling s, int repeat) {
             s.seed = (uint64_t)(i * 2 + mode) * 7919u + 12345;
             sdn_gen_params gp = {.max_tokens = 2, .sampling = s, .drafter = mode ? &dr : NULL, .ignore_eog = 1,
                                  .caps = {.max_nodes = 8, .max_depth = 4, .max_branch = 4}};
+            sdn_drafter md = {0};
+            if (table && mode) {
+                sdn_method_config mc;
+                sdn_method_defaults(&mc);
+                mc.recycle = rt;
+                assert_int_equal(sdn_method_create("sam+model", &mc, &md, &e), SDN_OK);
+                gp.drafter = &md;
+                gp.row_topk = SDN_RECYCLE_DEFAULT_K;
+            }
             int32_t *out;
             int n;
-            assert_int_equal(sdn_generate_tokens(c, prompt, 4, &gp, &out, &n, NULL, &e), SDN_OK);
+            sdn_gen_stats st;
+            assert_int_equal(sdn_generate_tokens(c, prompt, 4, &gp, &out, &n, &st, &e), SDN_OK);
+            if (table && mode) {
+                sdn_sdnpu_info info;
+                assert_int_equal(sdn_sdnpu_info_get(&md, &info), SDN_OK);
+                recycled += info.model_nodes;
+                sdn_drafter_destroy(&md);
+            }
             assert_int_equal(n, 2);
             int k;
             for (k = 0; k < nk && (keys[k][0] != out[0] || keys[k][1] != out[1]); k++) {}
@@ -230,10 +253,23 @@ static void end_to_end(sdn_sampling s, int repeat) {
     assert_true(dof >= 1 && dof <= 12);
     print_message("end to end: %d outcome cells, chi-square %.2f with %d dof (critical %.2f)\n", nk, chi, dof, crit[dof]);
     assert_true(chi < crit[dof]);
+    if (table) { /* the table did draft: most runs' second step offered its candidates */
+        print_message("model-derived candidates offered: %ld over %d runs\n", recycled, N);
+        assert_true(recycled > N / 2);
+    }
+    sdn_recycle_free(rt);
     free(lg);
     sdn_dist_free(&d);
     sdn_ctx_free(c);
     sdn_model_free(m);
+}
+
+static void end_to_end(sdn_sampling s, int repeat) { end_to_end_with(s, repeat, 0); }
+
+/* The model-derived candidates keep the model's distribution too. */
+static void test_end_to_end_model_table(void **state) {
+    (void)state;
+    end_to_end_with((sdn_sampling){.temp = 1.0f, .top_k = 3, .top_p = 1.0f}, 0, 1);
 }
 
 static void test_end_to_end(void **state) { end_to_end((sdn_sampling){.temp = 1.5f, .top_k = 3, .top_p = 1.0f}, 0); }
@@ -246,7 +282,7 @@ static void test_end_to_end_penalty(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_unit_chi_square),
-        cmocka_unit_test(test_end_to_end),
+        cmocka_unit_test(test_end_to_end), cmocka_unit_test(test_end_to_end_model_table),
         cmocka_unit_test(test_end_to_end_penalty),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

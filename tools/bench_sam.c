@@ -251,7 +251,7 @@ static int bench_one(const char *name, const int32_t *ctx, long n, const int32_t
             }
             long na = a + 1;
             if (L + na > n + n_out) na = n + n_out - L;
-            sdn_draft_feedback fb = {seq + L, (int)na, &tree, NULL, -1};
+            sdn_draft_feedback fb = {seq + L, (int)na, &tree, NULL, -1, NULL, 0};
             t0 = sdn_now();
             if (sdn_drafter_feedback(&d, &fb, &err)) goto fail;
             tf[steps] = (sdn_now() - t0) * 1e6;

@@ -205,7 +205,7 @@ static void drafting_overheads(void) {
         }
         acc[na] = sdn_rng_below(&r, 10) == 0 ? (int32_t)sdn_rng_below(&r, V) : ctx[(pos + na) % N];
         for (int i = 0; i < t.n; i++) argmax[i] = ctx[(pos + t.depth[i]) % N];
-        sdn_draft_feedback fb = {acc, na + 1, &t, argmax, -1};
+        sdn_draft_feedback fb = {acc, na + 1, &t, argmax, -1, NULL, 0};
         sdn_drafter_feedback(&d, &fb, &err);
         tp += sdn_now() - t0;
         pos += na + 1;

@@ -68,6 +68,7 @@ const SOURCE_TITLES = {
   grammar: "text the schema forces, accepted",
   reuse: "a draft kept from an earlier step, accepted",
   draft: "drafted, accepted",
+  recycled: "the model's own prediction after the same token in an earlier step, accepted",
   model: "decoded by the model alone",
 };
 
