@@ -54,7 +54,7 @@ if has ablation; then
   rm -f "$OUT/history-today.sqlite" "$OUT/history-paper.sqlite" "$OUT/history-weigh.sqlite"
   # defaults: the paper's calibration (sdnpu.weigh=0) and sdnpu's reuse lifetime (reuse.rule=0);
   # the other variant of each is run beside them
-  "$S" bench "${common[@]}" --methods sam+tree,sam+cal,sam+reuse,sdnpu --history "$OUT/history-today.sqlite" \
+  "$S" bench "${common[@]}" --methods sam+tree,sam+cal,sam+reuse,sam+model,sdnpu --history "$OUT/history-today.sqlite" \
     --out "$OUT/today" | tee "$OUT/today.txt"
   "$S" bench "${common[@]}" --methods sam+reuse,sdnpu --param reuse.rule=1 --history "$OUT/history-paper.sqlite" \
     --out "$OUT/reuse-paper" | tee "$OUT/reuse-paper.txt"

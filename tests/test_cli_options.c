@@ -247,7 +247,8 @@ static void test_defaults_are_the_librarys(void **state) {
         assert_int_equal(r.rc, 0);
         const char *line = strstr(r.out, "--spec METHOD");
         assert_non_null(line);
-        const char *eol = strchr(line, '\n');
+        const char *eol = strstr(line, "\n  -"); /* the option's text, wrapped lines included */
+        if (!eol) eol = line + strlen(line);
         if (!strstr(line, spec) || strstr(line, spec) > eol) fail_msg("sdnpu %s --help: --spec default is not %s:\n%.*s", cmds[i], rq.method, (int)(eol - line), line);
         if (!strstr(r.out, thr)) fail_msg("sdnpu %s --help: the default threads are not %d", cmds[i], cp.n_threads);
         if (i == 0 && !strstr(r.out, maxt)) fail_msg("sdnpu run --help: --max-tokens default is not %d", rq.max_tokens);
