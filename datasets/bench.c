@@ -276,7 +276,8 @@ int sdn_bench_run(sdn_model *m, const sdn_dataset *ds, const sdn_bench_opts *o, 
             int uses_preds = k && sdn_method_uses_prefill_preds(method);
             sdn_gen_params gp = {.max_tokens = o->max_tokens > 0 ? o->max_tokens : 128, .drafter = d.ops ? &d : NULL,
                                  .prefill = gtmpl.prefill, .prefill_ud = gtmpl.prefill_ud, .decode_rows = gtmpl.decode_rows,
-                                 .row_topk = mc.recycle && d.ops ? sdn_recycle_k(mc.recycle) : 0};
+                                 .row_topk = mc.recycle && d.ops ? sdn_recycle_k(mc.recycle) : 0,
+                                 .score_budget = d.ops && sdn_method_scores_paths(method, &mc)};
             if (k && runs[k].budget != SDN_BENCH_DEFAULT_BUDGET) { /* fixed caps */
                 int n = runs[k].budget;
                 int depth = o->n_budgets > 0 || o->caps.max_depth <= 0 || o->caps.max_depth > n ? n : o->caps.max_depth;

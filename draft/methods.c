@@ -16,6 +16,7 @@ void sdn_method_defaults(sdn_method_config *cfg) {
     sdn_sdnpu_defaults(&cfg->sdnpu);
     cfg->forced = 1;
     cfg->exits = 1;
+    cfg->evidence = 1;
 }
 
 /* The sdnpu-drafter family: which parts each method switches on. */
@@ -37,6 +38,8 @@ int sdn_method_uses_model_table(const char *method, const sdn_method_config *cfg
     int f = fam(method);
     return f >= 0 && family[f].model && (!cfg || cfg->sdnpu.use_model);
 }
+
+int sdn_method_scores_paths(const char *method, const sdn_method_config *cfg) { return fam(method) >= 0 && (!cfg || cfg->evidence); }
 
 const char *sdn_method_list(void) { return "none, pld, sam, sam+tree, sam+cal, sam+reuse, sam+model, sdnpu"; }
 
@@ -82,6 +85,7 @@ static const param params[] = {
     P("sdnpu.weigh", 0, 0, 1, sdnpu.weigh),       P("grammar.forced", 0, 0, 1, forced), P("grammar.exits", 0, 0, 1, exits),
     P("sdnpu.model", 0, 0, 1, sdnpu.use_model),   P("model.nodes", 0, 0, 64, sdnpu.model_nodes),
     P("model.min", 1, 0, 1, sdnpu.model_min),     P("model.prior", 1, 0, 1e6, sdnpu.model_prior),
+    P("draft.evidence", 0, 0, 1, evidence),
 };
 #undef P
 

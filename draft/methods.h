@@ -34,6 +34,7 @@ typedef struct sdn_method_config {
     size_t hist_bytes_len;
     int forced; /* grammar.forced: with a constrained request, draft the text the grammar forces and go on past it (1) */
     int exits;  /* grammar.exits: at a branch point, also draft the way out of the element and its forced text (1) */
+    int evidence; /* draft.evidence: the sdnpu family's draft size from calibrated scores (sizing.h; 1) */
     struct sdn_recycle *recycle; /* the model's candidate table (recycle.h; not owned): what sam+model
                                     and sdnpu read and update; NULL: that source is off */
 } sdn_method_config;
@@ -52,13 +53,17 @@ int sdn_method_uses_prefill_preds(const char *method);
  * sdnpu.model=0 switched it off): the decode loop then computes every verified row's top-k
  * (sdn_gen_params.row_topk) and cfg->recycle should be set. */
 int sdn_method_uses_model_table(const char *method, const sdn_method_config *cfg);
+/* 1 when the method's node scores are path estimates (the sdnpu family's tree builder) and
+ * draft.evidence is on (cfg NULL: the default): the decode loop may then size each step's
+ * draft from them (sdn_gen_params.score_budget, draft/sizing.h). */
+int sdn_method_scores_paths(const char *method, const sdn_method_config *cfg);
 /* Set one parameter from "KEY=VALUE" (the --param option). Keys:
  *   pld.max_ngram pld.min_ngram pld.num_pred
  *   sam.n_predicts sam.min_match sam.len_bias sam.tree sam.topk
  *   sdnpu.n_predict sdnpu.min_match sdnpu.alts sdnpu.follow
  *   cal.min_prob cal.max_depth cal.max_branch cal.max_nodes
  *   reuse.max_age reuse.accept_prob reuse.rule reuse.threshold sdnpu.weigh grammar.forced
- *   grammar.exits sdnpu.model model.nodes model.min model.prior
+ *   grammar.exits sdnpu.model model.nodes model.min model.prior draft.evidence
  * (reuse.rule: 0 = segments age out after reuse.max_age steps, 1 = the paper's rule, dropped
  * after a step drafting more than reuse.threshold tokens (reuse.h); sdnpu.weigh: 1 = the
  * context continuation is weighed by the model's predictions when calibration is on,
@@ -67,7 +72,10 @@ int sdn_method_uses_model_table(const char *method, const sdn_method_config *cfg
  * text its grammar forces next and, past it, goes on with the drafter's continuation where a
  * value starts (methods that offer continue_after), 0 = not; sdnpu.model: 1 (default) = sam+model and
  * sdnpu draft the model-derived candidates, 0 = not; model.nodes / model.min / model.prior: that
- * source's candidates per step, lowest path estimate and prior weight (sdnpu_drafter.h); grammar.exits: 1 (default) = where the grammar
+ * source's candidates per step, lowest path estimate and prior weight (sdnpu_drafter.h);
+ * draft.evidence: 1 (default) = with the engine's budget (a cost curve), the sdnpu family sizes
+ * each step's draft from its calibrated node scores (sizing.h), 0 = from the chain rule
+ * (sdn_draft_budget); grammar.exits: 1 (default) = where the grammar
  * branches (no forced text), also the byte that leaves the current element with the longest
  * forced text after it, such as the `,` after a number and the next key, 0 = not).
  * Unknown keys and out-of-range values fail with SDN_EINVAL naming them. */

@@ -567,7 +567,7 @@ static int model_table(sdnpu_context *c, sdn_recycle **out, sdn_err *err) {
  * depends on what was drafted (only its distribution does not), and the same request with
  * the same seed must give the same answer whatever the model learned before. */
 static int make_drafter(sdnpu_context *c, const sdnpu_request *r, const uint8_t *hist, size_t hist_len, sdn_drafter *d, int *forced,
-                        int *exits, int *row_topk, sdn_recycle **own, sdn_err *err) {
+                        int *exits, int *row_topk, int *evidence, sdn_recycle **own, sdn_err *err) {
     sdn_method_config mc;
     sdn_method_defaults(&mc);
     for (int i = 0; i < r->n_params; i++) {
@@ -580,6 +580,7 @@ static int make_drafter(sdnpu_context *c, const sdnpu_request *r, const uint8_t 
     *exits = mc.exits;
     *row_topk = 0;
     const char *method = r->method ? r->method : "none";
+    *evidence = sdn_method_scores_paths(method, &mc);
     if (sdn_method_uses_model_table(method, &mc)) {
         int rc = r->temperature > 0 ? sdn_recycle_new(c->model->info.vocab, SDN_RECYCLE_DEFAULT_K, own, err) : model_table(c, &mc.recycle, err);
         if (rc) return rc;
@@ -844,11 +845,12 @@ static int generate(sdnpu_context *c, const sdnpu_request *r, sdnpu_result *resu
         goto done;
     }
     if (drafting && (rc = history_lookup(c, r->task_group, &hist, &hist_len, &st, e))) goto done;
-    int row_topk = 0;
-    if ((rc = make_drafter(c, r, hist, hist_len, &d, &forced, &exits, &row_topk, &own_table, e))) goto done;
+    int row_topk = 0, evidence = 0;
+    if ((rc = make_drafter(c, r, hist, hist_len, &d, &forced, &exits, &row_topk, &evidence, &own_table, e))) goto done;
     sdn_gen_params gp;
     if ((rc = gen_params(c, r, &d, &gp, e))) goto done;
     gp.row_topk = gp.drafter ? row_topk : 0;
+    gp.score_budget = gp.drafter ? evidence : 0;
     if (gram) {
         gp.grammar = gram;
         gp.gvocab = c->model->gvocab;

@@ -20,6 +20,7 @@
 
 #include "common/sdn_util.h"
 #include "draft/recycle.h"
+#include "draft/sizing.h"
 #include "kernels/reduce.h"
 #include "modelfile/model.h"
 #include "runtime/verify_cost.h"
@@ -40,6 +41,8 @@ void sdn_gen_result_free(sdn_gen_result *r) {
 }
 
 double sdn_gen_mean_accepted(const sdn_gen_stats *s) { return s->steps ? (double)s->n_gen / s->steps : 0.0; }
+
+#define SCORE_PROPOSE 32 /* score_budget: nodes the drafter proposes before the cut */
 
 /* Everything one generation holds between steps. */
 typedef struct decode {
@@ -68,6 +71,8 @@ typedef struct decode {
     int32_t *window; /* repetition penalty: the last tokens before a row's prediction */
     int32_t *cvocab; /* candidate vocabulary of the prefill predictions */
     double vms[SDN_INVARIANT_MAX_ROWS]; /* the verify cost curve at the current KV length */
+    sdn_draft_calib dcal; /* score_budget: this request's calibration of the drafter's scores */
+    const double *score_ms; /* score_budget: the step's cost curve (verify_ms or vms) */
     int n_cvocab;
     /* constraint (p->grammar): the committed answer's state, and per batch row the state the
      * row's prediction is constrained by (row 0: gs; row i + 1: gs + the path to node i) */
@@ -513,12 +518,18 @@ static int step_draft_tree(decode *d, sdn_err *err) {
             sdn_vcurve_at(d->p->vcurve, sdn_kv_len(d->c), d->vms);
             ms = d->vms;
         }
-        int n = sdn_draft_budget(ms, sc.max_nodes, sdn_accept_estimate(d->s.accepted, d->budget_miss));
-        if (n == 0 && d->s.steps % 8 == 7) n = 1; /* keep observing acceptance now and then */
-        sc.max_nodes = n;
-        if (sc.max_depth > n) sc.max_depth = n;
+        if (d->p->score_budget) { /* the drafter's best 32 at most, cut after it proposed (draft/sizing.h) */
+            d->score_ms = ms;
+            if (sc.max_nodes > SCORE_PROPOSE) sc.max_nodes = SCORE_PROPOSE;
+        } else {
+            int n = sdn_draft_budget(ms, sc.max_nodes, sdn_accept_estimate(d->s.accepted, d->budget_miss));
+            if (n == 0 && d->s.steps % 8 == 7) n = 1; /* keep observing acceptance now and then */
+            sc.max_nodes = n;
+            if (sc.max_depth > n) sc.max_depth = n;
+        }
     }
-    if (d->p->drafter) d->s.budget_hist[sc.max_nodes < SDN_ACCEPT_HIST ? sc.max_nodes : SDN_ACCEPT_HIST - 1]++;
+    if (d->p->drafter && !(d->adaptive && d->p->score_budget))
+        d->s.budget_hist[sc.max_nodes < SDN_ACCEPT_HIST ? sc.max_nodes : SDN_ACCEPT_HIST - 1]++;
     const int budget = sc.max_nodes; /* the drafter's share: also the length of its guesses past forced text */
     d->n_probe = d->n_exits = 0;
     if (sc.max_nodes > room) sc.max_nodes = room;
@@ -537,6 +548,10 @@ static int step_draft_tree(decode *d, sdn_err *err) {
         if (sc.max_nodes < 0) sc.max_nodes = 0;
     }
     if (d->p->drafter && sc.max_nodes > 0 && (rc = sdn_drafter_propose(d->p->drafter, &d->tree, &sc, err))) return rc;
+    if (d->p->drafter && d->adaptive && d->p->score_budget) { /* the size the evidence chooses */
+        int n = sdn_draft_select(&d->dcal, &d->tree, d->score_ms, sc.max_nodes, d->s.steps % 8 == 7);
+        d->s.budget_hist[n < SDN_ACCEPT_HIST ? n : SDN_ACCEPT_HIST - 1]++;
+    }
     for (int i = 0; i < d->tree.n; i++) d->drafted[i] = 1;
     if (na > 0) { /* shares the drafter's nodes where they agree */
         int before = d->tree.n;
@@ -642,6 +657,7 @@ static int step_verify(decode *d, sdn_err *err) {
     d->s.drafted += d->tree.n;
     d->s.accepted += d->acc.n_acc;
     if (d->acc.n_acc < d->tree.n) d->budget_miss++;
+    if (d->adaptive && d->p->score_budget) sdn_draft_calib_observe(&d->dcal, &d->tree, d->acc.nodes, d->acc.n_acc, d->drafted);
     d->s.accept_hist[d->acc.n_acc < SDN_ACCEPT_HIST ? d->acc.n_acc : SDN_ACCEPT_HIST - 1]++;
     d->s.draft_hist[d->tree.n < SDN_ACCEPT_HIST ? d->tree.n : SDN_ACCEPT_HIST - 1]++;
     return SDN_OK;

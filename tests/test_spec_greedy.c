@@ -191,7 +191,9 @@ static void test_draft_budget_choice(void **state) {
 }
 
 /* With a cost curve and no fixed draft size every method's output stays plain greedy
- * decoding's (the per-step budget changes what is drafted, never what is committed). */
+ * decoding's (the per-step budget changes what is drafted, never what is committed); the
+ * sdnpu family also with its size from calibrated scores (score_budget, draft/sizing.h) and
+ * the model's candidate table, on a flat curve and on a steep one. */
 static void test_budget_from_curve(void **state) {
     (void)state;
     sdn_model *m = tu_shared() ? tu_load_stories() : tu_load(tu_model("tiny-qwen2", "Q8_0", 41), NULL);
@@ -204,9 +206,14 @@ static void test_budget_from_curve(void **state) {
     int32_t prompt[24];
     const int V = sdn_model_cfg(m)->vocab < 8 ? sdn_model_cfg(m)->vocab : 8;
     for (int i = 0; i < 24; i++) prompt[i] = i == 0 ? 1 : (int32_t)(1 + (i * 5) % (V - 1));
-    const char *methods[] = {"pld", "sam", "sdnpu"};
-    long drafted = 0, steps = 0, max_step = 0;
-    for (int k = 0; k < 3; k++) {
+    const char *methods[] = {"pld", "sam", "sdnpu", "sam+tree", "sam+model", "sdnpu"};
+    double steep[SDN_INVARIANT_MAX_ROWS];
+    for (int d = 0; d < SDN_INVARIANT_MAX_ROWS; d++) steep[d] = 10.0 + 4.0 * d;
+    sdn_recycle *table;
+    if (sdn_recycle_new(sdn_model_cfg(m)->vocab, SDN_RECYCLE_DEFAULT_K, &table, &e)) fail_msg("%s", e.msg);
+    long drafted = 0, steps = 0, max_step = 0, sized_drafted[2] = {0};
+    for (int k = 0; k < 9; k++) {
+        const int sized = k >= 3, curve = k >= 6; /* k 3..5: flat curve, 6..8: steep */
         sdn_gen_params gp = {.max_tokens = 60, .ignore_eog = 1};
         int32_t *base, *got;
         int nb, ng;
@@ -214,14 +221,19 @@ static void test_budget_from_curve(void **state) {
         sdn_method_config mc;
         sdn_method_defaults(&mc);
         sdn_drafter d;
-        if (sdn_method_create(methods[k], &mc, &d, &e)) fail_msg("%s", e.msg);
+        const char *method = methods[sized ? 3 + k % 3 : k];
+        mc.recycle = sized ? table : NULL;
+        if (sdn_method_create(method, &mc, &d, &e)) fail_msg("%s", e.msg);
         gp.drafter = &d;
-        gp.verify_ms = ms;
+        gp.verify_ms = curve ? steep : ms;
+        gp.score_budget = sized;
+        gp.row_topk = sized && sdn_method_uses_model_table(method, &mc) ? SDN_RECYCLE_DEFAULT_K : 0;
         sdn_gen_stats st;
         if (sdn_generate_tokens(c, prompt, 24, &gp, &got, &ng, &st, &e)) fail_msg("%s", e.msg);
         assert_int_equal(ng, nb);
         assert_memory_equal(got, base, sizeof(int32_t) * (size_t)nb);
-        drafted += st.drafted;
+        if (sized) sized_drafted[curve] += st.drafted;
+        else drafted += st.drafted;
         steps += st.steps;
         for (int h = 0; h < SDN_ACCEPT_HIST; h++)
             if (st.accept_hist[h] && h > max_step) max_step = h;
@@ -230,7 +242,10 @@ static void test_budget_from_curve(void **state) {
         free(got);
     }
     print_message("budget from a flat curve: %ld draft tokens in %ld steps, up to %ld accepted in one step\n", drafted, steps, max_step);
+    print_message("sized from scores: %ld draft tokens on the flat curve, %ld on the steep one\n", sized_drafted[0], sized_drafted[1]);
     assert_true(drafted > 0);
+    assert_true(sized_drafted[0] > sized_drafted[1]); /* dearer rows: smaller drafts */
+    sdn_recycle_free(table);
     assert_true(sdn_draft_budget(ms, 63, sdn_accept_estimate(0, 0)) > 4); /* the prior drafts beyond the old default here */
     sdn_ctx_free(c);
     sdn_model_free(m);
