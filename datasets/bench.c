@@ -17,6 +17,7 @@
 #include "datasets/trace.h"
 #include "draft/methods.h"
 #include "draft/recycle.h"
+#include "draft/sizing.h"
 #include "engine/forward.h"
 #include "tokenizer/request.h"
 #include "runtime/decode.h"
@@ -201,8 +202,10 @@ int sdn_bench_run(sdn_model *m, const sdn_dataset *ds, const sdn_bench_opts *o, 
     /* each method's candidate table over the requests (fresh at the start), as a model keeps it
        across its requests (runtime/api.c) */
     sdn_recycle **tables = calloc((size_t)nm, sizeof *tables);
-    if (!runs || !cells || !outs || !n_outs || !stats || !ends || !memos || !tables) {
-        free(runs); free(cells); free(outs); free(n_outs); free(stats); free(ends); free(memos); free(tables);
+    sdn_cost_fix *fixes = calloc((size_t)nm, sizeof *fixes); /* each run's live verify cost, as a context keeps it */
+    sdn_draft_calib *calibs = calloc((size_t)nm, sizeof *calibs); /* and its score calibration */
+    if (!runs || !cells || !outs || !n_outs || !stats || !ends || !memos || !tables || !fixes || !calibs) {
+        free(runs); free(cells); free(outs); free(n_outs); free(stats); free(ends); free(memos); free(tables); free(fixes); free(calibs);
         return sdn_fail(err, SDN_ENOMEM, "out of memory");
     }
     int K = 0; /* prefill predictions of the request's first run: when any method uses them */
@@ -277,7 +280,7 @@ int sdn_bench_run(sdn_model *m, const sdn_dataset *ds, const sdn_bench_opts *o, 
             sdn_gen_params gp = {.max_tokens = o->max_tokens > 0 ? o->max_tokens : 128, .drafter = d.ops ? &d : NULL,
                                  .prefill = gtmpl.prefill, .prefill_ud = gtmpl.prefill_ud, .decode_rows = gtmpl.decode_rows,
                                  .row_topk = mc.recycle && d.ops ? sdn_recycle_k(mc.recycle) : 0,
-                                 .score_budget = d.ops && sdn_method_scores_paths(method, &mc)};
+                                 .score_budget = d.ops && sdn_method_scores_paths(method, &mc), .cost_fix = o->curve_only ? NULL : &fixes[k], .calib = &calibs[k]};
             if (k && runs[k].budget != SDN_BENCH_DEFAULT_BUDGET) { /* fixed caps */
                 int n = runs[k].budget;
                 int depth = o->n_budgets > 0 || o->caps.max_depth <= 0 || o->caps.max_depth > n ? n : o->caps.max_depth;
@@ -370,6 +373,8 @@ done:
     free(memos);
     for (int k = 0; k < nm; k++) sdn_recycle_free(tables[k]);
     free(tables);
+    free(fixes);
+    free(calibs);
     free(runs);
     if (rc) {
         free(cells);

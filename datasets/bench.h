@@ -43,6 +43,9 @@ typedef struct sdn_bench_opts {
     int n_budgets;              /* 0: one budget, caps.max_nodes (with caps.max_depth) when > 0,
                                    else the default */
     int fresh_prefill;          /* 1: every run prefills the whole prompt (no KV reuse) */
+    int curve_only;             /* 1: the default budget from the cost curve alone, without the live
+                                   correction of the steps' measured times (sdn_cost_fix): drafting
+                                   that does not depend on timing (tests compare it run to run) */
     const char *chat_template;  /* NULL = auto (request.h) */
     int use_input;              /* render the row's "input" (when present) as the user turn */
     int threads, n_ctx;         /* 0: 2 threads; the model's context (at most 4096) */

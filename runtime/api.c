@@ -30,6 +30,7 @@
 #include "runtime/history.h"
 #include "draft/methods.h"
 #include "draft/recycle.h"
+#include "draft/sizing.h"
 #include "tokenizer/chat_template.h"
 #include "engine/forward.h"
 #include "modelfile/model.h"
@@ -129,6 +130,8 @@ struct sdnpu_context {
     sdn_vcurve curve; /* the verify cost curve by KV length (runtime/verify_cost.h) */
     sdn_draft_memo memo; /* what forced-text drafting learned on the earlier requests */
     int candidates_loaded; /* the history store's candidate table was offered to the model */
+    sdn_cost_fix cost_fix; /* the verify cost as this context's greedy steps measured it (draft/sizing.h) */
+    sdn_draft_calib calib; /* the drafter's scores as this context's greedy requests calibrated them */
     int busy;         /* a request is running (atomic): a second one is SDNPU_ESTATE */
 };
 
@@ -851,6 +854,8 @@ static int generate(sdnpu_context *c, const sdnpu_request *r, sdnpu_result *resu
     if ((rc = gen_params(c, r, &d, &gp, e))) goto done;
     gp.row_topk = gp.drafter ? row_topk : 0;
     gp.score_budget = gp.drafter ? evidence : 0;
+    gp.cost_fix = &c->cost_fix;
+    gp.calib = &c->calib;
     if (gram) {
         gp.grammar = gram;
         gp.gvocab = c->model->gvocab;

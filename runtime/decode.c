@@ -72,7 +72,9 @@ typedef struct decode {
     int32_t *cvocab; /* candidate vocabulary of the prefill predictions */
     double vms[SDN_INVARIANT_MAX_ROWS]; /* the verify cost curve at the current KV length */
     sdn_draft_calib dcal; /* score_budget: this request's calibration of the drafter's scores */
+    sdn_draft_calib *cal; /* the one used: p->calib (greedy) or dcal */
     const double *score_ms; /* score_budget: the step's cost curve (verify_ms or vms) */
+    double fixed_ms[SDN_INVARIANT_MAX_ROWS]; /* score_budget, greedy, cost_fix: that curve corrected */
     int n_cvocab;
     /* constraint (p->grammar): the committed answer's state, and per batch row the state the
      * row's prediction is constrained by (row 0: gs; row i + 1: gs + the path to node i) */
@@ -135,6 +137,7 @@ static int setup(decode *d, sdn_err *err) {
     if (caps->max_depth <= 0) caps->max_depth = caps->max_nodes;
     if (caps->max_branch <= 0) caps->max_branch = SDN_DEFAULT_BRANCH;
     d->greedy = !(p->sampling.temp > 0);
+    d->cal = d->greedy && p->calib ? p->calib : &d->dcal;
     sdn_rng_seed(&d->rng, p->sampling.seed);
     d->gen = malloc(((size_t)d->max_new + SDN_INVARIANT_MAX_ROWS + 1) * sizeof(int32_t));
     d->logits = malloc((size_t)SDN_INVARIANT_MAX_ROWS * d->vocab * sizeof(float));
@@ -520,6 +523,10 @@ static int step_draft_tree(decode *d, sdn_err *err) {
         }
         if (d->p->score_budget) { /* the drafter's best 32 at most, cut after it proposed (draft/sizing.h) */
             d->score_ms = ms;
+            if (d->greedy && d->p->cost_fix) {
+                sdn_cost_fix_apply(d->p->cost_fix, ms, SDN_INVARIANT_MAX_ROWS, d->fixed_ms);
+                d->score_ms = d->fixed_ms;
+            }
             if (sc.max_nodes > SCORE_PROPOSE) sc.max_nodes = SCORE_PROPOSE;
         } else {
             int n = sdn_draft_budget(ms, sc.max_nodes, sdn_accept_estimate(d->s.accepted, d->budget_miss));
@@ -549,7 +556,7 @@ static int step_draft_tree(decode *d, sdn_err *err) {
     }
     if (d->p->drafter && sc.max_nodes > 0 && (rc = sdn_drafter_propose(d->p->drafter, &d->tree, &sc, err))) return rc;
     if (d->p->drafter && d->adaptive && d->p->score_budget) { /* the size the evidence chooses */
-        int n = sdn_draft_select(&d->dcal, &d->tree, d->score_ms, sc.max_nodes, d->s.steps % 8 == 7);
+        int n = sdn_draft_select(d->cal, &d->tree, d->score_ms, sc.max_nodes, d->s.steps % 8 == 7);
         d->s.budget_hist[n < SDN_ACCEPT_HIST ? n : SDN_ACCEPT_HIST - 1]++;
     }
     for (int i = 0; i < d->tree.n; i++) d->drafted[i] = 1;
@@ -657,7 +664,7 @@ static int step_verify(decode *d, sdn_err *err) {
     d->s.drafted += d->tree.n;
     d->s.accepted += d->acc.n_acc;
     if (d->acc.n_acc < d->tree.n) d->budget_miss++;
-    if (d->adaptive && d->p->score_budget) sdn_draft_calib_observe(&d->dcal, &d->tree, d->acc.nodes, d->acc.n_acc, d->drafted);
+    if (d->adaptive && d->p->score_budget) sdn_draft_calib_observe(d->cal, &d->tree, d->acc.nodes, d->acc.n_acc, d->drafted);
     d->s.accept_hist[d->acc.n_acc < SDN_ACCEPT_HIST ? d->acc.n_acc : SDN_ACCEPT_HIST - 1]++;
     d->s.draft_hist[d->tree.n < SDN_ACCEPT_HIST ? d->tree.n : SDN_ACCEPT_HIST - 1]++;
     return SDN_OK;
@@ -748,6 +755,10 @@ int sdn_generate(sdn_ctx *c, const int32_t *prompt, int n_prompt, const sdn_gen_
         if ((rc = step_verify(&d, err)) || (rc = step_compact(&d, n_past, err))) break;
         double tc = sdn_now();
         d.s.t_verify += tc - tb;
+        if (d.adaptive && p->score_budget && d.greedy && p->cost_fix && d.score_ms) { /* against the uncorrected curve */
+            const double *ms = p->vcurve ? d.vms : p->verify_ms;
+            sdn_cost_fix_observe(p->cost_fix, ms, d.tree.n, (tc - tb) * 1000.0);
+        }
         if (d.s.steps == 1) d.s.t_first_token = tc - t0;
         double tcm = sdn_now();
         if ((rc = step_commit(&d, err))) break;

@@ -118,6 +118,14 @@ typedef struct sdn_gen_params {
      * source and depth, and the tree is cut to the size the expected tokens per millisecond
      * choose (draft/sizing.h) instead of sdn_draft_budget's chain rule. */
     int score_budget;
+    /* Greedy with score_budget: the verify cost as this context measured it live (draft/sizing.h,
+     * sdn_cost_fix), updated every step, kept by the caller across requests (NULL: the curve
+     * as it is). */
+    struct sdn_cost_fix *cost_fix;
+    /* Greedy with score_budget: the calibration of the drafter's scores kept by the caller
+     * across requests (draft/sizing.h; NULL, or a sampled request: this request's own, from
+     * nothing). Drafting only: a greedy answer never depends on it. */
+    struct sdn_draft_calib *calib;
 } sdn_gen_params;
 
 /* Forced-text drafting's memory across the requests of one context (owned by the caller, used

@@ -180,6 +180,22 @@ done:
     return rc;
 }
 
+/* The build's kind, part of a cached curve's name and key: a sanitizer or unoptimized build
+ * runs several times slower, and its curve must never size a release build's drafts (one
+ * cache directory serves every build of a checkout). */
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || __has_feature(memory_sanitizer)
+#define SDN_SANITIZED 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__) || defined(SDN_SANITIZED)
+#define BUILD_KIND "sanitized"
+#elif !defined(__OPTIMIZE__)
+#define BUILD_KIND "unoptimized"
+#else
+#define BUILD_KIND "optimized"
+#endif
+
 /* One curve after n_past positions, cached (sdn_verify_curve). */
 static int curve_at(sdn_model *m, int threads, int n_past, double *ms, FILE *log, sdn_err *err) {
     /* the near curve in detail; the far one, which only tilts it, at 7 sizes and 3 rounds
@@ -195,10 +211,11 @@ static int curve_at(sdn_model *m, int threads, int n_past, double *ms, FILE *log
     sdn_machine_id(machine, sizeof machine);
     const char *cache = sdn_cache_dir(); /* none set: measured, not kept */
     if (cache)
-        snprintf(path, sizeof path, "%s/verify-cost-%016llx-%s-t%d-r%d-k%s-v%s-L%d.json", cache, (unsigned long long)sdn_model_fingerprint(m), kp,
-                 threads, SDN_KERNEL_REV, tk, tv, n_past);
+        snprintf(path, sizeof path, "%s/verify-cost-%016llx-%s-t%d-r%d-k%s-v%s-L%d-%s.json", cache, (unsigned long long)sdn_model_fingerprint(m),
+                 kp, threads, SDN_KERNEL_REV, tk, tv, n_past, BUILD_KIND);
     else path[0] = 0;
-    snprintf(key, sizeof key, "%s, kernel path %s, kernels r%d, cache %s/%s, after %d", machine, kp, SDN_KERNEL_REV, tk, tv, n_past);
+    snprintf(key, sizeof key, "%s, kernel path %s, kernels r%d, cache %s/%s, after %d, %s build", machine, kp, SDN_KERNEL_REV, tk, tv, n_past,
+             BUILD_KIND);
     sdn_cost_profile prof;
     sdn_err e2 = {0};
     int cached = path[0] && access(path, R_OK) == 0 && sdn_cost_load(path, &prof, &e2) == SDN_OK && !strcmp(prof.shape, key) &&

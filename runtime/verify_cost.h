@@ -36,7 +36,7 @@
 #define SDN_COST_MAX_SIZES 64
 
 typedef struct sdn_cost_profile {
-    char model[256], shape[128];
+    char model[256], shape[192];
     int threads;
     int n;                              /* listed sizes */
     int tree_sizes[SDN_COST_MAX_SIZES];

@@ -36,7 +36,9 @@ static void ref_paths(const sdn_draft_calib *c, const sdn_tree *t, double *path)
         double ps = t->parent[i] < 0 ? 1.0 : t->score[t->parent[i]];
         double q = t->score[i] / ps;
         if (q > 1) q = 1;
-        q *= sdn_draft_calib_factor(c, t->source[i], t->depth[i]);
+        int b = (int)(q * 5);
+        q *= (c->hits[t->source[i]][t->depth[i] <= 1 ? 0 : t->depth[i] == 2 ? 1 : 2][b > 4 ? 4 : b] + 1.0) /
+             (c->expect[t->source[i]][t->depth[i] <= 1 ? 0 : t->depth[i] == 2 ? 1 : 2][b > 4 ? 4 : b] + 1.0);
         if (q > 0.95) q = 0.95f;
         path[i] = (t->parent[i] < 0 ? 1.0 : path[t->parent[i]]) * q;
     }
@@ -57,10 +59,11 @@ static void test_select_brute_force(void **state) {
         sdn_draft_calib c;
         sdn_draft_calib_init(&c);
         for (int s = 0; s < SDN_CALIB_SOURCES; s++) /* random evidence */
-            for (int d = 0; d < SDN_CALIB_DEPTHS; d++) {
-                c.expect[s][d] = (double)sdn_rng_below(&g, 20);
-                c.hits[s][d] = (double)sdn_rng_below(&g, 20);
-            }
+            for (int d = 0; d < SDN_CALIB_DEPTHS; d++)
+                for (int b = 0; b < SDN_CALIB_BINS; b++) {
+                    c.expect[s][d][b] = (double)sdn_rng_below(&g, 20);
+                    c.hits[s][d][b] = (double)sdn_rng_below(&g, 20);
+                }
         double ms[64];
         ms[0] = 5.0;
         for (int k = 1; k < 64; k++) ms[k] = ms[k - 1] + 0.2 + 0.1 * (double)sdn_rng_below(&g, 20); /* increasing */
@@ -131,18 +134,24 @@ static void test_observe(void **state) {
     sdn_draft_calib_init(&cal);
     int32_t acc[1] = {a}; /* a accepted, b rejected: judged a, b (child of accepted a), d; not c, e */
     sdn_draft_calib_observe(&cal, &t, acc, 1, NULL);
-    assert_true(fabs(cal.expect[1][0] - 0.8) < 1e-6 && cal.hits[1][0] == 1);
-    assert_true(fabs(cal.expect[1][1] - 0.5) < 1e-6 && cal.hits[1][1] == 0);
-    assert_true(fabs(cal.expect[7][0] - 0.5) < 1e-6 && cal.hits[7][0] == 0);
-    assert_true(cal.expect[7][1] == 0 && cal.expect[7][2] == 0);
-    assert_true(fabs(sdn_draft_calib_factor(&cal, 1, 1) - 2.0 / 1.8) < 1e-6);
-    assert_true(fabs(sdn_draft_calib_factor(&cal, 7, 1) - 1.0 / 1.5) < 1e-6);
-    assert_true(sdn_draft_calib_factor(&cal, 3, 5) == 1.0);
+    /* cells: (source, depth bucket, conditional in fifths): a 0.8 at depth 1, b 0.5 at depth 2, d 0.5 at depth 1 */
+    assert_true(fabs(cal.expect[1][0][4] - 0.8) < 1e-6 && cal.hits[1][0][4] == 1);
+    assert_true(fabs(cal.expect[1][1][2] - 0.5) < 1e-6 && cal.hits[1][1][2] == 0);
+    assert_true(fabs(cal.expect[7][0][2] - 0.5) < 1e-6 && cal.hits[7][0][2] == 0);
+    double total = 0;
+    for (int s = 0; s < SDN_CALIB_SOURCES; s++)
+        for (int d = 0; d < SDN_CALIB_DEPTHS; d++)
+            for (int b = 0; b < SDN_CALIB_BINS; b++) total += cal.expect[s][d][b];
+    assert_true(fabs(total - 1.8) < 1e-6); /* nothing else counted (c, e: below a rejected node) */
+    assert_true(fabs(sdn_draft_calib_factor(&cal, 1, 1, 0.85) - 2.0 / 1.8) < 1e-6);
+    assert_true(fabs(sdn_draft_calib_factor(&cal, 7, 1, 0.5) - 1.0 / 1.5) < 1e-6);
+    assert_true(sdn_draft_calib_factor(&cal, 7, 1, 0.9) == 1.0);
+    assert_true(sdn_draft_calib_factor(&cal, 3, 5, 0.5) == 1.0);
     /* judge: node d not counted */
     uint8_t judge[5] = {1, 1, 1, 0, 1};
     sdn_draft_calib_init(&cal);
     sdn_draft_calib_observe(&cal, &t, acc, 1, judge);
-    assert_true(cal.expect[7][0] == 0);
+    assert_true(cal.expect[7][0][2] == 0);
     sdn_tree_free(&t);
 }
 
