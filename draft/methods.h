@@ -34,7 +34,7 @@ typedef struct sdn_method_config {
     size_t hist_bytes_len;
     int forced; /* grammar.forced: with a constrained request, draft the text the grammar forces and go on past it (1) */
     int exits;  /* grammar.exits: at a branch point, also draft the way out of the element and its forced text (1) */
-    int evidence; /* draft.evidence: the sdnpu family's draft size from calibrated scores (sizing.h; 1) */
+    int evidence; /* draft.evidence: the sdnpu family's draft size from calibrated scores (sizing.h; 0) */
     struct sdn_recycle *recycle; /* the model's candidate table (recycle.h; not owned): what sam+model
                                     and sdnpu read and update; NULL: that source is off */
 } sdn_method_config;
@@ -73,9 +73,9 @@ int sdn_method_scores_paths(const char *method, const sdn_method_config *cfg);
  * value starts (methods that offer continue_after), 0 = not; sdnpu.model: 1 (default) = sam+model and
  * sdnpu draft the model-derived candidates, 0 = not; model.nodes / model.min / model.prior: that
  * source's candidates per step, lowest path estimate and prior weight (sdnpu_drafter.h);
- * draft.evidence: 1 (default) = with the engine's budget (a cost curve), the sdnpu family sizes
- * each step's draft from its calibrated node scores (sizing.h), 0 = from the chain rule
- * (sdn_draft_budget); grammar.exits: 1 (default) = where the grammar
+ * draft.evidence: 1 = with the engine's budget (a cost curve), the sdnpu family sizes each
+ * step's draft from its calibrated node scores (sizing.h), 0 (default, measured no worse) =
+ * from the chain rule (sdn_draft_budget); grammar.exits: 1 (default) = where the grammar
  * branches (no forced text), also the byte that leaves the current element with the longest
  * forced text after it, such as the `,` after a number and the next key, 0 = not).
  * Unknown keys and out-of-range values fail with SDN_EINVAL naming them. */

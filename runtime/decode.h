@@ -112,7 +112,7 @@ typedef struct sdn_gen_params {
      * the drafter's feedback (sdn_draft_feedback.row_topk; the model-derived candidates,
      * draft/recycle.h); counted as drafting time. At most SDN_RECYCLE_MAX_K. */
     int row_topk;
-    /* 1 (with a drafter whose node scores are path estimates, sdn_method_scores_paths, and a
+    /* 1 (with a drafter whose node scores are path estimates and draft.evidence=1, sdn_method_scores_paths, and a
      * cost curve, verify_ms / vcurve, and no fixed caps.max_nodes): each step the drafter
      * proposes up to 32 nodes, their scores are calibrated on this request's acceptances per
      * source and depth, and the tree is cut to the size the expected tokens per millisecond
