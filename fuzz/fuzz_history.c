@@ -1,7 +1,8 @@
 /* fuzz_history.c - libFuzzer target: the input is written to a temporary file that is
  * then opened as the history store (SQLite; WAL side files removed after each run), and
  * when accepted, read as a request would: recent answers within a budget, one answer by
- * id, counts, the history automaton (cache lookup or build), the integrity check.
+ * id, counts, the history automaton (cache lookup or build), the stored candidate table
+ * (loaded into a table of the shape it names, up to 65,535 tokens), the integrity check.
  *
  * Per input only what the store itself needs: the file (on tmpfs when there is one) is
  * rewritten in place with one open(O_TRUNC)/write/close, no stdio buffer, and only the WAL
@@ -13,6 +14,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "draft/recycle.h"
 #include "runtime/history.h"
 
 static char fz_path[256], fz_wal[272], fz_shm[272];
@@ -82,6 +84,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         int hit, na;
         long nt;
         if (sdn_history_automaton(h, "g", "A", 500, &b, &len, &hit, &na, &nt, NULL) == SDN_OK) free(b);
+        /* the stored candidate table of model "A", loaded as a model of the shape its header
+           names (bounded) would load it */
+        if (sdn_history_candidates_get(h, "A", &b, &len, NULL) == SDN_OK && b) {
+            uint32_t vocab = len >= 16 ? (uint32_t)b[8] | (uint32_t)b[9] << 8 : 0, k = len >= 16 ? b[12] : 0;
+            sdn_recycle *r = NULL;
+            if (vocab >= 1 && k >= 1 && k <= SDN_RECYCLE_MAX_K && sdn_recycle_new((int)vocab, (int)k, &r, NULL) == SDN_OK) {
+                sdn_err le = {0};
+                if (sdn_recycle_load(r, b, len, "stored table", &le) != SDN_OK && !le.msg[0]) abort(); /* a refusal says why */
+                int32_t out[SDN_RECYCLE_MAX_K];
+                (void)sdn_recycle_get(r, 0, out);
+                sdn_recycle_free(r);
+            }
+            free(b);
+        }
         (void)sdn_history_check(h, NULL);
         sdn_history_close(h);
     } else if (!err.msg[0]) {

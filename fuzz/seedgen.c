@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "draft/recycle.h"
 #include "runtime/history.h"
 #include "datasets/trace.h"
 #include "modelfile/gguf.h"
@@ -147,6 +148,15 @@ static void history_seed(int k) {
     uint8_t *b;
     size_t n;
     if (k) sdn_history_automaton(h, "g", "A", 500, &b, &n, NULL, NULL, NULL, NULL), free(b);
+    /* a candidate table of model "A" (50 tokens, 4 candidates each) */
+    sdn_recycle *r = NULL;
+    if (sdn_recycle_new(50, 4, &r, &e)) { fprintf(stderr, "seedgen: %s\n", e.msg); exit(1); }
+    for (int32_t t = 0; t < 50; t += 3) {
+        int32_t c[4] = {(t + 1) % 50, (t + 7) % 50, (t * 3) % 50, 49 - t};
+        sdn_recycle_update(r, &t, c, 4, 4 - t % 3, 1);
+    }
+    if (!sdn_recycle_serialize(r, &b, &n, &e)) sdn_history_candidates_put(h, "A", 50, 4, b, n, &e), free(b);
+    sdn_recycle_free(r);
     sdn_history_close(h);
     char name[32];
     snprintf(name, sizeof name, "store-%d.db", k);
