@@ -510,7 +510,7 @@ static void test_page_and_pieces(void **state) {
     for (int round = 0; round < 2; round++) {
         memset(&r, 0, sizeof r);
         assert_int_equal(http(&g, "POST", "/v1/chat/completions", body, strlen(body), KEY, &r, 0), 200);
-        int by[7] = {0}, steps = 0, tokens = 0, final_steps = -1, completion = -1;
+        int by[8] = {0}, steps = 0, tokens = 0, final_steps = -1, completion = -1;
         for (char *line = strtok(r.body, "\n"); line; line = strtok(NULL, "\n")) {
             if (!strcmp(line + 6, "[DONE]")) continue;
             cJSON *c = cJSON_Parse(line + 6);
