@@ -39,7 +39,7 @@ int sdn_method_uses_model_table(const char *method, const sdn_method_config *cfg
     return f >= 0 && family[f].model && (!cfg || cfg->sdnpu.use_model);
 }
 
-int sdn_method_scores_paths(const char *method, const sdn_method_config *cfg) { return fam(method) >= 0 && (!cfg || cfg->evidence); }
+int sdn_method_scores_paths(const char *method, const sdn_method_config *cfg) { return fam(method) >= 0 && cfg->evidence; }
 
 const char *sdn_method_list(void) { return "none, pld, sam, sam+tree, sam+cal, sam+reuse, sam+model, sdnpu"; }
 

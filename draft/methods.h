@@ -54,8 +54,8 @@ int sdn_method_uses_prefill_preds(const char *method);
  * (sdn_gen_params.row_topk) and cfg->recycle should be set. */
 int sdn_method_uses_model_table(const char *method, const sdn_method_config *cfg);
 /* 1 when the method's node scores are path estimates (the sdnpu family's tree builder) and
- * draft.evidence is on (cfg NULL: the default): the decode loop may then size each step's
- * draft from them (sdn_gen_params.score_budget, draft/sizing.h). */
+ * cfg's draft.evidence is on: the decode loop may then size each step's draft from them
+ * (sdn_gen_params.score_budget, draft/sizing.h). */
 int sdn_method_scores_paths(const char *method, const sdn_method_config *cfg);
 /* Set one parameter from "KEY=VALUE" (the --param option). Keys:
  *   pld.max_ngram pld.min_ngram pld.num_pred

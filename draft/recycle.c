@@ -43,9 +43,9 @@ void sdn_recycle_free(sdn_recycle *r) {
 
 int sdn_recycle_vocab(const sdn_recycle *r) { return r->vocab; }
 int sdn_recycle_k(const sdn_recycle *r) { return r->k; }
-size_t sdn_recycle_bytes(const sdn_recycle *r) { return (size_t)r->vocab * (size_t)r->k * sizeof(int32_t) + sizeof *r; }
 
-void sdn_recycle_update(sdn_recycle *r, const int32_t *t, const int32_t *cand, int stride, int n, int n_rows) {
+void sdn_recycle_update(sdn_recycle *r, const int32_t *t, const int32_t *cand, int stride, int n, int n_rows, uint64_t *hits,
+                        uint64_t *rows) {
     if (n > r->k) n = r->k;
     pthread_mutex_lock(&r->mu);
     for (int i = 0; i < n_rows; i++) {
@@ -54,8 +54,13 @@ void sdn_recycle_update(sdn_recycle *r, const int32_t *t, const int32_t *cand, i
         int32_t *row = r->cand + (size_t)t[i] * (size_t)r->k;
         if (row[0] >= 0) { /* a row seen before: where the model's next token stood in it */
             r->updates++;
+            if (rows) (*rows)++;
             for (int j = 0; j < r->k && row[j] >= 0; j++)
-                if (n > 0 && row[j] == c[0]) { r->hits[j]++; break; }
+                if (n > 0 && row[j] == c[0]) {
+                    r->hits[j]++;
+                    if (hits) hits[j]++;
+                    break;
+                }
         }
         int m = 0;
         for (int j = 0; j < n; j++)
@@ -66,39 +71,20 @@ void sdn_recycle_update(sdn_recycle *r, const int32_t *t, const int32_t *cand, i
     pthread_mutex_unlock(&r->mu);
 }
 
-static int get_row(const sdn_recycle *r, int32_t t, int32_t *out) {
+int sdn_recycle_get(sdn_recycle *r, int32_t t, int32_t *out) {
     if (t < 0 || t >= r->vocab) return 0;
     const int32_t *row = r->cand + (size_t)t * (size_t)r->k;
     int m = 0;
+    pthread_mutex_lock(&r->mu);
     while (m < r->k && row[m] >= 0) out[m] = row[m], m++;
-    return m;
-}
-
-int sdn_recycle_get(sdn_recycle *r, int32_t t, int32_t *out) {
-    pthread_mutex_lock(&r->mu);
-    int m = get_row(r, t, out);
     pthread_mutex_unlock(&r->mu);
     return m;
-}
-
-void sdn_recycle_get_many(sdn_recycle *r, const int32_t *t, int n, int32_t *out, int *cnt) {
-    pthread_mutex_lock(&r->mu);
-    for (int i = 0; i < n; i++) cnt[i] = get_row(r, t[i], out + (size_t)i * (size_t)r->k);
-    pthread_mutex_unlock(&r->mu);
 }
 
 void sdn_recycle_stats(sdn_recycle *r, uint64_t *hits, uint64_t *updates) {
     pthread_mutex_lock(&r->mu);
     if (hits) memcpy(hits, r->hits, (size_t)r->k * sizeof *hits);
     if (updates) *updates = r->updates;
-    pthread_mutex_unlock(&r->mu);
-}
-
-void sdn_recycle_clear(sdn_recycle *r) {
-    pthread_mutex_lock(&r->mu);
-    memset(r->cand, 0xff, (size_t)r->vocab * (size_t)r->k * sizeof(int32_t));
-    memset(r->hits, 0, sizeof r->hits);
-    r->updates = 0;
     pthread_mutex_unlock(&r->mu);
 }
 

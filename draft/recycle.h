@@ -39,27 +39,22 @@ int sdn_recycle_new(int vocab, int k, sdn_recycle **out, sdn_err *err);
 void sdn_recycle_free(sdn_recycle *r);
 int sdn_recycle_vocab(const sdn_recycle *r);
 int sdn_recycle_k(const sdn_recycle *r);
-/* Bytes the table holds (its candidates and counters). */
-size_t sdn_recycle_bytes(const sdn_recycle *r);
 
 /* One verified row: after token t the model ranked cand[0..n) highest, best first (n <= k;
  * ids outside the vocabulary are ignored). Counts where cand[0] stood in t's old row, then
- * replaces the row. n_rows rows at once (t[i], cand + i * stride, n) under one lock. */
-void sdn_recycle_update(sdn_recycle *r, const int32_t *t, const int32_t *cand, int stride, int n, int n_rows);
+ * replaces the row. n_rows rows at once (t[i], cand + i * stride, n) under one lock. The
+ * same counts of these rows alone are also added to hits[0..k) and *rows when not NULL (a
+ * caller's own tally: a request's, sdnpu_drafter.c). */
+void sdn_recycle_update(sdn_recycle *r, const int32_t *t, const int32_t *cand, int stride, int n, int n_rows, uint64_t *hits,
+                        uint64_t *rows);
 
 /* t's row into out[0..k) (best first); returns how many are set (0: t never seen or out of
  * range). */
 int sdn_recycle_get(sdn_recycle *r, int32_t t, int32_t *out);
 
-/* The rows of tokens t[0..n) at once (out + i * k, counts into cnt[i]), under one lock. */
-void sdn_recycle_get_many(sdn_recycle *r, const int32_t *t, int n, int32_t *out, int *cnt);
-
 /* Per rank, how often the replaced row's r-th candidate was the model's next token
  * (hits[0..k)), and how many rows were replaced (*updates). */
 void sdn_recycle_stats(sdn_recycle *r, uint64_t *hits, uint64_t *updates);
-
-/* Forget everything. */
-void sdn_recycle_clear(sdn_recycle *r);
 
 /* Serialize (*out malloc'd). */
 int sdn_recycle_serialize(sdn_recycle *r, uint8_t **out, size_t *len, sdn_err *err);

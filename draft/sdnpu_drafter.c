@@ -24,8 +24,8 @@ typedef struct sd {
     sdn_tb *tb;
     sdn_sdnpu_info info;
     /* this request's rank counts of the model-derived candidates (rows checked, hits per rank) */
-    long m_rows;
-    long m_hits[SDN_RECYCLE_MAX_K];
+    uint64_t m_rows;
+    uint64_t m_hits[SDN_RECYCLE_MAX_K];
 } sd;
 
 void sdn_sdnpu_defaults(sdn_sdnpu_config *cfg) {
@@ -250,26 +250,15 @@ static int sd_continue_after(sdn_drafter *dr, const int32_t *path, int n_path, i
 }
 
 /* The verified rows into the model's table: row 0 after the root (the newest committed token),
- * row i + 1 after node i; first this request's rank counts, from where each row's best token
- * stood in the table's old row. */
+ * row i + 1 after node i; the update also tallies this request's rank counts (where each row's
+ * best token stood in the table's old row). */
 static void model_feedback(sd *d, const sdn_draft_feedback *fb) {
-    sdn_recycle *rt = d->cfg.recycle;
-    const int k = sdn_recycle_k(rt), n = 1 + (fb->tree ? fb->tree->n : 0);
+    const int n = 1 + (fb->tree ? fb->tree->n : 0);
     if (n > 64 || !d->have_last) return;
-    int32_t tok[64], old[64 * SDN_RECYCLE_MAX_K];
-    int cnt[64];
+    int32_t tok[64];
     tok[0] = d->last;
     for (int i = 1; i < n; i++) tok[i] = fb->tree->token[i - 1];
-    sdn_recycle_get_many(rt, tok, n, old, cnt);
-    for (int i = 0; i < n; i++) {
-        if (cnt[i] == 0) continue;
-        const int32_t next = fb->row_topk[(size_t)i * fb->topk];
-        d->m_rows++;
-        d->info.rows_seen++;
-        for (int j = 0; j < cnt[i]; j++)
-            if (old[i * k + j] == next) { d->m_hits[j]++; d->info.rows_hit++; break; }
-    }
-    sdn_recycle_update(rt, tok, fb->row_topk, fb->topk, fb->topk, n);
+    sdn_recycle_update(d->cfg.recycle, tok, fb->row_topk, fb->topk, fb->topk, n, d->m_hits, &d->m_rows);
 }
 
 static int sd_feedback(sdn_drafter *dr, const sdn_draft_feedback *fb, sdn_err *err) {

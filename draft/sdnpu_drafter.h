@@ -67,8 +67,6 @@ typedef struct sdn_sdnpu_info {
     double propose_s;     /* total time in propose() */
     long reuse_chains;    /* reuse chains offered */
     long model_nodes;     /* model-derived candidates offered to the tree builder */
-    long rows_seen, rows_hit; /* verified rows checked against the table, and those whose next
-                                 token was among the table's candidates for their token */
 } sdn_sdnpu_info;
 int sdn_sdnpu_info_get(const sdn_drafter *d, sdn_sdnpu_info *out);
 

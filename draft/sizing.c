@@ -67,8 +67,8 @@ int sdn_draft_select(const sdn_draft_calib *c, sdn_tree *t, const double *ms, in
         if (rate > best_rate) best_rate = rate, best = k;
     }
     if (best < min_n && n > 0 && max_n > 0) best = min_n < n ? min_n : n;
-    /* rewrite the tree: the kept nodes in that order, parents re-indexed */
-    sdn_tree old = *t;
+    /* rewrite the tree: the kept nodes in that order, parents re-indexed (all read before any
+       is written) */
     int32_t tok[64], par[64], dep[64], map[64];
     float sc[64];
     uint8_t src[64];
@@ -76,11 +76,11 @@ int sdn_draft_select(const sdn_draft_calib *c, sdn_tree *t, const double *ms, in
     for (int k = 0; k < best; k++) {
         const int v = order[k];
         map[v] = k;
-        tok[k] = old.token[v];
-        par[k] = old.parent[v] < 0 ? -1 : map[old.parent[v]];
-        dep[k] = old.depth[v];
+        tok[k] = t->token[v];
+        par[k] = t->parent[v] < 0 ? -1 : map[t->parent[v]];
+        dep[k] = t->depth[v];
         sc[k] = (float)path[v];
-        src[k] = old.source[v];
+        src[k] = t->source[v];
     }
     for (int k = 0; k < best; k++) {
         t->token[k] = tok[k], t->parent[k] = par[k], t->depth[k] = dep[k], t->score[k] = sc[k], t->source[k] = src[k];

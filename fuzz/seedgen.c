@@ -153,7 +153,7 @@ static void history_seed(int k) {
     if (sdn_recycle_new(50, 4, &r, &e)) { fprintf(stderr, "seedgen: %s\n", e.msg); exit(1); }
     for (int32_t t = 0; t < 50; t += 3) {
         int32_t c[4] = {(t + 1) % 50, (t + 7) % 50, (t * 3) % 50, 49 - t};
-        sdn_recycle_update(r, &t, c, 4, 4 - t % 3, 1);
+        sdn_recycle_update(r, &t, c, 4, 4 - t % 3, 1, NULL, NULL);
     }
     if (!sdn_recycle_serialize(r, &b, &n, &e)) sdn_history_candidates_put(h, "A", 50, 4, b, n, &e), free(b);
     sdn_recycle_free(r);

@@ -60,7 +60,6 @@ typedef struct decode {
     float *logits;
     int32_t *argmax;
     int32_t *rtopk;  /* [SDN_INVARIANT_MAX_ROWS * row_topk] every verified row's top-k (row_topk) */
-    int n_rtopk;     /* rows of rtopk filled this step (0: none) */
     sdn_tree tree;
     sdn_vbatch vb;
     sdn_accept acc;
@@ -73,7 +72,8 @@ typedef struct decode {
     double vms[SDN_INVARIANT_MAX_ROWS]; /* the verify cost curve at the current KV length */
     sdn_draft_calib dcal; /* score_budget: this request's calibration of the drafter's scores */
     sdn_draft_calib *cal; /* the one used: p->calib (greedy) or dcal */
-    const double *score_ms; /* score_budget: the step's cost curve (verify_ms or vms) */
+    const double *curve_ms; /* adaptive: the step's cost curve (verify_ms, or vms at its KV length) */
+    const double *score_ms; /* score_budget: that curve, corrected by cost_fix for greedy requests */
     double fixed_ms[SDN_INVARIANT_MAX_ROWS]; /* score_budget, greedy, cost_fix: that curve corrected */
     int n_cvocab;
     /* constraint (p->grammar): the committed answer's state, and per batch row the state the
@@ -522,7 +522,7 @@ static int step_draft_tree(decode *d, sdn_err *err) {
             ms = d->vms;
         }
         if (d->p->score_budget) { /* the drafter's best 32 at most, cut after it proposed (draft/sizing.h) */
-            d->score_ms = ms;
+            d->curve_ms = d->score_ms = ms;
             if (d->greedy && d->p->cost_fix) {
                 sdn_cost_fix_apply(d->p->cost_fix, ms, SDN_INVARIANT_MAX_ROWS, d->fixed_ms);
                 d->score_ms = d->fixed_ms;
@@ -683,7 +683,6 @@ static void row_topk(decode *d) {
         int m = 1 + (k > 1 ? sdn_topk_after(row, d->vocab, row[out[0]], out[0], k - 1, cv, out + 1) : 0);
         for (; m < k; m++) out[m] = -1;
     }
-    d->n_rtopk = n;
 }
 
 /* Compact: keep the KV entries of the root and the accepted path, drop the rest. */
@@ -755,10 +754,8 @@ int sdn_generate(sdn_ctx *c, const int32_t *prompt, int n_prompt, const sdn_gen_
         if ((rc = step_verify(&d, err)) || (rc = step_compact(&d, n_past, err))) break;
         double tc = sdn_now();
         d.s.t_verify += tc - tb;
-        if (d.adaptive && p->score_budget && d.greedy && p->cost_fix && d.score_ms) { /* against the uncorrected curve */
-            const double *ms = p->vcurve ? d.vms : p->verify_ms;
-            sdn_cost_fix_observe(p->cost_fix, ms, d.tree.n, (tc - tb) * 1000.0);
-        }
+        if (d.adaptive && p->score_budget && d.greedy && p->cost_fix && d.curve_ms) /* against the uncorrected curve */
+            sdn_cost_fix_observe(p->cost_fix, d.curve_ms, d.tree.n, (tc - tb) * 1000.0);
         if (d.s.steps == 1) d.s.t_first_token = tc - t0;
         double tcm = sdn_now();
         if ((rc = step_commit(&d, err))) break;
