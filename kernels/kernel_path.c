@@ -252,15 +252,15 @@ int sdn_kpath_avxvnni(void) { return caps()->avxvnni; }
 void sdn_amx_tile_config(uint8_t cfg[64], int m) {
     memset(cfg, 0, 64);
     cfg[0] = 1; /* palette 1; start_row 0 */
-    /* colsb[i] at 16 + 2i (little-endian uint16), rows[i] at 48 + i */
-    static const int colsb[3] = {64, 32, 64}, rows8 = 8;
-    for (int t = 0; t < 3; t++) {
+    /* colsb[i] at 16 + 2i (little-endian uint16), rows[i] at 48 + i; two sets (block parity) */
+    static const int colsb[6] = {64, 64, 32, 32, 64, 64};
+    for (int t = 0; t < 6; t++) {
         cfg[16 + 2 * t] = (uint8_t)colsb[t];
         cfg[17 + 2 * t] = 0;
+        /* tmm0/1: C, m rows of 16 int32; tmm2/3: A, m activation rows of 32 bytes (one
+         * block); tmm4/5: B, 8 rows of 16 columns x 4 bytes */
+        cfg[48 + t] = (uint8_t)(t < 4 ? m : 8);
     }
-    cfg[48 + 0] = (uint8_t)m; /* tmm0: C, m rows of 16 int32 */
-    cfg[48 + 1] = (uint8_t)m; /* tmm1: A, m activation rows of 32 bytes (one block) */
-    cfg[48 + 2] = rows8;      /* tmm2: B, 8 rows of 16 columns x 4 bytes */
 }
 
 /* ---- the prefill-matmul setting ---- */

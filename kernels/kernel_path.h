@@ -35,9 +35,10 @@ typedef enum sdn_kpath {
     SDN_KPATH_COUNT = 7
 } sdn_kpath;
 
-/* Batches of at least this many rows use AMX tiles on the amx path (a conservative choice:
- * AMX could not be measured where this was written; see docs/kernels.md). */
-#define SDN_AMX_MIN_ROWS 16
+/* Batches of at least this many rows use AMX tiles on the amx path: below it the avx512
+ * tiles are faster (an Intel Xeon with AMX, 1 thread, Q4_0 / Q5_0 at 16 rows 1.3x / 1.1x the
+ * AMX time, level at 32, AMX 1.2-1.5x faster from 48; docs/kernels.md, "AMX"). */
+#define SDN_AMX_MIN_ROWS 32
 
 /* Revision of the kernels' speed: part of the key of cached measurements (the verify-cost
  * curve of runtime/verify_cost.c), so a change that makes steps faster or slower is measured

@@ -288,71 +288,130 @@ COL_TILE_SET(q5_0, tile, build, wblk, SDN_TYPE_Q5_0)
 COL_TILE_SET(q5_1, tile, build, wblk, SDN_TYPE_Q5_1)
 
 #if CW == 16
-/* AMX-INT8 (tile registers + TMUL), used by the amx path for Q8_0/Q4_0/Q4_1 batches of
- * SDN_AMX_MIN_ROWS rows and more (not the 5-bit types: measured slower, see the dispatch):
- * per block, C = A x B with tdpbsud, A = up to 16 activation rows of 32 int8 (the
+/* AMX-INT8 (tile registers + TMUL), used by the amx path for batches of SDN_AMX_MIN_ROWS rows
+ * and more: per block, C = A x B with tdpbssd, A = up to 16 activation rows of 32 int8 (the
  * prepared rows read in place, stride = row stride), B = the block's 8 transposed weight
- * vectors from the scratch (unsigned levels, 64-byte rows), C = the exact int32 block sums of
- * 16 rows x 16 columns, the integers the vpdpbusd loop computes; the float work per row is the
- * same code as tile(), so the bits are the same. Every tile instruction is inline asm (no AMX
- * intrinsics): GCC 12's _tile_loadconfig can drop the stores that fill the configuration before
- * ldtilecfg (SIGILL at the first tile instruction), so the configuration is written by an
- * out-of-line function into memory the asm reads through a "memory" clobber. */
-static void amx_rows(uint32_t wtype, const wblk *wbs, int64_t nb, const char *act, size_t stride, int64_t in, int r,
-                     int m, float *out /* [16][CW] */) {
-    const int affine = IS_AFFINE(wtype);
+ * vectors from the scratch as signed levels (level - offset, amx_signed: 8 rows of 16 columns
+ * x 4 bytes), C = the exact int32 block sums of 16 rows x 16 columns, the integers the
+ * vpdpbusd loop computes (there with the offset term added); the float work per row is the
+ * same sequence as tile(), so the bits are the same.
+ *
+ * Two tile sets alternate by block parity (C in tmm0/tmm1, A in tmm2/tmm3, B in tmm4/tmm5;
+ * sdn_amx_tile_config), so block b's tile work depends on block b - 2's, not b - 1's: tile
+ * registers are not renamed, and with one set every block waited for the previous block's
+ * multiply and store (the loop was latency-bound and no faster than the vector tiles). The
+ * tile work of block b is issued before the float work of block b - 1, which reads the sums
+ * block b - 1 stored, so the two overlap. Every tile instruction is inline asm (no AMX
+ * intrinsics): GCC 12's _tile_loadconfig can drop the stores that fill the configuration
+ * before ldtilecfg (SIGILL at the first tile instruction), so the configuration is written by
+ * an out-of-line function into memory the asm reads through a "memory" clobber. */
+static void amx_signed(uint32_t wtype, wblk *wbs, int64_t nb) {
     const int off = level_off(wtype);
-    uint8_t cfg[64] __attribute__((aligned(64)));
-    int32_t C[2][16][CW] __attribute__((aligned(64))); /* block b's sums in C[b & 1] */
-    sdn_amx_tile_config(cfg, m);
-    __asm__ volatile("ldtilecfg %0" ::"m"(*(const uint8_t(*)[64])cfg) : "memory");
+    if (!off) return; /* the affine types' levels (0..31) are already valid signed bytes */
+    const __m512i o = _mm512_set1_epi8((char)off); /* Q8_0: v + 128 - 128 (mod 256) = w */
+    for (int64_t b = 0; b < nb; b++)
+        for (int t = 0; t < 8; t++) wbs[b].v[t] = _mm512_sub_epi8(wbs[b].v[t], o);
+}
+SDN_INLINE void amx_block(int par, const char *a, size_t stride, const void *bv, int32_t *c) {
+    if (par)
+        __asm__ volatile("tilezero %%tmm1\n\t"
+                         "tileloadd (%0,%1,1), %%tmm3\n\t"
+                         "tileloadd (%2,%3,1), %%tmm5\n\t"
+                         "tdpbssd %%tmm5, %%tmm3, %%tmm1\n\t"
+                         "tilestored %%tmm1, (%4,%3,1)"
+                         :
+                         : "r"(a), "r"((long)stride), "r"(bv), "r"((long)64), "r"(c)
+                         : "memory");
+    else
+        __asm__ volatile("tilezero %%tmm0\n\t"
+                         "tileloadd (%0,%1,1), %%tmm2\n\t"
+                         "tileloadd (%2,%3,1), %%tmm4\n\t"
+                         "tdpbssd %%tmm4, %%tmm2, %%tmm0\n\t"
+                         "tilestored %%tmm0, (%4,%3,1)"
+                         :
+                         : "r"(a), "r"((long)stride), "r"(bv), "r"((long)64), "r"(c)
+                         : "memory");
+}
+#ifndef AMX_LAG
+#define AMX_LAG 3
+#endif
+/* Rows [r, r + M) (M <= 16) against all blocks, the tiles configured for M rows. Inlined with
+ * M = 16 for the full tiles, so the rows' loops unroll and the accumulators stay in
+ * registers (with a run-time count they lived on the stack: the float work, not the tiles,
+ * was the loop's cost). */
+SDN_INLINE void amx_rows_any(uint32_t wtype, const int M, const wblk *wbs, int64_t nb, const char *act, size_t stride,
+                             int64_t in, int r, float *out /* [16][CW] */) {
+    const int affine = IS_AFFINE(wtype);
+    int32_t C[AMX_LAG + 1][16][CW] __attribute__((aligned(64))); /* block b's sums in C[b % (AMX_LAG + 1)] */
     vf acc[16], accm[16];
-    for (int j = 0; j < m; j++) acc[j] = accm[j] = VF_ZERO();
+    const float *xd[16] = {0}, *xs[16] = {0};
     const char *a0 = act + (size_t)r * stride;
-    /* software-pipelined: the tile instructions of block b are issued before the float work
-     * of block b - 1, so that work overlaps the tile unit's latency instead of waiting for
-     * it (the blocks' float updates still run in block order: the same bits) */
-    for (int64_t b = 0; b <= nb; b++) {
+    SDN_UNROLL
+    for (int j = 0; j < M; j++) {
+        acc[j] = accm[j] = VF_ZERO();
+        xd[j] = sdn_act_d(a0 + (size_t)j * stride, in);
+        xs[j] = sdn_act_s(a0 + (size_t)j * stride, in);
+    }
+    for (int64_t b = 0; b < nb + AMX_LAG; b++) {
         if (!(b & 1) && b + 2 < nb) /* the rows' next 64-byte line (blocks b + 2, b + 3) */
-            for (int j = 0; j < m; j++) _mm_prefetch(a0 + (size_t)j * stride + 32 * (b + 2), _MM_HINT_T0);
-        if (b < nb)
-            __asm__ volatile("tilezero %%tmm0\n\t"
-                             "tileloadd (%0,%1,1), %%tmm1\n\t"
-                             "tileloadd (%2,%3,1), %%tmm2\n\t"
-                             "tdpbsud %%tmm2, %%tmm1, %%tmm0\n\t"
-                             "tilestored %%tmm0, (%4,%3,1)"
-                             :
-                             : "r"(a0 + 32 * b), "r"((long)stride), "r"(wbs[b].v), "r"((long)64), "r"(C[b & 1])
-                             : "memory");
-        if (b == 0) continue;
-        const int64_t p = b - 1;
+            for (int j = 0; j < M; j++) _mm_prefetch(a0 + (size_t)j * stride + 32 * (b + 2), _MM_HINT_T0);
+        if (b < nb) amx_block((int)(b & 1), a0 + 32 * b, stride, wbs[b].v, &C[b % (AMX_LAG + 1)][0][0]);
+        if (b < AMX_LAG) continue;
+        const int64_t p = b - AMX_LAG;
+        const int32_t(*Cp)[CW] = C[p % (AMX_LAG + 1)];
         const wblk *wb = wbs + p;
         const vf dw = VF_LOAD(wb->d);
-        vf mw = VF_ZERO();
-        if (affine) mw = VF_LOAD(wb->m);
-        for (int j = 0; j < m; j++) {
-            const char *row = a0 + (size_t)j * stride;
-            vi isum = VI_LOAD(C[p & 1][j]);
-            if (off) isum = VI_ADD(isum, blk_isum0(off, sdn_act_qsum(row, in)[p])); /* wrapping: padding rows hold any bytes */
-            acc[j] = VF_ADD(acc[j], VF_MUL(VF_CVT(isum), VF_MUL(dw, VF_SET1(sdn_act_d(row, in)[p]))));
-            if (affine) accm[j] = VF_ADD(accm[j], VF_MUL(mw, VF_SET1(sdn_act_s(row, in)[p])));
+        SDN_UNROLL
+        for (int j = 0; j < M; j++) acc[j] = VF_ADD(acc[j], VF_MUL(VF_CVT(VI_LOAD(Cp[j])), VF_MUL(dw, VF_SET1(xd[j][p]))));
+        if (affine) {
+            const vf mw = VF_LOAD(wb->m);
+            SDN_UNROLL
+            for (int j = 0; j < M; j++) accm[j] = VF_ADD(accm[j], VF_MUL(mw, VF_SET1(xs[j][p])));
         }
     }
-    __asm__ volatile("tilerelease" ::: "memory");
-    for (int j = 0; j < m; j++) VF_STOREU(out + j * CW, affine ? VF_ADD(acc[j], accm[j]) : acc[j]);
+    SDN_UNROLL
+    for (int j = 0; j < M; j++) VF_STOREU(out + j * CW, affine ? VF_ADD(acc[j], accm[j]) : acc[j]);
+}
+static void amx_rows16(uint32_t wtype, const wblk *wbs, int64_t nb, const char *act, size_t stride, int64_t in, int r,
+                       float *out) {
+    if (IS_AFFINE(wtype)) amx_rows_any(SDN_TYPE_Q4_1, 16, wbs, nb, act, stride, in, r, out); /* Q4_1 = Q5_1 here */
+    else amx_rows_any(SDN_TYPE_Q4_0, 16, wbs, nb, act, stride, in, r, out);                  /* offsets are in B */
+}
+static void amx_rows(uint32_t wtype, const wblk *wbs, int64_t nb, const char *act, size_t stride, int64_t in, int r,
+                     int m, float *out) {
+    if (IS_AFFINE(wtype)) amx_rows_any(SDN_TYPE_Q4_1, m, wbs, nb, act, stride, in, r, out);
+    else amx_rows_any(SDN_TYPE_Q4_0, m, wbs, nb, act, stride, in, r, out);
 }
 #endif
 
 #if CW == 16
-/* All n rows of one column group on AMX, 16 rows per tile. */
-static void amx_group(uint32_t wtype, const void *blks, int64_t nb, const char *act, size_t stride, int64_t in, int n,
-                      float *Y, int64_t ldy, int64_t o, int nc) {
+/* All n rows of one column group on AMX, 16 rows per tile: the unpacked blocks (this thread's
+ * scratch, built for this group) turned into signed levels, then the tiles configured once
+ * for the full 16-row tiles and once more for a shorter last one. */
+/* Rows [r0, r1) of one column group (blocks already signed, amx_signed) into Y columns
+ * [o, o + nc); *cm = the row count the tiles are configured for (0: none yet). */
+static void amx_span(uint32_t wtype, const wblk *blks, int64_t nb, const char *act, size_t stride, int64_t in, int r0,
+                     int r1, float *Y, int64_t ldy, int64_t o, int nc, int *cm) {
     float out[16 * CW] __attribute__((aligned(64)));
-    for (int r = 0; r < n; r += 16) {
-        const int m = n - r < 16 ? n - r : 16;
-        amx_rows(wtype, blks, nb, act, stride, in, r, m, out);
+    uint8_t cfg[64] __attribute__((aligned(64)));
+    for (int r = r0; r < r1; r += 16) {
+        const int m = r1 - r < 16 ? r1 - r : 16;
+        if (m != *cm) {
+            sdn_amx_tile_config(cfg, m);
+            __asm__ volatile("ldtilecfg %0" ::"m"(*(const uint8_t(*)[64])cfg) : "memory");
+            *cm = m;
+        }
+        if (m == 16) amx_rows16(wtype, blks, nb, act, stride, in, r, out);
+        else amx_rows(wtype, blks, nb, act, stride, in, r, m, out);
         for (int j = 0; j < m; j++) memcpy(Y + (size_t)(r + j) * ldy + o, out + j * CW, sizeof(float) * (size_t)nc);
     }
+}
+static void amx_group(uint32_t wtype, const void *blks, int64_t nb, const char *act, size_t stride, int64_t in, int n,
+                      float *Y, int64_t ldy, int64_t o, int nc) {
+    int cm = 0;
+    amx_signed(wtype, (wblk *)(uintptr_t)blks, nb);
+    amx_span(wtype, blks, nb, act, stride, in, 0, n, Y, ldy, o, nc, &cm);
+    __asm__ volatile("tilerelease" ::: "memory");
 }
 #define AMX_GROUP(pfx, T)                                                                                             \
     static void pfx##_amx(const void *blks, int64_t nb, const char *act, size_t stride, int64_t in, int n, float *Y,   \
@@ -362,6 +421,8 @@ static void amx_group(uint32_t wtype, const void *blks, int64_t nb, const char *
 AMX_GROUP(q8_0, SDN_TYPE_Q8_0)
 AMX_GROUP(q4_0, SDN_TYPE_Q4_0)
 AMX_GROUP(q4_1, SDN_TYPE_Q4_1)
+AMX_GROUP(q5_0, SDN_TYPE_Q5_0)
+AMX_GROUP(q5_1, SDN_TYPE_Q5_1)
 #endif
 
 /* ---- packed weights (matmul_pack.c) ---- */
@@ -433,22 +494,45 @@ PK_SCR(pk_q5_0, q5_0, SDN_TYPE_Q5_0)
 PK_SCR(pk_q5_1, q5_1, SDN_TYPE_Q5_1)
 
 #if CW == 16
-/* The AMX path on packed weights: the group's blocks unpacked into scratch once, then
- * amx_group (out of memory: NULL scratch, so the vector tiles run instead). */
-#define PK_AMX(pfx, T)                                                                                                \
-    static void pfx##_amx(const uint8_t *G, int64_t nb, size_t gbytes, const char *act, size_t stride, int64_t in,    \
-                          int n, float *Y, int64_t ldy, int64_t o, int nc) {                                          \
-        wblk *blks = col_scratch((size_t)nb * sizeof(wblk));                                                          \
-        if (!blks) {                                                                                                  \
-            pk_drive(G, nb, gbytes, pfx##_tiles, NULL, NULL, act, stride, in, n, Y, ldy, o, o + nc);                       \
-            return;                                                                                                   \
-        }                                                                                                             \
-        for (int64_t b = 0; b < nb; b++) build_pk(T, G, nb, b, 0, gbytes, blks + b);                                 \
-        amx_group(T, blks, nb, act, stride, in, n, Y, ldy, o, nc);                                                    \
+/* The AMX path on packed weights, the whole column range at once: AMX_GROUPS column groups'
+ * blocks are unpacked into scratch (signed levels), then AMX_ROWS rows at a time run against
+ * each of those groups, so the rows' activations stay in L1 across the groups (one group at
+ * a time over a whole 256-row prefill batch read them from L2 for every group; the tiles
+ * load 16 rows' lines per block). Each row and column still gets the same block sequence
+ * (same bits). Out of memory: the vector tiles. */
+#ifndef AMX_GROUPS
+#define AMX_GROUPS 8
+#endif
+#ifndef AMX_ROWS
+#define AMX_ROWS 64
+#endif
+static void pk_amx_range(uint32_t wtype, const pk_tile_fn *tiles, const uint8_t *P, int64_t nb, size_t gbytes,
+                         const char *act, size_t stride, int64_t in, int n, float *Y, int64_t ldy, int64_t o0,
+                         int64_t o1) {
+    wblk *blks = col_scratch((size_t)nb * sizeof(wblk) * AMX_GROUPS);
+    if (!blks) {
+        pk_drive(P, nb, gbytes, tiles, NULL, NULL, act, stride, in, n, Y, ldy, o0, o1);
+        return;
     }
-PK_AMX(pk_q8_0, SDN_TYPE_Q8_0)
-PK_AMX(pk_q4_0, SDN_TYPE_Q4_0)
-PK_AMX(pk_q4_1, SDN_TYPE_Q4_1)
+    int cm = 0;
+    for (int64_t o = o0; o < o1; o += 16 * AMX_GROUPS) {
+        const int ng = (int)((o1 - o + 15) / 16 < AMX_GROUPS ? (o1 - o + 15) / 16 : AMX_GROUPS);
+        for (int g = 0; g < ng; g++) {
+            const uint8_t *G = P + (size_t)((o / 16) + g) * gbytes;
+            for (int64_t b = 0; b < nb; b++) build_pk(wtype, G, nb, b, 0, 0, blks + (size_t)g * nb + b);
+            amx_signed(wtype, blks + (size_t)g * nb, nb);
+        }
+        for (int r = 0; r < n; r += AMX_ROWS) {
+            const int r1 = n - r < AMX_ROWS ? n : r + AMX_ROWS;
+            for (int g = 0; g < ng; g++) {
+                const int64_t oc = o + 16 * g;
+                const int nc = o1 - oc < 16 ? (int)(o1 - oc) : 16;
+                amx_span(wtype, blks + (size_t)g * nb, nb, act, stride, in, r, r1, Y, ldy, oc, nc, &cm);
+            }
+        }
+    }
+    if (cm) __asm__ volatile("tilerelease" ::: "memory");
+}
 #endif
 
 /* sdn_matmul_rows_packed for o0 a multiple of SDN_PACK_COLS: per column group, row tiles
@@ -468,21 +552,17 @@ int SDN_KFN(sdn_matmul_cols_packed)(uint32_t wtype, const void *P, int64_t in, c
     case SDN_TYPE_Q5_1: tiles = pk_q5_1_tiles; pair = NULL; group = n >= PK_SCR_ROWS ? pk_q5_1_scr : NULL; break;
     default: return 0;
     }
+    const int64_t nb = in / 32;
 #if CW == 16
-    /* AMX for Q8_0 and the 4-bit types (the amx path's behaviour before issue 38); the 5-bit
-     * types keep the vector tiles there: the AMX loop measured slower for them at 16-256 rows
-     * (docs/kernels.md, "The 5-bit types on the column kernels") */
-    if (amx)
-        switch (wtype) {
-        case SDN_TYPE_Q8_0: group = pk_q8_0_amx; break;
-        case SDN_TYPE_Q4_0: group = pk_q4_0_amx; break;
-        case SDN_TYPE_Q4_1: group = pk_q4_1_amx; break;
-        default: break;
-        }
+    /* AMX for every column type (the AMX loop, amx_rows_any) */
+    if (amx) {
+        pk_amx_range(wtype, tiles, (const uint8_t *)P, nb, (size_t)nb * 16 * blk_bytes(wtype), (const char *)act,
+                     sdn_act_row_stride(wtype, in), in, n, Y, ldy, o0, o1);
+        return 1;
+    }
 #else
     (void)amx;
 #endif
-    const int64_t nb = in / 32;
     pk_drive(P, nb, (size_t)nb * 16 * blk_bytes(wtype), tiles, group, pair, (const char *)act, sdn_act_row_stride(wtype, in),
              in, n, Y, ldy, o0, o1);
     return 1;
@@ -504,12 +584,13 @@ int SDN_KFN(sdn_matmul_cols)(uint32_t wtype, const void *W, size_t row_bytes, in
     default: return 0;
     }
 #if CW == 16
-    if (amx) /* as in sdn_matmul_cols_packed: not for the 5-bit types */
+    if (amx)
         switch (wtype) {
         case SDN_TYPE_Q8_0: group = q8_0_amx; break;
         case SDN_TYPE_Q4_0: group = q4_0_amx; break;
         case SDN_TYPE_Q4_1: group = q4_1_amx; break;
-        default: break;
+        case SDN_TYPE_Q5_0: group = q5_0_amx; break;
+        default: group = q5_1_amx; break;
         }
 #else
     (void)amx;

@@ -137,9 +137,10 @@ extern float sdn_f16_table[65536];
 /* One-time setup the SIMD kernels need (the table above); idempotent, thread-safe. */
 void sdn_kernels_setup(void);
 /* The 64-byte AMX tile configuration of the column kernels' AMX loop (kernel_path.c), for
- * m = 1..16 activation rows: palette 1; tmm0 = C (m rows x 64 bytes: 16 int32 columns),
- * tmm1 = A (m rows x 32 bytes: one 32-element block of int8 activations), tmm2 = B (8 rows x
- * 64 bytes: 16 columns x 4 weight bytes); everything else zero (Intel SDM, LDTILECFG). */
+ * m = 1..16 activation rows: palette 1; two tile sets, one per block parity: tmm0/tmm1 = C
+ * (m rows x 64 bytes: 16 int32 columns), tmm2/tmm3 = A (m rows x 32 bytes: one 32-element
+ * block of int8 activations), tmm4/tmm5 = B (8 rows x 64 bytes: 16 columns x 4 weight
+ * bytes); everything else zero (Intel SDM, LDTILECFG). */
 void sdn_amx_tile_config(uint8_t cfg[64], int m);
 /* 1 if the CPU has AVX-VNNI (kernel_path.c). */
 int sdn_kpath_avxvnni(void);

@@ -24,7 +24,7 @@
  *    bits against the portable path's for batches n = 1..64 (bit for bit for the types whose
  *    float work has one fixed order on every path, see cross_path_exact: every quantized type;
  *    to float rounding otherwise, and then bit for bit between the SIMD paths); on the amx path
- *    batches of 16 and more rows of Q8_0/Q4_0/Q4_1 run on AMX tiles, so [AMX] checks the tile configuration and
+ *    batches of 32 and more rows of the 32-element block types run on AMX tiles, so [AMX] checks the tile configuration and
  *    kernel where the CPU has AMX; the configuration bytes are checked everywhere;
  *  - packed weights (every quantized type; matmul.h): on every path, sdn_matmul_rows_packed gives
  *    the bits of sdn_matmul_rows on the file's layout for batches n = 1..64, whole and split
@@ -416,12 +416,15 @@ static void test_amx_tile_config(void **state) {
         sdn_amx_tile_config(cfg, m);
         uint8_t want[64] = {0};
         want[0] = 1;
-        want[16] = 64; /* tmm0 colsb 64 */
-        want[18] = 32; /* tmm1 colsb 32 */
-        want[20] = 64; /* tmm2 colsb 64 */
-        want[48] = (uint8_t)m;
-        want[49] = (uint8_t)m;
-        want[50] = 8;
+        /* two sets by block parity: C tmm0/tmm1 (m x 64 bytes), A tmm2/tmm3 (m x 32), B tmm4/tmm5 (8 x 64) */
+        want[16] = 64;
+        want[18] = 64;
+        want[20] = 32;
+        want[22] = 32;
+        want[24] = 64;
+        want[26] = 64;
+        want[48] = want[49] = want[50] = want[51] = (uint8_t)m;
+        want[52] = want[53] = 8;
         assert_memory_equal(cfg, want, 64);
     }
 }
@@ -504,51 +507,59 @@ static void test_packed(void **state) {
  * (5, 21, 37) as well as at one (16, 48). In = 512 (16 blocks of 32, 2 super-blocks of 256);
  * out = 53 (three whole groups of 16 and a partial one). Sized for the emulated AArch64 CI
  * (about 0.7 s of CPU natively for the four x86 paths). */
+static void prefill_rows_case(uint32_t type, int64_t out, const int *ns, size_t nns, const int64_t (*cuts)[4],
+                              size_t ncuts, uint64_t seed) {
+    const int N = 300;
+    const int64_t in = 512;
+    wmat m;
+    wmat_make(&m, type, out, in, seed + (uint64_t)in);
+    const int layouts = sdn_matmul_packable(type) ? 2 : 1; /* AArch64: the 5-bit types unpacked */
+    uint8_t *P = malloc(layouts == 2 ? sdn_matmul_packed_bytes(type, in, out) : 1);
+    if (layouts == 2) sdn_matmul_pack(type, m.W, m.rb, in, out, P);
+    float *X = make_x(N, in, seed + 100);
+    void *act = malloc(sdn_act_bytes(type, in, N));
+    float *Yr = malloc(sizeof(float) * (size_t)(N * out)), *Y = malloc(sizeof(float) * (size_t)(N * out));
+    for (size_t k = 0; k < nns; k++) {
+        const int n = ns[k];
+        sdn_act_prepare(type, X, in, n, in, act);
+        sdn_matmul_rows_portable(type, m.W, m.rb, in, act, n, Yr, out, 0, out);
+        for (int layout = 0; layout < layouts; layout++)
+            for (size_t c = 0; c < ncuts; c++) {
+                memset(Y, 0xFF, sizeof(float) * (size_t)(n * out));
+                for (int p = 0; p < 3; p++) {
+                    const int64_t o0 = cuts[c][p], o1 = cuts[c][p + 1];
+                    if (o1 <= o0) continue;
+                    if (layout) sdn_matmul_rows_packed(type, P, in, act, n, Y, out, o0, o1);
+                    else sdn_matmul_rows(type, m.W, m.rb, in, act, n, Y, out, o0, o1);
+                }
+                if (memcmp(Y, Yr, sizeof(float) * (size_t)(n * out))) {
+                    int shown = 0;
+                    for (int64_t i = 0; i < n * out && shown < 10; i++)
+                        if (memcmp(&Y[i], &Yr[i], sizeof(float)) && ++shown)
+                            print_error("%s in=%lld out=%lld n=%d %s cuts %zu row %lld col %lld: %.9g vs portable %.9g\n",
+                                        sdn_type_name(type), (long long)in, (long long)out, n, layout ? "packed" : "file",
+                                        c, (long long)(i / out), (long long)(i % out), Y[i], Yr[i]);
+                    fail();
+                }
+            }
+    }
+    free(X); free(act); free(Y); free(Yr); free(P);
+    wmat_free(&m);
+}
 static void test_prefill_rows(void **state) {
     kpath_use(state);
     static const uint32_t types[] = {SDN_TYPE_Q8_0, SDN_TYPE_Q4_0, SDN_TYPE_Q4_1, SDN_TYPE_Q5_0,
                                      SDN_TYPE_Q5_1, SDN_TYPE_Q4_K, SDN_TYPE_Q5_K, SDN_TYPE_Q6_K};
     static const int ns[] = {1, 3, 17, 65, 129, 300};
     static const int64_t cuts[][4] = {{0, 53, 53, 53}, {0, 5, 37, 53}, {0, 21, 53, 53}, {0, 16, 48, 53}};
-    const int N = 300;
-    const int64_t in = 512, out = 53;
-    for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
-        const uint32_t type = types[t];
-        wmat m;
-        wmat_make(&m, type, out, in, 9500 + 10 * t + (uint64_t)in);
-        const int layouts = sdn_matmul_packable(type) ? 2 : 1; /* AArch64: the 5-bit types unpacked */
-        uint8_t *P = malloc(layouts == 2 ? sdn_matmul_packed_bytes(type, in, out) : 1);
-        if (layouts == 2) sdn_matmul_pack(type, m.W, m.rb, in, out, P);
-        float *X = make_x(N, in, 9600 + t);
-        void *act = malloc(sdn_act_bytes(type, in, N));
-        float *Yr = malloc(sizeof(float) * (size_t)(N * out)), *Y = malloc(sizeof(float) * (size_t)(N * out));
-        for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++) {
-            const int n = ns[k];
-            sdn_act_prepare(type, X, in, n, in, act);
-            sdn_matmul_rows_portable(type, m.W, m.rb, in, act, n, Yr, out, 0, out);
-            for (int layout = 0; layout < layouts; layout++)
-                for (size_t c = 0; c < sizeof cuts / sizeof cuts[0]; c++) {
-                    memset(Y, 0xFF, sizeof(float) * (size_t)(n * out));
-                    for (int p = 0; p < 3; p++) {
-                        const int64_t o0 = cuts[c][p], o1 = cuts[c][p + 1];
-                        if (o1 <= o0) continue;
-                        if (layout) sdn_matmul_rows_packed(type, P, in, act, n, Y, out, o0, o1);
-                        else sdn_matmul_rows(type, m.W, m.rb, in, act, n, Y, out, o0, o1);
-                    }
-                    if (memcmp(Y, Yr, sizeof(float) * (size_t)(n * out))) {
-                        int shown = 0;
-                        for (int64_t i = 0; i < n * out && shown < 10; i++)
-                            if (memcmp(&Y[i], &Yr[i], sizeof(float)) && ++shown)
-                                print_error("%s in=%lld n=%d %s cuts %zu row %lld col %lld: %.9g vs portable %.9g\n",
-                                            sdn_type_name(type), (long long)in, n, layout ? "packed" : "file", c,
-                                            (long long)(i / out), (long long)(i % out), Y[i], Yr[i]);
-                        fail();
-                    }
-                }
-        }
-        free(X); free(act); free(Y); free(Yr); free(P);
-        wmat_free(&m);
-    }
+    for (size_t t = 0; t < sizeof types / sizeof types[0]; t++)
+        prefill_rows_case(types[t], 53, ns, sizeof ns / sizeof ns[0], cuts, sizeof cuts / sizeof cuts[0], 9500 + 10 * t);
+    /* more column groups than the AMX loop unpacks at once (8, matmul_cols_avx2.c): 10 and a
+     * partial one, whole and cut inside and at the ninth group; one plain and one affine type */
+    static const int ns2[] = {33, 100};
+    static const int64_t cuts2[][4] = {{0, 170, 170, 170}, {0, 16, 150, 170}, {0, 128, 133, 170}};
+    prefill_rows_case(SDN_TYPE_Q5_0, 170, ns2, 2, cuts2, 3, 9700);
+    prefill_rows_case(SDN_TYPE_Q4_1, 170, ns2, 2, cuts2, 3, 9710);
 }
 
 #if defined(__x86_64__)
