@@ -247,20 +247,51 @@ PK_TILE_SET(kpk_q4k, KPK_TILE, SDN_TYPE_Q4_K)
 PK_TILE_SET(kpk_q5k, KPK_TILE, SDN_TYPE_Q5_K)
 PK_TILE_SET(kpk_q6k, KPK_TILE, SDN_TYPE_Q6_K)
 
+/* Batches of KPK_SCR_ROWS rows and more on packed weights: the group's super-blocks unpacked
+ * into scratch once, then the file layout's tiles over them (the same tile code, so the same
+ * bits). Unpacking per 8-row tile repeated a super-block's unpacking (about 100 vector
+ * operations for Q4_K, twice that for Q6_K, against 512 dot products per tile) 32 times in a
+ * 256-row prefill batch. Out of memory: the tiles that unpack as they go. */
+#ifndef KPK_SCR_ROWS
+#define KPK_SCR_ROWS 24
+#endif
+#define KPK_SCR(pfx, cpfx, T)                                                                                         \
+    static void pfx##_scr(const uint8_t *G, int64_t nb, size_t gbytes, const char *act, size_t stride, int64_t in,    \
+                          int n, float *Y, int64_t ldy, int64_t o, int nc) {                                          \
+        kblk *kbs = col_scratch((size_t)nb * sizeof(kblk));                                                           \
+        if (!kbs) {                                                                                                   \
+            pk_drive(G, nb, gbytes, pfx##_tiles, NULL, NULL, act, stride, in, n, Y, ldy, o, o + nc);                  \
+            return;                                                                                                   \
+        }                                                                                                             \
+        const int h = (int)(o % 16) / CW;                                                                             \
+        for (int64_t b = 0; b < nb; b++) build_any(T, 1, NULL, G, h, nb, b, gbytes, kbs + b);                        \
+        float out[RT * CW] __attribute__((aligned(64)));                                                              \
+        for (int r = 0; r < n; r += RT) {                                                                             \
+            const int tx = n - r < RT ? n - r : RT;                                                                   \
+            cpfx##_tiles[tx - 1](NULL, kbs, nb, 0, act, stride, in, r, out);                                          \
+            col_store(Y + (size_t)r * ldy + o, ldy, out, tx, nc);                                                     \
+        }                                                                                                             \
+    }
+KPK_SCR(kpk_q4k, q4k, SDN_TYPE_Q4_K)
+KPK_SCR(kpk_q5k, q5k, SDN_TYPE_Q5_K)
+KPK_SCR(kpk_q6k, q6k, SDN_TYPE_Q6_K)
+
 /* sdn_matmul_rows_packed for Q4_K / Q5_K / Q6_K and o0 a multiple of SDN_PACK_COLS: per column
- * group, row tiles unpack each super-block from the packed group as they go. Returns 0 for
- * other types. */
+ * group, row tiles unpack each super-block from the packed group as they go, or (from
+ * KPK_SCR_ROWS rows) the group is unpacked into scratch once. Returns 0 for other types. */
 int SDN_KFN(sdn_matmul_kcols_packed)(uint32_t wtype, const void *P, int64_t in, const void *act, int n, float *Y,
                                      int64_t ldy, int64_t o0, int64_t o1) {
     const pk_tile_fn *tiles;
+    pk_group_fn group;
     switch (wtype) {
-    case SDN_TYPE_Q4_K: tiles = kpk_q4k_tiles; break;
-    case SDN_TYPE_Q5_K: tiles = kpk_q5k_tiles; break;
-    case SDN_TYPE_Q6_K: tiles = kpk_q6k_tiles; break;
+    case SDN_TYPE_Q4_K: tiles = kpk_q4k_tiles; group = kpk_q4k_scr; break;
+    case SDN_TYPE_Q5_K: tiles = kpk_q5k_tiles; group = kpk_q5k_scr; break;
+    case SDN_TYPE_Q6_K: tiles = kpk_q6k_tiles; group = kpk_q6k_scr; break;
     default: return 0;
     }
+    if (n < KPK_SCR_ROWS) group = NULL;
     const int64_t nb = in / 256;
-    pk_drive(P, nb, (size_t)nb * 16 * sdn_type_block_bytes(wtype), tiles, NULL, NULL, (const char *)act,
+    pk_drive(P, nb, (size_t)nb * 16 * sdn_type_block_bytes(wtype), tiles, group, NULL, (const char *)act,
              sdn_act_row_stride(wtype, in), in, n, Y, ldy, o0, o1);
     return 1;
 }
