@@ -245,6 +245,18 @@ static inline void col_store(float *Y, int64_t ldy, const float *out, int tx, in
         for (int j = 0; j < tx; j++) memcpy(Y + (size_t)j * ldy, out + j * CW, sizeof(float) * (size_t)nc);
 }
 
+/* All n rows of one column group from its unpacked blocks (scratch), COL_RT rows per tile,
+ * into Y columns [o, o + nc): the scratch paths of the packed layouts (PK_SCR, KPK_SCR). */
+static inline void col_tiles_run(const col_tile_fn *tiles, const void *blks, int64_t nb, const char *act,
+                                 size_t stride, int64_t in, int n, float *Y, int64_t ldy, int64_t o, int nc) {
+    float out[COL_RT * CW] __attribute__((aligned(64)));
+    for (int r = 0; r < n; r += COL_RT) {
+        const int tx = n - r < COL_RT ? n - r : COL_RT;
+        tiles[tx - 1](NULL, blks, nb, 0, act, stride, in, r, out);
+        col_store(Y + (size_t)r * ldy + o, ldy, out, tx, nc);
+    }
+}
+
 /* Y[r][o] for r < n, o0 <= o < o1: column groups of CW (the last one repeats its last valid
  * row in the missing lanes, which are not stored), each unpacked once into scratch for
  * batches above COL_FUSE_ROWS (without scratch memory every tile unpacks for itself: slower,

@@ -297,11 +297,11 @@ COL_TILE_SET(q5_1, tile, build, wblk, SDN_TYPE_Q5_1)
  * same sequence as tile(), so the bits are the same.
  *
  * Two tile sets alternate by block parity (C in tmm0/tmm1, A in tmm2/tmm3, B in tmm4/tmm5;
- * sdn_amx_tile_config), so block b's tile work depends on block b - 2's, not b - 1's: tile
- * registers are not renamed, and with one set every block waited for the previous block's
- * multiply and store (the loop was latency-bound and no faster than the vector tiles). The
- * tile work of block b is issued before the float work of block b - 1, which reads the sums
- * block b - 1 stored, so the two overlap. Every tile instruction is inline asm (no AMX
+ * sdn_amx_tile_config), so block b's tile work does not wait for block b - 1's (tile registers
+ * are not renamed), and the float work of block b - AMX_LAG runs after block b's tile work
+ * is issued, reading sums stored AMX_LAG blocks earlier. Measured (docs/kernels.md, "AMX
+ * tiles, pipelined"): the tile work of a block costs 11-13 ns however it is pipelined; what
+ * made the first loop no faster than the vector tiles was its float work (amx_rows_any). Every tile instruction is inline asm (no AMX
  * intrinsics): GCC 12's _tile_loadconfig can drop the stores that fill the configuration
  * before ldtilecfg (SIGILL at the first tile instruction), so the configuration is written by
  * an out-of-line function into memory the asm reads through a "memory" clobber. */
@@ -385,9 +385,6 @@ static void amx_rows(uint32_t wtype, const wblk *wbs, int64_t nb, const char *ac
 #endif
 
 #if CW == 16
-/* All n rows of one column group on AMX, 16 rows per tile: the unpacked blocks (this thread's
- * scratch, built for this group) turned into signed levels, then the tiles configured once
- * for the full 16-row tiles and once more for a shorter last one. */
 /* Rows [r0, r1) of one column group (blocks already signed, amx_signed) into Y columns
  * [o, o + nc); *cm = the row count the tiles are configured for (0: none yet). */
 static void amx_span(uint32_t wtype, const wblk *blks, int64_t nb, const char *act, size_t stride, int64_t in, int r0,
@@ -406,6 +403,9 @@ static void amx_span(uint32_t wtype, const wblk *blks, int64_t nb, const char *a
         for (int j = 0; j < m; j++) memcpy(Y + (size_t)(r + j) * ldy + o, out + j * CW, sizeof(float) * (size_t)nc);
     }
 }
+/* All n rows of one column group on AMX (the file layout's scratch path): the unpacked
+ * blocks (this thread's scratch, built for this group) turned into signed levels, then the
+ * tiles configured once for the full 16-row tiles and once more for a shorter last one. */
 static void amx_group(uint32_t wtype, const void *blks, int64_t nb, const char *act, size_t stride, int64_t in, int n,
                       float *Y, int64_t ldy, int64_t o, int nc) {
     int cm = 0;
@@ -483,12 +483,7 @@ static void pk_q8_0_pair(const uint8_t *G0, int h0, const uint8_t *G1, int h1, i
         }                                                                                                             \
         const int h = (int)(o % 16) / CW;                                                                             \
         for (int64_t b = 0; b < nb; b++) build_pk(T, G, nb, b, h, gbytes, blks + b);                                 \
-        float out[RT * CW] __attribute__((aligned(64)));                                                              \
-        for (int r = 0; r < n; r += RT) {                                                                             \
-            const int tx = n - r < RT ? n - r : RT;                                                                   \
-            cpfx##_tiles[tx - 1](NULL, blks, nb, 0, act, stride, in, r, out);                                         \
-            col_store(Y + (size_t)r * ldy + o, ldy, out, tx, nc);                                                     \
-        }                                                                                                             \
+        col_tiles_run(cpfx##_tiles, blks, nb, act, stride, in, n, Y, ldy, o, nc);                                      \
     }
 PK_SCR(pk_q5_0, q5_0, SDN_TYPE_Q5_0)
 PK_SCR(pk_q5_1, q5_1, SDN_TYPE_Q5_1)

@@ -265,12 +265,7 @@ PK_TILE_SET(kpk_q6k, KPK_TILE, SDN_TYPE_Q6_K)
         }                                                                                                             \
         const int h = (int)(o % 16) / CW;                                                                             \
         for (int64_t b = 0; b < nb; b++) build_any(T, 1, NULL, G, h, nb, b, gbytes, kbs + b);                        \
-        float out[RT * CW] __attribute__((aligned(64)));                                                              \
-        for (int r = 0; r < n; r += RT) {                                                                             \
-            const int tx = n - r < RT ? n - r : RT;                                                                   \
-            cpfx##_tiles[tx - 1](NULL, kbs, nb, 0, act, stride, in, r, out);                                          \
-            col_store(Y + (size_t)r * ldy + o, ldy, out, tx, nc);                                                     \
-        }                                                                                                             \
+        col_tiles_run(cpfx##_tiles, kbs, nb, act, stride, in, n, Y, ldy, o, nc);                                       \
     }
 KPK_SCR(kpk_q4k, q4k, SDN_TYPE_Q4_K)
 KPK_SCR(kpk_q5k, q5k, SDN_TYPE_Q5_K)
