@@ -40,7 +40,7 @@ typedef void (*mm_fn)(uint32_t, const void *, size_t, int64_t, const void *, int
 typedef int (*cols_fn)(uint32_t, const void *, size_t, int64_t, const void *, int, float *, int64_t, int64_t, int64_t,
                        int);
 typedef int (*colspk_fn)(uint32_t, const void *, int64_t, const void *, int, float *, int64_t, int64_t, int64_t, int);
-typedef int (*kcolspk_fn)(uint32_t, const void *, int64_t, const void *, int, float *, int64_t, int64_t, int64_t);
+typedef int (*kcolspk_fn)(uint32_t, const void *, int64_t, const void *, int, float *, int64_t, int64_t, int64_t, int);
 typedef int (*kcols_fn)(uint32_t, const void *, size_t, int64_t, const void *, int, float *, int64_t, int64_t, int64_t);
 
 typedef struct kvariant {
@@ -160,8 +160,8 @@ void sdn_matmul_rows_packed(uint32_t wtype, const void *P, int64_t in, const voi
     int64_t oa = v ? (o0 + SDN_PACK_COLS - 1) / SDN_PACK_COLS * SDN_PACK_COLS : o1;
     if (oa > o1) oa = o1;
     if (oa > o0) sdn_matmul_rows_packed_portable(wtype, P, in, act, n, Y, ldy, o0, oa);
-    if (oa < o1 && !v->colspk(wtype, P, in, act, n, Y, ldy, oa, o1, n >= SDN_AMX_MIN_ROWS && sdn_kpath_get() == SDN_KPATH_AMX) &&
-        !v->kcolspk(wtype, P, in, act, n, Y, ldy, oa, o1))
+    const int amx = n >= SDN_AMX_MIN_ROWS && sdn_kpath_get() == SDN_KPATH_AMX;
+    if (oa < o1 && !v->colspk(wtype, P, in, act, n, Y, ldy, oa, o1, amx) && !v->kcolspk(wtype, P, in, act, n, Y, ldy, oa, o1, amx))
         sdn_matmul_rows_packed_portable(wtype, P, in, act, n, Y, ldy, oa, o1);
 }
 

@@ -380,4 +380,32 @@ static inline void pk_drive(const void *P, int64_t nb, size_t gbytes, const pk_t
     PK_TILE_FN(pfx##_4, BODY, T, 4) PK_TILE_MORE(pfx, BODY, T)                                                        \
     static const pk_tile_fn pfx##_tiles[COL_RT] = {pfx##_1, pfx##_2, pfx##_3, pfx##_4 COL_TILE_MORE_LIST(pfx)};
 
+#if CW == 16
+/* One AMX block of the column kernels' AMX loops (matmul_cols_avx2.c "AMX-INT8",
+ * matmul_kcols_avx2.c): c[16][16] = the exact int32 sums A x B by tdpbssd, A = the tiles'
+ * configured rows of 32 int8 at a (row stride `stride`), B = 8 rows of 64 bytes at bv (16
+ * columns x 4 bytes), with the tile set of parity par (sdn_amx_tile_config: C tmm0/tmm1, A
+ * tmm2/tmm3, B tmm4/tmm5). Inline asm, not intrinsics: see matmul_cols_avx2.c. */
+static inline __attribute__((always_inline)) void amx_block(int par, const char *a, size_t stride, const void *bv, int32_t *c) {
+    if (par)
+        __asm__ volatile("tilezero %%tmm1\n\t"
+                         "tileloadd (%0,%1,1), %%tmm3\n\t"
+                         "tileloadd (%2,%3,1), %%tmm5\n\t"
+                         "tdpbssd %%tmm5, %%tmm3, %%tmm1\n\t"
+                         "tilestored %%tmm1, (%4,%3,1)"
+                         :
+                         : "r"(a), "r"((long)stride), "r"(bv), "r"((long)64), "r"(c)
+                         : "memory");
+    else
+        __asm__ volatile("tilezero %%tmm0\n\t"
+                         "tileloadd (%0,%1,1), %%tmm2\n\t"
+                         "tileloadd (%2,%3,1), %%tmm4\n\t"
+                         "tdpbssd %%tmm4, %%tmm2, %%tmm0\n\t"
+                         "tilestored %%tmm0, (%4,%3,1)"
+                         :
+                         : "r"(a), "r"((long)stride), "r"(bv), "r"((long)64), "r"(c)
+                         : "memory");
+}
+#endif
+
 #endif

@@ -312,26 +312,6 @@ static void amx_signed(uint32_t wtype, wblk *wbs, int64_t nb) {
     for (int64_t b = 0; b < nb; b++)
         for (int t = 0; t < 8; t++) wbs[b].v[t] = _mm512_sub_epi8(wbs[b].v[t], o);
 }
-SDN_INLINE void amx_block(int par, const char *a, size_t stride, const void *bv, int32_t *c) {
-    if (par)
-        __asm__ volatile("tilezero %%tmm1\n\t"
-                         "tileloadd (%0,%1,1), %%tmm3\n\t"
-                         "tileloadd (%2,%3,1), %%tmm5\n\t"
-                         "tdpbssd %%tmm5, %%tmm3, %%tmm1\n\t"
-                         "tilestored %%tmm1, (%4,%3,1)"
-                         :
-                         : "r"(a), "r"((long)stride), "r"(bv), "r"((long)64), "r"(c)
-                         : "memory");
-    else
-        __asm__ volatile("tilezero %%tmm0\n\t"
-                         "tileloadd (%0,%1,1), %%tmm2\n\t"
-                         "tileloadd (%2,%3,1), %%tmm4\n\t"
-                         "tdpbssd %%tmm4, %%tmm2, %%tmm0\n\t"
-                         "tilestored %%tmm0, (%4,%3,1)"
-                         :
-                         : "r"(a), "r"((long)stride), "r"(bv), "r"((long)64), "r"(c)
-                         : "memory");
-}
 #ifndef AMX_LAG
 #define AMX_LAG 3
 #endif

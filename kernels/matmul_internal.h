@@ -109,7 +109,7 @@ static inline const int16_t *sdn_act_bsum(const void *row, int64_t in) {
     int sdn_matmul_cols_packed_##v(uint32_t wtype, const void *P, int64_t in, const void *act, int n, float *Y,      \
                                    int64_t ldy, int64_t o0, int64_t o1, int amx);                                     \
     int sdn_matmul_kcols_packed_##v(uint32_t wtype, const void *P, int64_t in, const void *act, int n, float *Y,     \
-                                    int64_t ldy, int64_t o0, int64_t o1);                                             \
+                                    int64_t ldy, int64_t o0, int64_t o1, int amx);                                    \
     int sdn_matmul_kcols_##v(uint32_t wtype, const void *W, size_t row_bytes, int64_t in, const void *act, int n,    \
                              float *Y, int64_t ldy, int64_t o0, int64_t o1);                                          \
     int sdn_dequantize_row_##v(uint32_t type, const void *src, float *dst, int64_t n);                                \

@@ -271,11 +271,99 @@ KPK_SCR(kpk_q4k, q4k, SDN_TYPE_Q4_K)
 KPK_SCR(kpk_q5k, q5k, SDN_TYPE_Q5_K)
 KPK_SCR(kpk_q6k, q6k, SDN_TYPE_Q6_K)
 
+#if CW == 16
+/* AMX-INT8 for Q4_K and Q5_K (the amx path, batches of SDN_AMX_MIN_ROWS rows and more, packed
+ * weights): per super-block, each 32-element sub-block's exact int32 sums of 16 rows x 16
+ * columns by tdpbssd (amx_block), A = the rows' activation bytes of the sub-block read in
+ * place, B = its unpacked level vectors (kblk.v is already the B tile layout; levels 0..31
+ * are valid signed bytes), so C_j = dot_j of ktile_any; then per row ktile_any's integer sums
+ * (isum, summ) and float sequence: the same bits. The tile work of super-block b is issued
+ * before the float work of b - 1 (sums in C[b & 1]). Measured (bench-kernels, 1 thread, 64 and
+ * 256 rows, 640x1024 and 640x2048): 1.15-1.2x the vector tiles. Q6_K's 16-element sub-blocks
+ * measured 0.85x (16 tile blocks per super-block, each costing its loads and store more than
+ * its products), so Q6_K stays on the vector tiles. */
+SDN_INLINE void kamx_rows_any(const int M, const kblk *kbs, int64_t nb, const char *act, size_t stride, int64_t in,
+                              int r, float *out /* [16][CW] */) {
+    int32_t C[2][8][16][CW] __attribute__((aligned(64)));
+    vf acc[16];
+    const float *xd[16] = {0};
+    const int16_t *bs[16] = {0};
+    const char *a0 = act + (size_t)r * stride;
+    SDN_UNROLL
+    for (int j = 0; j < 16; j++) acc[j] = VF_ZERO();
+    SDN_UNROLL
+    for (int j = 0; j < M; j++) {
+        xd[j] = sdn_act_d(a0 + (size_t)j * stride, in);
+        bs[j] = sdn_act_bsum(a0 + (size_t)j * stride, in);
+    }
+    for (int64_t b = 0; b <= nb; b++) {
+        if (b < nb)
+            for (int sb = 0; sb < 8; sb++)
+                amx_block(sb & 1, a0 + 256 * b + 32 * sb, stride, &kbs[b].v[8 * sb], &C[b & 1][sb][0][0]);
+        if (b == 0) continue;
+        const int64_t p = b - 1;
+        const kblk *kb = kbs + p;
+        const int32_t(*Cp)[16][CW] = C[p & 1];
+        const vf d = VF_LOAD(kb->d), dmin = VF_LOAD(kb->dmin);
+        SDN_UNROLL
+        for (int j = 0; j < M; j++) {
+            vi isum = VI_ZERO(), summ = VI_ZERO();
+            for (int sb = 0; sb < 8; sb++) isum = VI_ADD(isum, VI_MULLO(VI_LOAD(&kb->sc[sb]), VI_LOAD(Cp[sb][j])));
+            const int16_t *sj = bs[j] + 16 * p;
+            for (int k = 0; k < 8; k++) summ = VDPW(summ, VI_LOAD(&kb->m[k]), VI_SET1((int)ld32(sj + 2 * k)));
+            const vf dx = VF_SET1(xd[j][p]);
+            acc[j] = VF_ADD(acc[j], VF_MUL(VF_CVT(isum), VF_MUL(d, dx)));
+            acc[j] = VF_SUB(acc[j], VF_MUL(VF_CVT(summ), VF_MUL(dmin, dx)));
+        }
+    }
+    SDN_UNROLL
+    for (int j = 0; j < M; j++) VF_STOREU(out + j * CW, acc[j]);
+}
+static void kamx_rows16(const kblk *kbs, int64_t nb, const char *act, size_t stride, int64_t in, int r, float *out) {
+    kamx_rows_any(16, kbs, nb, act, stride, in, r, out);
+}
+static void kamx_rows(const kblk *kbs, int64_t nb, const char *act, size_t stride, int64_t in, int r, int m, float *out) {
+    kamx_rows_any(m, kbs, nb, act, stride, in, r, out);
+}
+
+/* Columns [o0, o1) of packed Q4_K / Q5_K weights on AMX: per column group, its super-blocks
+ * unpacked into scratch once (as KPK_SCR), then 16 rows at a time. Out of memory: the vector
+ * tiles. */
+static void kpk_amx_range(uint32_t wtype, const pk_tile_fn *tiles, const uint8_t *P, int64_t nb, size_t gbytes,
+                          const char *act, size_t stride, int64_t in, int n, float *Y, int64_t ldy, int64_t o0, int64_t o1) {
+    kblk *kbs = col_scratch((size_t)nb * sizeof(kblk));
+    if (!kbs) {
+        pk_drive(P, nb, gbytes, tiles, NULL, NULL, act, stride, in, n, Y, ldy, o0, o1);
+        return;
+    }
+    float out[16 * CW] __attribute__((aligned(64)));
+    uint8_t cfg[64] __attribute__((aligned(64)));
+    int cm = 0;
+    for (int64_t o = o0; o < o1; o += 16) {
+        const int nc = o1 - o < 16 ? (int)(o1 - o) : 16;
+        const uint8_t *G = P + (size_t)(o / 16) * gbytes;
+        for (int64_t b = 0; b < nb; b++) build_any(wtype, 1, NULL, G, 0, nb, b, gbytes, kbs + b);
+        for (int r = 0; r < n; r += 16) {
+            const int m = n - r < 16 ? n - r : 16;
+            if (m != cm) {
+                sdn_amx_tile_config(cfg, m);
+                __asm__ volatile("ldtilecfg %0" ::"m"(*(const uint8_t(*)[64])cfg) : "memory");
+                cm = m;
+            }
+            if (m == 16) kamx_rows16(kbs, nb, act, stride, in, r, out);
+            else kamx_rows(kbs, nb, act, stride, in, r, m, out);
+            for (int j = 0; j < m; j++) memcpy(Y + (size_t)(r + j) * ldy + o, out + j * CW, sizeof(float) * (size_t)nc);
+        }
+    }
+    if (cm) __asm__ volatile("tilerelease" ::: "memory");
+}
+#endif
+
 /* sdn_matmul_rows_packed for Q4_K / Q5_K / Q6_K and o0 a multiple of SDN_PACK_COLS: per column
  * group, row tiles unpack each super-block from the packed group as they go, or (from
  * KPK_SCR_ROWS rows) the group is unpacked into scratch once. Returns 0 for other types. */
 int SDN_KFN(sdn_matmul_kcols_packed)(uint32_t wtype, const void *P, int64_t in, const void *act, int n, float *Y,
-                                     int64_t ldy, int64_t o0, int64_t o1) {
+                                     int64_t ldy, int64_t o0, int64_t o1, int amx) {
     const pk_tile_fn *tiles;
     pk_group_fn group;
     switch (wtype) {
@@ -286,6 +374,15 @@ int SDN_KFN(sdn_matmul_kcols_packed)(uint32_t wtype, const void *P, int64_t in, 
     }
     if (n < KPK_SCR_ROWS) group = NULL;
     const int64_t nb = in / 256;
+#if CW == 16
+    if (amx && wtype != SDN_TYPE_Q6_K) {
+        kpk_amx_range(wtype, tiles, P, nb, (size_t)nb * 16 * sdn_type_block_bytes(wtype), (const char *)act,
+                      sdn_act_row_stride(wtype, in), in, n, Y, ldy, o0, o1);
+        return 1;
+    }
+#else
+    (void)amx;
+#endif
     pk_drive(P, nb, (size_t)nb * 16 * sdn_type_block_bytes(wtype), tiles, group, NULL, (const char *)act,
              sdn_act_row_stride(wtype, in), in, n, Y, ldy, o0, o1);
     return 1;

@@ -570,7 +570,7 @@ typedef int (*cols_fn)(uint32_t, const void *, size_t, int64_t, const void *, in
                        int);
 typedef int (*colspk_fn)(uint32_t, const void *, int64_t, const void *, int, float *, int64_t, int64_t, int64_t, int);
 typedef int (*kcols_fn)(uint32_t, const void *, size_t, int64_t, const void *, int, float *, int64_t, int64_t, int64_t);
-typedef int (*kcolspk_fn)(uint32_t, const void *, int64_t, const void *, int, float *, int64_t, int64_t, int64_t);
+typedef int (*kcolspk_fn)(uint32_t, const void *, int64_t, const void *, int, float *, int64_t, int64_t, int64_t, int);
 #endif
 
 /* Every x86 SIMD variant's column kernels called directly (the paths pick one variant each,
@@ -630,7 +630,7 @@ static void test_simd_variants(void **state) {
                         const int64_t o0 = p ? cut : 0, o1 = p ? out : cut;
                         int ok;
                         if (layout)
-                            ok = k ? vars[v].kcolspk(type, P, in, act, n, Y, out, o0, o1)
+                            ok = k ? vars[v].kcolspk(type, P, in, act, n, Y, out, o0, o1, 0)
                                    : vars[v].colspk(type, P, in, act, n, Y, out, o0, o1, 0);
                         else
                             ok = k ? vars[v].kcols(type, m.W, m.rb, in, act, n, Y, out, o0, o1)
