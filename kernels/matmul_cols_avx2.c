@@ -320,7 +320,7 @@ static void amx_signed(uint32_t wtype, wblk *wbs, int64_t nb) {
  * registers (with a run-time count they lived on the stack: the float work, not the tiles,
  * was the loop's cost). */
 SDN_INLINE void amx_rows_any(uint32_t wtype, const int M, const wblk *wbs, int64_t nb, const char *act, size_t stride,
-                             int64_t in, int r, float *out /* [16][CW] */) {
+                             int64_t in, int r, float *Y, int64_t ldy, int nc) {
     const int affine = IS_AFFINE(wtype);
     int32_t C[AMX_LAG + 1][16][CW] __attribute__((aligned(64))); /* block b's sums in C[b % (AMX_LAG + 1)] */
     vf acc[16], accm[16];
@@ -349,18 +349,20 @@ SDN_INLINE void amx_rows_any(uint32_t wtype, const int M, const wblk *wbs, int64
             for (int j = 0; j < M; j++) accm[j] = VF_ADD(accm[j], VF_MUL(mw, VF_SET1(xs[j][p])));
         }
     }
+    /* the first nc columns of each row straight into Y (masked stores) */
+    const __mmask16 keep = (__mmask16)((1u << nc) - 1);
     SDN_UNROLL
-    for (int j = 0; j < M; j++) VF_STOREU(out + j * CW, affine ? VF_ADD(acc[j], accm[j]) : acc[j]);
+    for (int j = 0; j < M; j++) _mm512_mask_storeu_ps(Y + (size_t)j * ldy, keep, affine ? VF_ADD(acc[j], accm[j]) : acc[j]);
 }
 static void amx_rows16(uint32_t wtype, const wblk *wbs, int64_t nb, const char *act, size_t stride, int64_t in, int r,
-                       float *out) {
-    if (IS_AFFINE(wtype)) amx_rows_any(SDN_TYPE_Q4_1, 16, wbs, nb, act, stride, in, r, out); /* Q4_1 = Q5_1 here */
-    else amx_rows_any(SDN_TYPE_Q4_0, 16, wbs, nb, act, stride, in, r, out);                  /* offsets are in B */
+                       float *Y, int64_t ldy, int nc) {
+    if (IS_AFFINE(wtype)) amx_rows_any(SDN_TYPE_Q4_1, 16, wbs, nb, act, stride, in, r, Y, ldy, nc); /* Q4_1 = Q5_1 here */
+    else amx_rows_any(SDN_TYPE_Q4_0, 16, wbs, nb, act, stride, in, r, Y, ldy, nc);                  /* offsets are in B */
 }
 static void amx_rows(uint32_t wtype, const wblk *wbs, int64_t nb, const char *act, size_t stride, int64_t in, int r,
-                     int m, float *out) {
-    if (IS_AFFINE(wtype)) amx_rows_any(SDN_TYPE_Q4_1, m, wbs, nb, act, stride, in, r, out);
-    else amx_rows_any(SDN_TYPE_Q4_0, m, wbs, nb, act, stride, in, r, out);
+                     int m, float *Y, int64_t ldy, int nc) {
+    if (IS_AFFINE(wtype)) amx_rows_any(SDN_TYPE_Q4_1, m, wbs, nb, act, stride, in, r, Y, ldy, nc);
+    else amx_rows_any(SDN_TYPE_Q4_0, m, wbs, nb, act, stride, in, r, Y, ldy, nc);
 }
 #endif
 
@@ -369,7 +371,6 @@ static void amx_rows(uint32_t wtype, const wblk *wbs, int64_t nb, const char *ac
  * [o, o + nc); *cm = the row count the tiles are configured for (0: none yet). */
 static void amx_span(uint32_t wtype, const wblk *blks, int64_t nb, const char *act, size_t stride, int64_t in, int r0,
                      int r1, float *Y, int64_t ldy, int64_t o, int nc, int *cm) {
-    float out[16 * CW] __attribute__((aligned(64)));
     uint8_t cfg[64] __attribute__((aligned(64)));
     for (int r = r0; r < r1; r += 16) {
         const int m = r1 - r < 16 ? r1 - r : 16;
@@ -378,9 +379,8 @@ static void amx_span(uint32_t wtype, const wblk *blks, int64_t nb, const char *a
             __asm__ volatile("ldtilecfg %0" ::"m"(*(const uint8_t(*)[64])cfg) : "memory");
             *cm = m;
         }
-        if (m == 16) amx_rows16(wtype, blks, nb, act, stride, in, r, out);
-        else amx_rows(wtype, blks, nb, act, stride, in, r, m, out);
-        for (int j = 0; j < m; j++) memcpy(Y + (size_t)(r + j) * ldy + o, out + j * CW, sizeof(float) * (size_t)nc);
+        if (m == 16) amx_rows16(wtype, blks, nb, act, stride, in, r, Y + (size_t)r * ldy + o, ldy, nc);
+        else amx_rows(wtype, blks, nb, act, stride, in, r, m, Y + (size_t)r * ldy + o, ldy, nc);
     }
 }
 /* All n rows of one column group on AMX (the file layout's scratch path): the unpacked

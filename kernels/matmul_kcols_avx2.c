@@ -283,7 +283,7 @@ KPK_SCR(kpk_q6k, q6k, SDN_TYPE_Q6_K)
  * measured 0.85x (16 tile blocks per super-block, each costing its loads and store more than
  * its products), so Q6_K stays on the vector tiles. */
 SDN_INLINE void kamx_rows_any(const int M, const kblk *kbs, int64_t nb, const char *act, size_t stride, int64_t in,
-                              int r, float *out /* [16][CW] */) {
+                              int r, float *Y, int64_t ldy, int nc) {
     int32_t C[2][8][16][CW] __attribute__((aligned(64)));
     vf acc[16];
     const float *xd[16] = {0};
@@ -316,14 +316,17 @@ SDN_INLINE void kamx_rows_any(const int M, const kblk *kbs, int64_t nb, const ch
             acc[j] = VF_SUB(acc[j], VF_MUL(VF_CVT(summ), VF_MUL(dmin, dx)));
         }
     }
+    const __mmask16 keep = (__mmask16)((1u << nc) - 1); /* the first nc columns, straight into Y */
     SDN_UNROLL
-    for (int j = 0; j < M; j++) VF_STOREU(out + j * CW, acc[j]);
+    for (int j = 0; j < M; j++) _mm512_mask_storeu_ps(Y + (size_t)j * ldy, keep, acc[j]);
 }
-static void kamx_rows16(const kblk *kbs, int64_t nb, const char *act, size_t stride, int64_t in, int r, float *out) {
-    kamx_rows_any(16, kbs, nb, act, stride, in, r, out);
+static void kamx_rows16(const kblk *kbs, int64_t nb, const char *act, size_t stride, int64_t in, int r, float *Y,
+                        int64_t ldy, int nc) {
+    kamx_rows_any(16, kbs, nb, act, stride, in, r, Y, ldy, nc);
 }
-static void kamx_rows(const kblk *kbs, int64_t nb, const char *act, size_t stride, int64_t in, int r, int m, float *out) {
-    kamx_rows_any(m, kbs, nb, act, stride, in, r, out);
+static void kamx_rows(const kblk *kbs, int64_t nb, const char *act, size_t stride, int64_t in, int r, int m, float *Y,
+                      int64_t ldy, int nc) {
+    kamx_rows_any(m, kbs, nb, act, stride, in, r, Y, ldy, nc);
 }
 
 /* Columns [o0, o1) of packed Q4_K / Q5_K weights on AMX: per column group, its super-blocks
@@ -336,7 +339,6 @@ static void kpk_amx_range(uint32_t wtype, const pk_tile_fn *tiles, const uint8_t
         pk_drive(P, nb, gbytes, tiles, NULL, NULL, act, stride, in, n, Y, ldy, o0, o1);
         return;
     }
-    float out[16 * CW] __attribute__((aligned(64)));
     uint8_t cfg[64] __attribute__((aligned(64)));
     int cm = 0;
     for (int64_t o = o0; o < o1; o += 16) {
@@ -350,9 +352,8 @@ static void kpk_amx_range(uint32_t wtype, const pk_tile_fn *tiles, const uint8_t
                 __asm__ volatile("ldtilecfg %0" ::"m"(*(const uint8_t(*)[64])cfg) : "memory");
                 cm = m;
             }
-            if (m == 16) kamx_rows16(kbs, nb, act, stride, in, r, out);
-            else kamx_rows(kbs, nb, act, stride, in, r, m, out);
-            for (int j = 0; j < m; j++) memcpy(Y + (size_t)(r + j) * ldy + o, out + j * CW, sizeof(float) * (size_t)nc);
+            if (m == 16) kamx_rows16(kbs, nb, act, stride, in, r, Y + (size_t)r * ldy + o, ldy, nc);
+            else kamx_rows(kbs, nb, act, stride, in, r, m, Y + (size_t)r * ldy + o, ldy, nc);
         }
     }
     if (cm) __asm__ volatile("tilerelease" ::: "memory");
