@@ -29,7 +29,7 @@ static int parse_budgets(void *dest, const char *value, char *why, size_t cap) {
 }
 
 int cmd_bench(int argc, char **argv) {
-    const char *methods_arg = NULL;
+    const char *methods_arg = NULL, *hscope = NULL;
     bench_budgets bud = {.n = 0};
     sdn_tool_bench_cmd_opts t = {.o = {.max_tokens = 128, .threads = cli_default_threads()}};
     sdn_tool_params par;
@@ -59,6 +59,8 @@ int cmd_bench(int argc, char **argv) {
         {.name = "--history", .kind = CLI_STR, .dest = &t.history, .arg = "FILE",
          .help = "history store: earlier answers of the group feed SAM; answers are stored"},
         {.name = "--history-budget", .kind = CLI_LONG, .dest = &t.history_budget, .lo = 1, .hi = 1L << 30, .arg = "N", .help = "history tokens per request (default 4096)"},
+        {.name = "--history-scope", .kind = CLI_STR, .dest = &hscope, .arg = "S",
+         .help = "group (default): a request drafts from its group's earlier answers; global: from every answer in --history, its group's first"},
         {.name = "--param", .kind = CLI_FN, .dest = &par, .fn = sdn_tool_param_fn, .arg = "KEY=VALUE", .help = "a drafting-method parameter (repeatable; keys below)"},
         CLI_O_GRAPHS(&t.graphs),
         CLI_O_GRAPH_BLOCKS(&t.gopt.n_blocks, "--graph-blocks"),
@@ -104,6 +106,15 @@ int cmd_bench(int argc, char **argv) {
     cli_list_free(&ds_list);
     cli_list_free(&proj_list);
     if (prc != CLI_CONTINUE) return prc;
+    if (hscope && strcmp(hscope, "group") && strcmp(hscope, "global")) {
+        fprintf(stderr, "sdnpu bench: option --history-scope: '%s' is not group or global\n", hscope);
+        return 2;
+    }
+    if (hscope && !strcmp(hscope, "global") && !t.history) {
+        fprintf(stderr, "sdnpu bench: option --history-scope global needs --history FILE\n");
+        return 2;
+    }
+    t.o.history_scope = hscope && !strcmp(hscope, "global") ? SDN_HISTORY_GLOBAL : SDN_HISTORY_GROUP;
     memcpy(t.budgets, bud.v, sizeof t.budgets);
     t.n_budgets = bud.n;
     if (par.given) t.o.mcfg = &par.cfg;

@@ -31,6 +31,9 @@ int cmd_serve(int argc, char **argv) {
          .help = "port (default 8080; 0: a free one, printed in the listening line)"},
         {.name = "--history", .kind = CLI_STR, .dest = &o.history, .arg = "DB",
          .help = "SQLite history store: a request's `user` (or `task_group`) drafts from that group's earlier answers"},
+        {.name = "--history-scope", .kind = CLI_STR, .dest = &o.history_scope, .arg = "S",
+         .help = "group (default): a request drafts from its group's earlier answers; global: from every group's, its own first "
+                 "(a request's `history_scope` overrides)"},
         {.name = "--api-key", .kind = CLI_STR, .dest = &o.api_key, .arg = "KEY",
          .help = "require 'Authorization: Bearer KEY' on /v1 and /metrics (default $SDNPU_API_KEY, else none)"},
         {.name = "--slots", .kind = CLI_INT, .dest = &o.slots, .lo = 1, .hi = 256, .arg = "N",
@@ -79,6 +82,14 @@ int cmd_serve(int argc, char **argv) {
     }
     if (o.api_key && !*o.api_key) {
         fprintf(stderr, "sdnpu serve: option --api-key: the key is empty\n");
+        goto done;
+    }
+    if (o.history_scope && strcmp(o.history_scope, "group") && strcmp(o.history_scope, "global")) {
+        fprintf(stderr, "sdnpu serve: option --history-scope: '%s' is not group or global\n", o.history_scope);
+        goto done;
+    }
+    if (o.history_scope && !strcmp(o.history_scope, "global") && !o.history) {
+        fprintf(stderr, "sdnpu serve: option --history-scope global needs --history DB\n");
         goto done;
     }
     sdnpu_request_init(&defaults);

@@ -65,6 +65,8 @@ int sdn_run_opts_table(sdn_run_opts *o, cli_opt *t, int cap) {
         CLI_O_PREFILL_TOPK(&o->prefill_topk, 1, topk_help),
         {.name = "--history", .kind = CLI_STR, .dest = &o->history, .arg = "FILE", .help = "SQLite history store of earlier answers (created when missing)"},
         {.name = "--task-group", .kind = CLI_STR, .dest = &o->task_group, .arg = "NAME", .help = "draft from the group's earlier answers in --history, store this one"},
+        {.name = "--history-scope", .kind = CLI_STR, .dest = &o->history_scope, .arg = "S",
+         .help = "group (default): draft from the task group's earlier answers; global: from every answer of the model in --history, the group's first"},
         CLI_O_GRAPHS(&o->graphs),
         CLI_O_GRAPH_BLOCKS(&o->graph_blocks, "--graph-blocks"),
         CLI_O_G1(&o->g1),
@@ -131,9 +133,10 @@ static void print_stats(const sdn_run_opts *o, const pass *p, const pass *base) 
             p->method, s->prompt_tokens, s->prefill_s > 0 ? (s->prompt_tokens - 1 - s->reused_tokens) / s->prefill_s : 0.0,
             s->generated_tokens, s->steps, s->mean_accepted, s->decode_s > 0 ? s->generated_tokens / s->decode_s : 0.0, ms_per_token(s),
             1000.0 * s->first_token_s, (double)s->peak_rss / (1 << 20), o->threads);
-    if (o->task_group && strcmp(p->method, "none") != 0)
-        fprintf(stderr, "[%s] task group %s: drafted from %d earlier answers (%ld tokens)%s\n", p->method, o->task_group ? o->task_group : "-",
-                s->history_answers, s->history_tokens, s->answer_stored ? "; this answer stored" : "");
+    const int global = o->history_scope && !strcmp(o->history_scope, "global");
+    if ((o->task_group || global) && strcmp(p->method, "none") != 0)
+        fprintf(stderr, "[%s] task group %s%s: drafted from %d earlier answers (%ld tokens)%s\n", p->method, o->task_group ? o->task_group : "-",
+                global ? " (global scope)" : "", s->history_answers, s->history_tokens, s->answer_stored ? "; this answer stored" : "");
     if (strcmp(p->method, "none") != 0) {
         double other = s->decode_s - s->draft_s - s->verify_s;
         fprintf(stderr, "[%s] time: prefill %.1f ms, draft %.1f ms, verify %.1f ms, other %.1f ms | drafted %ld, accepted %ld | accepted "
@@ -283,6 +286,7 @@ static int write_stats_json(const sdn_run_opts *o, const sdnpu_model_info *mi, c
     cJSON_AddStringToObject(j, "model_fingerprint", mi->fingerprint);
     cJSON_AddNumberToObject(j, "threads", o->threads);
     if (o->task_group) cJSON_AddStringToObject(j, "task_group", o->task_group);
+    if (o->history_scope) cJSON_AddStringToObject(j, "history_scope", o->history_scope);
     cJSON *runs = cJSON_CreateArray();
     if (base->method) cJSON_AddItemToArray(runs, pass_json(base, NULL));
     if (spec->method) cJSON_AddItemToArray(runs, pass_json(spec, base->method ? base : NULL));
@@ -307,6 +311,14 @@ int sdn_run_opts_check(sdn_run_opts *o) {
     if (sdnpu_check_method(o->spec, &err)) { fprintf(stderr, "sdnpu: option --spec: %s\n", err.message); return 2; }
     if (o->graphs && sdnpu_check_graphs(o->graphs, &err)) { fprintf(stderr, "sdnpu: option --graphs: %s\n", err.message); return 2; }
     if (o->task_group && !o->history) { fprintf(stderr, "sdnpu: option --task-group needs --history FILE\n"); return 2; }
+    if (o->history_scope && strcmp(o->history_scope, "group") && strcmp(o->history_scope, "global")) {
+        fprintf(stderr, "sdnpu: option --history-scope: '%s' is not group or global\n", o->history_scope);
+        return 2;
+    }
+    if (o->history_scope && !strcmp(o->history_scope, "global") && !o->history) {
+        fprintf(stderr, "sdnpu: option --history-scope global needs --history FILE\n");
+        return 2;
+    }
     for (int i = 0; i < o->params.n; i++)
         if (sdnpu_check_param(o->params.v[i], &err)) { fprintf(stderr, "sdnpu: %s\n", err.message); return 2; }
     if (o->params.n && !strcmp(o->spec, "none")) {
@@ -360,6 +372,7 @@ int sdn_run_request(const sdn_run_opts *o, FILE *out) {
     rq.n_params = o->params.n;
     rq.prefill_topk = o->prefill_topk;
     rq.task_group = o->task_group;
+    rq.history_scope = o->history_scope;
     rq.chat_template = o->chat_template;
     rq.grammar = o->grammar;
     rq.json_schema = o->json_schema;

@@ -26,6 +26,7 @@ typedef struct sdn_run_opts {
     int graph_blocks, g1, g2, graph_pin;
     const char *profile_db;
     const char *history, *task_group; /* --history DB --task-group NAME */
+    const char *history_scope;        /* --history-scope group|global (NULL: group) */
     int prefill_topk;     /* top-k prefill predictions kept for methods that use them (default 4) */
     cli_list params;      /* --param KEY=VALUE (drafting-method parameters) */
     char *grammar, *json_schema; /* their text (owned), read by sdn_tool_read_constraint (tools/tools.h) */

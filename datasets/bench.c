@@ -256,7 +256,7 @@ int sdn_bench_run(sdn_model *m, const sdn_dataset *ds, const sdn_bench_opts *o, 
         }
         uint8_t *hist = NULL;
         size_t hist_len = 0;
-        if (o->history && (rc = sdn_history_automaton(o->history, row->group, fp, budget, &hist, &hist_len, NULL, NULL, NULL, err))) {
+        if (o->history && (rc = sdn_history_automaton(o->history, row->group, fp, o->history_scope, budget, &hist, &hist_len, NULL, NULL, NULL, err))) {
             free(prompt);
             goto done;
         }

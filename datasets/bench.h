@@ -54,6 +54,7 @@ typedef struct sdn_bench_opts {
     sdn_history *history;       /* optional: earlier answers of the group as SAM history; each
                                    request's answer is stored after it ran */
     long history_budget;        /* tokens of history per request (default 4096) */
+    sdn_history_scope history_scope; /* the group's answers (default) or every group's, its own first */
     const sdn_method_config *mcfg; /* method parameters (NULL: defaults) */
     const sdn_gs_options *graphs;  /* fixed-shape graphs switched during prefill (NULL: none) */
     /* called before every run (done = requests finished; note: request id, run, method@budget)

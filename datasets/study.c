@@ -287,7 +287,7 @@ int sdn_study_run(const sdn_trace *t, const sdn_study_opts *o, sdn_result_cell *
         size_t hl = 0;
         const char *group = r->group ? r->group : r->task;
         if (hist) {
-            if ((rc = sdn_history_automaton(hist, group, r->model_fp, o->history_budget > 0 ? o->history_budget : 4096, &hb, &hl, NULL, NULL,
+            if ((rc = sdn_history_automaton(hist, group, r->model_fp, SDN_HISTORY_GROUP, o->history_budget > 0 ? o->history_budget : 4096, &hb, &hl, NULL, NULL,
                                             NULL, err)))
                 break;
             mc.hist = NULL, mc.hist_len = NULL, mc.n_hist = 0;

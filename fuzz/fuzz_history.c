@@ -70,7 +70,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (sdn_history_open(path, &h, &err) == SDN_OK) {
         sdn_history_answer *a = NULL;
         int n = 0;
-        if (sdn_history_recent(h, "g", "A", 1000, &a, &n, NULL) == SDN_OK) sdn_history_answers_free(a, n);
+        if (sdn_history_recent(h, "g", "A", SDN_HISTORY_GROUP, 1000, &a, &n, NULL) == SDN_OK) sdn_history_answers_free(a, n);
         sdn_history_answer one;
         for (int64_t id = 1; id <= 3; id++)
             if (sdn_history_get(h, id, &one, NULL) == SDN_OK) {
@@ -83,7 +83,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         size_t len = 0;
         int hit, na;
         long nt;
-        if (sdn_history_automaton(h, "g", "A", 500, &b, &len, &hit, &na, &nt, NULL) == SDN_OK) free(b);
+        if (sdn_history_automaton(h, "g", "A", SDN_HISTORY_GROUP, 500, &b, &len, &hit, &na, &nt, NULL) == SDN_OK) free(b);
+        b = NULL;
+        if (sdn_history_automaton(h, "g", "A", SDN_HISTORY_GLOBAL, 500, &b, &len, &hit, &na, &nt, NULL) == SDN_OK) free(b);
         /* the stored candidate table of model "A", loaded as a model of the shape its header
            names (bounded) would load it */
         if (sdn_history_candidates_get(h, "A", &b, &len, NULL) == SDN_OK && b) {

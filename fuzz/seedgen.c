@@ -147,7 +147,7 @@ static void history_seed(int k) {
     }
     uint8_t *b;
     size_t n;
-    if (k) sdn_history_automaton(h, "g", "A", 500, &b, &n, NULL, NULL, NULL, NULL), free(b);
+    if (k) sdn_history_automaton(h, "g", "A", SDN_HISTORY_GROUP, 500, &b, &n, NULL, NULL, NULL, NULL), free(b);
     /* a candidate table of model "A" (50 tokens, 4 candidates each) */
     sdn_recycle *r = NULL;
     if (sdn_recycle_new(50, 4, &r, &e)) { fprintf(stderr, "seedgen: %s\n", e.msg); exit(1); }

@@ -463,6 +463,13 @@ typedef struct sdnpu_request {
      * from and where its text ends. Return 0 to go on, nonzero to stop the request as on_text
      * does. The step that completes a stop string reports its tokens up to that one. */
     int (*on_step)(void *user_data, const sdnpu_step *step);
+    /* Which earlier answers in the context's history store drafting reads: NULL or "group"
+     * (default): the task group's; "global": every answer of this model, the task group's
+     * first, then the other groups', most recent first within each, under the same token
+     * budget (SuffixDecoding's global tree; docs/drafting.md). "global" needs a history store
+     * and works without a task group too (the answer is then not stored). Only the speed
+     * depends on it: greedy output is the same. Anything else is SDNPU_EINVAL. */
+    const char *history_scope;
 } sdnpu_request;
 
 /* Fill *r with the defaults and r->struct_size = size. Errors: SDNPU_EINVAL (r NULL, or size

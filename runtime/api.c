@@ -62,7 +62,7 @@ _Static_assert(SDNPU_ACCEPT_HIST == SDN_ACCEPT_HIST, "histogram sizes agree");
 #define FIRST_RESULT END_OF(sdnpu_result, stats.constrain_s)
 #define KNOWN_MODEL_PARAMS END_OF(sdnpu_model_params, tokenizer_path)
 #define KNOWN_CONTEXT_PARAMS END_OF(sdnpu_context_params, cache_type_v)
-#define KNOWN_REQUEST END_OF(sdnpu_request, on_step)
+#define KNOWN_REQUEST END_OF(sdnpu_request, history_scope)
 #define KNOWN_MODEL_INFO END_OF(sdnpu_model_info, tool_format)
 #define KNOWN_RESULT END_OF(sdnpu_result, stats.constrain_s)
 /* No tail padding after the known fields: the bytes a newer header adds start at sizeof. */
@@ -528,13 +528,26 @@ sdnpu_status sdnpu_render_prompt(const sdnpu_model *m, const sdnpu_request *rr, 
     return rc;
 }
 
-/* Step 2: the task group's earlier answers, as a serialized automaton the drafter reads. */
-static int history_lookup(sdnpu_context *c, const char *group, uint8_t **bytes, size_t *len, sdnpu_stats *st, sdn_err *err) {
+/* The request's history scope (sdnpu_request.history_scope). */
+static int history_scope(const sdnpu_request *r, sdn_history_scope *out, sdn_err *err) {
+    *out = SDN_HISTORY_GROUP;
+    if (!r->history_scope || !strcmp(r->history_scope, "group")) return SDN_OK;
+    if (!strcmp(r->history_scope, "global")) {
+        *out = SDN_HISTORY_GLOBAL;
+        return SDN_OK;
+    }
+    return sdn_fail(err, SDN_EINVAL, "request history_scope '%.64s': expected \"group\" or \"global\"", r->history_scope);
+}
+
+/* Step 2: the task group's earlier answers (global scope: and every other group's), as a
+ * serialized automaton the drafter reads. */
+static int history_lookup(sdnpu_context *c, const char *group, sdn_history_scope scope, uint8_t **bytes, size_t *len, sdnpu_stats *st,
+                          sdn_err *err) {
     *bytes = NULL;
     *len = 0;
-    if (!group) return SDN_OK;
-    return sdn_history_automaton(c->hist, group, c->model->info.fingerprint, HISTORY_TOKENS, bytes, len, NULL, &st->history_answers,
-                                 &st->history_tokens, err);
+    if (!group && scope == SDN_HISTORY_GROUP) return SDN_OK;
+    return sdn_history_automaton(c->hist, group, c->model->info.fingerprint, scope, HISTORY_TOKENS, bytes, len, NULL,
+                                 &st->history_answers, &st->history_tokens, err);
 }
 
 /* The model's candidate table (made at its first use) and, the first time this context uses
@@ -847,7 +860,13 @@ static int generate(sdnpu_context *c, const sdnpu_request *r, sdnpu_result *resu
         rc = sdn_fail(e, SDN_EINVAL, "the request names task group '%s' but its context has no history store (history_path)", r->task_group);
         goto done;
     }
-    if (drafting && (rc = history_lookup(c, r->task_group, &hist, &hist_len, &st, e))) goto done;
+    sdn_history_scope scope;
+    if ((rc = history_scope(r, &scope, e))) goto done;
+    if (scope == SDN_HISTORY_GLOBAL && !c->hist) {
+        rc = sdn_fail(e, SDN_EINVAL, "the request's history_scope is \"global\" but its context has no history store (history_path)");
+        goto done;
+    }
+    if (drafting && (rc = history_lookup(c, r->task_group, scope, &hist, &hist_len, &st, e))) goto done;
     int row_topk = 0, evidence = 0;
     if ((rc = make_drafter(c, r, hist, hist_len, &d, &forced, &exits, &row_topk, &evidence, &own_table, e))) goto done;
     sdn_gen_params gp;

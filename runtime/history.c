@@ -219,16 +219,19 @@ static int read_answer(sdn_history *h, sqlite3_stmt *st, int want_text, sdn_hist
     return SDN_OK;
 }
 
-static int recent(sdn_history *h, const char *group, const char *model_fp, long max_tokens, int want_text, sdn_history_answer **out,
-                  int *n_out, sdn_err *err) {
+static int recent(sdn_history *h, const char *group, const char *model_fp, sdn_history_scope scope, long max_tokens, int want_text,
+                  sdn_history_answer **out, int *n_out, sdn_err *err) {
     *out = NULL;
     *n_out = 0;
     sqlite3_stmt *st = NULL;
-    if (sqlite3_prepare_v2(h->db,
-                           "SELECT id, created, n_tokens, tokens, text, checksum FROM answers WHERE task_group=? AND model_fp=?"
-                           " ORDER BY created DESC, id DESC",
-                           -1, &st, NULL) != SQLITE_OK)
-        return sdn_db_fail(h->db, h->path, "reading answers", err);
+    /* global: the group's answers first (task_group = ?1 is 1 for them; NULL for every row
+     * when group is NULL), then the others, each most recent first */
+    const char *sql = scope == SDN_HISTORY_GLOBAL
+                          ? "SELECT id, created, n_tokens, tokens, text, checksum FROM answers WHERE model_fp=?2"
+                            " ORDER BY coalesce(task_group=?1, 0) DESC, created DESC, id DESC"
+                          : "SELECT id, created, n_tokens, tokens, text, checksum FROM answers WHERE task_group=?1 AND model_fp=?2"
+                            " ORDER BY created DESC, id DESC";
+    if (sqlite3_prepare_v2(h->db, sql, -1, &st, NULL) != SQLITE_OK) return sdn_db_fail(h->db, h->path, "reading answers", err);
     sqlite3_bind_text(st, 1, group, -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 2, model_fp ? model_fp : "", -1, SQLITE_STATIC);
     sdn_history_answer *a = NULL;
@@ -264,9 +267,9 @@ static int recent(sdn_history *h, const char *group, const char *model_fp, long 
     return SDN_OK;
 }
 
-int sdn_history_recent(sdn_history *h, const char *group, const char *model_fp, long max_tokens, sdn_history_answer **out, int *n,
-                       sdn_err *err) {
-    return recent(h, group, model_fp, max_tokens, 1, out, n, err);
+int sdn_history_recent(sdn_history *h, const char *group, const char *model_fp, sdn_history_scope scope, long max_tokens,
+                       sdn_history_answer **out, int *n, sdn_err *err) {
+    return recent(h, group, model_fp, scope, max_tokens, 1, out, n, err);
 }
 
 int sdn_history_get(sdn_history *h, int64_t id, sdn_history_answer *out, sdn_err *err) {
@@ -364,8 +367,8 @@ static void cache_store(sdn_history *h, const char *group, const char *fp, long 
     sqlite3_exec(h->db, "ROLLBACK", NULL, NULL, NULL);
 }
 
-int sdn_history_automaton(sdn_history *h, const char *group, const char *model_fp, long max_tokens, uint8_t **bytes, size_t *len,
-                          int *cache_hit, int *n_answers, long *n_tokens, sdn_err *err) {
+int sdn_history_automaton(sdn_history *h, const char *group, const char *model_fp, sdn_history_scope scope, long max_tokens,
+                          uint8_t **bytes, size_t *len, int *cache_hit, int *n_answers, long *n_tokens, sdn_err *err) {
     *bytes = NULL;
     *len = 0;
     if (cache_hit) *cache_hit = 0;
@@ -377,7 +380,9 @@ int sdn_history_automaton(sdn_history *h, const char *group, const char *model_f
     int n = 0, rc;
     /* one read transaction: the selection and the cache entry are from the same snapshot */
     if ((rc = sdn_db_exec(h->db, h->path, "BEGIN", err))) return rc;
-    rc = recent(h, group, fp, max_tokens, 0, &a, &n, err);
+    rc = recent(h, group, fp, scope, max_tokens, 0, &a, &n, err);
+    const long key = scope == SDN_HISTORY_GLOBAL ? -1 - max_tokens : max_tokens; /* the cache's key */
+    const char *gkey = group ? group : "";
     long total = 0; /* each row <= 2^28 tokens, and their sum <= the budget or the store's total */
     for (int i = 0; i < n; i++) total += a[i].n_tokens;
     if (n_answers) *n_answers = n;
@@ -385,7 +390,7 @@ int sdn_history_automaton(sdn_history *h, const char *group, const char *model_f
     int64_t hash = set_hash(a, n);
     uint8_t *cached = NULL;
     size_t clen = 0;
-    if (!rc && n > 0) cached = cache_lookup(h, group, fp, max_tokens, hash, total, &clen);
+    if (!rc && n > 0) cached = cache_lookup(h, gkey, fp, key, hash, total, &clen);
     sqlite3_exec(h->db, "COMMIT", NULL, NULL, NULL);
     if (rc || n == 0) {
         sdn_history_answers_free(a, n);
@@ -408,8 +413,9 @@ int sdn_history_automaton(sdn_history *h, const char *group, const char *model_f
     }
     sdn_sam_free(s);
     sdn_history_answers_free(a, n);
-    if (rc) return sdn_fail(err, rc, "%s: building the history automaton of group '%s'", h->path, group);
-    cache_store(h, group, fp, max_tokens, hash, n, total, *bytes, *len);
+    if (rc) return sdn_fail(err, rc, "%s: building the history automaton of group '%s'%s", h->path, gkey,
+                            scope == SDN_HISTORY_GLOBAL ? " (global scope)" : "");
+    cache_store(h, gkey, fp, key, hash, n, total, *bytes, *len);
     return SDN_OK;
 }
 

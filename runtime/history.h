@@ -51,6 +51,12 @@ void sdn_history_close(sdn_history *h);
 int sdn_history_add(sdn_history *h, const char *group, const char *model_fp, const int32_t *tokens, int n_tokens, const char *text,
                     double created, int64_t *id, sdn_err *err);
 
+/* Which earlier answers a lookup takes: the task group's (SDN_HISTORY_GROUP), or every answer
+ * of the model, the group's own first, then the other groups' (SDN_HISTORY_GLOBAL: the global
+ * tree beside the request's own of SuffixDecoding, Oliaro et al., arXiv 2411.04975); most
+ * recent first within each, under the same token budget. */
+typedef enum { SDN_HISTORY_GROUP = 0, SDN_HISTORY_GLOBAL = 1 } sdn_history_scope;
+
 typedef struct sdn_history_answer {
     int64_t id;
     double created;
@@ -60,25 +66,27 @@ typedef struct sdn_history_answer {
 } sdn_history_answer;
 
 /* The answers of (group, model_fp), most recent first (ties: higher id first), while their
- * total token count stays within max_tokens (max_tokens <= 0: all). A stored answer whose
- * checksum does not match its tokens and text, or whose length is out of range or does
- * not match its tokens, fails with SDN_EDB naming its id. *out is
- * malloc'd; free with sdn_history_answers_free. */
-int sdn_history_recent(sdn_history *h, const char *group, const char *model_fp, long max_tokens, sdn_history_answer **out, int *n,
-                       sdn_err *err);
+ * total token count stays within max_tokens (max_tokens <= 0: all); with SDN_HISTORY_GLOBAL
+ * the group's answers so, then the model's other answers so (group NULL: all of them). A
+ * stored answer whose checksum does not match its tokens and text, or whose length is out of
+ * range or does not match its tokens, fails with SDN_EDB naming its id. *out is malloc'd;
+ * free with sdn_history_answers_free. */
+int sdn_history_recent(sdn_history *h, const char *group, const char *model_fp, sdn_history_scope scope, long max_tokens,
+                       sdn_history_answer **out, int *n, sdn_err *err);
 void sdn_history_answers_free(sdn_history_answer *a, int n);
 /* One answer by id (SDN_EINVAL when there is none). */
 int sdn_history_get(sdn_history *h, int64_t id, sdn_history_answer *out, sdn_err *err);
 /* Number of answers of (group, model_fp) (group NULL: all groups, model_fp NULL: all). */
 int sdn_history_count(sdn_history *h, const char *group, const char *model_fp, long *n, sdn_err *err);
 
-/* The history automaton of (group, model_fp) under max_tokens as sdn_sam_serialize bytes
- * (*bytes malloc'd, *len 0 and *bytes NULL when the group has no answers). From the cache
- * when the answer set is unchanged (*cache_hit = 1), otherwise built, stored in the cache
- * and returned (*cache_hit = 0). A cache entry that does not deserialize is rebuilt.
- * *n_answers / *n_tokens (optional) describe the answer set. */
-int sdn_history_automaton(sdn_history *h, const char *group, const char *model_fp, long max_tokens, uint8_t **bytes, size_t *len,
-                          int *cache_hit, int *n_answers, long *n_tokens, sdn_err *err);
+/* The history automaton of the answers sdn_history_recent selects for (group, model_fp,
+ * scope, max_tokens), as sdn_sam_serialize bytes (*bytes malloc'd, *len 0 and *bytes NULL
+ * when there are none). From the cache when the answer set is unchanged (*cache_hit = 1),
+ * otherwise built, stored in the cache and returned (*cache_hit = 0); the cache keys a global
+ * selection by max_tokens -1 - max_tokens, apart from the group's own. A cache entry that
+ * does not deserialize is rebuilt. *n_answers / *n_tokens (optional) describe the answer set. */
+int sdn_history_automaton(sdn_history *h, const char *group, const char *model_fp, sdn_history_scope scope, long max_tokens,
+                          uint8_t **bytes, size_t *len, int *cache_hit, int *n_answers, long *n_tokens, sdn_err *err);
 
 /* The stored candidate table of model_fp (draft/recycle.h's serialized form; *bytes malloc'd,
  * NULL when none is stored). The bytes are not checked here: sdn_recycle_load checks them. */

@@ -464,6 +464,14 @@ static int parse_fields(srv_job *j, const cJSON *body, int chat, const srv_api_c
         return BAD(e, "task_group", "'task_group' needs a history store: start the server with --history FILE");
     s = group ? group : user;
     if (s && s[0] && cfg->has_history) j->r.task_group = s;
+    /* the history scope: the extension field, else the server's --history-scope */
+    const char *scope = NULL;
+    if (get_str(body, "history_scope", "history_scope", 16, &scope, e) < 0) return -1;
+    if (scope && strcmp(scope, "group") && strcmp(scope, "global"))
+        return BAD(e, "history_scope", "'history_scope' must be \"group\" or \"global\"");
+    if (scope && !cfg->has_history)
+        return BAD(e, "history_scope", "'history_scope' needs a history store: start the server with --history FILE");
+    j->r.history_scope = scope ? scope : cfg->history_scope;
     if (srv_parse_structured(j, body, chat, cfg, e)) return -1;
     if (chat && cfg->max_chars) { /* the text as the model gets it: tools and tool calls rendered */
         size_t total = 0;

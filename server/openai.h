@@ -16,6 +16,7 @@ typedef struct srv_api_config {
     const char *model_path; /* also accepted as "model" */
     int n_ctx;              /* KV cache tokens of a slot: max_tokens is at most this */
     int has_history;        /* a history store is open: `user` / `task_group` become task groups */
+    const char *history_scope; /* the requests' default history_scope (--history-scope; NULL: group) */
     size_t max_values;      /* JSON values in one body at most (0: no limit) */
     int max_messages;       /* entries of `messages` at most (0: no limit) */
     size_t max_chars;       /* characters of text (message contents, prompt) at most (0: no limit) */

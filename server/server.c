@@ -665,6 +665,7 @@ int srv_run(const srv_options *o) {
     s.api.model_path = o->model;
     s.api.n_ctx = sdnpu_context_n_ctx(s.pool.ctx[0]);
     s.api.has_history = o->history != NULL;
+    s.api.history_scope = o->history ? o->history_scope : NULL;
     s.api.tool_format = mi.tool_format;
     s.api.defaults = o->defaults;
     s.api.has_seed = o->defaults && o->has_seed;

@@ -13,6 +13,7 @@ typedef struct srv_options {
     const char *host;     /* address to bind ("127.0.0.1") */
     int port;             /* 0: a free port chosen by the OS (the listening line says which) */
     const char *history;  /* SQLite history store shared by the slots; NULL: none */
+    const char *history_scope; /* requests' default history scope, "group" or "global" (NULL: group) */
     const char *api_key;  /* required as "Authorization: Bearer KEY" on /v1 and /metrics; NULL: none */
     int slots;            /* contexts running requests at once (1) */
     int queue;            /* requests that may wait for a slot (16); more get 503 */

@@ -198,6 +198,25 @@ static void test_history_store(void **state) {
     assert_int_equal(o.stats.history_answers, 0);
     assert_int_equal(o.stats.answer_stored, 0);
     sdnpu_result_free(&o);
+    /* the global scope: a new group drafts from the other groups' answers too, and the answer
+     * is plain decoding's whatever it drafted from */
+    r.task_group = "newcomer";
+    r.history_scope = "global";
+    assert_int_equal(sdnpu_generate(c, &r, &o, &e), SDNPU_OK);
+    assert_int_equal(o.stats.history_answers, 2);
+    assert_memory_equal(o.tokens, plain.tokens, sizeof(int32_t) * 40);
+    assert_true(o.stats.mean_accepted > 2.0);
+    sdnpu_result_free(&o);
+    r.task_group = NULL; /* global without a group: every answer of the model, none stored */
+    assert_int_equal(sdnpu_generate(c, &r, &o, &e), SDNPU_OK);
+    assert_int_equal(o.stats.history_answers, 2);
+    assert_int_equal(o.stats.answer_stored, 0);
+    sdnpu_result_free(&o);
+    r.history_scope = "everything";
+    assert_int_equal(sdnpu_generate(c, &r, &o, &e), SDNPU_EINVAL);
+    assert_non_null(strstr(e.message, "history_scope"));
+    sdnpu_result_free(&o);
+    r.history_scope = NULL;
     sdnpu_context_free(c);
     /* the store persists: a new context on the same file sees both stored answers */
     assert_int_equal(sdnpu_context_new(m, &cp, &c, &e), SDNPU_OK);
@@ -210,6 +229,11 @@ static void test_history_store(void **state) {
     assert_int_equal(sdnpu_context_new(m, NULL, &bare, &e), SDNPU_OK);
     assert_int_equal(sdnpu_generate(bare, &r, &o, &e), SDNPU_EINVAL);
     assert_non_null(strstr(e.message, "lighthouse"));
+    r.task_group = NULL; /* ... and so is the global scope */
+    r.history_scope = "global";
+    assert_int_equal(sdnpu_generate(bare, &r, &o, &e), SDNPU_EINVAL);
+    assert_non_null(strstr(e.message, "history_scope"));
+    r.history_scope = NULL;
     sdnpu_context_free(bare);
     sdnpu_result_free(&a);
     sdnpu_result_free(&b);

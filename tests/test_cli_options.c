@@ -313,6 +313,19 @@ static void test_run_exit_codes(void **state) {
     r = RUN("serve", "--model", m, "--stop", "a", "--stop", "b", "--stop", "c", "--stop", "d", "--stop", "e");
     expect_usage("serve with 5 --stop", &r, "--stop", "at most 4");
     res_free(&r);
+    /* the history scope: a known value, and a store to read it from (run and serve) */
+    r = RUN("run", "--model", m, "--prompt-ids", "1 2", "--history-scope", "all");
+    expect_usage("run --history-scope all", &r, "--history-scope", "'all'");
+    res_free(&r);
+    r = RUN("run", "--model", m, "--prompt-ids", "1 2", "--history-scope", "global");
+    expect_usage("run --history-scope global", &r, "--history-scope", "--history");
+    res_free(&r);
+    r = RUN("serve", "--model", m, "--history-scope", "all");
+    expect_usage("serve --history-scope all", &r, "--history-scope", "'all'");
+    res_free(&r);
+    r = RUN("serve", "--model", m, "--history-scope", "global");
+    expect_usage("serve --history-scope global", &r, "--history-scope", "--history");
+    res_free(&r);
     r = RUN("run", "--model", missing, "--prompt-ids", "1 2");
     assert_int_equal(r.rc, 1); /* a file that cannot be read: a runtime failure */
     assert_non_null(strstr(r.err, "missing.gguf"));

@@ -81,7 +81,7 @@ static void test_round_trip(void **state) {
     /* most recent first: k=1 (300), k=5 (250), k=2 (200), k=0 (100) */
     sdn_history_answer *a;
     int n;
-    assert_int_equal(sdn_history_recent(h, "g", "A", 0, &a, &n, &err), SDN_OK);
+    assert_int_equal(sdn_history_recent(h, "g", "A", SDN_HISTORY_GROUP, 0, &a, &n, &err), SDN_OK);
     assert_int_equal(n, 4);
     int order[] = {1, 5, 2, 0};
     for (int i = 0; i < 4; i++) {
@@ -101,7 +101,7 @@ static void test_round_trip(void **state) {
     /* budget: answers 1 (6 tokens) + 5 (10 tokens) = 16 fit in 17; the next (7) does not */
     assert_int_equal(answer_tokens(1, t), 6);
     assert_int_equal(answer_tokens(5, t), 10);
-    assert_int_equal(sdn_history_recent(h, "g", "A", 17, &a, &n, &err), SDN_OK);
+    assert_int_equal(sdn_history_recent(h, "g", "A", SDN_HISTORY_GROUP, 17, &a, &n, &err), SDN_OK);
     assert_int_equal(n, 2);
     sdn_history_answers_free(a, n);
     sdn_history_answer one;
@@ -136,7 +136,7 @@ static void reference_bytes(sdn_history *h, const char *g, const char *m, long b
     sdn_history_answer *a;
     int n;
     sdn_err err = {0};
-    assert_int_equal(sdn_history_recent(h, g, m, budget, &a, &n, &err), SDN_OK);
+    assert_int_equal(sdn_history_recent(h, g, m, SDN_HISTORY_GROUP, budget, &a, &n, &err), SDN_OK);
     sdn_sam *s;
     assert_int_equal(sdn_sam_create(&s, &err), SDN_OK);
     for (int i = 0; i < n; i++) assert_int_equal(sdn_sam_add_seq(s, (uint32_t)i, a[i].tokens, (size_t)a[i].n_tokens, &err), SDN_OK);
@@ -144,6 +144,92 @@ static void reference_bytes(sdn_history *h, const char *g, const char *m, long b
     assert_int_equal(sdn_sam_serialize(s, b, len, &err), SDN_OK);
     sdn_sam_free(s);
     sdn_history_answers_free(a, n);
+}
+
+/* The global scope: the group's answers first, then the model's other answers, each most
+ * recent first, under one budget (an order written out by hand from the timestamps); its
+ * automaton equals an independent build over that selection and is cached apart from the
+ * group's own. */
+static void test_global_scope(void **state) {
+    (void)state;
+    const char *path = tu_tmp("hist-global.db");
+    fresh(path);
+    sdn_history *h = open_ok(path);
+    sdn_err err = {0};
+    int32_t t[16];
+    int64_t ids[6];
+    const double created[] = {100, 300, 400, 500, 200, 350};
+    const char *groups[] = {"g", "g", "h", "g", "h", "i"};
+    const char *models[] = {"A", "A", "A", "B", "A", "A"};
+    for (int k = 0; k < 6; k++)
+        assert_int_equal(sdn_history_add(h, groups[k], models[k], t, answer_tokens(k, t), NULL, created[k], &ids[k], &err), SDN_OK);
+    static const struct {
+        const char *group;
+        long budget;
+        int n, order[5];
+    } cases[] = {
+        {"g", 0, 5, {1, 0, 2, 5, 4}},    /* own (300, 100), then h 400, i 350, h 200; model B never */
+        {NULL, 0, 5, {2, 5, 1, 4, 0}},   /* no group: the model's answers by time */
+        {"zzz", 0, 5, {2, 5, 1, 4, 0}},  /* a group without answers: the others */
+        {"i", 0, 5, {5, 2, 1, 4, 0}},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        sdn_history_answer *a;
+        int n;
+        assert_int_equal(sdn_history_recent(h, cases[c].group, "A", SDN_HISTORY_GLOBAL, cases[c].budget, &a, &n, &err), SDN_OK);
+        assert_int_equal(n, cases[c].n);
+        for (int i = 0; i < n; i++) assert_int_equal(a[i].id, ids[cases[c].order[i]]);
+        sdn_history_answers_free(a, n);
+    }
+    /* the budget cuts the same sequence: 1 (6 tokens) + 0 (5) fit in 12, answer 2 (7) does not */
+    assert_int_equal(answer_tokens(0, t) + answer_tokens(1, t), 11);
+    sdn_history_answer *a;
+    int n;
+    assert_int_equal(sdn_history_recent(h, "g", "A", SDN_HISTORY_GLOBAL, 12, &a, &n, &err), SDN_OK);
+    assert_int_equal(n, 2);
+    sdn_history_answers_free(a, n);
+    /* the automaton: an independent build over the global selection, and the group's own apart */
+    uint8_t *b = NULL, *gb = NULL;
+    size_t bl, gbl;
+    int hit, na;
+    long nt;
+    assert_int_equal(sdn_history_automaton(h, "g", "A", SDN_HISTORY_GLOBAL, 0, &b, &bl, &hit, &na, &nt, &err), SDN_OK);
+    assert_int_equal(hit, 0);
+    assert_int_equal(na, 5);
+    assert_int_equal(sdn_history_recent(h, "g", "A", SDN_HISTORY_GLOBAL, 0, &a, &n, &err), SDN_OK);
+    sdn_sam *s;
+    assert_int_equal(sdn_sam_create(&s, &err), SDN_OK);
+    for (int i = 0; i < n; i++) assert_int_equal(sdn_sam_add_seq(s, (uint32_t)i, a[i].tokens, (size_t)a[i].n_tokens, &err), SDN_OK);
+    assert_int_equal(sdn_sam_shrink(s, &err), SDN_OK);
+    uint8_t *r;
+    size_t rl;
+    assert_int_equal(sdn_sam_serialize(s, &r, &rl, &err), SDN_OK);
+    sdn_sam_free(s);
+    sdn_history_answers_free(a, n);
+    assert_int_equal(bl, rl);
+    assert_memory_equal(b, r, bl);
+    free(r);
+    assert_int_equal(sdn_history_automaton(h, "g", "A", SDN_HISTORY_GROUP, 0, &gb, &gbl, &hit, &na, NULL, &err), SDN_OK);
+    assert_int_equal(hit, 0);
+    assert_int_equal(na, 2);
+    free(gb);
+    /* both stay cached: neither lookup evicts the other */
+    assert_int_equal(sdn_history_automaton(h, "g", "A", SDN_HISTORY_GLOBAL, 0, &gb, &gbl, &hit, NULL, NULL, &err), SDN_OK);
+    assert_int_equal(hit, 1);
+    assert_int_equal(gbl, bl);
+    assert_memory_equal(gb, b, bl);
+    free(gb);
+    assert_int_equal(sdn_history_automaton(h, "g", "A", SDN_HISTORY_GROUP, 0, &gb, &gbl, &hit, NULL, NULL, &err), SDN_OK);
+    assert_int_equal(hit, 1);
+    free(gb);
+    /* another group's new answer changes the global selection: rebuilt */
+    assert_int_equal(sdn_history_add(h, "j", "A", t, answer_tokens(3, t), NULL, 900, NULL, &err), SDN_OK);
+    assert_int_equal(sdn_history_automaton(h, "g", "A", SDN_HISTORY_GLOBAL, 0, &gb, &gbl, &hit, &na, NULL, &err), SDN_OK);
+    assert_int_equal(hit, 0);
+    assert_int_equal(na, 6);
+    free(gb);
+    free(b);
+    sdn_history_close(h);
 }
 
 static void test_automaton_cache(void **state) {
@@ -157,7 +243,7 @@ static void test_automaton_cache(void **state) {
     int hit, na;
     long nt;
     /* no answers: no automaton */
-    assert_int_equal(sdn_history_automaton(h, "g", "A", 100, &b, &bl, &hit, &na, &nt, &err), SDN_OK);
+    assert_int_equal(sdn_history_automaton(h, "g", "A", SDN_HISTORY_GROUP, 100, &b, &bl, &hit, &na, &nt, &err), SDN_OK);
     assert_null(b);
     assert_int_equal(na, 0);
     int32_t t[16];
@@ -165,7 +251,7 @@ static void test_automaton_cache(void **state) {
         int n = answer_tokens(k, t);
         assert_int_equal(sdn_history_add(h, "g", "A", t, n, NULL, 1000 + k, NULL, &err), SDN_OK);
     }
-    assert_int_equal(sdn_history_automaton(h, "g", "A", 30, &b, &bl, &hit, &na, &nt, &err), SDN_OK);
+    assert_int_equal(sdn_history_automaton(h, "g", "A", SDN_HISTORY_GROUP, 30, &b, &bl, &hit, &na, &nt, &err), SDN_OK);
     assert_int_equal(hit, 0);
     reference_bytes(h, "g", "A", 30, &r, &rl);
     assert_int_equal(bl, rl);
@@ -173,7 +259,7 @@ static void test_automaton_cache(void **state) {
     assert_true(na >= 2 && nt <= 30);
     free(b);
     /* unchanged answer set: from the cache, same bytes */
-    assert_int_equal(sdn_history_automaton(h, "g", "A", 30, &b, &bl, &hit, NULL, NULL, &err), SDN_OK);
+    assert_int_equal(sdn_history_automaton(h, "g", "A", SDN_HISTORY_GROUP, 30, &b, &bl, &hit, NULL, NULL, &err), SDN_OK);
     assert_int_equal(hit, 1);
     assert_int_equal(bl, rl);
     assert_memory_equal(b, r, bl);
@@ -183,12 +269,12 @@ static void test_automaton_cache(void **state) {
     answer_tokens(9, t);
     assert_int_equal(sdn_history_add(h, "other", "A", t, 5, NULL, 5000, NULL, &err), SDN_OK);
     assert_int_equal(sdn_history_add(h, "g", "B", t, 5, NULL, 5000, NULL, &err), SDN_OK);
-    assert_int_equal(sdn_history_automaton(h, "g", "A", 30, &b, &bl, &hit, NULL, NULL, &err), SDN_OK);
+    assert_int_equal(sdn_history_automaton(h, "g", "A", SDN_HISTORY_GROUP, 30, &b, &bl, &hit, NULL, NULL, &err), SDN_OK);
     assert_int_equal(hit, 1);
     free(b);
     /* a new answer of the group: rebuilt, and equal to the independent build again */
     assert_int_equal(sdn_history_add(h, "g", "A", t, 5, NULL, 6000, NULL, &err), SDN_OK);
-    assert_int_equal(sdn_history_automaton(h, "g", "A", 30, &b, &bl, &hit, NULL, NULL, &err), SDN_OK);
+    assert_int_equal(sdn_history_automaton(h, "g", "A", SDN_HISTORY_GROUP, 30, &b, &bl, &hit, NULL, NULL, &err), SDN_OK);
     assert_int_equal(hit, 0);
     reference_bytes(h, "g", "A", 30, &r, &rl);
     assert_int_equal(bl, rl);
@@ -204,7 +290,7 @@ static void test_automaton_cache(void **state) {
     assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
     assert_int_equal(sqlite3_exec(db, "UPDATE history_cache SET sam = zeroblob(64)", NULL, NULL, NULL), SQLITE_OK);
     sqlite3_close(db);
-    assert_int_equal(sdn_history_automaton(h, "g", "A", 30, &b, &bl, &hit, NULL, NULL, &err), SDN_OK);
+    assert_int_equal(sdn_history_automaton(h, "g", "A", SDN_HISTORY_GROUP, 30, &b, &bl, &hit, NULL, NULL, &err), SDN_OK);
     assert_int_equal(hit, 0);
     reference_bytes(h, "g", "A", 30, &r, &rl);
     assert_memory_equal(b, r, bl);
@@ -216,7 +302,7 @@ static void test_automaton_cache(void **state) {
     sqlite3_close(db);
     sdn_history_answer *a;
     int n;
-    assert_int_equal(sdn_history_recent(h, "g", "A", 0, &a, &n, &err), SDN_EDB);
+    assert_int_equal(sdn_history_recent(h, "g", "A", SDN_HISTORY_GROUP, 0, &a, &n, &err), SDN_EDB);
     assert_non_null(strstr(err.msg, "answer 2"));
     sdn_history_close(h);
 }
@@ -250,7 +336,7 @@ static void test_concurrency(void **state) {
         for (int i = 0; i < 150; i++) {
             sdn_history_answer *a;
             int m;
-            if (sdn_history_recent(c, "g", "A", 0, &a, &m, NULL)) _exit(11);
+            if (sdn_history_recent(c, "g", "A", SDN_HISTORY_GROUP, 0, &a, &m, NULL)) _exit(11);
             sdn_history_answers_free(a, m);
         }
         sdn_history_close(c);
@@ -360,7 +446,7 @@ static void kill_run(int mode) {
     /* every stored row is intact (the interrupted one would fail its checksum) */
     sdn_history_answer *all;
     int n_all;
-    assert_int_equal(sdn_history_recent(h, "g", "A", 0, &all, &n_all, &err), SDN_OK);
+    assert_int_equal(sdn_history_recent(h, "g", "A", SDN_HISTORY_GROUP, 0, &all, &n_all, &err), SDN_OK);
     assert_int_equal(n_all, cnt);
     sdn_history_answers_free(all, n_all);
     /* still writable after the crash */
@@ -552,7 +638,7 @@ static void test_damaged_rows(void **state) {
     sdn_history_answer *all = NULL;
     int n_all = 0;
     sdn_err_clear(&err);
-    assert_int_equal(sdn_history_recent(h, "g", "C", 100, &all, &n_all, &err), SDN_EDB);
+    assert_int_equal(sdn_history_recent(h, "g", "C", SDN_HISTORY_GROUP, 100, &all, &n_all, &err), SDN_EDB);
     if (!strstr(err.msg, "n_tokens 9223372036854775807 is out of range")) fail_msg("message: %s", err.msg);
     assert_null(all);
     sdn_history_close(h);
@@ -689,7 +775,7 @@ static int check_rows(sdn_history *h, long *n_rows) {
     sdn_history_answer *all;
     int n_all;
     sdn_err err = {0};
-    if (sdn_history_recent(h, "g", "A", 0, &all, &n_all, &err)) fail_msg("%s", err.msg);
+    if (sdn_history_recent(h, "g", "A", SDN_HISTORY_GROUP, 0, &all, &n_all, &err)) fail_msg("%s", err.msg);
     static int32_t want[512];
     for (int i = 0; i < n_all; i++) {
         int w, k;
@@ -781,7 +867,7 @@ static void test_two_writers(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_round_trip),    cmocka_unit_test(test_automaton_cache), cmocka_unit_test(test_concurrency),
+        cmocka_unit_test(test_round_trip),    cmocka_unit_test(test_automaton_cache), cmocka_unit_test(test_global_scope), cmocka_unit_test(test_concurrency),
         cmocka_unit_test(test_kill_during_write), cmocka_unit_test(test_bad_files),
         cmocka_unit_test(test_damaged_rollback_store_unchanged), cmocka_unit_test(test_empty_file_refused),
         cmocka_unit_test(test_damaged_rows), cmocka_unit_test(test_migrate_v1), cmocka_unit_test(test_candidates), cmocka_unit_test(test_kill_random_points),

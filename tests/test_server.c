@@ -462,6 +462,14 @@ static void test_history_user(void **state) {
     /* an explicit task_group wins over user: a fresh group has no history */
     cJSON *c = post_json(&g, "/v1/chat/completions", CHAT(",\"max_tokens\":8,\"user\":\"alice\",\"task_group\":\"fresh\""), 200);
     assert_int_equal((int)num(c, "sdnpu.history_answers"), 0);
+    /* ... unless it asks for the global scope: then alice's answers are there too */
+    cJSON *d = post_json(&g, "/v1/chat/completions",
+                         CHAT(",\"max_tokens\":8,\"task_group\":\"fresh2\",\"history_scope\":\"global\",\"sdnpu\":{\"draft_max\":16}"), 200);
+    assert_true(num(d, "sdnpu.history_answers") >= 2);
+    cJSON_Delete(d);
+    d = post_json(&g, "/v1/chat/completions", CHAT(",\"max_tokens\":8,\"history_scope\":\"all\""), 400);
+    assert_string_equal(str(d, "error.param"), "history_scope");
+    cJSON_Delete(d);
     cJSON_Delete(a);
     cJSON_Delete(b);
     cJSON_Delete(c);

@@ -124,6 +124,7 @@ class CRequest(Structure):
         ("grammar", c_char_p),
         ("json_schema", c_char_p),
         ("on_step", c_void_p),  # int (*)(void *, const sdnpu_step *): not used by the package (NULL)
+        ("history_scope", c_char_p),
     ]
 
 

@@ -356,7 +356,7 @@ class _Request:
 
     _INTS = ("draft_max", "draft_depth", "draft_branch", "prefill_topk", "max_tokens", "top_k", "seed", "repeat_last_n")
     _FLOATS = ("temperature", "top_p", "min_p", "repeat_penalty")
-    _STRS = ("system", "chat_template", "task_group", "method", "grammar")
+    _STRS = ("system", "chat_template", "task_group", "history_scope", "method", "grammar")
     _BOOLS = ("store_answer", "ignore_eos", "reuse_kv")
 
     def __init__(self, prompt: str | None = None, *, messages: Sequence[Message] | None = None,
@@ -498,6 +498,7 @@ class Context:
         ``top_k``, ``min_p``, ``seed``, ``repeat_penalty``, ``repeat_last_n``, ``stop`` (a
         list), ``ignore_eos``, ``draft_max``/``draft_depth``/``draft_branch``, ``params``
         (a dict or "KEY=VALUE" list), ``prefill_topk``, ``chat_template``, ``task_group``,
+        ``history_scope`` ("group" or "global"),
         ``store_answer``, ``reuse_kv``, ``grammar`` (GBNF text), ``json_schema`` (a dict or
         JSON text). ``on_text(piece)`` receives the text as it is committed; returning True
         cancels. ``on_progress(done, total)`` reports prefill. Errors raise ``Error``."""

@@ -149,6 +149,9 @@ def test_errors_never_crash(smollm2: sdnpu.Model, tmp_path: Path) -> None:
         ctx.generate(prompt="x", method="nosuch")
     assert e.value.status == sdnpu.EINVAL and "nosuch" in e.value.message
     with pytest.raises(sdnpu.Error) as e:
+        ctx.generate(prompt="x", history_scope="everything")
+    assert e.value.status == sdnpu.EINVAL and "history_scope" in e.value.message
+    with pytest.raises(sdnpu.Error) as e:
         ctx.generate(prompt="x", messages=[{"role": "user", "content": "y"}])
     assert e.value.status == sdnpu.EINVAL
     with pytest.raises(sdnpu.Error):
