@@ -421,6 +421,19 @@ int sdn_trace_record(sdn_model *m, const char *model_name, const char *tokenizer
         int max_new = max_tokens < sdn_ctx_n_ctx(c) - n_prompt ? max_tokens : sdn_ctx_n_ctx(c) - n_prompt;
         sdn_preds preds = {0};
         sdn_gen_params gp = {.max_tokens = max_tokens, .prefill_topk = o->preds_k > 0 ? o->preds_k : 0, .preds_out = &preds};
+        /* with predictions, also the model's top-k at every output position (the replay of the
+         * model-derived candidates; at most SDN_RECYCLE_MAX_K, the table's width) */
+        int32_t *out_preds = NULL;
+        const int ok_k = o->preds_k < SDN_RECYCLE_MAX_K ? o->preds_k : SDN_RECYCLE_MAX_K;
+        if (o->preds_k > 0) {
+            if (!(out_preds = malloc((size_t)max_tokens * (size_t)ok_k * sizeof *out_preds))) {
+                free(prompt);
+                rc = sdn_fail(err, SDN_ENOMEM, "out of memory (output predictions)");
+                break;
+            }
+            gp.out_topk = ok_k;
+            gp.out_topk_tok = out_preds;
+        }
         eog_state es = {tok, -1};
         sdn_gen_stats st;
         gp.eog = eog_fn, gp.eog_ud = &es;
@@ -445,6 +458,11 @@ int sdn_trace_record(sdn_model *m, const char *model_name, const char *tokenizer
                 tr.preds_k = preds.k;
                 tr.pred_tok = preds.tok;
                 tr.pred_prob = preds.prob;
+                if (out_preds && preds.k <= ok_k) { /* the rows as wide as the prefill's (which may have fewer: a context
+                                                       of fewer distinct tokens) */
+                    for (int j = 0; j < n_gen; j++) memmove(out_preds + (size_t)j * preds.k, out_preds + (size_t)j * ok_k, (size_t)preds.k * sizeof *out_preds);
+                    tr.out_pred_tok = out_preds;
+                }
             }
             rc = sdn_trace_write(out, &tr, err);
             if (!rc && written) (*written)++;
@@ -452,6 +470,7 @@ int sdn_trace_record(sdn_model *m, const char *model_name, const char *tokenizer
             sdn_fail(err, rc, "%s", row->id);
         }
         sdn_preds_free(&preds);
+        free(out_preds);
         free(prompt);
         free(gen);
         if (o->progress) o->progress(o->ud, i + 1, ds->n, row->id);

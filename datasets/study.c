@@ -3,6 +3,8 @@
  * loop line by line, with verification replaced by a walk along the recorded output. */
 #include "datasets/study.h"
 
+#include "draft/recycle.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -37,8 +39,12 @@ void sdn_study_caps(const sdn_draft_caps *in, sdn_draft_caps *out) {
 
 /* Why a method cannot be replayed on a row (NULL when it can). */
 static const char *sdn_study_unreplayable(const char *method, const sdn_trace_row *r) {
-    if (sdn_method_needs_model_feedback(method))
-        return "needs the model's predictions at rejected draft positions, which a trace does not record: measured live with --model";
+    if (sdn_method_reuses_drafts(method))
+        return "reuses rejected drafts: needs the model's next token after every rejected draft node, which a trace does not record: "
+               "measured live with --model";
+    if (sdn_method_needs_model_feedback(method) && r && !r->out_pred_tok)
+        return "drafts from the model's top-k at every step, which this trace does not have (record it with `sdnpu trace` and "
+               "predictions on, k <= 16): measured live with --model";
     if (sdn_method_uses_prefill_preds(method) && r && r->preds_k <= 0)
         return "needs prefill predictions, which this trace does not have (record traces with `sdnpu trace --topk K`)";
     return NULL;
@@ -79,9 +85,25 @@ int sdn_study_replay(const sdn_trace_row *r, const char *method, const sdn_metho
     /* generation limit: as recorded; a length stop ends exactly at the output's end */
     int max_new = r->max_new > 0 ? r->max_new : (r->stop == SDN_STOP_LENGTH ? r->n_out : n_seq + SDN_INVARIANT_MAX_ROWS);
 
+    /* the model-derived candidates: the recorded output predictions into the table
+     * (mcfg->recycle, or a table of this replay's own) */
+    sdn_method_config own_cfg = *mcfg;
+    sdn_recycle *own_table = NULL;
+    int32_t *rows = NULL, *path = NULL;
+    const int K = r->preds_k;
     sdn_drafter d = {0};
     sdn_tree tree = {0};
-    int rc, scap = 0;
+    int rc = SDN_OK, scap = 0;
+    if (sdn_method_uses_model_table(method, mcfg) && r->out_pred_tok) {
+        if (!own_cfg.recycle) {
+            if ((rc = sdn_recycle_new(sdn_trace_vocab(r), SDN_RECYCLE_DEFAULT_K, &own_table, err))) goto done;
+            own_cfg.recycle = own_table;
+        }
+        rows = malloc(((size_t)caps.max_nodes + 1) * (size_t)K * sizeof *rows);
+        path = malloc(((size_t)caps.max_nodes + 1) * sizeof *path);
+        if (!rows || !path) { rc = sdn_fail(err, SDN_ENOMEM, "out of memory"); goto done; }
+        mcfg = &own_cfg;
+    }
     if ((rc = sdn_method_create(method, mcfg, &d, err))) goto done;
     if ((rc = sdn_tree_init(&tree, caps.max_nodes, err))) goto done;
     sdn_prefill_preds view = {r->n_ctx - 1, r->preds_k, r->pred_tok, r->pred_prob};
@@ -105,6 +127,7 @@ int sdn_study_replay(const sdn_trace_row *r, const char *method, const sdn_metho
             int c = sdn_tree_find_child(&tree, node, seq[pos + n_acc]);
             if (c < 0) break;
             acc[n_acc] = seq[pos + n_acc];
+            if (rows) path[n_acc] = c;
             n_acc++;
             node = c;
         }
@@ -127,6 +150,17 @@ int sdn_study_replay(const sdn_trace_row *r, const char *method, const sdn_metho
         if (d.ops && !stop && n_gen < max_new) {
             double tf = sdn_now();
             sdn_draft_feedback fb = {.accepted = acc, .n_accepted = n_acc + 1, .tree = &tree, .node_argmax = NULL, .root_argmax = -1};
+            if (rows) { /* the rows the recording knows: the root's and the accepted nodes' (the
+                           predictions at output positions pos .. pos + n_acc); rejected nodes'
+                           rows are unknown (-1: the table skips them) */
+                for (size_t q = 0; q < (size_t)(tree.n + 1) * (size_t)K; q++) rows[q] = -1;
+                for (int dd = 0; dd <= n_acc; dd++) {
+                    const int j = pos - n_new + dd, row = dd == 0 ? 0 : path[dd - 1] + 1;
+                    if (j < r->n_out) memcpy(rows + (size_t)row * K, r->out_pred_tok + (size_t)j * K, (size_t)K * sizeof *rows);
+                }
+                fb.row_topk = rows;
+                fb.topk = K;
+            }
             if ((rc = sdn_drafter_feedback(&d, &fb, err))) goto done;
             out->t_draft += sdn_now() - tf;
         }
@@ -138,6 +172,9 @@ done:
     if (rc && steps_out) { free(*steps_out); *steps_out = NULL; *n_steps = 0; }
     sdn_drafter_destroy(&d);
     sdn_tree_free(&tree);
+    sdn_recycle_free(own_table);
+    free(rows);
+    free(path);
     free(seq);
     free(acc);
     return rc;
@@ -201,6 +238,9 @@ int sdn_study_live(sdn_ctx *c, const sdn_trace_row *r, const char *method, const
     int max_new = r->max_new > 0 ? r->max_new : r->n_out + 1;
     sdn_gen_params gp = {.max_tokens = max_new, .drafter = inner.ops ? &wrap : NULL, .caps = caps,
                          .prefill_topk = sdn_method_uses_prefill_preds(method) ? (preds_k > 0 ? preds_k : 8) : 0};
+    /* the model-derived candidates learn from every verified row (mcfg->recycle: the caller's
+     * table; without one that source is off) */
+    if (inner.ops && mcfg->recycle && sdn_method_uses_model_table(method, mcfg)) gp.row_topk = sdn_recycle_k(mcfg->recycle);
     int32_t *gen = NULL;
     int n_gen = 0;
     sdn_gen_stats st;
@@ -273,6 +313,16 @@ int sdn_study_run(const sdn_trace *t, const sdn_study_opts *o, sdn_result_cell *
         }
     sdn_history *hist = NULL;
     int rc = SDN_OK, warned_fp = 0;
+    /* one candidate table per method over the whole study, in trace order, as a live server
+     * keeps one per model (made at the method's first use) */
+    sdn_recycle **tables = calloc((size_t)nm, sizeof *tables);
+    int table_vocab = 0;
+    if (!tables) { rc = sdn_fail(err, SDN_ENOMEM, "out of memory"); goto done; }
+    if (o->live_ctx) table_vocab = sdn_model_cfg(sdn_ctx_model(o->live_ctx))->vocab;
+    for (int i = 0; i < t->n; i++) {
+        const int v = sdn_trace_vocab(&t->rows[i]);
+        if (v > table_vocab) table_vocab = v;
+    }
     if (o->history && (rc = sdn_history_open(":memory:", &hist, err))) goto done;
     char live_fp[17] = "";
     if (o->live_ctx) snprintf(live_fp, sizeof live_fp, "%016llx", (unsigned long long)sdn_model_fingerprint(sdn_ctx_model(o->live_ctx)));
@@ -298,8 +348,16 @@ int sdn_study_run(const sdn_trace *t, const sdn_study_opts *o, sdn_result_cell *
             const char *method = o->methods[k];
             sdn_result_cell *cell = &cells[ti * nm + k];
             const char *why = sdn_study_unreplayable(method, r);
-            int live = o->live_all || (why && sdn_method_needs_model_feedback(method));
+            /* methods that learn from the model are measured live when a model is given (a
+             * replay of the model's candidates is approximate: study.h) */
+            const int feedback = sdn_method_needs_model_feedback(method);
+            int live = o->live_all || (feedback && (why || o->live_ctx));
             sdn_study_counts c;
+            sdn_method_config mk = mc;
+            if (sdn_method_uses_model_table(method, &mc) && (live ? o->live_ctx != NULL : !why)) {
+                if (!tables[k] && (rc = sdn_recycle_new(table_vocab, SDN_RECYCLE_DEFAULT_K, &tables[k], err))) break;
+                mk.recycle = tables[k];
+            }
             if (live && o->live_ctx) {
                 if (!warned_fp && r->model_fp && strcmp(r->model_fp, live_fp) != 0) {
                     fprintf(log, "study: warning: the trace was recorded with model %s but --model is %s: live outputs will differ from the "
@@ -307,7 +365,7 @@ int sdn_study_run(const sdn_trace *t, const sdn_study_opts *o, sdn_result_cell *
                     warned_fp = 1;
                 }
                 int same = 0;
-                if ((rc = sdn_study_live(o->live_ctx, r, method, &mc, &o->caps, r->preds_k, &c, &same, NULL, NULL, err))) break;
+                if ((rc = sdn_study_live(o->live_ctx, r, method, &mk, &o->caps, r->preds_k, &c, &same, NULL, NULL, err))) break;
                 cell->live = 1;
                 if (!same) cell->mismatches++;
             } else if (why) {
@@ -315,7 +373,10 @@ int sdn_study_run(const sdn_trace *t, const sdn_study_opts *o, sdn_result_cell *
                 snprintf(cell->note, sizeof cell->note, "%s", live ? "not replayable from a trace; give --model to measure it live" : why);
                 continue;
             } else {
-                if ((rc = sdn_study_replay(r, method, &mc, &o->caps, &c, NULL, NULL, err))) break;
+                if ((rc = sdn_study_replay(r, method, &mk, &o->caps, &c, NULL, NULL, err))) break;
+                if (feedback)
+                    snprintf(cell->note, sizeof cell->note, "approximate: replayed from the output predictions (the model's top-k at "
+                                                            "rejected draft nodes is not recorded)");
             }
             sdn_study_counts_add(&cell->c, &c);
             cell->prompt_tokens += r->n_ctx;
@@ -340,6 +401,8 @@ int sdn_study_run(const sdn_trace *t, const sdn_study_opts *o, sdn_result_cell *
     }
 done:
     sdn_history_close(hist);
+    for (int k = 0; tables && k < nm; k++) sdn_recycle_free(tables[k]);
+    free(tables);
     free(tasks);
     if (rc) { free(cells); return rc; }
     *cells_out = cells;

@@ -10,7 +10,7 @@
 
 void sdn_trace_row_free(sdn_trace_row *r) {
     free(r->id); free(r->task); free(r->group); free(r->model); free(r->model_fp); free(r->tokenizer);
-    free(r->source_json); free(r->ctx); free(r->out); free(r->pred_tok); free(r->pred_prob);
+    free(r->source_json); free(r->ctx); free(r->out); free(r->pred_tok); free(r->pred_prob); free(r->out_pred_tok);
     memset(r, 0, sizeof *r);
 }
 
@@ -54,6 +54,22 @@ static int check_row(const jl_reader *rd, const sdn_trace_row *t, sdn_err *err) 
     if (t->stop == SDN_STOP_LENGTH && t->max_new > 0 && t->n_out != t->max_new)
         return jl_error(rd, "stop", err, "\"length\" but %d output tokens != max_new_tokens %d", t->n_out, t->max_new);
     if (t->preds_k < 0 || t->preds_k > SDN_TRACE_MAX_K) return jl_error(rd, "preds_k", err, "not in [0, %d]", SDN_TRACE_MAX_K);
+    if (t->out_pred_tok) { /* each row: distinct ids in range, the recorded output first */
+        if (!t->preds_k) return jl_error(rd, "output_pred_tokens", err, "given but preds_k is 0");
+        const int K = t->preds_k;
+        for (int j = 0; j < t->n_out; j++) {
+            const int32_t *row = t->out_pred_tok + (size_t)j * K;
+            for (int q = 0; q < K; q++) {
+                if (row[q] < 0 || row[q] > vmax)
+                    return jl_error(rd, "output_pred_tokens", err, "position %d, element %d (%d) is not a token id in [0, %ld]", j, q, row[q], vmax);
+                for (int u = 0; u < q; u++)
+                    if (row[u] == row[q]) return jl_error(rd, "output_pred_tokens", err, "position %d lists token %d twice", j, row[q]);
+            }
+            if (row[0] != t->out[j])
+                return jl_error(rd, "output_pred_tokens", err, "position %d starts with %d, not the recorded output token %d (a greedy "
+                                "recording's best next token is the one it emitted)", j, row[0], t->out[j]);
+        }
+    }
     if (t->preds_k) {
         if (!t->pred_tok || !t->pred_prob) return jl_error(rd, "pred_tokens", err, "missing although preds_k = %d", t->preds_k);
         int K = t->preds_k;
@@ -119,6 +135,30 @@ static int read_preds(const jl_reader *rd, const cJSON *o, sdn_trace_row *t, sdn
     return SDN_OK;
 }
 
+/* output_pred_tokens (optional): an array of n_out arrays of K ids. */
+static int read_out_preds(const jl_reader *rd, const cJSON *o, sdn_trace_row *t, sdn_err *err) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "output_pred_tokens");
+    if (!v || cJSON_IsNull(v)) return SDN_OK;
+    const int K = t->preds_k;
+    if (!K) return jl_error(rd, "output_pred_tokens", err, "given but preds_k is 0 or missing");
+    if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) != t->n_out)
+        return jl_error(rd, "output_pred_tokens", err, "expected an array of %d arrays (one per output token) of %d ids", t->n_out, K);
+    t->out_pred_tok = malloc(((size_t)t->n_out * (size_t)K + 1) * sizeof *t->out_pred_tok);
+    if (!t->out_pred_tok) return sdn_fail(err, SDN_ENOMEM, "%s:%d: out of memory (output predictions)", rd->name, rd->line);
+    const cJSON *a = v->child;
+    for (int j = 0; j < t->n_out; j++, a = a->next) {
+        if (!cJSON_IsArray(a) || cJSON_GetArraySize(a) != K)
+            return jl_error(rd, "output_pred_tokens", err, "position %d: expected an array of %d ids", j, K);
+        const cJSON *x = a->child;
+        for (int q = 0; q < K; q++, x = x->next) {
+            long id;
+            if (!jl_is_int(x, 0, INT32_MAX - 1, &id)) return jl_error(rd, "output_pred_tokens", err, "position %d, element %d is not a token id", j, q);
+            t->out_pred_tok[(size_t)j * K + q] = (int32_t)id;
+        }
+    }
+    return SDN_OK;
+}
+
 int sdn_trace_parse(const char *name, int line, const char *text, size_t len, sdn_trace_row *t, sdn_err *err) {
     jl_reader rd;
     jl_open_buf(&rd, name, text, len);
@@ -175,7 +215,7 @@ int sdn_trace_parse(const char *name, int line, const char *text, size_t len, sd
         (rc = jl_int_array(&rd, o, "output_tokens", 1, 0, INT32_MAX - 1, SDN_TRACE_MAX_TOKENS, &t->out, &t->n_out, err)))
         goto done;
     if (t->n_ctx < 1) { rc = jl_error(&rd, "context_tokens", err, "empty (the prompt has at least one token)"); goto done; }
-    if ((rc = read_preds(&rd, o, t, err))) goto done;
+    if ((rc = read_preds(&rd, o, t, err)) || (rc = read_out_preds(&rd, o, t, err))) goto done;
     rc = check_row(&rd, t, err);
 done:
     cJSON_Delete(o);
@@ -207,6 +247,17 @@ int sdn_trace_load(sdn_trace *t, const char *path, sdn_err *err) {
         while (t->n > first) sdn_trace_row_free(&t->rows[--t->n]);
     jl_close(&rd);
     return rc;
+}
+
+int sdn_trace_vocab(const sdn_trace_row *r) {
+    if (r->vocab_size > 0) return r->vocab_size;
+    int32_t m = 0;
+    const size_t K = (size_t)r->preds_k;
+    for (int i = 0; i < r->n_ctx; i++) m = r->ctx[i] > m ? r->ctx[i] : m;
+    for (int i = 0; i < r->n_out; i++) m = r->out[i] > m ? r->out[i] : m;
+    for (size_t i = 0; r->pred_tok && r->n_ctx > 1 && i < (size_t)(r->n_ctx - 1) * K; i++) m = r->pred_tok[i] > m ? r->pred_tok[i] : m;
+    for (size_t i = 0; r->out_pred_tok && i < (size_t)r->n_out * K; i++) m = r->out_pred_tok[i] > m ? r->out_pred_tok[i] : m;
+    return m + 1;
 }
 
 static void write_ids(FILE *f, const int32_t *a, int n) {
@@ -259,6 +310,14 @@ int sdn_trace_write(FILE *f, const sdn_trace_row *r, sdn_err *err) {
             fputc(']', f);
         }
         fputc(']', f);
+        if (r->out_pred_tok) {
+            fputs(",\"output_pred_tokens\":[", f);
+            for (int j = 0; j < r->n_out; j++) {
+                if (j) fputc(',', f);
+                write_ids(f, r->out_pred_tok + (size_t)j * K, K);
+            }
+            fputc(']', f);
+        }
     }
     fputs("}\n", f);
     if (ferror(f)) return sdn_fail(err, SDN_EIO, "trace: write error");

@@ -18,6 +18,11 @@
  *    "pred_tokens": [[K ids] x (n_ctx - 1)]  the model's top-K next tokens after context
  *                                           position p (most probable first), p < n_ctx - 1,
  *    "pred_probs":  [[K probs] x (n_ctx - 1)] their probabilities, each in [0, 1],
+ *    "output_pred_tokens": [[K ids] x n_out] (optional, with preds_k > 0): the model's top-K
+ *                         next tokens at every output position j, i.e. after the token before
+ *                         output j (the context's last for j = 0), best first, so row j
+ *                         starts with output j (a greedy recording); what an offline replay
+ *                         feeds the model-derived candidates (study.h),
  *    "source": any JSON (optional, kept verbatim; e.g. where the text came from)}
  * Loading checks every field: ids in [0, 2^31-2] (and below vocab_size), lengths
  * consistent, probabilities finite in [0, 1] and non-increasing within a row, known
@@ -50,6 +55,7 @@ typedef struct sdn_trace_row {
     int preds_k;                  /* 0: no predictions */
     int32_t *pred_tok;            /* [(n_ctx - 1) * preds_k] */
     float *pred_prob;             /* [(n_ctx - 1) * preds_k] */
+    int32_t *out_pred_tok;        /* [n_out * preds_k] output_pred_tokens (NULL: absent) */
     int line;                     /* line in the file it was read from (0: built in memory) */
 } sdn_trace_row;
 
@@ -64,6 +70,8 @@ int sdn_trace_parse(const char *name, int line, const char *text, size_t len, sd
 int sdn_trace_load(sdn_trace *t, const char *path, sdn_err *err);
 /* Check a row built in memory (the same rules as loading). */
 int sdn_trace_validate(const sdn_trace_row *r, sdn_err *err);
+/* The row's vocabulary size: vocab_size when given, else 1 + the largest token id it holds. */
+int sdn_trace_vocab(const sdn_trace_row *r);
 /* Write one row as one line. */
 int sdn_trace_write(FILE *f, const sdn_trace_row *r, sdn_err *err);
 void sdn_trace_row_free(sdn_trace_row *r);

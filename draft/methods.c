@@ -33,6 +33,7 @@ static int fam(const char *method) {
 }
 
 int sdn_method_needs_model_feedback(const char *method) { int f = fam(method); return f >= 0 && (family[f].reuse || family[f].model); }
+int sdn_method_reuses_drafts(const char *method) { int f = fam(method); return f >= 0 && family[f].reuse; }
 int sdn_method_uses_prefill_preds(const char *method) { int f = fam(method); return f >= 0 && family[f].cal; }
 int sdn_method_uses_model_table(const char *method, const sdn_method_config *cfg) {
     int f = fam(method);

@@ -47,6 +47,10 @@ int sdn_method_create(const char *method, const sdn_method_config *cfg, sdn_draf
  * (sdn_draft_feedback.node_argmax, row_topk), so an offline replay of a trace cannot
  * reproduce it. */
 int sdn_method_needs_model_feedback(const char *method);
+/* 1 when the method reuses rejected drafts (the model's greedy token after every rejected
+ * draft node, sdn_draft_feedback.node_argmax): what no trace records. The model-derived
+ * candidates (row_topk) replay from a trace's output predictions (datasets/study.h). */
+int sdn_method_reuses_drafts(const char *method);
 /* 1 when the method uses the prefill predictions (sdn_gen_params.prefill_topk > 0). */
 int sdn_method_uses_prefill_preds(const char *method);
 /* 1 when the method reads and updates the model's candidate table (with cfg, unless

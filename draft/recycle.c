@@ -51,6 +51,7 @@ void sdn_recycle_update(sdn_recycle *r, const int32_t *t, const int32_t *cand, i
     for (int i = 0; i < n_rows; i++) {
         if (t[i] < 0 || t[i] >= r->vocab) continue;
         const int32_t *c = cand + (size_t)i * (size_t)stride;
+        if (n > 0 && (c[0] < 0 || c[0] >= r->vocab)) continue; /* a row not known (an offline replay's rejected node) */
         int32_t *row = r->cand + (size_t)t[i] * (size_t)r->k;
         if (row[0] >= 0) { /* a row seen before: where the model's next token stood in it */
             r->updates++;

@@ -41,7 +41,8 @@ int sdn_recycle_vocab(const sdn_recycle *r);
 int sdn_recycle_k(const sdn_recycle *r);
 
 /* One verified row: after token t the model ranked cand[0..n) highest, best first (n <= k;
- * ids outside the vocabulary are ignored). Counts where cand[0] stood in t's old row, then
+ * ids outside the vocabulary are ignored; a row whose cand[0] is not a token id is not known
+ * and is skipped entirely, neither counted nor stored). Counts where cand[0] stood in t's old row, then
  * replaces the row. n_rows rows at once (t[i], cand + i * stride, n) under one lock. The
  * same counts of these rows alone are also added to hits[0..k) and *rows when not NULL (a
  * caller's own tally: a request's, sdnpu_drafter.c). */

@@ -188,9 +188,10 @@ static void trace_seed(void) {
     float pp[10];
     for (int i = 0; i < 10; i++) pt[i] = (int32_t)(i % 9), pp[i] = i % 2 ? 0.25f : 0.5f, pr[i] = 0;
     (void)pr;
+    int32_t op[8] = {5, 1, 9, 8, 7, 0, 2, 3}; /* output predictions: each row starts with its output token */
     sdn_trace_row r = {.id = "r1", .task = "summary", .group = "g", .model = "m", .model_fp = "0123456789abcdef", .tokenizer = "tok",
                        .vocab_size = 32, .n_ctx = 6, .n_out = 4, .ctx = ctx, .out = out, .stop = SDN_STOP_EOG, .eog_token = 2,
-                       .max_new = 16, .preds_k = 2, .pred_tok = pt, .pred_prob = pp};
+                       .max_new = 16, .preds_k = 2, .pred_tok = pt, .pred_prob = pp, .out_pred_tok = op};
     sdn_trace_write(f, &r, NULL);
     sdn_trace_row r2 = {.id = "r2", .task = "rag", .n_ctx = 3, .n_out = 2, .ctx = ctx, .out = out, .stop = SDN_STOP_LENGTH, .eog_token = -1,
                         .source_json = "{\"from\":\"seed\",\"n\":[1,2]}"};

@@ -15,6 +15,7 @@
 #include "runtime/decode.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -145,6 +146,10 @@ static int setup(decode *d, sdn_err *err) {
     if (!d->gen || !d->logits || !d->argmax) return sdn_fail(err, SDN_ENOMEM, "out of memory");
     if (p->row_topk < 0 || p->row_topk > SDN_RECYCLE_MAX_K)
         return sdn_fail(err, SDN_EINVAL, "row_topk %d is not in [0, %d]", p->row_topk, SDN_RECYCLE_MAX_K);
+    if (p->out_topk < 0 || p->out_topk > SDN_RECYCLE_MAX_K || (p->out_topk > 0 && !p->out_topk_tok))
+        return sdn_fail(err, SDN_EINVAL, "out_topk %d is not in [0, %d] or has no buffer", p->out_topk, SDN_RECYCLE_MAX_K);
+    if (p->out_topk > 0 && (p->sampling.temp > 0 || p->grammar))
+        return sdn_fail(err, SDN_EINVAL, "out_topk records greedy, unconstrained generations only");
     if (p->row_topk > 0 && p->drafter && !(d->rtopk = malloc((size_t)SDN_INVARIANT_MAX_ROWS * (size_t)p->row_topk * sizeof(int32_t))))
         return sdn_fail(err, SDN_ENOMEM, "out of memory");
     if (p->sampling.repeat_penalty > 0 && p->sampling.repeat_penalty != 1) {
@@ -685,6 +690,18 @@ static void row_topk(decode *d) {
     }
 }
 
+/* out_topk: the top-k of the row that predicted committed token i of this step (row 0 for the
+ * first, the row after accepted node i - 1 otherwise) as output row j. */
+static void out_row_topk(decode *d, int i, int j) {
+    const int k = d->p->out_topk, r = i == 0 ? 0 : d->acc.nodes[i - 1] + 1;
+    const float *row = d->logits + (size_t)r * d->vocab;
+    int32_t *out = d->p->out_topk_tok + (size_t)j * k;
+    float cv[SDN_RECYCLE_MAX_K];
+    out[0] = d->argmax[r]; /* what verification committed (greedy, unconstrained) */
+    int m = 1 + (k > 1 ? sdn_topk_after(row, d->vocab, row[out[0]], out[0], k - 1, cv, out + 1) : 0);
+    for (; m < k; m++) out[m] = -1;
+}
+
 /* Compact: keep the KV entries of the root and the accepted path, drop the rest. */
 static int step_compact(decode *d, int n_past, sdn_err *err) {
     return sdn_kv_keep(d->c, n_past, d->acc.keep, d->acc.n_acc + 1, err);
@@ -717,6 +734,7 @@ static int step_commit(decode *d, sdn_err *err) {
             if (!ok) return sdn_fail(err, SDN_ESTATE, "constrained decoding committed token %d that its grammar does not allow", tk);
         }
         if (!p->ignore_eog && p->eog && p->eog(p->eog_ud, tk)) { d->stop = SDN_GEN_EOG; break; }
+        if (p->out_topk > 0) out_row_topk(d, i, d->n_gen);
         d->gen[d->n_gen++] = tk;
         if (d->gs && sdn_gstate_ended(d->gs)) { d->stop = SDN_GEN_EOG; break; }
     }

@@ -112,6 +112,12 @@ typedef struct sdn_gen_params {
      * the drafter's feedback (sdn_draft_feedback.row_topk; the model-derived candidates,
      * draft/recycle.h); counted as drafting time. At most SDN_RECYCLE_MAX_K. */
     int row_topk;
+    /* > 0: the model's top out_topk next tokens at every committed position into out_topk_tok
+     * ([max_tokens * out_topk], best first, -1 padded; row j: after the token before output
+     * j, so it starts with output j), for traces (sdn_trace_row.out_pred_tok). Greedy and
+     * unconstrained only (else SDN_EINVAL); at most SDN_RECYCLE_MAX_K. */
+    int out_topk;
+    int32_t *out_topk_tok;
     /* 1 (with a drafter whose node scores are path estimates and draft.evidence=1, sdn_method_scores_paths, and a
      * cost curve, verify_ms / vcurve, and no fixed caps.max_nodes): each step the drafter
      * proposes up to 32 nodes, their scores are calibrated on this request's acceptances per

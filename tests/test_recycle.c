@@ -30,6 +30,7 @@ typedef struct naive {
 
 static void naive_update(naive *nv, int32_t t, const int32_t *c, int n) {
     if (t < 0 || t >= V) return;
+    if (n > 0 && (c[0] < 0 || c[0] >= V)) return; /* a row not known: neither counted nor stored */
     if (nv->n[t] > 0) {
         nv->updates++;
         for (int j = 0; j < nv->n[t]; j++)

@@ -10,6 +10,7 @@
  * end-of-generation and by the token limit) and a random-weight make-model model on a
  * repeating prompt. Also: a hand-computed replay (PLD rule worked out on paper), the
  * refusal of methods a trace cannot replay, and the history simulation of sdn_study_run. */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -22,6 +23,7 @@
 
 #include "datasets/study.h"
 #include "datasets/trace.h"
+#include "draft/recycle.h"
 #include "draft/methods.h"
 #include "engine/forward.h"
 #include "modelfile/model.h"
@@ -107,7 +109,8 @@ static void run_live(sdn_ctx *c, const int32_t *prompt, int n_prompt, const char
 static void record_trace(sdn_ctx *c, const int32_t *prompt, int n_prompt, int max_tokens, sdn_trace_row *out) {
     const sdn_model *m = sdn_ctx_model(c);
     sdn_preds preds = {0};
-    sdn_gen_params gp = {.max_tokens = max_tokens, .prefill_topk = 8, .preds_out = &preds};
+    int32_t *out_preds = malloc(sizeof(int32_t) * 8 * (size_t)max_tokens);
+    sdn_gen_params gp = {.max_tokens = max_tokens, .prefill_topk = 8, .preds_out = &preds, .out_topk = 8, .out_topk_tok = out_preds};
     eog_ud e = {sdn_model_tokenizer(m), -1};
     int32_t *gen = NULL;
     int n_gen = 0;
@@ -117,9 +120,12 @@ static void record_trace(sdn_ctx *c, const int32_t *prompt, int n_prompt, int ma
     char fp[17];
     snprintf(fp, sizeof fp, "%016llx", (unsigned long long)sdn_model_fingerprint(m));
     int max_new = max_tokens < sdn_ctx_n_ctx(c) - n_prompt ? max_tokens : sdn_ctx_n_ctx(c) - n_prompt;
+    /* the trace's rows are preds_k wide: a short context's prefill predictions may have fewer than 8 */
+    for (int j = 0; j < n_gen; j++) memmove(out_preds + (size_t)j * preds.k, out_preds + (size_t)j * 8, sizeof(int32_t) * (size_t)preds.k);
     sdn_trace_row r = {.id = "req", .task = "t", .model_fp = fp, .vocab_size = sdn_model_cfg(m)->vocab, .n_ctx = n_prompt,
                        .ctx = (int32_t *)prompt, .n_out = n_gen, .out = gen, .stop = e.hit >= 0 ? SDN_STOP_EOG : SDN_STOP_LENGTH,
-                       .eog_token = e.hit, .max_new = max_new, .preds_k = preds.k, .pred_tok = preds.tok, .pred_prob = preds.prob};
+                       .eog_token = e.hit, .max_new = max_new, .preds_k = preds.k, .pred_tok = preds.tok, .pred_prob = preds.prob,
+                       .out_pred_tok = out_preds};
     const char *path = tu_tmp("study.trace.jsonl");
     FILE *f = fopen(path, "w");
     if (sdn_trace_write(f, &r, &err)) fail_msg("%s", err.msg);
@@ -130,7 +136,39 @@ static void record_trace(sdn_ctx *c, const int32_t *prompt, int n_prompt, int ma
     *out = t.rows[0];
     free(t.rows);
     free(gen);
+    free(out_preds);
     sdn_preds_free(&preds);
+}
+
+/* Tokens per step of a method drafting from the model's candidates, replayed from the trace's
+ * output predictions and run live, each with a fresh table: the replay knows the rows of the
+ * committed positions only (not the rejected nodes'), so it may differ from the live run by the
+ * tolerance docs/datasets.md states; the live output is the recorded one. Summed over calls
+ * (the tolerance is checked on the sums, in test_replay_tinystories). */
+static double g_model_replay, g_model_live;
+static long g_model_steps;
+static void model_replay_vs_live(sdn_ctx *c, const sdn_trace_row *tr, const char *method, const sdn_draft_caps *caps, const char *what) {
+    sdn_err err = {0};
+    sdn_method_config mc;
+    sdn_method_defaults(&mc);
+    sdn_recycle *t1 = NULL, *t2 = NULL;
+    const int vocab = sdn_model_cfg(sdn_ctx_model(c))->vocab;
+    assert_int_equal(sdn_recycle_new(vocab, SDN_RECYCLE_DEFAULT_K, &t1, &err), SDN_OK);
+    assert_int_equal(sdn_recycle_new(vocab, SDN_RECYCLE_DEFAULT_K, &t2, &err), SDN_OK);
+    sdn_study_counts rc, lc;
+    mc.recycle = t1;
+    if (sdn_study_replay(tr, method, &mc, caps, &rc, NULL, NULL, &err)) fail_msg("%s: %s", what, err.msg);
+    mc.recycle = t2;
+    int same = 0;
+    if (sdn_study_live(c, tr, method, &mc, caps, tr->preds_k, &lc, &same, NULL, NULL, &err)) fail_msg("%s: %s", what, err.msg);
+    assert_true(same);
+    assert_int_equal(rc.out_tokens, lc.out_tokens);
+    g_model_replay += (double)rc.out_tokens / (double)rc.steps * (double)lc.steps;
+    g_model_live += (double)lc.out_tokens;
+    g_model_steps += lc.steps;
+    print_message("%s, %s: tokens per step replayed %.3f, live %.3f\n", what, method, sdn_study_mean_accepted(&rc), sdn_study_mean_accepted(&lc));
+    sdn_recycle_free(t1);
+    sdn_recycle_free(t2);
 }
 
 /* Replay == live for every replayable method; returns the number of accepted draft tokens
@@ -158,7 +196,11 @@ static long compare_all(sdn_ctx *c, const int32_t *prompt, int n_prompt, int max
     long accepted = 0;
     for (int k = 0; k < n_methods; k++) {
         const char *method = names[k];
-        if (sdn_method_needs_model_feedback(method)) continue;
+        if (sdn_method_reuses_drafts(method)) continue;
+        if (sdn_method_needs_model_feedback(method)) { /* the model's candidates: replayed from the output predictions */
+            model_replay_vs_live(c, &tr, method, caps, what);
+            continue;
+        }
         live_result *lr = calloc(1, sizeof *lr);
         run_live(c, prompt, n_prompt, method, max_tokens, caps, lr);
         /* the live output must be the recorded plain output */
@@ -238,6 +280,15 @@ static void test_replay_tinystories(void **state) {
         free(ids); free(gen); free(all); free(story); free(prompt);
     }
     assert_true(accepted > 200); /* drafting really happened */
+    /* the model's candidates, replayed against live over every request above: tokens per step
+     * (live steps as the weights) within the tolerance docs/datasets.md states */
+    const double rep = g_model_replay / (double)g_model_steps, live = g_model_live / (double)g_model_steps;
+    print_message("model-derived candidates over %ld steps: replay %.3f, live %.3f tokens per step (%+.1f%%)\n", g_model_steps, rep, live,
+                  100.0 * (rep / live - 1.0));
+    assert_true(g_model_steps > 100);
+    /* the replay lacks the rows of rejected draft nodes (which the live table also learns):
+     * measured 12.7% fewer tokens per step than live here (0-21% per request; docs/datasets.md) */
+    assert_true(rep / live - 1.0 >= -0.20 && rep / live - 1.0 <= 0.02);
     sdn_ctx_free(c);
     sdn_model_free(m);
 }

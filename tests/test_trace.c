@@ -27,14 +27,17 @@ static void test_round_trip(void **state) {
     int32_t out[] = {5, 9, 7, 3};
     int32_t pt[5 * 2] = {5, 4, 9, 0, 5, 1, 9, 2, 7, 6};
     float pp[5 * 2] = {0.5f, 0.25f, 0.875f, 0.0625f, 0.33333334f, 0.1f, 1.0f, 0.0f, 0.6f, 0.3f};
+    int32_t op[4 * 2] = {5, 1, 9, 8, 7, 0, 3, 2}; /* each row starts with the output token */
     sdn_trace_row r = {.id = "r\"1\n", .task = "summary", .group = "g", .model = "m.gguf", .model_fp = "0123456789abcdef",
                        .tokenizer = "tok", .vocab_size = 10, .n_ctx = 6, .n_out = 4, .ctx = ctx, .out = out, .stop = SDN_STOP_EOG,
-                       .eog_token = 2, .max_new = 16, .preds_k = 2, .pred_tok = pt, .pred_prob = pp, .source_json = "{\"a\":[1,2]}"};
+                       .eog_token = 2, .max_new = 16, .preds_k = 2, .pred_tok = pt, .pred_prob = pp, .source_json = "{\"a\":[1,2]}",
+                       .out_pred_tok = op};
     const char *path = tu_tmp("rt.trace.jsonl");
     FILE *f = fopen(path, "w");
     sdn_err err = {0};
     assert_int_equal(sdn_trace_write(f, &r, &err), SDN_OK);
     r.preds_k = 0;
+    r.out_pred_tok = NULL;
     r.id = "second";
     r.stop = SDN_STOP_LENGTH;
     r.eog_token = -1;
@@ -63,11 +66,15 @@ static void test_round_trip(void **state) {
     assert_int_equal(a->preds_k, 2);
     assert_memory_equal(a->pred_tok, pt, sizeof pt);
     for (int i = 0; i < 10; i++) assert_true(a->pred_prob[i] == pp[i]); /* floats round-trip exactly */
+    assert_non_null(a->out_pred_tok);
+    assert_memory_equal(a->out_pred_tok, op, sizeof op);
+    assert_int_equal(sdn_trace_vocab(a), 10);
     assert_int_equal(a->line, 1);
     a = &t.rows[1];
     assert_string_equal(a->id, "second");
     assert_int_equal(a->preds_k, 0);
     assert_null(a->pred_tok);
+    assert_null(a->out_pred_tok);
     assert_int_equal(a->stop, SDN_STOP_LENGTH);
     assert_int_equal(a->eog_token, -1);
     assert_int_equal(a->line, 2);
@@ -112,6 +119,15 @@ static const struct {
     {HEAD "\"context_tokens\":[1,2],\"output_tokens\":[],\"preds_k\":2,\"pred_tokens\":[[3,3]],\"pred_probs\":[[0.2,0.1]]}",
      "bad.trace:3: field 'pred_tokens': position 0 lists token 3 twice"},
     {HEAD "\"context_tokens\":[1,2],\"output_tokens\":[],\"pred_tokens\":[[1]]}", "bad.trace:3: field 'preds_k': 0 or missing but predictions"},
+    {HEAD "\"context_tokens\":[1,2],\"output_tokens\":[4],\"output_pred_tokens\":[[4]]}", "bad.trace:3: field 'output_pred_tokens': given but preds_k"},
+    {HEAD "\"context_tokens\":[1,2],\"output_tokens\":[4,5],\"preds_k\":1,\"pred_tokens\":[[1]],\"pred_probs\":[[0.5]],"
+          "\"output_pred_tokens\":[[4]]}", "bad.trace:3: field 'output_pred_tokens': expected an array of 2 arrays"},
+    {HEAD "\"context_tokens\":[1,2],\"output_tokens\":[4,5],\"preds_k\":1,\"pred_tokens\":[[1]],\"pred_probs\":[[0.5]],"
+          "\"output_pred_tokens\":[[4],[6]]}", "bad.trace:3: field 'output_pred_tokens': position 1 starts with 6, not the recorded output token 5"},
+    {HEAD "\"context_tokens\":[1,2],\"output_tokens\":[4],\"preds_k\":2,\"pred_tokens\":[[1,2]],\"pred_probs\":[[0.5,0.25]],"
+          "\"output_pred_tokens\":[[4,4]]}", "bad.trace:3: field 'output_pred_tokens': position 0 lists token 4 twice"},
+    {HEAD "\"context_tokens\":[1,2],\"output_tokens\":[4],\"preds_k\":1,\"pred_tokens\":[[1]],\"pred_probs\":[[0.5]],"
+          "\"output_pred_tokens\":[[-4]]}", "bad.trace:3: field 'output_pred_tokens': position 0, element 0 is not a token id"},
     {HEAD "\"context_tokens\":[1],\"output_tokens\":[4,5],\"stop\":\"length\",\"max_new_tokens\":3}",
      "bad.trace:3: field 'stop': \"length\" but 2 output tokens != max_new_tokens 3"},
     {HEAD "\"context_tokens\":[1],\"output_tokens\":[4,5],\"max_new_tokens\":1}", "bad.trace:3: field 'output_tokens': 2 tokens, more than max_new_tokens 1"},

@@ -33,9 +33,10 @@ static void print_tables(const sdn_result_cell *cells, int n) {
             printf("%-10s %-10s %5s  %s\n", c->task, c->method, "-", c->note[0] ? c->note : "no requests");
             continue;
         }
-        printf("%-10s %-10s %5ld %9ld %8ld %9.3f %9.2f %9.4f  %s%s%s\n", c->task, c->method, c->c.requests, c->c.out_tokens, c->c.steps,
+        printf("%-10s %-10s %5ld %9ld %8ld %9.3f %9.2f %9.4f  %s%s%s%s\n", c->task, c->method, c->c.requests, c->c.out_tokens, c->c.steps,
                sdn_study_mean_accepted(&c->c), sdn_study_mean_draft(&c->c), c->c.steps ? 1000.0 * c->c.t_draft / c->c.steps : 0.0,
-               c->live ? "(live)" : "", c->mismatches ? " output differs from the trace" : "", c->skipped ? " (some requests skipped)" : "");
+               c->live ? "(live)" : "", c->mismatches ? " output differs from the trace" : "", c->skipped ? " (some requests skipped)" : "",
+               !c->live && c->note[0] ? " (approximate replay)" : "");
     }
     printf("\naccepted draft tokens per step (%% of steps; the bonus token not counted)\n%-10s %-10s", "task", "method");
     for (int b = 0; b <= 10; b++) printf(" %5d", b);
@@ -128,7 +129,12 @@ int sdn_tool_study(const sdn_tool_study_opts *o) {
     for (int k = 0; k < n_methods; k++) {
         if (sdn_method_needs_model_feedback(methods[k]))
             printf("note: %s learns from the model's predictions at rejected draft positions, which a trace does not record: it cannot be "
-                   "replayed exactly%s\n", methods[k], model ? "; measured live on --model instead" : "; give --model to measure it live");
+                   "replayed exactly%s\n", methods[k],
+                   model ? "; measured live on --model instead"
+                   : sdn_method_reuses_drafts(methods[k])
+                       ? "; give --model to measure it live"
+                       : "; replayed approximately from traces with output predictions (fewer tokens per step than live: "
+                         "docs/datasets.md), give --model to measure it live");
         if (sdn_method_uses_prefill_preds(methods[k]) && with_preds < tr.n)
             printf("note: %s needs prefill predictions: %d of %d requests have none and are skipped for it\n", methods[k], tr.n - with_preds, tr.n);
     }
