@@ -230,16 +230,26 @@ int sdn_study_live(sdn_ctx *c, const sdn_trace_row *r, const char *method, const
     int vocab = sdn_model_cfg(m)->vocab;
     for (int i = 0; i < r->n_ctx; i++)
         if (r->ctx[i] >= vocab) return sdn_fail(err, SDN_EINVAL, "%s: context token %d (%d) is outside the model's vocabulary of %d", r->id, i, r->ctx[i], vocab);
+    /* the model-derived candidates: mcfg->recycle, or a fresh table of this run's own (each
+     * request of a study starts from nothing, so a study's figures do not depend on the order
+     * or the split of its requests) */
+    sdn_method_config own_cfg = *mcfg;
+    sdn_recycle *own_table = NULL;
+    if (sdn_method_uses_model_table(method, mcfg) && !mcfg->recycle) {
+        int rc0 = sdn_recycle_new(vocab, SDN_RECYCLE_DEFAULT_K, &own_table, err);
+        if (rc0) return rc0;
+        own_cfg.recycle = own_table;
+        mcfg = &own_cfg;
+    }
     sdn_drafter inner = {0};
     int rc = sdn_method_create(method, mcfg, &inner, err);
-    if (rc) return rc;
+    if (rc) { sdn_recycle_free(own_table); return rc; }
     rec_drafter rec = {.inner = &inner};
     sdn_drafter wrap = {&k_rec_ops, &rec};
     int max_new = r->max_new > 0 ? r->max_new : r->n_out + 1;
     sdn_gen_params gp = {.max_tokens = max_new, .drafter = inner.ops ? &wrap : NULL, .caps = caps,
                          .prefill_topk = sdn_method_uses_prefill_preds(method) ? (preds_k > 0 ? preds_k : 8) : 0};
-    /* the model-derived candidates learn from every verified row (mcfg->recycle: the caller's
-     * table; without one that source is off) */
+    /* the model-derived candidates learn from every verified row */
     if (inner.ops && mcfg->recycle && sdn_method_uses_model_table(method, mcfg)) gp.row_topk = sdn_recycle_k(mcfg->recycle);
     int32_t *gen = NULL;
     int n_gen = 0;
@@ -274,6 +284,7 @@ int sdn_study_live(sdn_ctx *c, const sdn_trace_row *r, const char *method, const
     free(rec.steps);
     free(gen);
     sdn_drafter_destroy(&inner);
+    sdn_recycle_free(own_table);
     return rc;
 }
 
@@ -313,16 +324,6 @@ int sdn_study_run(const sdn_trace *t, const sdn_study_opts *o, sdn_result_cell *
         }
     sdn_history *hist = NULL;
     int rc = SDN_OK, warned_fp = 0;
-    /* one candidate table per method over the whole study, in trace order, as a live server
-     * keeps one per model (made at the method's first use) */
-    sdn_recycle **tables = calloc((size_t)nm, sizeof *tables);
-    int table_vocab = 0;
-    if (!tables) { rc = sdn_fail(err, SDN_ENOMEM, "out of memory"); goto done; }
-    if (o->live_ctx) table_vocab = sdn_model_cfg(sdn_ctx_model(o->live_ctx))->vocab;
-    for (int i = 0; i < t->n; i++) {
-        const int v = sdn_trace_vocab(&t->rows[i]);
-        if (v > table_vocab) table_vocab = v;
-    }
     if (o->history && (rc = sdn_history_open(":memory:", &hist, err))) goto done;
     char live_fp[17] = "";
     if (o->live_ctx) snprintf(live_fp, sizeof live_fp, "%016llx", (unsigned long long)sdn_model_fingerprint(sdn_ctx_model(o->live_ctx)));
@@ -353,11 +354,6 @@ int sdn_study_run(const sdn_trace *t, const sdn_study_opts *o, sdn_result_cell *
             const int feedback = sdn_method_needs_model_feedback(method);
             int live = o->live_all || (feedback && (why || o->live_ctx));
             sdn_study_counts c;
-            sdn_method_config mk = mc;
-            if (sdn_method_uses_model_table(method, &mc) && (live ? o->live_ctx != NULL : !why)) {
-                if (!tables[k] && (rc = sdn_recycle_new(table_vocab, SDN_RECYCLE_DEFAULT_K, &tables[k], err))) break;
-                mk.recycle = tables[k];
-            }
             if (live && o->live_ctx) {
                 if (!warned_fp && r->model_fp && strcmp(r->model_fp, live_fp) != 0) {
                     fprintf(log, "study: warning: the trace was recorded with model %s but --model is %s: live outputs will differ from the "
@@ -365,7 +361,7 @@ int sdn_study_run(const sdn_trace *t, const sdn_study_opts *o, sdn_result_cell *
                     warned_fp = 1;
                 }
                 int same = 0;
-                if ((rc = sdn_study_live(o->live_ctx, r, method, &mk, &o->caps, r->preds_k, &c, &same, NULL, NULL, err))) break;
+                if ((rc = sdn_study_live(o->live_ctx, r, method, &mc, &o->caps, r->preds_k, &c, &same, NULL, NULL, err))) break;
                 cell->live = 1;
                 if (!same) cell->mismatches++;
             } else if (why) {
@@ -373,7 +369,7 @@ int sdn_study_run(const sdn_trace *t, const sdn_study_opts *o, sdn_result_cell *
                 snprintf(cell->note, sizeof cell->note, "%s", live ? "not replayable from a trace; give --model to measure it live" : why);
                 continue;
             } else {
-                if ((rc = sdn_study_replay(r, method, &mk, &o->caps, &c, NULL, NULL, err))) break;
+                if ((rc = sdn_study_replay(r, method, &mc, &o->caps, &c, NULL, NULL, err))) break;
                 if (feedback)
                     snprintf(cell->note, sizeof cell->note, "approximate: replayed from the output predictions (the model's top-k at "
                                                             "rejected draft nodes is not recorded)");
@@ -401,8 +397,6 @@ int sdn_study_run(const sdn_trace *t, const sdn_study_opts *o, sdn_result_cell *
     }
 done:
     sdn_history_close(hist);
-    for (int k = 0; tables && k < nm; k++) sdn_recycle_free(tables[k]);
-    free(tables);
     free(tasks);
     if (rc) { free(cells); return rc; }
     *cells_out = cells;

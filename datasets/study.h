@@ -19,9 +19,11 @@
  * token: the live verifier may accept further draft tokens after it (they are discarded),
  * the replay cannot know them.
  *
- * Not replayable: methods for which sdn_method_needs_model_feedback() is 1 (they learn from
- * the model's predictions at rejected draft positions, which no trace records); the study
- * measures those live with sdn_study_live. Methods for which sdn_method_uses_prefill_preds()
+ * Not replayable: methods that reuse rejected drafts (sdn_method_reuses_drafts: they need the
+ * model's greedy token after rejected draft nodes, which no trace records); the study measures
+ * those live with sdn_study_live. Methods with the model's candidates replay approximately
+ * from a row's output predictions (the root's and the accepted nodes' rows of each step; the
+ * rejected nodes' rows are unknown), into mcfg->recycle or a fresh table of their own. Methods for which sdn_method_uses_prefill_preds()
  * is 1 need traces with predictions (preds_k > 0). */
 #ifndef SDN_STUDY_H
 #define SDN_STUDY_H
@@ -67,7 +69,9 @@ int sdn_study_replay(const sdn_trace_row *r, const char *method, const sdn_metho
  * sdn_generate with the method's drafter (prefill predictions with k = preds_k when the
  * method uses them), max_new tokens as recorded (or the recorded output length + 1),
  * stopping at the model tokenizer's end-of-generation tokens. *same (optional) says
- * whether the output equals the recorded one; steps_out as for replay. */
+ * whether the output equals the recorded one; steps_out as for replay. A method with the
+ * model's candidates learns every verified row's top-k into mcfg->recycle, or into a fresh
+ * table of this run's own when it is NULL (as sdn_study_run gives every request). */
 int sdn_study_live(sdn_ctx *c, const sdn_trace_row *r, const char *method, const sdn_method_config *mcfg, const sdn_draft_caps *caps,
                    int preds_k, sdn_study_counts *out, int *same, int **steps_out, int *n_steps, sdn_err *err);
 
