@@ -106,15 +106,9 @@ int cmd_bench(int argc, char **argv) {
     cli_list_free(&ds_list);
     cli_list_free(&proj_list);
     if (prc != CLI_CONTINUE) return prc;
-    if (hscope && strcmp(hscope, "group") && strcmp(hscope, "global")) {
-        fprintf(stderr, "sdnpu bench: option --history-scope: '%s' is not group or global\n", hscope);
-        return 2;
-    }
-    if (hscope && !strcmp(hscope, "global") && !t.history) {
-        fprintf(stderr, "sdnpu bench: option --history-scope global needs --history FILE\n");
-        return 2;
-    }
-    t.o.history_scope = hscope && !strcmp(hscope, "global") ? SDN_HISTORY_GLOBAL : SDN_HISTORY_GROUP;
+    int global;
+    if (cli_history_scope_check(hscope, t.history, "bench", &global)) return 2;
+    t.o.history_scope = global ? SDN_HISTORY_GLOBAL : SDN_HISTORY_GROUP;
     memcpy(t.budgets, bud.v, sizeof t.budgets);
     t.n_budgets = bud.n;
     if (par.given) t.o.mcfg = &par.cfg;

@@ -84,14 +84,7 @@ int cmd_serve(int argc, char **argv) {
         fprintf(stderr, "sdnpu serve: option --api-key: the key is empty\n");
         goto done;
     }
-    if (o.history_scope && strcmp(o.history_scope, "group") && strcmp(o.history_scope, "global")) {
-        fprintf(stderr, "sdnpu serve: option --history-scope: '%s' is not group or global\n", o.history_scope);
-        goto done;
-    }
-    if (o.history_scope && !strcmp(o.history_scope, "global") && !o.history) {
-        fprintf(stderr, "sdnpu serve: option --history-scope global needs --history DB\n");
-        goto done;
-    }
+    if (cli_history_scope_check(o.history_scope, o.history, "serve", NULL)) goto done;
     sdnpu_request_init(&defaults);
     o.has_seed = smp.seed != UINT64_MAX;
     if (!o.has_seed) smp.seed = defaults.seed;

@@ -85,6 +85,20 @@ int cli_sampling_check(const cli_sampling *s, const char *cmd, int max_stops) {
     return 0;
 }
 
+int cli_history_scope_check(const char *scope, const char *history, const char *cmd, int *global) {
+    const int g = scope && !strcmp(scope, "global");
+    if (global) *global = g;
+    if (scope && !g && strcmp(scope, "group")) {
+        fprintf(stderr, "sdnpu %s: option --history-scope: '%s' is not group or global\n", cmd, scope);
+        return -1;
+    }
+    if (g && !history) {
+        fprintf(stderr, "sdnpu %s: option --history-scope: global needs --history FILE\n", cmd);
+        return -1;
+    }
+    return 0;
+}
+
 void cli_sampling_apply(const cli_sampling *s, sdnpu_request *r) {
     r->temperature = s->temp;
     r->top_k = s->top_k;

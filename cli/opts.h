@@ -173,6 +173,10 @@ void cli_sampling_free(cli_sampling *s);
 /* Check the --stop strings: none empty (it would end every answer at once), at most max_stops
  * (0: no limit). Prints "sdnpu CMD: option --stop: why" and returns -1 when not. */
 int cli_sampling_check(const cli_sampling *s, const char *cmd, int max_stops);
+/* Check --history-scope (run, serve, bench): NULL, "group" or "global", and "global" only
+ * with a history store (history: the --history value). Prints "sdnpu CMD: option
+ * --history-scope: why" and returns -1 when not; *global (optional): 1 for "global". */
+int cli_history_scope_check(const char *scope, const char *history, const char *cmd, int *global);
 /* Copy the sampling settings (not the constraint: its files are read by the command) into r. */
 struct sdnpu_request;
 void cli_sampling_apply(const cli_sampling *s, struct sdnpu_request *r);

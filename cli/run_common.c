@@ -311,14 +311,7 @@ int sdn_run_opts_check(sdn_run_opts *o) {
     if (sdnpu_check_method(o->spec, &err)) { fprintf(stderr, "sdnpu: option --spec: %s\n", err.message); return 2; }
     if (o->graphs && sdnpu_check_graphs(o->graphs, &err)) { fprintf(stderr, "sdnpu: option --graphs: %s\n", err.message); return 2; }
     if (o->task_group && !o->history) { fprintf(stderr, "sdnpu: option --task-group needs --history FILE\n"); return 2; }
-    if (o->history_scope && strcmp(o->history_scope, "group") && strcmp(o->history_scope, "global")) {
-        fprintf(stderr, "sdnpu: option --history-scope: '%s' is not group or global\n", o->history_scope);
-        return 2;
-    }
-    if (o->history_scope && !strcmp(o->history_scope, "global") && !o->history) {
-        fprintf(stderr, "sdnpu: option --history-scope global needs --history FILE\n");
-        return 2;
-    }
+    if (cli_history_scope_check(o->history_scope, o->history, "run", NULL)) return 2;
     for (int i = 0; i < o->params.n; i++)
         if (sdnpu_check_param(o->params.v[i], &err)) { fprintf(stderr, "sdnpu: %s\n", err.message); return 2; }
     if (o->params.n && !strcmp(o->spec, "none")) {
