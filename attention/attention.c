@@ -26,6 +26,13 @@
                               tile converted once serves them all) */
 #define SCRATCH_QUERIES 4  /* more queries than this in a task: a tile's keys and values are
                               converted to floats once for all of them */
+/* F16 entries on the avx512 kernels (att_kernels.scratch_f16): they widen F16 keys and values
+ * as they read them, once per block of 6 queries
+ * (QB_SCORES, QB_PV): the scratch tile's stores and reloads pay only from about 30 queries
+ * (bench-attention, f16 cache, 2,048 positions, 1 thread, interleaved: 2 rows 273 -> 195-211
+ * us a layer without it, 4 rows 360-387 -> 302-304, 16 rows (48 queries) 909-941 with it
+ * against 982-1,040 without). */
+#define SCRATCH_QUERIES_AVX512 30
 
 /* ------------------------------------------------------------ portable kernels ---- */
 
@@ -141,8 +148,9 @@ typedef struct att_kernels {
     sdn_att_merge_fn merge;
     sdn_att_scale_fn scale;
     sdn_att_t4_fn t4; /* q8 values of many queries transposed for the kernels that take them (or NULL) */
+    int scratch_f16;  /* F16 keys and values: SCRATCH_QUERIES, or more on the paths that widen them cheaply */
 } att_kernels;
-#define ATT_KERNELS(v) ((att_kernels){sdn_att_scores_##v, sdn_att_update_##v, sdn_att_cvt_##v, sdn_att_merge_##v, sdn_att_scale_##v, NULL})
+#define ATT_KERNELS(v) ((att_kernels){sdn_att_scores_##v, sdn_att_update_##v, sdn_att_cvt_##v, sdn_att_merge_##v, sdn_att_scale_##v, NULL, SCRATCH_QUERIES})
 
 static att_kernels kernels_for(int hd) {
 #if defined(__x86_64__)
@@ -159,6 +167,7 @@ static att_kernels kernels_for(int hd) {
             att_kernels k = ATT_KERNELS(avx512);
             /* the amx path too: AMX tiles for these products measured no faster (docs/kernels.md) */
             if (hd % 64 == 0) k.t4 = sdn_att_t4_avx512;
+            k.scratch_f16 = SCRATCH_QUERIES_AVX512;
             return k;
         }
         break;
@@ -417,8 +426,10 @@ static void run_task(att_job *j, att_thread *t, int h, int r0, int r1, int s0, i
                 for (int g = 0; g < grp; g++) t->q[(r - r0) * grp + g].vis = vis | xv;
             }
             if (!any_c && !any_x) continue;
-            /* many queries: the tile's entries converted to floats once (exact: the same bits) */
+            /* many queries: the tile's entries converted to floats (q8 values: transposed) once
+             * for all of them (exact: the same bits); F16 entries from the path's own count */
             const int scratch = nq > SCRATCH_QUERIES && !any_x && (hd * 64) % 16 == 0;
+            const int scratch16 = scratch && nq > j->k.scratch_f16;
             /* the next tile this task reads, fetched while this one is computed */
             const int pf_next = T + 1 < T1 && T + 1 < kh.n_tiles;
             kt.pf = pf_next ? kh.k + (size_t)(T + 1) * kh.k_tile_bytes : NULL;
@@ -431,7 +442,7 @@ static void run_task(att_job *j, att_thread *t, int h, int r0, int r1, int s0, i
                 if (j->tree && T >= tb0 && T - tb0 < 2) {
                     for (int i = 0; i < nq; i++) memcpy(t->sc + (size_t)i * 64, t->scb + (size_t)i * 128 + (T - tb0) * 64, 64 * sizeof(float));
                 } else {
-                    if (scratch && kh.tk == SDN_KV_F16) {
+                    if (scratch16 && kh.tk == SDN_KV_F16) {
                         j->k.cvt(kt.k, SDN_KV_F16, t->kbuf, (size_t)hd * 64);
                         kt.k = t->kbuf;
                         kt.tk = SDN_KV_F32;
@@ -448,7 +459,7 @@ static void run_task(att_job *j, att_thread *t, int h, int r0, int r1, int s0, i
             if (scratch && kh.tv == SDN_KV_Q8 && j->k.t4) { /* transposed for the int8 products */
                 j->k.t4(&vt, (int8_t *)t->vbuf);
                 vt.t4 = (const int8_t *)t->vbuf;
-            } else if (scratch && kh.tv != SDN_KV_F32 && hd % 16 == 0) {
+            } else if ((kh.tv == SDN_KV_F16 ? scratch16 : scratch) && kh.tv != SDN_KV_F32 && hd % 16 == 0) {
                 uint64_t uni = 0;
                 for (int i = 0; i < nq; i++) uni |= t->q[i].vis;
                 for (; uni; uni &= uni - 1) {

@@ -7,7 +7,8 @@
  * heads of 64) is filled with random entries; each timed call is the attention of one layer
  * (the layers taken in turn, so the reads come from memory as a decode step's do, not from
  * the cache of the previous call) for a batch of --rows rows after --context positions
- * (causal rows: a verify chain, or a decode row). Per configuration: the median time per
+ * (causal rows: a verify chain, or a decode row). The configurations take turns within each
+ * pass over the layers (a drift of the machine's speed reaches them alike). Per configuration: the median time per
  * layer, the KV bytes a call reads (every visible position's keys and values of every KV
  * head) divided by that time, and that as a share of the probe: a one-row decode that keeps
  * up with memory reaches 100%. */
@@ -81,7 +82,7 @@ int sdn_tool_bench_attention(const sdn_tool_bench_attention_opts *o) {
     cfg.n_layers = layers;
     cfg.n_kv_heads = kv_heads;
     cfg.head_dim = hd;
-    double *t = bench_xmalloc((size_t)reps * sizeof(double));
+    double *t = bench_xmalloc((size_t)nc * nr * reps * sizeof(double));
     for (int ti = 0; ti < ntypes; ti++) {
         sdn_kv *kv = NULL;
         sdn_err err = {0};
@@ -98,23 +99,23 @@ int sdn_tool_bench_attention(const sdn_tool_bench_attention_opts *o) {
                 fprintf(stderr, "sdnpu bench-attention: %s\n", pool ? err.msg : "out of memory");
                 return 1;
             }
-            for (int ci = 0; ci < nc; ci++)
-                for (int ri = 0; ri < nr; ri++) {
-                    sdn_att_args a = {.kv = kv, .q = q, .ldq = qd, .out = out, .n = rows[ri], .n_heads = heads, .n_kv_heads = kv_heads,
-                                      .head_dim = hd, .scale = 1.0f / sqrtf((float)hd), .kv_base = ctxs[ci]};
-                    for (int l = 0; l < layers; l++) { /* warm-up pass */
-                        a.layer = l;
-                        sdn_attention(ws, pool, &a);
-                    }
-                    for (int p = 0; p < reps; p++) {
-                        double t0 = sdn_now();
+            /* the configurations in turn within each pass (p outer), so a drift of the machine's
+             * speed reaches every configuration alike; the median per configuration */
+            for (int p = -1; p < reps; p++)
+                for (int ci = 0; ci < nc; ci++)
+                    for (int ri = 0; ri < nr; ri++) {
+                        sdn_att_args a = {.kv = kv, .q = q, .ldq = qd, .out = out, .n = rows[ri], .n_heads = heads, .n_kv_heads = kv_heads,
+                                          .head_dim = hd, .scale = 1.0f / sqrtf((float)hd), .kv_base = ctxs[ci]};
+                        double t0 = sdn_now(); /* p = -1: the warm-up pass, not kept */
                         for (int l = 0; l < layers; l++) {
                             a.layer = l;
                             sdn_attention(ws, pool, &a);
                         }
-                        t[p] = (sdn_now() - t0) / layers;
+                        if (p >= 0) t[((size_t)ci * nr + ri) * reps + p] = (sdn_now() - t0) / layers;
                     }
-                    const double med = bench_median(t, reps), gbs = row_bytes * (ctxs[ci] + rows[ri]) / med / 1e9;
+            for (int ci = 0; ci < nc; ci++)
+                for (int ri = 0; ri < nr; ri++) {
+                    const double med = bench_median(t + ((size_t)ci * nr + ri) * reps, reps), gbs = row_bytes * (ctxs[ci] + rows[ri]) / med / 1e9;
                     printf("%-5s  %7d  %4d  %3d  %9.1f  %8.1f  %6.0f%%\n", sdn_kv_type_name(types[ti]), ctxs[ci], rows[ri], threads[th], med * 1e6,
                            gbs, 100 * gbs / probe[th]);
                     fflush(stdout);
