@@ -404,7 +404,9 @@ INLINE void pv_t4(sdn_att_q *const *q, const float *w, const float *su, const sd
  * bytes interleaved by bytes and pairs within 128-bit lanes, then the lanes put in order. */
 void SDN_KFN(sdn_att_t4)(const sdn_att_vt *v, int8_t *t4) {
     const int hd = v->hd;
-    for (int g = 0; g < 16; g++)
+    for (int g = 0; g < 16; g++) {
+        if (v->pf) /* the next tile's rows 4g .. 4g + 3 (pv_t4 reads this tile's from t4 only) */
+            for (size_t o = 0; o < 4 * v->pf_row; o += 64) _mm_prefetch((const char *)v->pf + (size_t)(4 * g) * v->pf_row + o, _MM_HINT_T0);
         for (int d0 = 0; d0 < hd; d0 += 64) {
             const __m512i r0 = _mm512_loadu_si512(v->vrow[4 * g] + d0), r1 = _mm512_loadu_si512(v->vrow[4 * g + 1] + d0);
             const __m512i r2 = _mm512_loadu_si512(v->vrow[4 * g + 2] + d0), r3 = _mm512_loadu_si512(v->vrow[4 * g + 3] + d0);
@@ -421,6 +423,7 @@ void SDN_KFN(sdn_att_t4)(const sdn_att_vt *v, int8_t *t4) {
             _mm512_storeu_si512(dst + 128, _mm512_shuffle_i32x4(t2, t3, 0x88));
             _mm512_storeu_si512(dst + 192, _mm512_shuffle_i32x4(t2, t3, 0xDD));
         }
+    }
 }
 #endif
 
