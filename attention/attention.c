@@ -29,7 +29,7 @@
 /* F16 entries on the avx512 kernels (att_kernels.scratch_f16): they widen F16 keys and values
  * as they read them, once per block of 6 queries
  * (QB_SCORES, QB_PV): the scratch tile's stores and reloads pay only from about 30 queries
- * (bench-attention, f16 cache, 2,048 positions, 1 thread, interleaved: 2 rows 273 -> 195-211
+ * (bench-attention, f16 cache, 2,048 positions, 1 thread, the settings run in turn twice: 2 rows 273 -> 195-211
  * us a layer without it, 4 rows 360-387 -> 302-304, 16 rows (48 queries) 909-941 with it
  * against 982-1,040 without). */
 #define SCRATCH_QUERIES_AVX512 30
