@@ -188,13 +188,18 @@ static void test_batch_invariance_path(void **state) {
     const int quick = getenv("SDN_TEST_QUICK") != NULL;
     /* tiny-gemma3: its sliding window (8) is shorter than the sequence */
     static const char *models[] = {"tiny-qwen2", "tiny-gemma3"};
-    for (size_t t = 0; t < 2 * (sizeof btypes / sizeof btypes[0]); t++) {
-        size_t nb = sizeof btypes / sizeof btypes[0];
-        sdn_model *m = tu_load(tu_model(models[t / nb], btypes[t % nb], 12), NULL);
+    /* SDN_TEST_QUICK (also .ci/sanitize, where each type takes about a minute per path): the
+     * real models' block types, Q4_1 (SmolLM2) and Q4_K (Gemma 3's Q4_K_M); every type's
+     * kernels are held batch-invariant by test_matmul, whole, on every path */
+    static const char *qtypes[] = {"Q4_1", "Q4_K"};
+    const char *const *types = quick ? qtypes : btypes;
+    const size_t nb = quick ? sizeof qtypes / sizeof qtypes[0] : sizeof btypes / sizeof btypes[0];
+    for (size_t t = 0; t < 2 * nb; t++) {
+        sdn_model *m = tu_load(tu_model(models[t / nb], types[t % nb], 12), NULL);
         int32_t toks[N];
         random_tokens(toks, N, sdn_model_cfg(m)->vocab, 78);
         char what[96];
-        snprintf(what, sizeof what, "%s %s on path %s", models[t / nb], btypes[t % nb], sdn_kpath_name(sdn_kpath_get()));
+        snprintf(what, sizeof what, "%s %s on path %s", models[t / nb], types[t % nb], sdn_kpath_name(sdn_kpath_get()));
         if (quick) check_batches(m, toks, N, Bq, (int)(sizeof Bq / sizeof Bq[0]), what, 1);
         else check_batches(m, toks, N, Bs, (int)(sizeof Bs / sizeof Bs[0]), what, 1);
         sdn_model_free(m);

@@ -193,7 +193,9 @@ void sg_check_chats(const sdn_model *m, const sg_golden *g, const sdn_chat_templ
     }
 }
 
-float *sg_teacher_logits(sdn_ctx *c, const sg_request *q, const sg_path *path) {
+float *sg_teacher_logits(sdn_ctx *c, const sg_request *q, const sg_path *path) { return sg_teacher_logits_kept(c, q, path, 0); }
+
+float *sg_teacher_logits_kept(sdn_ctx *c, const sg_request *q, const sg_path *path, int kept) {
     int np = q->n_prompt, na = q->n_answer, n_pos = q->n_top; /* positions np-1 .. predict answer[0..n_pos) (the last may predict EOG) */
     int V = sdn_model_cfg(sdn_ctx_model(c))->vocab;
     int32_t *seq = malloc(sizeof(int32_t) * (size_t)(np + na));
@@ -202,9 +204,10 @@ float *sg_teacher_logits(sdn_ctx *c, const sg_request *q, const sg_path *path) {
     float *logits = malloc(sizeof(float) * (size_t)V * (size_t)(n_pos ? n_pos : 1));
     int32_t *rows = malloc(sizeof(int32_t) * (size_t)(path->answer_chunk));
     for (int i = 0; i < path->answer_chunk; i++) rows[i] = i;
-    sdn_kv_truncate(c, 0);
+    if (kept < 0 || kept > np - 1 || kept > sdn_kv_len(c)) fail_msg("%s: %d prompt entries kept of %d", q->id, kept, np - 1);
+    sdn_kv_truncate(c, kept);
     sdn_err e = {0};
-    for (int s = 0; s < np - 1; s += path->prefill_chunk) {
+    for (int s = kept; s < np - 1; s += path->prefill_chunk) {
         int m = np - 1 - s < path->prefill_chunk ? np - 1 - s : path->prefill_chunk;
         sdn_batch b = {.n = m, .tokens = seq + s, .n_logits = 0, .invariant = path->prefill_invariant};
         if (sdn_forward(c, &b, NULL, &e)) fail_msg("%s: %s", q->id, e.msg);

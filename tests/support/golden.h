@@ -69,6 +69,11 @@ typedef struct sg_path {
 /* Teacher forcing of request q on context c (truncated to 0 first): the logits of the q->n_top
  * answer positions, [n_top][vocab], malloc'd. */
 float *sg_teacher_logits(sdn_ctx *c, const sg_request *q, const sg_path *path);
+/* The same with the first `kept` prompt entries already in c's cache (the caller ran this
+ * prompt on c last): c is truncated to kept, not 0, and the prompt prefilled from there. The
+ * logits are the same bits as sg_teacher_logits' (a reused prefix changes nothing:
+ * test_forward's test_chunk_invariance); two golden files of one prompt share its prefill. */
+float *sg_teacher_logits_kept(sdn_ctx *c, const sg_request *q, const sg_path *path, int kept);
 
 /* Scores of sdnpu's logits against llama.cpp's top-k, accumulated over positions. */
 typedef struct sg_score {
