@@ -96,12 +96,6 @@ static void test_prompt_ids(void **state) {
  * path (256-row chunks: the prefill-matmul setting, by default the int8 kernels for Q4_1, and
  * GEMM attention), 1 the prompt there and the answer positions in 32-row batches on the
  * batch-invariant decode path, 2 both on the batch-invariant path (64-row prompt chunks). */
-/* The f32 cache's per-request scores on the decode path (invariant 1), kept by
- * test_teacher_forced for test_cache_types, which needs the same figures on every other request
- * (the same computation: computed once when both tests run). */
-#define MAX_MEMO 64
-static struct memo { int done, agree, total; } g_f32_memo[MAX_MEMO];
-
 static void teacher_forced(const sg_golden *g, int stride, int kv_type, int invariant, int *agree, int *total, float *max_diff,
                            const char **worst_id) {
     int n_ctx = 4096;
@@ -111,22 +105,7 @@ static void teacher_forced(const sg_golden *g, int stride, int kv_type, int inva
     sg_path path = {.prefill_chunk = invariant == 2 ? 64 : 256, .prefill_invariant = invariant == 2, .answer_chunk = invariant ? 32 : 256,
                     .answer_invariant = invariant != 0};
     sg_score s = {0};
-    const int V = sdn_model_cfg(g_model)->vocab;
-    const int memo = g == g_gold && kv_type == SDN_KV_F32 && invariant == 1 && stride == 1 && g->n <= MAX_MEMO;
-    for (int r = 0; r < g->n; r += stride) {
-        const sg_request *q = &g->req[r];
-        sg_score one = {0};
-        float *l = sg_teacher_logits(c, q, &path);
-        for (int p = 0; p < q->n_top; p++) sg_score_position(&one, l + (size_t)p * (size_t)V, V, q, p, 0);
-        free(l);
-        if (memo) g_f32_memo[r] = (struct memo){1, one.agree1, one.total};
-        s.agree1 += one.agree1;
-        s.total += one.total;
-        if (one.max_diff > s.max_diff) {
-            s.max_diff = one.max_diff;
-            s.worst_id = one.worst_id;
-        }
-    }
+    sg_score_teacher_forced(c, g, stride, &path, 0, &s);
     *agree += s.agree1;
     *total += s.total;
     if (s.max_diff > *max_diff) {
@@ -209,15 +188,7 @@ static void test_cache_types(void **state) {
     const char *worst;
 #define TF(gold, stride, type) (agree = total = 0, md = 0, worst = "", teacher_forced(gold, stride, type, 1, &agree, &total, &md, &worst), \
                                 (double)agree / total)
-    int memo = g_gold->n <= MAX_MEMO;
-    for (int r = 0; memo && r < g_gold->n; r += 2) memo = g_f32_memo[r].done;
-    double f32_req;
-    if (memo) { /* test_teacher_forced ran these requests on the same path */
-        agree = total = 0;
-        for (int r = 0; r < g_gold->n; r += 2) agree += g_f32_memo[r].agree, total += g_f32_memo[r].total;
-        f32_req = (double)agree / total;
-    } else
-        f32_req = TF(g_gold, 2, SDN_KV_F32);
+    const double f32_req = TF(g_gold, 2, SDN_KV_F32);
     sg_golden *ld32 = sg_load(tu_source_path("tests/golden/smollm2/longdoc-f32.jsonl"));
     const double f32_ld = TF(ld32, 1, SDN_KV_F32);
     print_message("sdnpu f32 cache against llama.cpp f32: %.2f%% (every other request), %.2f%% (%d long documents)\n", 100 * f32_req, 100 * f32_ld,
