@@ -58,6 +58,12 @@ void sdn_att_scores_portable(const sdn_att_kt *t, const sdn_att_q *q, int nq, fl
                 if (t->tk == SDN_KV_F32) {
                     const float *k = t->k;
                     for (int d = 0; d < t->hd; d++) acc = fmaf(q[i].q[d], k[(size_t)d * 64 + j], acc);
+                } else if (t->tk == SDN_KV_BF16) { /* pairs, the odd element first (VDPBF16PS) */
+                    const uint16_t *k = t->k, *qb = q[i].qb;
+                    for (int g = 0; g < (t->hd + 1) / 2; g++) {
+                        acc = fmaf(sdn_kv_b2f(qb[2 * g + 1]), sdn_kv_b2f(k[((size_t)g * 64 + j) * 2 + 1]), acc);
+                        acc = fmaf(sdn_kv_b2f(qb[2 * g]), sdn_kv_b2f(k[((size_t)g * 64 + j) * 2]), acc);
+                    }
                 } else {
                     const uint16_t *k = t->k;
                     for (int d = 0; d < t->hd; d++) acc = fmaf(q[i].q[d], sdn_kv_h2f(k[(size_t)d * 64 + j]), acc);
@@ -119,6 +125,9 @@ void sdn_att_update_portable(sdn_att_q *q, int nq, const float *sc, const sdn_at
             case SDN_KV_F16:
                 for (int d = 0; d < hd; d++) Q->acc[d] = fmaf(w, sdn_kv_h2f(((const uint16_t *)row)[d]), Q->acc[d]);
                 break;
+            case SDN_KV_BF16:
+                for (int d = 0; d < hd; d++) Q->acc[d] = fmaf(w, sdn_kv_b2f(((const uint16_t *)row)[d]), Q->acc[d]);
+                break;
             default:
                 for (int d = 0; d < hd; d++) Q->acc[d] = fmaf(w, (float)((const int8_t *)row)[d], Q->acc[d]);
                 break;
@@ -128,7 +137,8 @@ void sdn_att_update_portable(sdn_att_q *q, int nq, const float *sc, const sdn_at
 }
 
 void sdn_att_cvt_portable(const void *src, sdn_kv_type t, float *dst, size_t n) {
-    for (size_t i = 0; i < n; i++) dst[i] = t == SDN_KV_F16 ? sdn_kv_h2f(((const uint16_t *)src)[i]) : (float)((const int8_t *)src)[i];
+    for (size_t i = 0; i < n; i++)
+        dst[i] = t == SDN_KV_F16 ? sdn_kv_h2f(((const uint16_t *)src)[i]) : t == SDN_KV_BF16 ? sdn_kv_b2f(((const uint16_t *)src)[i]) : (float)((const int8_t *)src)[i];
 }
 
 void sdn_att_merge_portable(float *ACC, const float *acc, float ea, float eb, int hd) {
@@ -164,9 +174,11 @@ static att_kernels kernels_for(int hd) {
     case SDN_KPATH_AVX512:
     case SDN_KPATH_AMX:
         if (hd % 16 == 0) {
-            att_kernels k = ATT_KERNELS(avx512);
+            /* with AVX512_BF16: the same kernels, bf16 keys' products by VDPBF16PS (the same bits) */
+            const int bf = sdn_kpath_avx512bf16();
+            att_kernels k = bf ? ATT_KERNELS(avx512bf16) : ATT_KERNELS(avx512);
             /* the amx path too: AMX tiles for these products measured no faster (docs/kernels.md) */
-            if (hd % 64 == 0) k.t4 = sdn_att_t4_avx512;
+            if (hd % 64 == 0) k.t4 = bf ? sdn_att_t4_avx512bf16 : sdn_att_t4_avx512;
             k.scratch_f16 = SCRATCH_QUERIES_AVX512;
             return k;
         }
@@ -208,7 +220,8 @@ struct sdn_att_ws {
     int8_t *q8;                         /* [max_batch][n_heads][hd4] queries quantized (q8 keys) */
     int32_t *q8bias;                    /* [max_batch][n_heads][kblocks] 128 * the sum of a block's bytes */
     float *q8s;                         /* [max_batch][n_heads][kblocks] its scale times the score scale */
-    int kblocks;
+    uint16_t *qb;                       /* [max_batch][n_heads][hd2] queries rounded to BF16 (bf16 keys) */
+    int kblocks, hd2;
     int max_batch;
 };
 
@@ -222,7 +235,7 @@ void sdn_att_ws_free(sdn_att_ws *ws) {
     free(ws->th);
     free(ws->part);
     free(ws->rpos); free(ws->rlo); free(ws->rclim); free(ws->rmax); free(ws->ext_pos); free(ws->ext_slot); free(ws->n_ext);
-    free(ws->q8); free(ws->q8bias); free(ws->q8s);
+    free(ws->q8); free(ws->q8bias); free(ws->q8s); free(ws->qb);
     free(ws);
 }
 
@@ -235,6 +248,7 @@ int sdn_att_ws_new(int n_threads, int max_batch, int n_heads, int n_kv_heads, in
     ws->hd = head_dim;
     ws->hd4 = (head_dim + SDN_KV_KBLOCK - 1) / SDN_KV_KBLOCK * SDN_KV_KBLOCK;
     ws->kblocks = ws->hd4 / SDN_KV_KBLOCK;
+    ws->hd2 = (head_dim + 1) / 2 * 2;
     ws->n_heads = n_heads;
     ws->max_inv_rows = inv;
     ws->max_batch = max_batch;
@@ -272,7 +286,8 @@ int sdn_att_ws_new(int n_threads, int max_batch, int n_heads, int n_kv_heads, in
     ws->q8 = calloc((size_t)max_batch * n_heads * ws->hd4, 1);
     ws->q8bias = malloc((size_t)max_batch * n_heads * ws->kblocks * sizeof(int32_t));
     ws->q8s = malloc((size_t)max_batch * n_heads * ws->kblocks * sizeof(float));
-    ok = ok && ws->q8 && ws->q8bias && ws->q8s && ws->rpos && ws->rlo && ws->rclim && ws->rmax && ws->n_ext && ws->ext_pos && ws->ext_slot;
+    ws->qb = calloc((size_t)max_batch * n_heads * ws->hd2, sizeof(uint16_t));
+    ok = ok && ws->q8 && ws->q8bias && ws->q8s && ws->qb && ws->rpos && ws->rlo && ws->rclim && ws->rmax && ws->n_ext && ws->ext_pos && ws->ext_slot;
     if (!ok) {
         sdn_att_ws_free(ws);
         return sdn_fail(err, SDN_ENOMEM, "out of memory (attention scratch)");
@@ -314,6 +329,8 @@ static void setup_queries(const att_job *j, att_thread *t, int h, int r0, int r1
                 Q->q8 = j->ws->q8 + k * hd4;
                 Q->q8bias = j->ws->q8bias + k * j->ws->kblocks;
                 Q->q8s = j->ws->q8s + k * j->ws->kblocks;
+            } else if (sdn_kv_type_k(a->kv) == SDN_KV_BF16) { /* rounded once per call (bf16_worker) */
+                Q->qb = j->ws->qb + ((size_t)r * a->n_heads + (size_t)(h * j->grp + g)) * j->ws->hd2;
             }
         }
 }
@@ -346,6 +363,22 @@ static void q8_worker(void *arg, int ith, int nth) {
             j->ws->q8bias[(size_t)k * j->ws->kblocks + kb] = 128 * sum;
             j->ws->q8s[(size_t)k * j->ws->kblocks + kb] = sq * a->scale;
         }
+    }
+}
+
+/* bf16 keys: every (row, head) query rounded to BF16 (sdn_kv_bf16), the pad of an odd head
+ * dimension zero. */
+static void bf16_worker(void *arg, int ith, int nth) {
+    const att_job *j = arg;
+    const sdn_att_args *a = j->a;
+    const int hd = a->head_dim, hd2 = j->ws->hd2;
+    long b, e;
+    sdn_pool_range((long)a->n * a->n_heads, ith, nth, 1, &b, &e);
+    for (long k = b; k < e; k++) {
+        const float *q = a->q + (size_t)(k / a->n_heads) * a->ldq + (size_t)(k % a->n_heads) * hd;
+        uint16_t *qb = j->ws->qb + (size_t)k * hd2;
+        for (int d = 0; d < hd; d++) qb[d] = sdn_kv_bf16(q[d]);
+        for (int d = hd; d < hd2; d++) qb[d] = 0;
     }
 }
 
@@ -459,7 +492,7 @@ static void run_task(att_job *j, att_thread *t, int h, int r0, int r1, int s0, i
             if (scratch && kh.tv == SDN_KV_Q8 && j->k.t4) { /* transposed for the int8 products */
                 j->k.t4(&vt, (int8_t *)t->vbuf);
                 vt.t4 = (const int8_t *)t->vbuf;
-            } else if ((kh.tv == SDN_KV_F16 ? scratch16 : scratch) && kh.tv != SDN_KV_F32 && hd % 16 == 0) {
+            } else if ((kh.tv == SDN_KV_F16 || kh.tv == SDN_KV_BF16 ? scratch16 : scratch) && kh.tv != SDN_KV_F32 && hd % 16 == 0) {
                 uint64_t uni = 0;
                 for (int i = 0; i < nq; i++) uni |= t->q[i].vis;
                 for (; uni; uni &= uni - 1) {
@@ -605,9 +638,10 @@ void sdn_attention(sdn_att_ws *ws, sdn_pool *pool, const sdn_att_args *a) {
         j.n_tasks = a->n_kv_heads * j.n_row_blocks;
     }
     atomic_init(&j.next, 0);
-    if (sdn_kv_type_k(a->kv) == SDN_KV_Q8) {
-        if (nth > 1 && n > 8) sdn_pool_run(pool, q8_worker, &j);
-        else q8_worker(&j, 0, 1);
+    if (sdn_kv_type_k(a->kv) == SDN_KV_Q8 || sdn_kv_type_k(a->kv) == SDN_KV_BF16) {
+        void (*fn)(void *, int, int) = sdn_kv_type_k(a->kv) == SDN_KV_Q8 ? q8_worker : bf16_worker;
+        if (nth > 1 && n > 8) sdn_pool_run(pool, fn, &j);
+        else fn(&j, 0, 1);
     }
     if (nth > 1 && j.n_tasks > 1) sdn_pool_run(pool, att_worker, &j);
     else att_worker(&j, 0, 1);

@@ -44,6 +44,7 @@ INLINE float32x4_t keep0(unsigned m, float32x4_t v) { return vreinterpretq_f32_u
 INLINE float32x4_t keepninf(unsigned m, float32x4_t v) { return vbslq_f32(mask4(m), v, vdupq_n_f32(-INFINITY)); }
 
 INLINE float32x4_t f16x4(const uint16_t *p) { return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(p))); }
+INLINE float32x4_t bf16x4(const uint16_t *p) { return vreinterpretq_f32_u32(vshll_n_u16(vld1_u16(p), 16)); }
 INLINE void i8x16(const int8_t *p, float32x4_t out[4]) {
     const int8x16_t b = vld1q_s8(p);
     const int16x8_t lo = vmovl_s8(vget_low_s8(b)), hi = vmovl_high_s8(b);
@@ -110,6 +111,36 @@ INLINE void scores_f_blk(const sdn_att_kt *t, const sdn_att_q *q, float *sc, int
         for (int b = 0; b < nb; b++) {
             const float32x4_t qd = vld1q_dup_f32(q[b].q + d);
             for (int c = 0; c < 4; c++) acc[b][c] = vfmaq_f32(acc[b][c], qd, k[c]); /* fmaf(q, k, acc) */
+        }
+    }
+    for (int b = 0; b < nb; b++)
+        for (int c = 0; c < 4; c++) vst1q_f32(sc + (size_t)b * 64 + l0 + 4 * c, vmulq_f32(acc[b][c], vdupq_n_f32(q[b].qs)));
+}
+
+/* BF16 keys ([d/2][64][2], a pair of one position per 32-bit lane): lanes [l0, l0 + 16) of nb
+ * queries, pair by pair, the odd element's FMLA first (attention_kern.h). */
+INLINE void scores_bf_blk(const sdn_att_kt *t, const sdn_att_q *q, float *sc, int l0, const int nb, const uint8_t *pf) {
+    float32x4_t acc[QB_SCORES][4];
+    for (int b = 0; b < nb; b++)
+        for (int c = 0; c < 4; c++) acc[b][c] = vdupq_n_f32(0.0f);
+    const int np = (t->hd + 1) / 2;
+    const size_t pf_step = pf ? (t->pf_bytes / (size_t)np + 63) / 64 * 64 : 0;
+    for (int g = 0; g < np; g++) {
+        if (pf)
+            for (size_t o = 0; o < pf_step; o += 64) __builtin_prefetch(pf + (size_t)g * pf_step + o);
+        const uint32_t *kp = (const uint32_t *)t->k + (size_t)g * 64 + l0;
+        float32x4_t ko[4], ke[4];
+        for (int c = 0; c < 4; c++) {
+            const uint32x4_t kv = vld1q_u32(kp + 4 * c);
+            ko[c] = vreinterpretq_f32_u32(vandq_u32(kv, vdupq_n_u32(0xffff0000u)));
+            ke[c] = vreinterpretq_f32_u32(vshlq_n_u32(kv, 16));
+        }
+        for (int b = 0; b < nb; b++) {
+            const float32x4_t qo = vdupq_n_f32(sdn_kv_b2f(q[b].qb[2 * g + 1])), qe = vdupq_n_f32(sdn_kv_b2f(q[b].qb[2 * g]));
+            for (int c = 0; c < 4; c++) {
+                acc[b][c] = vfmaq_f32(acc[b][c], qo, ko[c]);
+                acc[b][c] = vfmaq_f32(acc[b][c], qe, ke[c]);
+            }
         }
     }
     for (int b = 0; b < nb; b++)
@@ -195,6 +226,15 @@ void SDN_KFN(sdn_att_scores)(const sdn_att_kt *t, const sdn_att_q *q, int nq, fl
                     default: scores_q8_blk(t, q + i8, sc + (size_t)i8 * 64, l0, QB_Q8, pf8); break;
                     }
                 }
+            } else if (t->tk == SDN_KV_BF16) {
+                switch (nb) {
+                case 1: scores_bf_blk(t, q + i, sc + (size_t)i * 64, l0, 1, pf); break;
+                case 2: scores_bf_blk(t, q + i, sc + (size_t)i * 64, l0, 2, pf); break;
+                case 3: scores_bf_blk(t, q + i, sc + (size_t)i * 64, l0, 3, pf); break;
+                case 4: scores_bf_blk(t, q + i, sc + (size_t)i * 64, l0, 4, pf); break;
+                case 5: scores_bf_blk(t, q + i, sc + (size_t)i * 64, l0, 5, pf); break;
+                default: scores_bf_blk(t, q + i, sc + (size_t)i * 64, l0, QB_SCORES, pf); break;
+                }
             } else {
                 switch (nb) {
                 case 1: scores_f_blk(t, q + i, sc + (size_t)i * 64, l0, 1, pf); break;
@@ -278,6 +318,9 @@ INLINE void pv_blk(sdn_att_q *const *q, const float *w, const float *su, const s
         case SDN_KV_F16:
             for (int c = 0; c < nch; c++) x[c] = f16x4((const uint16_t *)row + d0 + c * W);
             break;
+        case SDN_KV_BF16:
+            for (int c = 0; c < nch; c++) x[c] = bf16x4((const uint16_t *)row + d0 + c * W);
+            break;
         default:
             if (nch == 4) i8x16((const int8_t *)row + d0, x);
             else
@@ -332,6 +375,8 @@ void SDN_KFN(sdn_att_update)(sdn_att_q *q, int nq, const float *sc, const sdn_at
 void SDN_KFN(sdn_att_cvt)(const void *src, sdn_kv_type t, float *dst, size_t n) {
     if (t == SDN_KV_F16)
         for (size_t i = 0; i < n; i += W) vst1q_f32(dst + i, f16x4((const uint16_t *)src + i));
+    else if (t == SDN_KV_BF16)
+        for (size_t i = 0; i < n; i += W) vst1q_f32(dst + i, bf16x4((const uint16_t *)src + i));
     else
         for (size_t i = 0; i < n; i += 16) {
             float32x4_t x[4];

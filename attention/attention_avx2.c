@@ -1,5 +1,6 @@
 /* attention_avx2.c - the per-tile attention kernels on x86 SIMD, compiled once per variant
- * (CMakeLists.txt: avx2, avx2vnni, avx512; SDN_KFN names the exported functions). They
+ * (CMakeLists.txt: avx2, avx2vnni, avx512, and avx512bf16 for this file alone; SDN_KFN names
+ * the exported functions). They
  * compute exactly the arithmetic attention/attention_kern.h states, lane by lane, so every
  * variant and the portable C give the same bits; what they add is width and reuse:
  *   scores  keys stored transposed per tile, so a vector holds one element of 8 or 16
@@ -40,6 +41,7 @@ typedef __m512 vf;
 #define vf_min(a, b) _mm512_min_ps(a, b)
 #define vf_f16(p) _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(p)))
 #define vf_i8(p) _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(p))))
+#define vf_bf16(p) _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)(p))), 16))
 #define vf_round(v) _mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
 #define vf_pow2(k) _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(k), _mm512_set1_epi32(127)), 23))
 /* lanes of v where bit i of m is set, 0 or -inf elsewhere */
@@ -66,6 +68,7 @@ typedef __m256 vf;
 #define vf_min(a, b) _mm256_min_ps(a, b)
 #define vf_f16(p) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(p)))
 #define vf_i8(p) _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(p))))
+#define vf_bf16(p) _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(const void *)(p))), 16))
 #define vf_round(v) _mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
 #define vf_pow2(k) _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(k), _mm256_set1_epi32(127)), 23))
 static inline __m256 mask8(unsigned m) {
@@ -170,6 +173,9 @@ typedef __m512i vi;
 #define vi_set1(x) _mm512_set1_epi32(x)
 #define vi_sub(a, b) _mm512_sub_epi32(a, b)
 #define vi_cvt(v) _mm512_cvtepi32_ps(v)
+#define vi_and(a, b) _mm512_and_si512(a, b)
+#define vi_shl16(a) _mm512_slli_epi32(a, 16)
+#define vi_castf(a) _mm512_castsi512_ps(a)
 /* acc += sum over 4 bytes of (u8 k) * (s8 q) per 32-bit lane */
 #define vi_dot(acc, k, q) _mm512_dpbusd_epi32(acc, k, q)
 #define Q8_BIASED 1
@@ -180,6 +186,9 @@ typedef __m256i vi;
 #define vi_set1(x) _mm256_set1_epi32(x)
 #define vi_sub(a, b) _mm256_sub_epi32(a, b)
 #define vi_cvt(v) _mm256_cvtepi32_ps(v)
+#define vi_and(a, b) _mm256_and_si256(a, b)
+#define vi_shl16(a) _mm256_slli_epi32(a, 16)
+#define vi_castf(a) _mm256_castsi256_ps(a)
 #if defined(__AVXVNNI__)
 #define vi_dot(acc, k, q) _mm256_dpbusd_avx_epi32(acc, k, q)
 #define Q8_BIASED 1
@@ -240,6 +249,44 @@ INLINE void scores_q8_blk(const sdn_att_kt *t, const sdn_att_q *q, float *sc, in
         for (int c = 0; c < 4; c++) vf_store(sc + (size_t)b * 64 + l0 + c * W, s[b][c]);
 }
 
+/* BF16 keys ([d/2][64][2]: one pair of elements of a position per 32-bit lane): lanes
+ * [l0, l0 + 4W) of nb queries, pair by pair, the odd element's product first. With
+ * AVX512_BF16 one VDPBF16PS does both of a lane's steps (attention_kern.h: the same bits);
+ * the other variants split each lane into its two BF16 halves and run the two FMAs. */
+INLINE void scores_bf_blk(const sdn_att_kt *t, const sdn_att_q *q, float *sc, int l0, const int nb, const uint8_t *pf) {
+    vf acc[QB_SCORES][4];
+    for (int b = 0; b < nb; b++)
+        for (int c = 0; c < 4; c++) acc[b][c] = vf_zero();
+    const int np = (t->hd + 1) / 2;
+    const size_t pf_step = pf ? (t->pf_bytes / (size_t)np + 63) / 64 * 64 : 0;
+    const uint32_t *k = (const uint32_t *)t->k + l0;
+    for (int g = 0; g < np; g++, k += 64) {
+        if (pf)
+            for (size_t o = 0; o < pf_step; o += 64) PFX((const char *)pf + (size_t)g * pf_step + o);
+        const vi kv[4] = {vi_load(k), vi_load(k + W), vi_load(k + 2 * W), vi_load(k + 3 * W)};
+#if W == 16 && defined(__AVX512BF16__)
+        for (int b = 0; b < nb; b++) {
+            uint32_t q2;
+            memcpy(&q2, q[b].qb + 2 * g, 4);
+            const __m512bh qv = (__m512bh)_mm512_set1_epi32((int)q2);
+            for (int c = 0; c < 4; c++) acc[b][c] = _mm512_dpbf16_ps(acc[b][c], (__m512bh)kv[c], qv);
+        }
+#else
+        for (int c = 0; c < 4; c++) {
+            const vf ko = vi_castf(vi_and(kv[c], vi_set1((int)0xffff0000u))), ke = vi_castf(vi_shl16(kv[c]));
+            for (int b = 0; b < nb; b++) {
+                acc[b][c] = vf_fma(vf_set1(sdn_kv_b2f(q[b].qb[2 * g + 1])), ko, acc[b][c]);
+                acc[b][c] = vf_fma(vf_set1(sdn_kv_b2f(q[b].qb[2 * g])), ke, acc[b][c]);
+            }
+        }
+#endif
+    }
+    for (int b = 0; b < nb; b++) {
+        const vf s = vf_set1(q[b].qs);
+        for (int c = 0; c < 4; c++) vf_store(sc + (size_t)b * 64 + l0 + c * W, vf_mul(acc[b][c], s));
+    }
+}
+
 void SDN_KFN(sdn_att_scores)(const sdn_att_kt *t, const sdn_att_q *q, int nq, float *sc) {
     for (int l0 = 0; l0 < 64; l0 += 4 * W)
         for (int i = 0; i < nq; i += QB_SCORES) {
@@ -256,6 +303,17 @@ void SDN_KFN(sdn_att_scores)(const sdn_att_kt *t, const sdn_att_q *q, int nq, fl
 #endif
                     default: scores_q8_blk(t, q + i8, sc + (size_t)i8 * 64, l0, QB_Q8, pf8); break;
                     }
+                }
+            } else if (t->tk == SDN_KV_BF16) {
+                switch (nb) {
+                case 1: scores_bf_blk(t, q + i, sc + (size_t)i * 64, l0, 1, pf); break;
+#if QB_SCORES > 2
+                case 2: scores_bf_blk(t, q + i, sc + (size_t)i * 64, l0, 2, pf); break;
+                case 3: scores_bf_blk(t, q + i, sc + (size_t)i * 64, l0, 3, pf); break;
+                case 4: scores_bf_blk(t, q + i, sc + (size_t)i * 64, l0, 4, pf); break;
+                case 5: scores_bf_blk(t, q + i, sc + (size_t)i * 64, l0, 5, pf); break;
+#endif
+                default: scores_bf_blk(t, q + i, sc + (size_t)i * 64, l0, QB_SCORES, pf); break;
                 }
             } else {
                 switch (nb) {
@@ -342,6 +400,9 @@ INLINE void pv_blk(sdn_att_q *const *q, const float *w, const float *su, const s
             break;
         case SDN_KV_F16:
             for (int c = 0; c < nch; c++) x[c] = vf_f16((const uint16_t *)row + d0 + c * W);
+            break;
+        case SDN_KV_BF16:
+            for (int c = 0; c < nch; c++) x[c] = vf_bf16((const uint16_t *)row + d0 + c * W);
             break;
         default:
             for (int c = 0; c < nch; c++) x[c] = vf_i8((const int8_t *)row + d0 + c * W);
@@ -476,6 +537,8 @@ void SDN_KFN(sdn_att_update)(sdn_att_q *q, int nq, const float *sc, const sdn_at
 void SDN_KFN(sdn_att_cvt)(const void *src, sdn_kv_type t, float *dst, size_t n) {
     if (t == SDN_KV_F16)
         for (size_t i = 0; i < n; i += W) vf_store(dst + i, vf_f16((const uint16_t *)src + i));
+    else if (t == SDN_KV_BF16)
+        for (size_t i = 0; i < n; i += W) vf_store(dst + i, vf_bf16((const uint16_t *)src + i));
     else
         for (size_t i = 0; i < n; i += W) vf_store(dst + i, vf_i8((const int8_t *)src + i));
 }

@@ -6,6 +6,15 @@
  * Every path computes the same bits: the kernels only change which lanes are computed
  * together, never an operation or its order. Per query and tile of 64 positions:
  *   score     f32/f16 keys: s_j = (fma chain over d = 0 .. hd-1 of q[d] * k_j[d], from 0) * qs
+ *             bf16 keys:    qb = the query rounded to BF16 (sdn_kv_bf16); acc = 0, then for
+ *                           each pair g = 0 .. hd/2-1 (an odd hd padded with a zero):
+ *                           acc = fma(qb[2g+1], k_j[2g+1], acc), acc = fma(qb[2g], k_j[2g], acc);
+ *                           s_j = acc * qs. This is VDPBF16PS, element by element as Intel's
+ *                           SDM states it (the odd product first, each step rounded to nearest
+ *                           even); its DAZ and FTZ never act, because sdn_kv_bf16 stores every
+ *                           magnitude below 2^-30 as zero: every product and partial sum is a
+ *                           multiple of 2^-74, so zero or a normal float (test_attention
+ *                           checks the instruction against this statement where the CPU has it)
  *             q8 keys:      per block b of 32 elements, the exact int32 dot_b = sum over the
  *                           block of q8[d] * k8_j[d], and w_b = ks_jb * qs_b; then
  *                           s_j = (float)dot_0 * w_0, s_j = fma((float)dot_b, w_b, s_j) for b >= 1
@@ -13,7 +22,7 @@
  *             max m is -inf, m = mt; else if mt > m: a = att_exp(m - mt), acc[d] *= a, l *= a,
  *             m = mt; then p_j = att_exp(s_j - m) for visible lanes, 0 for the others;
  *             l = l + tsum64(p); then
- *               f32/f16 values: acc[d] = fma(p_j, v_j[d], acc[d]) for the visible lanes j in
+ *               f32/f16/bf16 values: acc[d] = fma(p_j, v_j[d], acc[d]) for the visible lanes j in
  *                 increasing order
  *               q8 values (v_j[d] the stored integer, vs_j the row's scale): the weights
  *                 w_j = p_j * vs_j (0 for invisible lanes) are quantized to 8 bits for the
@@ -28,7 +37,7 @@
  *             a degree-6 Taylor polynomial of e^r by Horner's rule with fma, times 2^k built
  *             from the exponent bits (the softmax exponential of engine/forward.c)
  *   tsum64    pairwise: u_i = p_i + p_{i+32}, then halves again (16, 8, 4, 2, 1)
- * Conversions are exact (F16 -> F32, int8 -> float). */
+ * Conversions are exact (F16 and BF16 -> F32, int8 -> float). */
 #ifndef SDN_ATTENTION_KERN_H
 #define SDN_ATTENTION_KERN_H
 
@@ -45,6 +54,7 @@ typedef struct sdn_att_q {
     const int8_t *q8; /* q8 keys: the quantized query, hd4 bytes (zero-padded), a scale per block of 32 */
     const int32_t *q8bias; /* q8 keys: per block, 128 * the sum of its bytes (the keys' offset, removed exactly) */
     const float *q8s; /* q8 keys: per block, its scale times the score scale (qs_b) */
+    const uint16_t *qb; /* bf16 keys: the query rounded to BF16, hd rounded up to even (zero-padded) */
     float qs;         /* f32/f16 keys: the score scale */
     uint64_t vis;     /* visible lanes of the tile being processed */
     float m, l;       /* running max and sum of the current super-tile */
@@ -88,7 +98,7 @@ typedef void (*sdn_att_scores_fn)(const sdn_att_kt *t, const sdn_att_q *q, int n
  * the query is left as it is). */
 typedef void (*sdn_att_update_fn)(sdn_att_q *q, int nq, const float *sc, const sdn_att_vt *v);
 
-/* dst[i] = the exact float of src[i] (stored as t: f16 or q8's int8), i < n (a multiple of 16). */
+/* dst[i] = the exact float of src[i] (stored as t: f16, bf16 or q8's int8), i < n (a multiple of 16). */
 typedef void (*sdn_att_cvt_fn)(const void *src, sdn_kv_type t, float *dst, size_t n);
 
 /* ACC[d] = fma(acc[d], eb, ACC[d] * ea) for d < hd (the merge of a super-tile, attention.h). */
@@ -107,10 +117,12 @@ SDN_ATT_KDECL(portable)
 SDN_ATT_KDECL(avx2)
 SDN_ATT_KDECL(avx2vnni)
 SDN_ATT_KDECL(avx512)
+SDN_ATT_KDECL(avx512bf16)
 SDN_ATT_KDECL(neon)
 SDN_ATT_KDECL(dotprod)
 SDN_ATT_KDECL(i8mm)
-void sdn_att_t4_avx512(const sdn_att_vt *v, int8_t *t4); /* the only sdn_att_t4_fn (attention_avx2.c) */
+void sdn_att_t4_avx512(const sdn_att_vt *v, int8_t *t4); /* the sdn_att_t4_fn (attention_avx2.c) */
+void sdn_att_t4_avx512bf16(const sdn_att_vt *v, int8_t *t4);
 
 /* The scalar definitions (also what the portable kernels run). */
 static inline float sdn_att_exp(float x) {

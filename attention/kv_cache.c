@@ -21,7 +21,7 @@ struct sdn_kv {
     uint16_t *k_scale, *v_scale;         /* q8: [layer][head][tile][block][64] and [layer][head][slot] */
 };
 
-static const char *kv_names[SDN_KV_TYPE_COUNT] = {"auto", "f16", "f32", "q8"};
+static const char *kv_names[SDN_KV_TYPE_COUNT] = {"auto", "f16", "f32", "q8", "bf16"};
 
 const char *sdn_kv_type_name(sdn_kv_type t) { return t >= 0 && t < SDN_KV_TYPE_COUNT ? kv_names[t] : "?"; }
 
@@ -53,13 +53,14 @@ int sdn_kv_type_parse(const char *s, const char *what, sdn_kv_type *out, sdn_err
         *out = SDN_KV_Q8;
         return SDN_OK;
     }
-    return sdn_fail(err, SDN_EINVAL, "%s: cache type '%s' is not one of f16, f32, q8", what ? what : "cache type", s ? s : "(null)");
+    return sdn_fail(err, SDN_EINVAL, "%s: cache type '%s' is not one of f16, f32, q8, bf16", what ? what : "cache type", s ? s : "(null)");
 }
 
 static size_t elem_row_bytes(sdn_kv_type t, int hd, int is_key) {
     switch (t) {
     case SDN_KV_F32: return (size_t)hd * 4;
     case SDN_KV_F16: return (size_t)hd * 2;
+    case SDN_KV_BF16: return (size_t)(is_key ? (hd + 1) / 2 * 2 : hd) * 2;
     default: { /* bytes + the F16 scales */
         const size_t hd4 = (size_t)(hd + SDN_KV_KBLOCK - 1) / SDN_KV_KBLOCK * SDN_KV_KBLOCK;
         return is_key ? hd4 + 2 * (hd4 / SDN_KV_KBLOCK) : (size_t)hd + 2;
@@ -106,8 +107,9 @@ int sdn_kv_new(const sdn_model_config *cfg, sdn_kv_type tk, sdn_kv_type tv, int 
     kv->kblocks = kv->hd4 / SDN_KV_KBLOCK;
     kv->n_tiles = (n_ctx + SDN_KV_TILE - 1) / SDN_KV_TILE;
     kv->n_pos = kv->n_tiles * SDN_KV_TILE;
-    size_t kel = tk == SDN_KV_F32 ? 4 : tk == SDN_KV_F16 ? 2 : 1, vel = tv == SDN_KV_F32 ? 4 : tv == SDN_KV_F16 ? 2 : 1;
-    kv->k_tile_bytes = (size_t)(tk == SDN_KV_Q8 ? kv->hd4 : kv->hd) * SDN_KV_TILE * kel;
+    size_t kel = tk == SDN_KV_F32 ? 4 : tk == SDN_KV_Q8 ? 1 : 2, vel = tv == SDN_KV_F32 ? 4 : tv == SDN_KV_Q8 ? 1 : 2;
+    const int kd = tk == SDN_KV_Q8 ? kv->hd4 : tk == SDN_KV_BF16 ? (kv->hd + 1) / 2 * 2 : kv->hd; /* padded */
+    kv->k_tile_bytes = (size_t)kd * SDN_KV_TILE * kel;
     kv->v_row_bytes = (size_t)kv->hd * vel;
     kv->k_layer_bytes = kv->k_tile_bytes * kv->n_tiles * kv->n_kvh;
     kv->v_layer_bytes = kv->v_row_bytes * kv->n_pos * kv->n_kvh;
@@ -143,6 +145,16 @@ uint16_t sdn_kv_f16(float x) {
     if (x > 65504.0f) x = 65504.0f;
     else if (x < -65504.0f) x = -65504.0f;
     return sdn_fp32_to_fp16(x);
+}
+
+uint16_t sdn_kv_bf16(float x) {
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40); /* NaN: quiet */
+    if ((u & 0x7fffffffu) < 0x30800000u) return (uint16_t)((u >> 16) & 0x8000); /* |x| < 2^-30 */
+    u += 0x7fffu + ((u >> 16) & 1); /* RNE; a carry into the exponent is the right rounding,
+                                       up to infinity beyond the largest BF16 */
+    return (uint16_t)(u >> 16);
 }
 
 /* Symmetric 8-bit quantization of one row (kv_cache.h); *dh gets the scale's F16 bits. */
@@ -205,6 +217,9 @@ void sdn_kv_store(sdn_kv *kv, int l, int slot0, int n, const float *k, const flo
                 f16_row(kr, hk, hd);
                 for (int d = 0; d < hd; d++) ((uint16_t *)kt)[(size_t)d * SDN_KV_TILE + lane] = hk[d];
                 break;
+            case SDN_KV_BF16: /* [d/2][64][2]; the pad of an odd head dimension stays zero */
+                for (int d = 0; d < hd; d++) ((uint16_t *)kt)[((size_t)(d / 2) * SDN_KV_TILE + lane) * 2 + d % 2] = sdn_kv_bf16(kr[d]);
+                break;
             default:
                 for (int b = 0; b < kv->kblocks; b++) { /* blocks of 32 (the last zero-padded) */
                     const int d0 = b * SDN_KV_KBLOCK, nd = hd - d0 < SDN_KV_KBLOCK ? hd - d0 : SDN_KV_KBLOCK;
@@ -219,6 +234,9 @@ void sdn_kv_store(sdn_kv *kv, int l, int slot0, int n, const float *k, const flo
             switch (kv->tv) {
             case SDN_KV_F32: memcpy(vrow, vr, (size_t)hd * 4); break;
             case SDN_KV_F16: f16_row(vr, (uint16_t *)vrow, hd); break;
+            case SDN_KV_BF16:
+                for (int d = 0; d < hd; d++) ((uint16_t *)vrow)[d] = sdn_kv_bf16(vr[d]);
+                break;
             default: q8_row(vr, hd, (int8_t *)vrow, &kv->v_scale[sc + s]); break;
             }
         }
@@ -232,8 +250,9 @@ void sdn_kv_move(sdn_kv *kv, int dst, int src) {
         for (int h = 0; h < kv->n_kvh; h++) {
             uint8_t *K = kv->k + (size_t)l * kv->k_layer_bytes + (size_t)h * kv->n_tiles * kv->k_tile_bytes;
             uint8_t *kd = K + (size_t)(dst / SDN_KV_TILE) * kv->k_tile_bytes, *ks = K + (size_t)(src / SDN_KV_TILE) * kv->k_tile_bytes;
-            if (kv->tk == SDN_KV_Q8) {
-                for (int g = 0; g < kv->hd4 / 4; g++)
+            if (kv->tk == SDN_KV_Q8 || kv->tk == SDN_KV_BF16) { /* 4-byte lanes: 4 q8 or 2 bf16 elements */
+                const int ng = kv->tk == SDN_KV_Q8 ? kv->hd4 / 4 : (kv->hd + 1) / 2;
+                for (int g = 0; g < ng; g++)
                     memcpy(kd + ((size_t)g * SDN_KV_TILE + ld) * 4, ks + ((size_t)g * SDN_KV_TILE + ls) * 4, 4);
             } else {
                 for (int d = 0; d < kv->hd; d++)

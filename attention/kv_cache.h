@@ -5,6 +5,10 @@
  *   f32  4 bytes per element: the exact values the forward pass computed (the reference)
  *   f16  2 bytes (IEEE binary16, round to nearest even, saturated at +-65504 so the cache
  *        never holds an infinity): the default; attention converts back to F32 (exact)
+ *   bf16 2 bytes (the upper half of the F32 bits, round to nearest even; magnitudes below
+ *        2^-30 stored as zero so that no product of the score kernels is subnormal): keys
+ *        are multiplied in BF16 (attention_kern.h; VDPBF16PS where the CPU has AVX512_BF16),
+ *        values converted back to F32 (exact)
  *   q8   1 byte per element plus F16 scales: keys one per block of 32 elements of a head
  *        row (SDN_KV_KBLOCK; as llama.cpp's q8_0), values one per head row: 8.375 bits per
  *        element for a 64-element head. A block (row) is quantized symmetrically: d =
@@ -40,7 +44,7 @@
 #define SDN_KV_KBLOCK 32 /* q8 keys: elements per scale */
 
 /* SDN_KV_AUTO (0, what zero-initialized parameters ask for) is the process default below. */
-typedef enum sdn_kv_type { SDN_KV_AUTO = 0, SDN_KV_F16 = 1, SDN_KV_F32 = 2, SDN_KV_Q8 = 3, SDN_KV_TYPE_COUNT = 4 } sdn_kv_type;
+typedef enum sdn_kv_type { SDN_KV_AUTO = 0, SDN_KV_F16 = 1, SDN_KV_F32 = 2, SDN_KV_Q8 = 3, SDN_KV_BF16 = 4, SDN_KV_TYPE_COUNT = 5 } sdn_kv_type;
 #define SDN_KV_FIRST SDN_KV_F16 /* the real types are SDN_KV_FIRST .. SDN_KV_TYPE_COUNT - 1 */
 #define SDN_KV_DEFAULT SDN_KV_F16 /* the built-in default of keys and values */
 
@@ -53,7 +57,7 @@ void sdn_kv_set_default(sdn_kv_type k, sdn_kv_type v);
 /* t, or the process default for keys (is_key) or values when t is SDN_KV_AUTO. */
 sdn_kv_type sdn_kv_resolve(sdn_kv_type t, int is_key);
 
-/* "f16", "f32", "q8" ("auto" for SDN_KV_AUTO). */
+/* "f16", "f32", "q8", "bf16" ("auto" for SDN_KV_AUTO). */
 const char *sdn_kv_type_name(sdn_kv_type t);
 /* Parse a type name (also "q8_0", llama.cpp's name of its 8-bit cache); SDN_EINVAL naming
  * `what` (e.g. "--cache-type-k") and listing the names when unknown. */
@@ -116,8 +120,19 @@ static inline float sdn_kv_h2f(uint16_t h) {
  * the build's IEEE semantics keep the compiler from folding the two). */
 static inline float sdn_kv_round(float x) { return (x + 12582912.0f) - 12582912.0f; }
 
+/* BF16 bits -> float (exact). */
+static inline float sdn_kv_b2f(uint16_t b) {
+    const uint32_t u = (uint32_t)b << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
 /* The scalar conversions every path shares (exposed for the tests). */
 uint16_t sdn_kv_f16(float x);                          /* saturating F32 -> F16 (RNE) */
+/* F32 -> BF16, round to nearest even; |x| < 2^-30 gives a zero of x's sign; an infinity stays
+ * one, a NaN stays a (quiet) NaN. The score kernels' operands (kv_cache.h "bf16"). */
+uint16_t sdn_kv_bf16(float x);
 float sdn_kv_q8_row(const float *x, int n, int8_t *q); /* quantize n values, returns the F16-rounded scale */
 
 #endif

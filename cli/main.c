@@ -48,7 +48,7 @@ static void usage(FILE *f) {
                "dotprod, i8mm on AArch64; the default is the best path this CPU supports;\n"
                "and --prefill-matmul auto|sgemm|kernels (or SDN_PREFILL_MATMUL): how prefill batches\n"
                "multiply, default auto (the batch kernels for every weight type; sgemm: OpenBLAS, inexact);\n"
-               "and --cache-type-k, --cache-type-v f16|f32|q8 (or -ctk, -ctv; SDN_CACHE_TYPE_K, SDN_CACHE_TYPE_V):\n"
+               "and --cache-type-k, --cache-type-v f16|f32|q8|bf16 (or -ctk, -ctv; SDN_CACHE_TYPE_K, SDN_CACHE_TYPE_V):\n"
                "the KV cache's key and value types of every context the command makes, default f16\n"
                "environment: SDNPU_CACHE (model cache, default ~/.cache/sdnpu), SDN_MEM_LIMIT_MB (memory bound),\n"
                "SDNPU_PYTHON (pull's interpreter), SDNPU_API_KEY (serve); docs/commands.md\n"
@@ -59,7 +59,7 @@ static void usage(FILE *f) {
 /* Take the global options out of argv: --kernel NAME (or --kernel=NAME) selects the kernel
  * path (that one, else SDN_KERNEL, else the best), --prefill-matmul auto|sgemm|kernels the
  * prefill matmuls (else SDN_PREFILL_MATMUL, else auto), --cache-type-k / --cache-type-v (-ctk,
- * -ctv) f16|f32|q8 the KV cache types of every context (else SDN_CACHE_TYPE_K / _V, else f16);
+ * -ctv) f16|f32|q8|bf16 the KV cache types of every context (else SDN_CACHE_TYPE_K / _V, else f16);
  * sdn_tool_global_options also sets the memory limit (SDN_MEM_LIMIT_MB) and the cache
  * directory (SDNPU_CACHE, ...): the library reads no environment. Returns 0, or 2 after
  * printing the error. */
@@ -68,10 +68,10 @@ static int kernel_option(const char *cmd, int *argc, char **argv) {
     const cli_opt global[] = {
         {.name = "--kernel", .kind = CLI_STR, .dest = &name, .arg = "portable|avx2|avx512|amx|neon|dotprod|i8mm"},
         {.name = "--prefill-matmul", .kind = CLI_STR, .dest = &pmm, .arg = "auto|sgemm|kernels"},
-        {.name = "--cache-type-k", .kind = CLI_STR, .dest = &ctk, .arg = "f16|f32|q8"},
-        {.name = "-ctk", .kind = CLI_STR, .dest = &ctk, .arg = "f16|f32|q8"},
-        {.name = "--cache-type-v", .kind = CLI_STR, .dest = &ctv, .arg = "f16|f32|q8"},
-        {.name = "-ctv", .kind = CLI_STR, .dest = &ctv, .arg = "f16|f32|q8"},
+        {.name = "--cache-type-k", .kind = CLI_STR, .dest = &ctk, .arg = "f16|f32|q8|bf16"},
+        {.name = "-ctk", .kind = CLI_STR, .dest = &ctk, .arg = "f16|f32|q8|bf16"},
+        {.name = "--cache-type-v", .kind = CLI_STR, .dest = &ctv, .arg = "f16|f32|q8|bf16"},
+        {.name = "-ctv", .kind = CLI_STR, .dest = &ctv, .arg = "f16|f32|q8|bf16"},
         CLI_O_END,
     };
     int rc = cli_extract(cmd, global, argc, argv);

@@ -302,7 +302,9 @@ typedef struct sdnpu_context_params {
     int graph_pin;            /* [EXPERIMENTAL] 1: pin compute threads to CPUs 0..n_threads-1 and the
                                  graph loader to the others (needs more CPUs than n_threads) */
     const char *cache_type_k; /* KV cache key type: "f16" (2 bytes an element), "f32" (4, the exact
-                                 values), "q8" (8-bit with F16 scales, ~1.06 bytes); NULL
+                                 values), "q8" (8-bit with F16 scales, ~1.06 bytes), "bf16" (2
+                                 bytes; keys multiplied in BF16, VDPBF16PS where the CPU has
+                                 AVX512_BF16; the same bits on every CPU); NULL
                                  (default): "f16". Every type keeps greedy output independent of
                                  batching and prefill chunking (docs/engine.md) */
     const char *cache_type_v; /* the same for values */

@@ -144,5 +144,8 @@ void sdn_kernels_setup(void);
 void sdn_amx_tile_config(uint8_t cfg[64], int m);
 /* 1 if the CPU has AVX-VNNI (kernel_path.c). */
 int sdn_kpath_avxvnni(void);
+/* 1 if the CPU has AVX512_BF16 (and the OS saves the ZMM state; kernel_path.c): the avx512
+ * path's attention then multiplies bf16 keys with VDPBF16PS (attention/attention.c). */
+int sdn_kpath_avx512bf16(void);
 
 #endif

@@ -137,6 +137,120 @@ static void test_q8_row(void **state) {
     }
 }
 
+/* sdn_kv_bf16 against a reference by exact arithmetic: the nearest of the two BF16 neighbours
+ * of x in double precision (a tie to the even one), for every BF16 value and the midpoints
+ * between neighbours, and random bit patterns; magnitudes below 2^-30 give a signed zero,
+ * NaN stays NaN, overflow rounds to infinity. */
+static uint16_t bf16_ref(float x) {
+    if (isnan(x)) return 0x7fc0;
+    if (fabsf(x) < 0x1p-30f) return signbit(x) ? 0x8000 : 0;
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    const uint16_t lo = (uint16_t)(u >> 16), hi = (uint16_t)(lo + 1); /* truncated, and one away from zero */
+    /* above the largest BF16 the next one up is 2^128, which rounds as infinity */
+    const double vh = (lo & 0x7fff) == 0x7f7f ? copysign(0x1p128, (double)x) : (double)sdn_kv_b2f(hi);
+    const double dl = fabs((double)x - sdn_kv_b2f(lo)), dh = fabs(vh - (double)x);
+    if ((u & 0xffff) == 0) return lo;
+    return dl < dh ? lo : dh < dl ? hi : (lo & 1 ? hi : lo);
+}
+
+static void test_bf16_conversion(void **state) {
+    (void)state;
+    long n = 0;
+    for (uint32_t h = 0; h < 0x7f80; h++) {
+        const float x = sdn_kv_b2f((uint16_t)h), y = sdn_kv_b2f((uint16_t)(h + 1));
+        const float mid = (float)(0.5 * ((double)x + (double)y)); /* exact: 9 bits */
+        const float vals[4] = {x, -x, mid, -mid};
+        for (int k = 0; k < 4; k++, n++) {
+            const uint16_t got = sdn_kv_bf16(vals[k]), want = bf16_ref(vals[k]);
+            if (got != want) fail_msg("BF16 of %a: %#x, the reference %#x", (double)vals[k], got, want);
+        }
+    }
+    sdn_rng r;
+    sdn_rng_seed(&r, 17);
+    for (int i = 0; i < 1000000; i++, n++) {
+        const uint32_t bits = (uint32_t)sdn_rng_below(&r, 1ull << 32);
+        float x;
+        memcpy(&x, &bits, 4);
+        const uint16_t got = sdn_kv_bf16(x);
+        if (isnan(x)) assert_true(isnan(sdn_kv_b2f(got)));
+        else if (got != bf16_ref(x)) fail_msg("BF16 of %a: %#x, the reference %#x", (double)x, got, bf16_ref(x));
+    }
+    assert_int_equal(sdn_kv_bf16(INFINITY), 0x7f80);
+    assert_int_equal(sdn_kv_bf16(-INFINITY), 0xff80);
+    assert_int_equal(sdn_kv_bf16(3.4028235e38f), 0x7f80); /* above the largest BF16's midpoint */
+    assert_int_equal(sdn_kv_bf16(0x1.fep-31f), 0);       /* just below 2^-30 */
+    assert_int_equal(sdn_kv_bf16(-0x1p-30f), 0xb080);    /* 2^-30 itself stays */
+    print_message("BF16 conversion equals the exact reference on %ld values\n", n);
+}
+
+/* The bf16 keys' score kernels of every x86 variant this CPU runs, called directly on tiles
+ * made to stress the statement of attention_kern.h: magnitudes from 2^-30 to 2^20 (products
+ * and partial sums over 2^-60 .. 2^40), and pairs that cancel what the lane summed so far,
+ * so that the order of the two products and the rounding of each step decide the bits.
+ * VDPBF16PS (the avx512bf16 variant) must give the portable statement's bits; the test says
+ * so by name, or that the CPU lacks it. */
+static void test_bf16_scores_variants(void **state) {
+    (void)state;
+#if defined(__x86_64__)
+    enum { HD = 64, NQ = 7 };
+    static uint16_t kt[HD * 64];
+    static uint16_t qb[NQ][HD];
+    static float ref[NQ * 64], got[NQ * 64];
+    struct {
+        const char *name;
+        sdn_att_scores_fn fn;
+        int have;
+    } vars[] = {
+        {"avx2", sdn_att_scores_avx2, strstr(sdn_cpu_features(), "avx2") && strstr(sdn_cpu_features(), "fma") != NULL},
+        {"avx2vnni", sdn_att_scores_avx2vnni, strstr(sdn_cpu_features(), "avx-vnni") != NULL},
+        {"avx512", sdn_att_scores_avx512, strstr(sdn_cpu_features(), "avx512vnni") != NULL},
+        {"avx512bf16", sdn_att_scores_avx512bf16, strstr(sdn_cpu_features(), "avx512vnni") && strstr(sdn_cpu_features(), "avx512bf16") != NULL},
+    };
+    for (size_t v = 0; v < sizeof vars / sizeof vars[0]; v++)
+        if (!vars[v].have) print_message("SKIPPED variant %s: this CPU lacks it (features: %s)\n", vars[v].name, sdn_cpu_features());
+    sdn_rng r;
+    sdn_rng_seed(&r, 23);
+    long lanes = 0;
+    for (int trial = 0; trial < 400; trial++) {
+        for (int i = 0; i < NQ; i++)
+            for (int d = 0; d < HD; d++) {
+                const float m = ldexpf((float)sdn_rng_below(&r, 1000001) / 1e6f + 0.5f, (int)sdn_rng_below(&r, 51) - 30);
+                qb[i][d] = sdn_kv_bf16(sdn_rng_below(&r, 2) ? m : -m);
+            }
+        for (int j = 0; j < 64; j++)
+            for (int g = 0; g < HD / 2; g++)
+                for (int e = 0; e < 2; e++) {
+                    float x = ldexpf((float)sdn_rng_below(&r, 1000001) / 1e6f + 0.5f, (int)sdn_rng_below(&r, 51) - 30);
+                    if (sdn_rng_below(&r, 2)) x = -x;
+                    /* a lane that cancels query 0's running sum: the key equal to minus the query */
+                    if (trial % 2 && j % 3 == 0 && g % 4 == 3) x = -sdn_kv_b2f(qb[0][2 * g + e]);
+                    kt[((size_t)g * 64 + j) * 2 + e] = sdn_kv_bf16(x);
+                }
+        sdn_att_q q[NQ];
+        memset(q, 0, sizeof q);
+        for (int i = 0; i < NQ; i++) {
+            q[i].qb = qb[i];
+            q[i].qs = 0.125f;
+        }
+        const sdn_att_kt t = {.tk = SDN_KV_BF16, .hd = HD, .hd4 = HD, .k = kt};
+        sdn_att_scores_portable(&t, q, NQ, ref);
+        for (size_t v = 0; v < sizeof vars / sizeof vars[0]; v++) {
+            if (!vars[v].have) continue;
+            memset(got, 0xff, sizeof got);
+            vars[v].fn(&t, q, NQ, got);
+            for (int k = 0; k < NQ * 64; k++)
+                if (memcmp(&got[k], &ref[k], 4)) fail_msg("trial %d query %d lane %d: variant %s gives %a, the portable statement %a", trial, k / 64, k % 64, vars[v].name, (double)got[k], (double)ref[k]);
+        }
+        lanes += NQ * 64;
+    }
+    print_message("bf16 scores: %ld lanes, every variant this CPU runs gives the portable statement's bits\n", lanes);
+#else
+    print_message("SKIPPED: the x86 bf16 score variants (attention_arm.c's are compared in test_attention_paths)\n");
+    skip();
+#endif
+}
+
 /* The cache stores the same bytes on every kernel path (the F16 rows go through F16C on the
  * SIMD paths, scalar code on the portable one), overflowing values included. */
 static void test_store_paths(void **state) {
@@ -197,6 +311,7 @@ static double stored_k(const sdn_kv *kv, int h, int s, int d) {
     switch (kh.tk) {
     case SDN_KV_F32: return ((const float *)t)[(size_t)d * 64 + lane];
     case SDN_KV_F16: return sdn_fp16_to_fp32(((const uint16_t *)t)[(size_t)d * 64 + lane]);
+    case SDN_KV_BF16: return sdn_kv_b2f(((const uint16_t *)t)[((size_t)(d / 2) * 64 + lane) * 2 + d % 2]);
     default:
         return ((int)t[((size_t)(d / 4) * 64 + lane) * 4 + d % 4] - 128) *
                (double)sdn_fp16_to_fp32(kh.k_scale[((size_t)(s / SDN_KV_TILE) * kh.kblocks + d / SDN_KV_KBLOCK) * SDN_KV_TILE + lane]);
@@ -210,6 +325,7 @@ static double stored_v(const sdn_kv *kv, int h, int s, int d) {
     switch (kh.tv) {
     case SDN_KV_F32: return ((const float *)row)[d];
     case SDN_KV_F16: return sdn_fp16_to_fp32(((const uint16_t *)row)[d]);
+    case SDN_KV_BF16: return sdn_kv_b2f(((const uint16_t *)row)[d]);
     default: return ((const int8_t *)row)[d] * (double)sdn_fp16_to_fp32(kh.v_scale[s]);
     }
 }
@@ -363,8 +479,8 @@ static void test_attention_reference(void **state) {
                 setup_t S;
                 make_setup(&S, &cases[ci], tk, tv, 100 + ci);
                 run_att(&S, 2);
-                const double err = ref_error(&S), tol = tk == SDN_KV_Q8 ? 3e-2 : tv == SDN_KV_Q8 ? 2e-2 : 1e-5;
-                if (tv == SDN_KV_FIRST || tv == SDN_KV_Q8)
+                const double err = ref_error(&S), tol = tk == SDN_KV_Q8 ? 3e-2 : tv == SDN_KV_Q8 ? 2e-2 : tk == SDN_KV_BF16 ? 1e-2 : 1e-5;
+                if (tv == SDN_KV_FIRST || tv == SDN_KV_Q8 || tk == SDN_KV_BF16)
                     print_message("case %zu (head %d, %d rows after %d%s%s): keys %s values %s: error %.2e (tolerance %.0e)\n", ci,
                                   cases[ci].hd, cases[ci].n, cases[ci].kv_base, cases[ci].tree ? ", tree" : "", cases[ci].window ? ", window" : "",
                                   sdn_kv_type_name((sdn_kv_type)tk), sdn_kv_type_name((sdn_kv_type)tv), err, tol);
@@ -416,6 +532,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_f16_conversion),
         cmocka_unit_test(test_q8_row),
+        cmocka_unit_test(test_bf16_conversion),
+        cmocka_unit_test(test_bf16_scores_variants),
         cmocka_unit_test(test_store_paths),
         cmocka_unit_test(test_attention_reference),
         cmocka_unit_test(test_attention_paths),

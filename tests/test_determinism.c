@@ -8,7 +8,7 @@
  *     (sdnpu), the prefill graph in chunks of 64 rows (graphs single, g1 64) and of 128 rows
  *     (graphs sync), 1 thread instead of 2, and the request after another request on the same
  *     context (reusing the chat template's shared first tokens, as a server slot does) all
- *     give its answer byte for byte, for each KV cache type (f16, q8, f32);
+ *     give its answer byte for byte, for each KV cache type (f16, q8, f32, bf16);
  *   - a long document (longdoc federalist-68, ~2.5K tokens: five 512-position super-tiles):
  *     fresh, speculative, in 64-row chunks and after another request, with the default cache;
  *   - the real Gemma 3 270M (Q4_K_M: Q5_0, Q8_0, Q4_K and Q6_K layers, the types that
@@ -135,8 +135,8 @@ static void test_same_bytes(void **state) {
         {"1 thread", NULL, 0, 1, "none", 0},
         {"after another request on the context", NULL, 0, 2, "sdnpu", 1},
     };
-    const char *caches[] = {"f16", "q8", "f32"};
-    for (int k = 0; k < 3; k++) check(m, caches[k], &sum.rows[i242], &sum.rows[i241], cfgs, (int)(sizeof cfgs / sizeof cfgs[0]));
+    const char *caches[] = {"f16", "q8", "f32", "bf16"};
+    for (int k = 0; k < 4; k++) check(m, caches[k], &sum.rows[i242], &sum.rows[i241], cfgs, (int)(sizeof cfgs / sizeof cfgs[0]));
     const run_cfg lcfgs[] = {cfgs[0], cfgs[1], cfgs[2], cfgs[5]};
     check(m, "f16", &lng.rows[ifed], &sum.rows[i241], lcfgs, 4);
     sdnpu_model_free(m);

@@ -455,7 +455,7 @@ static void test_chunk_invariance(void **state) {
             }
             sdn_ctx_free(c);
         }
-        print_message("%-12s %-7s: bit-identical logits for every chunking and reused prefix, caches f16, f32, q8\n", ms[mi].arch, ms[mi].type);
+        print_message("%-12s %-7s: bit-identical logits for every chunking and reused prefix, caches f16, f32, q8, bf16\n", ms[mi].arch, ms[mi].type);
         free(ref);
         free(lg);
         sdn_model_free(m);

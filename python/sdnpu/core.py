@@ -428,7 +428,7 @@ class Context:
 
     ``n_ctx``: KV cache size in tokens (0: min(trained length, 8192)); ``threads``: compute
     threads (0: the library's default); ``history``: an SQLite history store of earlier
-    answers per task group; ``cache_type_k``/``cache_type_v``: "f16", "f32" or "q8";
+    answers per task group; ``cache_type_k``/``cache_type_v``: "f16", "f32", "q8" or "bf16";
     ``graphs``: a graph mode ("single", "sync", "async", "progressive"). A context keeps the
     KV entries of its previous request for a common prefix."""
 
