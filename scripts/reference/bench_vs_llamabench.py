@@ -40,7 +40,7 @@ import sys
 import tempfile
 
 # --cache-types value -> (sdnpu's --cache-type-k/-v name, llama.cpp's -ctk/-ctv name)
-CACHE_TYPES = {"f16": ("f16", "f16"), "q8": ("q8", "q8_0"), "q8_0": ("q8", "q8_0")}
+CACHE_TYPES = {"f16": ("f16", "f16"), "q8": ("q8", "q8_0"), "q8_0": ("q8", "q8_0"), "bf16": ("bf16", "bf16")}
 # llama-bench's -ctk/-ctv take f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1 and iq4_nl (its
 # ggml_type_from_name), not f32: sdnpu's f32 cache has no llama-bench counterpart
 

@@ -91,7 +91,7 @@ import tempfile
 import time
 
 # --cache-type value -> (sdnpu's --cache-type-k/-v name, llama.cpp's -ctk/-ctv name)
-CACHE_TYPES = {"f16": ("f16", "f16"), "q8": ("q8", "q8_0"), "q8_0": ("q8", "q8_0"), "f32": ("f32", "f32")}
+CACHE_TYPES = {"f16": ("f16", "f16"), "q8": ("q8", "q8_0"), "q8_0": ("q8", "q8_0"), "f32": ("f32", "f32"), "bf16": ("bf16", "bf16")}
 SPEC_TYPES = ("ngram-simple", "ngram-map-k", "ngram-map-k4v", "ngram-mod", "ngram-cache")
 WARMUP = "Say hello."
 
