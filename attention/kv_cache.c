@@ -147,16 +147,6 @@ uint16_t sdn_kv_f16(float x) {
     return sdn_fp32_to_fp16(x);
 }
 
-uint16_t sdn_kv_bf16(float x) {
-    uint32_t u;
-    memcpy(&u, &x, 4);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40); /* NaN: quiet */
-    if ((u & 0x7fffffffu) < 0x30800000u) return (uint16_t)((u >> 16) & 0x8000); /* |x| < 2^-30 */
-    u += 0x7fffu + ((u >> 16) & 1); /* RNE; a carry into the exponent is the right rounding,
-                                       up to infinity beyond the largest BF16 */
-    return (uint16_t)(u >> 16);
-}
-
 /* Symmetric 8-bit quantization of one row (kv_cache.h); *dh gets the scale's F16 bits. */
 static void q8_row(const float *x, int n, int8_t *q, uint16_t *dh) {
     float amax = 0.0f;

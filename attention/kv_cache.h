@@ -131,8 +131,17 @@ static inline float sdn_kv_b2f(uint16_t b) {
 /* The scalar conversions every path shares (exposed for the tests). */
 uint16_t sdn_kv_f16(float x);                          /* saturating F32 -> F16 (RNE) */
 /* F32 -> BF16, round to nearest even; |x| < 2^-30 gives a zero of x's sign; an infinity stays
- * one, a NaN stays a (quiet) NaN. The score kernels' operands (kv_cache.h "bf16"). */
-uint16_t sdn_kv_bf16(float x);
+ * one, a NaN stays a (quiet) NaN. The score kernels' operands (kv_cache.h "bf16"). Inline and
+ * without branches, so that loops over it vectorize (the queries of every attention call). */
+static inline uint16_t sdn_kv_bf16(float x) {
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    const uint32_t a = u & 0x7fffffffu;
+    const uint32_t rne = (u + 0x7fffu + ((u >> 16) & 1)) >> 16; /* a carry into the exponent is
+                                                                  the right rounding, up to infinity */
+    const uint32_t nan = (u >> 16) | 0x40, tiny = (u >> 16) & 0x8000;
+    return (uint16_t)(a > 0x7f800000u ? nan : a < 0x30800000u ? tiny : rne);
+}
 float sdn_kv_q8_row(const float *x, int n, int8_t *q); /* quantize n values, returns the F16-rounded scale */
 
 #endif
