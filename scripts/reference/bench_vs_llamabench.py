@@ -13,7 +13,7 @@ round, and per depth / prompt size within a round):
   decode   sdnpu bench-model --max-tokens G (G one-token steps after the P-token prompt)
            vs llama-bench -p 0 -n G -d P             (G one-token steps after P tokens)
            for every prompt size P of --prompts (one sdnpu bench-model run gives both)
-Cache types: f16, q8 (sdnpu's --cache-type-k/-v names), given to llama.cpp as f16, q8_0
+Cache types: f16, q8, bf16 (sdnpu's --cache-type-k/-v names), given to llama.cpp as f16, q8_0, bf16
 (llama-bench has no f32 KV cache type; sdnpu's f32 is measured on its own). llama.cpp needs
 flash attention for a quantized V cache, so by default llama-bench runs with -fa 1 for every
 cache type: the comparison is like for like across types. (-fa auto, llama.cpp's default,
