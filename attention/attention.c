@@ -33,6 +33,11 @@
  * us a layer without it, 4 rows 360-387 -> 302-304, 16 rows (48 queries) 909-941 with it
  * against 982-1,040 without). */
 #define SCRATCH_QUERIES_AVX512 30
+/* bf16 values with VDPBF16PS (att_kernels.t2): more queries than this in a task and the tile's
+ * rows are transposed in pairs once for all of them (bench-attention, bf16 cache, 4,096
+ * positions, 2 threads, the two settings in turn 5 times, medians: 2 rows (6 queries) 131.6 us
+ * a layer without, 141.5 with; 4 rows 190.3 / 180.6; 8 rows 315.8 / 270.9). */
+#define T2_QUERIES 8
 
 /* ------------------------------------------------------------ portable kernels ---- */
 
@@ -93,7 +98,25 @@ void sdn_att_update_portable(sdn_att_q *q, int nq, const float *sc, const sdn_at
         }
         float p[64];
         for (int j = 0; j < 64; j++) p[j] = vis >> j & 1 ? sdn_att_exp(s[j] - Q->m) : 0.0f;
+        if (v->pairs) /* bf16 values: the weights in BF16 */
+            for (int j = 0; j < 64; j++) p[j] = sdn_kv_b2f(sdn_kv_bf16(p[j]));
         Q->l = Q->l + sdn_att_tsum64(p);
+        if (v->pairs) { /* bf16 values (possibly handed over as floats): pairs of lanes, the odd one first */
+            float t[SDN_ATT_MAX_HD] = {0};
+            for (int i = 0; i < 32; i++) {
+                if (p[2 * i] == 0.0f && p[2 * i + 1] == 0.0f) continue; /* adds nothing */
+                for (int e = 1; e >= 0; e--) {
+                    const uint8_t *row = v->vrow[2 * i + e];
+                    const float w = p[2 * i + e];
+                    if (v->tv == SDN_KV_F32)
+                        for (int d = 0; d < hd; d++) t[d] = fmaf(w, ((const float *)row)[d], t[d]);
+                    else
+                        for (int d = 0; d < hd; d++) t[d] = fmaf(w, sdn_kv_b2f(((const uint16_t *)row)[d]), t[d]);
+                }
+            }
+            for (int d = 0; d < hd; d++) Q->acc[d] = Q->acc[d] + t[d];
+            continue;
+        }
         if (v->scaled) { /* q8 values: 8-bit weights, exact integer sums (attention_kern.h) */
             float w[64], wmax = 0.0f, r, su;
             for (int j = 0; j < 64; j++) {
@@ -125,9 +148,6 @@ void sdn_att_update_portable(sdn_att_q *q, int nq, const float *sc, const sdn_at
             case SDN_KV_F16:
                 for (int d = 0; d < hd; d++) Q->acc[d] = fmaf(w, sdn_kv_h2f(((const uint16_t *)row)[d]), Q->acc[d]);
                 break;
-            case SDN_KV_BF16:
-                for (int d = 0; d < hd; d++) Q->acc[d] = fmaf(w, sdn_kv_b2f(((const uint16_t *)row)[d]), Q->acc[d]);
-                break;
             default:
                 for (int d = 0; d < hd; d++) Q->acc[d] = fmaf(w, (float)((const int8_t *)row)[d], Q->acc[d]);
                 break;
@@ -158,9 +178,10 @@ typedef struct att_kernels {
     sdn_att_merge_fn merge;
     sdn_att_scale_fn scale;
     sdn_att_t4_fn t4; /* q8 values of many queries transposed for the kernels that take them (or NULL) */
+    sdn_att_t2_fn t2; /* bf16 values likewise, in pairs of positions (or NULL) */
     int scratch_f16;  /* F16 keys and values: SCRATCH_QUERIES, or more on the paths that widen them cheaply */
 } att_kernels;
-#define ATT_KERNELS(v) ((att_kernels){sdn_att_scores_##v, sdn_att_update_##v, sdn_att_cvt_##v, sdn_att_merge_##v, sdn_att_scale_##v, NULL, SCRATCH_QUERIES})
+#define ATT_KERNELS(v) ((att_kernels){sdn_att_scores_##v, sdn_att_update_##v, sdn_att_cvt_##v, sdn_att_merge_##v, sdn_att_scale_##v, NULL, NULL, SCRATCH_QUERIES})
 
 static att_kernels kernels_for(int hd) {
 #if defined(__x86_64__)
@@ -179,6 +200,7 @@ static att_kernels kernels_for(int hd) {
             att_kernels k = bf ? ATT_KERNELS(avx512bf16) : ATT_KERNELS(avx512);
             /* the amx path too: AMX tiles for these products measured no faster (docs/kernels.md) */
             if (hd % 64 == 0) k.t4 = bf ? sdn_att_t4_avx512bf16 : sdn_att_t4_avx512;
+            if (hd % 64 == 0 && bf) k.t2 = sdn_att_t2_avx512bf16; /* bf16 values by VDPBF16PS */
             k.scratch_f16 = SCRATCH_QUERIES_AVX512;
             return k;
         }
@@ -415,6 +437,7 @@ static void run_task(att_job *j, att_thread *t, int h, int r0, int r1, int s0, i
     sdn_att_vt vt = {0};
     vt.hd = hd;
     vt.scaled = kh.tv == SDN_KV_Q8;
+    vt.pairs = kh.tv == SDN_KV_BF16;
     /* tree mode: every query's scores against the batch's slot tiles, once */
     const int tb0 = kv_base / SDN_KV_TILE;
     if (j->tree) {
@@ -489,9 +512,13 @@ static void run_task(att_job *j, att_thread *t, int h, int r0, int r1, int s0, i
                 vt.vsc[l] = kh.v_scale ? sdn_kv_h2f(kh.v_scale[p0 + l]) : 0.0f;
             }
             vt.t4 = NULL;
+            vt.t2 = NULL;
             if (scratch && kh.tv == SDN_KV_Q8 && j->k.t4) { /* transposed for the int8 products */
                 j->k.t4(&vt, (int8_t *)t->vbuf);
                 vt.t4 = (const int8_t *)t->vbuf;
+            } else if (scratch && nq > T2_QUERIES && kh.tv == SDN_KV_BF16 && j->k.t2) { /* ... and for the BF16 ones */
+                j->k.t2(&vt, (uint16_t *)t->vbuf);
+                vt.t2 = (const uint16_t *)t->vbuf;
             } else if ((kh.tv == SDN_KV_F16 || kh.tv == SDN_KV_BF16 ? scratch16 : scratch) && kh.tv != SDN_KV_F32 && hd % 16 == 0) {
                 uint64_t uni = 0;
                 for (int i = 0; i < nq; i++) uni |= t->q[i].vis;

@@ -14,7 +14,8 @@
  *           att_exp (FRINTN for the rounding: the same integer as the portable 1.5 * 2^23
  *           trick for |x| < 2^22; FMLA/FMLS for the fmaf steps), the pairwise tsum64, and the
  *           value rows of the visible lanes accumulated with FMLA in increasing lane order into
- *           a block of queries whose outputs stay in registers.
+ *           a block of queries whose outputs stay in registers (bf16 values: by pairs of lanes, the
+ *           odd one first, into a fresh sum per tile, attention_kern.h).
  * The build uses -ffp-contract=off, so no other multiply and add is fused. The head dimension
  * must be a multiple of 4 (attention.c falls back to the portable kernels otherwise). */
 #include <arm_neon.h>
@@ -250,6 +251,14 @@ void SDN_KFN(sdn_att_scores)(const sdn_att_kt *t, const sdn_att_q *q, int nq, fl
 
 /* ------------------------------------------------------------------ update ---- */
 
+/* sdn_kv_bf16 of softmax weights (finite, not negative), back as floats: rounded to nearest
+ * even in the upper 16 bits, 0 below 2^-30. */
+INLINE float32x4_t bf16w(float32x4_t p) {
+    const uint32x4_t u = vreinterpretq_u32_f32(p);
+    const uint32x4_t r = vandq_u32(vaddq_u32(vaddq_u32(u, vdupq_n_u32(0x7fff)), vandq_u32(vshrq_n_u32(u, 16), vdupq_n_u32(1))), vdupq_n_u32(0xffff0000u));
+    return vreinterpretq_f32_u32(vandq_u32(vcgeq_u32(u, vdupq_n_u32(0x30800000u)), r));
+}
+
 /* Softmax part of one query: running max and sum, rescaled output; the weights of the value
  * rows into w[64] (p_j; for q8 values the 8-bit u_j of attention_kern.h, as floats, and *su;
  * 0 for invisible lanes). */
@@ -272,6 +281,8 @@ INLINE void softmax_part(sdn_att_q *Q, const float *s, float *w, float *su, cons
     const float32x4_t m = vdupq_n_f32(Q->m);
     float32x4_t p[NV];
     for (int c = 0; c < NV; c++) p[c] = keep0((unsigned)(vis >> (c * W)) & 15u, vexp(vsubq_f32(sv[c], m)));
+    if (v->pairs) /* bf16 values: the weights in BF16 */
+        for (int c = 0; c < NV; c++) p[c] = bf16w(p[c]);
     Q->l = Q->l + tsum64(p);
     if (v->scaled) { /* att_wq8 */
         float32x4_t wv[NV], wm = vdupq_n_f32(0.0f);
@@ -318,9 +329,6 @@ INLINE void pv_blk(sdn_att_q *const *q, const float *w, const float *su, const s
         case SDN_KV_F16:
             for (int c = 0; c < nch; c++) x[c] = f16x4((const uint16_t *)row + d0 + c * W);
             break;
-        case SDN_KV_BF16:
-            for (int c = 0; c < nch; c++) x[c] = bf16x4((const uint16_t *)row + d0 + c * W);
-            break;
         default:
             if (nch == 4) i8x16((const int8_t *)row + d0, x);
             else
@@ -343,8 +351,55 @@ INLINE void pv_blk(sdn_att_q *const *q, const float *w, const float *su, const s
             for (int c = 0; c < nch; c++) vst1q_f32(out[b] + c * W, acc[b][c]);
 }
 
+/* bf16 values (attention_kern.h): per query a fresh sum t over the pairs of lanes some query
+ * of the block sees, the odd lane's product first (FMLA), then acc_b += t; the rows as BF16
+ * or handed over as floats (exact); nch vectors of the head dimension from d0, nb queries. */
+INLINE void pv_pair_blk(sdn_att_q *const *q, const float *w, const sdn_att_vt *v, int d0, const int nch, const int nb, int pf) {
+    float32x4_t acc[QB_PV][4];
+    uint64_t uni = 0, vis[QB_PV];
+    for (int b = 0; b < nb; b++) {
+        vis[b] = q[b]->vis;
+        uni |= vis[b];
+        for (int c = 0; c < nch; c++) acc[b][c] = vdupq_n_f32(0.0f);
+    }
+    uint32_t pairs = 0;
+    for (int i = 0; i < 32; i++)
+        if (uni >> (2 * i) & 3) pairs |= 1u << i;
+    for (; pairs; pairs &= pairs - 1) {
+        const int i = __builtin_ctz(pairs);
+        if (pf && d0 == 0) /* the next tile's rows 2i, 2i + 1 */
+            for (size_t o = 0; o < 2 * v->pf_row; o += 64) __builtin_prefetch(v->pf + (size_t)(2 * i) * v->pf_row + o);
+        float32x4_t x1[4], x0[4];
+        const uint8_t *r1 = v->vrow[2 * i + 1], *r0 = v->vrow[2 * i];
+        if (v->tv == SDN_KV_F32)
+            for (int c = 0; c < nch; c++) {
+                x1[c] = vld1q_f32((const float *)r1 + d0 + c * W);
+                x0[c] = vld1q_f32((const float *)r0 + d0 + c * W);
+            }
+        else
+            for (int c = 0; c < nch; c++) {
+                x1[c] = bf16x4((const uint16_t *)r1 + d0 + c * W);
+                x0[c] = bf16x4((const uint16_t *)r0 + d0 + c * W);
+            }
+        for (int b = 0; b < nb; b++) {
+            if (!(vis[b] >> (2 * i) & 3)) continue; /* both weights 0: adds nothing */
+            const float32x4_t w1 = vld1q_dup_f32(w + (size_t)b * 64 + 2 * i + 1), w0 = vld1q_dup_f32(w + (size_t)b * 64 + 2 * i);
+            for (int c = 0; c < nch; c++) acc[b][c] = vfmaq_f32(vfmaq_f32(acc[b][c], w1, x1[c]), w0, x0[c]);
+        }
+    }
+    for (int b = 0; b < nb; b++) {
+        float *o = q[b]->acc + d0;
+        for (int c = 0; c < nch; c++) vst1q_f32(o + c * W, vaddq_f32(vld1q_f32(o + c * W), acc[b][c]));
+    }
+}
+
 INLINE void pv_q(sdn_att_q *const *q, const float *w, const float *su, const sdn_att_vt *v, const int nb, int pf) {
     int d0 = 0;
+    if (v->pairs) {
+        for (; d0 + 4 * W <= v->hd; d0 += 4 * W) pv_pair_blk(q, w, v, d0, 4, nb, pf);
+        for (; d0 < v->hd; d0 += W) pv_pair_blk(q, w, v, d0, 1, nb, pf);
+        return;
+    }
     for (; d0 + 4 * W <= v->hd; d0 += 4 * W) pv_blk(q, w, su, v, d0, 4, nb, pf);
     for (; d0 < v->hd; d0 += W) pv_blk(q, w, su, v, d0, 1, nb, pf);
 }

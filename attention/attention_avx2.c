@@ -10,7 +10,8 @@
  *           sign-and-absolute VPMADDUBSW + VPMADDWD, exact integer sums either way
  *   update  max, rescale, exponential and pairwise sum on 64-lane vectors; the value rows of
  *           the visible lanes are converted once and accumulated into a block of queries whose
- *           outputs stay in registers.
+ *           outputs stay in registers; bf16 values go by pairs of lanes, and with AVX512_BF16
+ *           a tile of many queries is transposed in pairs once (sdn_att_t2) for VDPBF16PS.
  * The head dimension must be a multiple of the vector width (attention.c falls back to the
  * portable kernels otherwise). */
 #include <immintrin.h>
@@ -119,6 +120,20 @@ INLINE float tsum64(const vf *p) {
     y = _mm_add_ps(y, _mm_movehl_ps(y, y));
     y = _mm_add_ss(y, _mm_movehdup_ps(y));
     return _mm_cvtss_f32(y);
+}
+
+/* sdn_kv_bf16 of softmax weights (finite, not negative), back as floats: rounded to nearest
+ * even in the upper 16 bits, 0 below 2^-30. */
+INLINE vf vf_bf16w(vf p) {
+#if W == 16
+    const __m512i u = _mm512_castps_si512(p);
+    const __m512i r = _mm512_and_si512(_mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)), _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1))), _mm512_set1_epi32((int)0xffff0000u));
+    return _mm512_castsi512_ps(_mm512_maskz_mov_epi32(_mm512_cmpge_epu32_mask(u, _mm512_set1_epi32(0x30800000)), r));
+#else
+    const __m256i u = _mm256_castps_si256(p);
+    const __m256i r = _mm256_and_si256(_mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7fff)), _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1))), _mm256_set1_epi32((int)0xffff0000u));
+    return _mm256_castsi256_ps(_mm256_and_si256(_mm256_cmpgt_epi32(u, _mm256_set1_epi32(0x307fffff)), r));
+#endif
 }
 
 /* ------------------------------------------------------------------ scores ---- */
@@ -354,6 +369,8 @@ INLINE void softmax_part(sdn_att_q *Q, const float *s, float *w, float *su, cons
     const vf m = vf_set1(Q->m);
     vf p[NV];
     for (int c = 0; c < NV; c++) p[c] = vf_keep0((vis >> (c * W)) & ((1u << W) - 1), vexp(vf_sub(sv[c], m)));
+    if (v->pairs) /* bf16 values: the weights in BF16 */
+        for (int c = 0; c < NV; c++) p[c] = vf_bf16w(p[c]);
     Q->l = Q->l + tsum64(p);
     if (v->scaled) { /* att_wq8 */
         vf wv[NV], wm = vf_zero();
@@ -401,9 +418,6 @@ INLINE void pv_blk(sdn_att_q *const *q, const float *w, const float *su, const s
         case SDN_KV_F16:
             for (int c = 0; c < nch; c++) x[c] = vf_f16((const uint16_t *)row + d0 + c * W);
             break;
-        case SDN_KV_BF16:
-            for (int c = 0; c < nch; c++) x[c] = vf_bf16((const uint16_t *)row + d0 + c * W);
-            break;
         default:
             for (int c = 0; c < nch; c++) x[c] = vf_i8((const int8_t *)row + d0 + c * W);
             break;
@@ -423,6 +437,112 @@ INLINE void pv_blk(sdn_att_q *const *q, const float *w, const float *su, const s
         for (int b = 0; b < nb; b++)
             for (int c = 0; c < nch; c++) vf_store(out[b] + c * W, acc[b][c]);
 }
+
+/* bf16 values (attention_kern.h): per query a fresh sum t over the pairs of lanes some query
+ * of the block sees, the odd lane's product first, then acc_b += t; the rows as BF16 or
+ * handed over as floats (exact); nch vectors of the head dimension from d0, nb queries. */
+INLINE void pv_pair_blk(sdn_att_q *const *q, const float *w, const sdn_att_vt *v, int d0, const int nch, const int nb, int pf) {
+    vf acc[QB_PV][4];
+    uint64_t uni = 0, vis[QB_PV];
+    for (int b = 0; b < nb; b++) {
+        vis[b] = q[b]->vis;
+        uni |= vis[b];
+        for (int c = 0; c < nch; c++) acc[b][c] = vf_zero();
+    }
+    uint32_t pairs = 0;
+    for (int i = 0; i < 32; i++)
+        if (uni >> (2 * i) & 3) pairs |= 1u << i;
+    for (; pairs; pairs &= pairs - 1) {
+        const int i = __builtin_ctz(pairs);
+        if (pf && d0 == 0) /* the next tile's rows 2i, 2i + 1 */
+            for (size_t o = 0; o < 2 * v->pf_row; o += 64) PFX((const char *)v->pf + (size_t)(2 * i) * v->pf_row + o);
+        vf x1[4], x0[4];
+        const uint8_t *r1 = v->vrow[2 * i + 1], *r0 = v->vrow[2 * i];
+        if (v->tv == SDN_KV_F32)
+            for (int c = 0; c < nch; c++) {
+                x1[c] = vf_load((const float *)r1 + d0 + c * W);
+                x0[c] = vf_load((const float *)r0 + d0 + c * W);
+            }
+        else
+            for (int c = 0; c < nch; c++) {
+                x1[c] = vf_bf16((const uint16_t *)r1 + d0 + c * W);
+                x0[c] = vf_bf16((const uint16_t *)r0 + d0 + c * W);
+            }
+        for (int b = 0; b < nb; b++) {
+            if (!(vis[b] >> (2 * i) & 3)) continue; /* both weights 0: adds nothing */
+            const vf w1 = vf_set1(w[(size_t)b * 64 + 2 * i + 1]), w0 = vf_set1(w[(size_t)b * 64 + 2 * i]);
+            for (int c = 0; c < nch; c++) acc[b][c] = vf_fma(w0, x0[c], vf_fma(w1, x1[c], acc[b][c]));
+        }
+    }
+    for (int b = 0; b < nb; b++) {
+        float *o = q[b]->acc + d0;
+        for (int c = 0; c < nch; c++) vf_store(o + c * W, vf_add(vf_load(o + c * W), acc[b][c]));
+    }
+}
+
+#if W == 16 && defined(__AVX512BF16__)
+/* bf16 values transposed in pairs (v->t2): t_b = VDPBF16PS over the pairs some query of the
+ * block sees (wb: each query's 32 pairs of BF16 weights), then acc_b += t_b; 64 elements of
+ * the head dimension from d0, nb queries (a constant after inlining). */
+INLINE void pv_t2_blk(sdn_att_q *const *q, const uint32_t *wb, const sdn_att_vt *v, int d0, uint32_t pairs, const int nb) {
+    __m512 acc[QB_PV][4];
+    for (int b = 0; b < nb; b++)
+        for (int c = 0; c < 4; c++) acc[b][c] = _mm512_setzero_ps();
+    const int hd = v->hd;
+    for (; pairs; pairs &= pairs - 1) {
+        const int i = __builtin_ctz(pairs);
+        const uint16_t *t = v->t2 + ((size_t)i * hd + d0) * 2;
+        const __m512i x[4] = {_mm512_loadu_si512(t), _mm512_loadu_si512(t + 32), _mm512_loadu_si512(t + 64), _mm512_loadu_si512(t + 96)};
+        for (int b = 0; b < nb; b++) {
+            const __m512bh wv = (__m512bh)_mm512_set1_epi32((int)wb[(size_t)b * 32 + i]);
+            for (int c = 0; c < 4; c++) acc[b][c] = _mm512_dpbf16_ps(acc[b][c], (__m512bh)x[c], wv);
+        }
+    }
+    for (int b = 0; b < nb; b++) {
+        float *o = q[b]->acc + d0;
+        for (int c = 0; c < 4; c++) vf_store(o + c * W, vf_add(vf_load(o + c * W), acc[b][c]));
+    }
+}
+
+INLINE void pv_t2(sdn_att_q *const *q, const float *w, const sdn_att_vt *v, const int nb) {
+    uint32_t wb[QB_PV * 32] __attribute__((aligned(64)));
+    uint64_t uni = 0;
+    for (int b = 0; b < nb; b++) { /* the weights are BF16 values already: their upper halves */
+        uni |= q[b]->vis;
+        for (int c = 0; c < NV; c++)
+            _mm256_storeu_si256((__m256i *)(void *)((uint16_t *)wb + (size_t)b * 64 + c * W), _mm512_cvtepi32_epi16(_mm512_srli_epi32(_mm512_castps_si512(vf_load(w + (size_t)b * 64 + c * W)), 16)));
+    }
+    uint32_t pairs = 0;
+    for (int i = 0; i < 32; i++)
+        if (uni >> (2 * i) & 3) pairs |= 1u << i;
+    for (int d0 = 0; d0 < v->hd; d0 += 64) pv_t2_blk(q, wb, v, d0, pairs, nb);
+}
+
+/* The tile's bf16 value rows transposed in pairs (sdn_att_t2_fn): the elements of rows 2i and
+ * 2i + 1 interleaved by VPERMT2W, 32 of each at a time. */
+void SDN_KFN(sdn_att_t2)(const sdn_att_vt *v, uint16_t *t2) {
+    const int hd = v->hd;
+    uint16_t ia[32], ib[32];
+    for (int k = 0; k < 16; k++) {
+        ia[2 * k] = (uint16_t)k;
+        ia[2 * k + 1] = (uint16_t)(32 + k);
+        ib[2 * k] = (uint16_t)(16 + k);
+        ib[2 * k + 1] = (uint16_t)(48 + k);
+    }
+    const __m512i i0 = _mm512_loadu_si512(ia), i1 = _mm512_loadu_si512(ib);
+    for (int i = 0; i < 32; i++) {
+        if (v->pf) /* the next tile's rows 2i, 2i + 1 (pv_t2 reads this tile's from t2 only) */
+            for (size_t o = 0; o < 2 * v->pf_row; o += 64) PFX((const char *)v->pf + (size_t)(2 * i) * v->pf_row + o);
+        const uint16_t *r0 = (const uint16_t *)(const void *)v->vrow[2 * i], *r1 = (const uint16_t *)(const void *)v->vrow[2 * i + 1];
+        uint16_t *dst = t2 + (size_t)i * hd * 2;
+        for (int d0 = 0; d0 < hd; d0 += 32) {
+            const __m512i a = _mm512_loadu_si512(r0 + d0), b = _mm512_loadu_si512(r1 + d0);
+            _mm512_storeu_si512(dst + 2 * d0, _mm512_permutex2var_epi16(a, i0, b));
+            _mm512_storeu_si512(dst + 2 * d0 + 32, _mm512_permutex2var_epi16(a, i1, b));
+        }
+    }
+}
+#endif
 
 #if W == 16
 /* q8 values transposed (v->t4): acc_b = fma(isum_b, su_b, acc_b), isum_b[d] = sum over the
@@ -502,7 +622,18 @@ INLINE void pv_q(sdn_att_q *const *q, const float *w, const float *su, const sdn
         return;
     }
 #endif
+#if W == 16 && defined(__AVX512BF16__)
+    if (v->t2) {
+        pv_t2(q, w, v, nb);
+        return;
+    }
+#endif
     int d0 = 0;
+    if (v->pairs) {
+        for (; d0 + 4 * W <= v->hd; d0 += 4 * W) pv_pair_blk(q, w, v, d0, 4, nb, pf);
+        for (; d0 < v->hd; d0 += W) pv_pair_blk(q, w, v, d0, 1, nb, pf);
+        return;
+    }
     for (; d0 + 4 * W <= v->hd; d0 += 4 * W) pv_blk(q, w, su, v, d0, 4, nb, pf);
     for (; d0 < v->hd; d0 += W) pv_blk(q, w, su, v, d0, 1, nb, pf);
 }

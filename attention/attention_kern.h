@@ -22,8 +22,17 @@
  *             max m is -inf, m = mt; else if mt > m: a = att_exp(m - mt), acc[d] *= a, l *= a,
  *             m = mt; then p_j = att_exp(s_j - m) for visible lanes, 0 for the others;
  *             l = l + tsum64(p); then
- *               f32/f16/bf16 values: acc[d] = fma(p_j, v_j[d], acc[d]) for the visible lanes j in
+ *               f32/f16 values: acc[d] = fma(p_j, v_j[d], acc[d]) for the visible lanes j in
  *                 increasing order
+ *               bf16 values: the weights rounded to BF16 first, b_j = sdn_kv_bf16(p_j) (0 for
+ *                 invisible lanes; a weight below 2^-30 becomes 0), and l = l + tsum64(b) in
+ *                 place of tsum64(p); then per d a fresh sum t = 0 and, for each pair of lanes
+ *                 i = 0 .. 31 in order, t = fma(b_{2i+1}, v_{2i+1}[d], t) and then
+ *                 t = fma(b_{2i}, v_{2i}[d], t) (VDPBF16PS's order, as for bf16 keys); last
+ *                 acc[d] = acc[d] + t. Stored values are finite (sdn_kv_bf16v), so a pair of
+ *                 zero weights adds exactly nothing (t is never -0) and may be skipped; every
+ *                 b_j and v_j is 0 or a multiple of 2^-37 of at least 2^-30, so every t is 0 or
+ *                 at least 2^-74 in magnitude and the instruction's DAZ and FTZ never act
  *               q8 values (v_j[d] the stored integer, vs_j the row's scale): the weights
  *                 w_j = p_j * vs_j (0 for invisible lanes) are quantized to 8 bits for the
  *                 tile (att_wq8): u_j = min(rne(w_j * r), 255) with r = 255 / wmax, wmax =
@@ -85,11 +94,21 @@ typedef struct sdn_att_vt {
      * rows transposed in groups of 4 positions, [16][hd][4] bytes: byte (g, d, i) is element d
      * of lane 4g + i, the operand shape of VPDPBUSD and of an AMX B tile */
     const int8_t *t4;
+    /* bf16 values: the pair arithmetic of attention_kern.h (set also when the rows are handed
+     * over converted to floats, tv f32) */
+    int pairs;
+    /* bf16 values, for the kernels that take them so (sdn_att_t2_fn; else NULL; vrow stays
+     * valid): the tile's rows transposed in pairs of positions, [32][hd][2] BF16: element
+     * (i, d, e) is element d of lane 2i + e, the operand shape of VDPBF16PS */
+    const uint16_t *t2;
 } sdn_att_vt;
 
 /* t4[(g * hd + d) * 4 + i] = element d of row vrow[4g + i] (q8 values), g < 16, d < hd (a
  * multiple of 64). */
 typedef void (*sdn_att_t4_fn)(const sdn_att_vt *v, int8_t *t4);
+/* t2[(i * hd + d) * 2 + e] = element d of row vrow[2i + e] (bf16 values), i < 32, d < hd (a
+ * multiple of 64). */
+typedef void (*sdn_att_t2_fn)(const sdn_att_vt *v, uint16_t *t2);
 
 /* sc[i * 64 + j] = score of query i against slot j of tile t, for i < nq (every lane, visible
  * or not; invisible lanes may hold anything, NaN included). */
@@ -123,6 +142,7 @@ SDN_ATT_KDECL(dotprod)
 SDN_ATT_KDECL(i8mm)
 void sdn_att_t4_avx512(const sdn_att_vt *v, int8_t *t4); /* the sdn_att_t4_fn (attention_avx2.c) */
 void sdn_att_t4_avx512bf16(const sdn_att_vt *v, int8_t *t4);
+void sdn_att_t2_avx512bf16(const sdn_att_vt *v, uint16_t *t2); /* the sdn_att_t2_fn (VDPBF16PS) */
 
 /* The scalar definitions (also what the portable kernels run). */
 static inline float sdn_att_exp(float x) {

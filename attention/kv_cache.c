@@ -225,7 +225,7 @@ void sdn_kv_store(sdn_kv *kv, int l, int slot0, int n, const float *k, const flo
             case SDN_KV_F32: memcpy(vrow, vr, (size_t)hd * 4); break;
             case SDN_KV_F16: f16_row(vr, (uint16_t *)vrow, hd); break;
             case SDN_KV_BF16:
-                for (int d = 0; d < hd; d++) ((uint16_t *)vrow)[d] = sdn_kv_bf16(vr[d]);
+                for (int d = 0; d < hd; d++) ((uint16_t *)vrow)[d] = sdn_kv_bf16v(vr[d]);
                 break;
             default: q8_row(vr, hd, (int8_t *)vrow, &kv->v_scale[sc + s]); break;
             }

@@ -6,9 +6,9 @@
  *   f16  2 bytes (IEEE binary16, round to nearest even, saturated at +-65504 so the cache
  *        never holds an infinity): the default; attention converts back to F32 (exact)
  *   bf16 2 bytes (the upper half of the F32 bits, round to nearest even; magnitudes below
- *        2^-30 stored as zero so that no product of the score kernels is subnormal): keys
- *        are multiplied in BF16 (attention_kern.h; VDPBF16PS where the CPU has AVX512_BF16),
- *        values converted back to F32 (exact)
+ *        2^-30 stored as zero so that no product of the kernels is subnormal; values also
+ *        finite: infinities saturated, a NaN stored as 0): keys and values are multiplied in
+ *        BF16 (attention_kern.h; VDPBF16PS where the CPU has AVX512_BF16)
  *   q8   1 byte per element plus F16 scales: keys one per block of 32 elements of a head
  *        row (SDN_KV_KBLOCK; as llama.cpp's q8_0), values one per head row: 8.375 bits per
  *        element for a 64-element head. A block (row) is quantized symmetrically: d =
@@ -141,6 +141,14 @@ static inline uint16_t sdn_kv_bf16(float x) {
                                                                   the right rounding, up to infinity */
     const uint32_t nan = (u >> 16) | 0x40, tiny = (u >> 16) & 0x8000;
     return (uint16_t)(a > 0x7f800000u ? nan : a < 0x30800000u ? tiny : rne);
+}
+/* The bf16 values' conversion: sdn_kv_bf16, with every stored value finite: an infinity
+ * saturates at +-0x7f7f (+-3.39e38) and a NaN is stored as +0, so that a lane of weight 0 adds
+ * exactly nothing to the pair products (attention_kern.h), whatever an earlier request left in
+ * it. */
+static inline uint16_t sdn_kv_bf16v(float x) {
+    const uint16_t b = sdn_kv_bf16(x), a = b & 0x7fff;
+    return (uint16_t)(a > 0x7f80 ? 0 : a == 0x7f80 ? b - 1 : b);
 }
 float sdn_kv_q8_row(const float *x, int n, int8_t *q); /* quantize n values, returns the F16-rounded scale */
 

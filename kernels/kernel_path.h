@@ -43,7 +43,7 @@ typedef enum sdn_kpath {
 /* Revision of the kernels' speed: part of the key of cached measurements (the verify-cost
  * curve of runtime/verify_cost.c), so a change that makes steps faster or slower is measured
  * again instead of sizing drafts from an old curve. Bump it with such a change. */
-#define SDN_KERNEL_REV 9 /* 8: AMX from 32 rows, K-type scratch; 9: Q4_K/Q5_K on AMX, per-row steps on the pool (issue 38) */
+#define SDN_KERNEL_REV 10 /* 8: AMX from 32 rows, K-type scratch; 9: Q4_K/Q5_K on AMX, per-row steps on the pool (issue 38); 10: bf16 values in BF16 (issue 40) */
 
 /* "portable", "avx2", "avx512", "amx", "neon", "dotprod", "i8mm". */
 const char *sdn_kpath_name(sdn_kpath p);

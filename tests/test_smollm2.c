@@ -182,7 +182,7 @@ static void test_teacher_forced(void **state) {
  * (no llama.cpp golden of its own) is held to llama.cpp's f16 runs with the same bars, and
  * within BF16_LONGDOC_LOSS of the f32 reference on the long documents. */
 #define Q8_LONGDOC_LOSS 0.025 /* measured 0.0196: 5 of 256 positions */
-#define BF16_LONGDOC_LOSS 0.03 /* measured 0.0235: 6 of 256 positions (the query rounded to 8 bits) */
+#define BF16_LONGDOC_LOSS 0.03 /* measured 0.0118: 3 of 256 positions (0.0235 before the values were multiplied in BF16 too) */
 static void test_cache_types(void **state) {
     (void)state;
     REQUIRE();
