@@ -369,22 +369,18 @@ INLINE void pv_pair_blk(sdn_att_q *const *q, const float *w, const sdn_att_vt *v
         const int i = __builtin_ctz(pairs);
         if (pf && d0 == 0) /* the next tile's rows 2i, 2i + 1 */
             for (size_t o = 0; o < 2 * v->pf_row; o += 64) __builtin_prefetch(v->pf + (size_t)(2 * i) * v->pf_row + o);
-        float32x4_t x1[4], x0[4];
-        const uint8_t *r1 = v->vrow[2 * i + 1], *r0 = v->vrow[2 * i];
-        if (v->tv == SDN_KV_F32)
-            for (int c = 0; c < nch; c++) {
-                x1[c] = vld1q_f32((const float *)r1 + d0 + c * W);
-                x0[c] = vld1q_f32((const float *)r0 + d0 + c * W);
+        for (int e = 1; e >= 0; e--) { /* the odd lane's row for the whole block, then the even one's */
+            const uint8_t *row = v->vrow[2 * i + e];
+            float32x4_t x[4];
+            if (v->tv == SDN_KV_F32)
+                for (int c = 0; c < nch; c++) x[c] = vld1q_f32((const float *)row + d0 + c * W);
+            else
+                for (int c = 0; c < nch; c++) x[c] = bf16x4((const uint16_t *)row + d0 + c * W);
+            for (int b = 0; b < nb; b++) {
+                if (!(vis[b] >> (2 * i) & 3)) continue; /* both weights 0: adds nothing */
+                const float32x4_t we = vld1q_dup_f32(w + (size_t)b * 64 + 2 * i + e);
+                for (int c = 0; c < nch; c++) acc[b][c] = vfmaq_f32(acc[b][c], we, x[c]);
             }
-        else
-            for (int c = 0; c < nch; c++) {
-                x1[c] = bf16x4((const uint16_t *)r1 + d0 + c * W);
-                x0[c] = bf16x4((const uint16_t *)r0 + d0 + c * W);
-            }
-        for (int b = 0; b < nb; b++) {
-            if (!(vis[b] >> (2 * i) & 3)) continue; /* both weights 0: adds nothing */
-            const float32x4_t w1 = vld1q_dup_f32(w + (size_t)b * 64 + 2 * i + 1), w0 = vld1q_dup_f32(w + (size_t)b * 64 + 2 * i);
-            for (int c = 0; c < nch; c++) acc[b][c] = vfmaq_f32(vfmaq_f32(acc[b][c], w1, x1[c]), w0, x0[c]);
         }
     }
     for (int b = 0; b < nb; b++) {

@@ -456,22 +456,20 @@ INLINE void pv_pair_blk(sdn_att_q *const *q, const float *w, const sdn_att_vt *v
         const int i = __builtin_ctz(pairs);
         if (pf && d0 == 0) /* the next tile's rows 2i, 2i + 1 */
             for (size_t o = 0; o < 2 * v->pf_row; o += 64) PFX((const char *)v->pf + (size_t)(2 * i) * v->pf_row + o);
-        vf x1[4], x0[4];
-        const uint8_t *r1 = v->vrow[2 * i + 1], *r0 = v->vrow[2 * i];
-        if (v->tv == SDN_KV_F32)
-            for (int c = 0; c < nch; c++) {
-                x1[c] = vf_load((const float *)r1 + d0 + c * W);
-                x0[c] = vf_load((const float *)r0 + d0 + c * W);
+        /* the odd lane's row for the whole block, then the even one's (one row's vectors live
+         * at a time: 6 x 4 accumulators + 4 + 1 registers) */
+        for (int e = 1; e >= 0; e--) {
+            const uint8_t *row = v->vrow[2 * i + e];
+            vf x[4];
+            if (v->tv == SDN_KV_F32)
+                for (int c = 0; c < nch; c++) x[c] = vf_load((const float *)row + d0 + c * W);
+            else
+                for (int c = 0; c < nch; c++) x[c] = vf_bf16((const uint16_t *)row + d0 + c * W);
+            for (int b = 0; b < nb; b++) {
+                if (!(vis[b] >> (2 * i) & 3)) continue; /* both weights 0: adds nothing */
+                const vf we = vf_set1(w[(size_t)b * 64 + 2 * i + e]);
+                for (int c = 0; c < nch; c++) acc[b][c] = vf_fma(we, x[c], acc[b][c]);
             }
-        else
-            for (int c = 0; c < nch; c++) {
-                x1[c] = vf_bf16((const uint16_t *)r1 + d0 + c * W);
-                x0[c] = vf_bf16((const uint16_t *)r0 + d0 + c * W);
-            }
-        for (int b = 0; b < nb; b++) {
-            if (!(vis[b] >> (2 * i) & 3)) continue; /* both weights 0: adds nothing */
-            const vf w1 = vf_set1(w[(size_t)b * 64 + 2 * i + 1]), w0 = vf_set1(w[(size_t)b * 64 + 2 * i]);
-            for (int c = 0; c < nch; c++) acc[b][c] = vf_fma(w0, x0[c], vf_fma(w1, x1[c], acc[b][c]));
         }
     }
     for (int b = 0; b < nb; b++) {
