@@ -303,7 +303,8 @@ INLINE void softmax_part(sdn_att_q *Q, const float *s, float *w, float *su, cons
 }
 
 /* acc_b += w_b[j] * v_j over the lanes j each query sees, in increasing order; nch vectors of
- * the head dimension from d0, nb queries (both constants after inlining). */
+ * the head dimension from d0, nb queries (both constants after inlining). bf16 values
+ * (v->pairs): lanes 1, 0, 3, 2, ... into a fresh sum, then acc_b += it. */
 INLINE void pv_blk(sdn_att_q *const *q, const float *w, const float *su, const sdn_att_vt *v, int d0, const int nch, const int nb, int pf) {
     float32x4_t acc[QB_PV][4];
     uint64_t uni = 0, vis[QB_PV];
@@ -312,12 +313,15 @@ INLINE void pv_blk(sdn_att_q *const *q, const float *w, const float *su, const s
         vis[b] = q[b]->vis;
         out[b] = q[b]->acc + d0;
         uni |= vis[b];
-        for (int c = 0; c < nch; c++) acc[b][c] = v->scaled ? vdupq_n_f32(0.0f) : vld1q_f32(out[b] + c * W);
+        for (int c = 0; c < nch; c++) acc[b][c] = v->scaled || v->pairs ? vdupq_n_f32(0.0f) : vld1q_f32(out[b] + c * W);
     }
     int all = 1;
     for (int b = 1; b < nb; b++) all &= vis[b] == vis[0];
+    /* bf16 values: the lanes of each pair swapped in the walk (1, 0, 3, 2, ...), the odd one first */
+    const int sw = v->pairs ? 1 : 0;
+    if (sw) uni = (uni & 0x5555555555555555ull) << 1 | (uni >> 1 & 0x5555555555555555ull);
     for (; uni; uni &= uni - 1) {
-        const int j = __builtin_ctzll(uni);
+        const int j = __builtin_ctzll(uni) ^ sw;
         const uint8_t *row = v->vrow[j];
         if (pf && d0 == 0) /* the next tile's row j */
             for (size_t o = 0; o < v->pf_row; o += 64) __builtin_prefetch(v->pf + (size_t)j * v->pf_row + o);
@@ -328,6 +332,9 @@ INLINE void pv_blk(sdn_att_q *const *q, const float *w, const float *su, const s
             break;
         case SDN_KV_F16:
             for (int c = 0; c < nch; c++) x[c] = f16x4((const uint16_t *)row + d0 + c * W);
+            break;
+        case SDN_KV_BF16:
+            for (int c = 0; c < nch; c++) x[c] = bf16x4((const uint16_t *)row + d0 + c * W);
             break;
         default:
             if (nch == 4) i8x16((const int8_t *)row + d0, x);
@@ -346,56 +353,16 @@ INLINE void pv_blk(sdn_att_q *const *q, const float *w, const float *su, const s
             const float32x4_t s = vdupq_n_f32(su[b]);
             for (int c = 0; c < nch; c++) vst1q_f32(out[b] + c * W, vfmaq_f32(vld1q_f32(out[b] + c * W), acc[b][c], s));
         }
+    else if (v->pairs) /* the tile's own sum, added */
+        for (int b = 0; b < nb; b++)
+            for (int c = 0; c < nch; c++) vst1q_f32(out[b] + c * W, vaddq_f32(vld1q_f32(out[b] + c * W), acc[b][c]));
     else
         for (int b = 0; b < nb; b++)
             for (int c = 0; c < nch; c++) vst1q_f32(out[b] + c * W, acc[b][c]);
 }
 
-/* bf16 values (attention_kern.h): per query a fresh sum t over the pairs of lanes some query
- * of the block sees, the odd lane's product first (FMLA), then acc_b += t; the rows as BF16
- * or handed over as floats (exact); nch vectors of the head dimension from d0, nb queries. */
-INLINE void pv_pair_blk(sdn_att_q *const *q, const float *w, const sdn_att_vt *v, int d0, const int nch, const int nb, int pf) {
-    float32x4_t acc[QB_PV][4];
-    uint64_t uni = 0, vis[QB_PV];
-    for (int b = 0; b < nb; b++) {
-        vis[b] = q[b]->vis;
-        uni |= vis[b];
-        for (int c = 0; c < nch; c++) acc[b][c] = vdupq_n_f32(0.0f);
-    }
-    uint32_t pairs = 0;
-    for (int i = 0; i < 32; i++)
-        if (uni >> (2 * i) & 3) pairs |= 1u << i;
-    for (; pairs; pairs &= pairs - 1) {
-        const int i = __builtin_ctz(pairs);
-        if (pf && d0 == 0) /* the next tile's rows 2i, 2i + 1 */
-            for (size_t o = 0; o < 2 * v->pf_row; o += 64) __builtin_prefetch(v->pf + (size_t)(2 * i) * v->pf_row + o);
-        for (int e = 1; e >= 0; e--) { /* the odd lane's row for the whole block, then the even one's */
-            const uint8_t *row = v->vrow[2 * i + e];
-            float32x4_t x[4];
-            if (v->tv == SDN_KV_F32)
-                for (int c = 0; c < nch; c++) x[c] = vld1q_f32((const float *)row + d0 + c * W);
-            else
-                for (int c = 0; c < nch; c++) x[c] = bf16x4((const uint16_t *)row + d0 + c * W);
-            for (int b = 0; b < nb; b++) {
-                if (!(vis[b] >> (2 * i) & 3)) continue; /* both weights 0: adds nothing */
-                const float32x4_t we = vld1q_dup_f32(w + (size_t)b * 64 + 2 * i + e);
-                for (int c = 0; c < nch; c++) acc[b][c] = vfmaq_f32(acc[b][c], we, x[c]);
-            }
-        }
-    }
-    for (int b = 0; b < nb; b++) {
-        float *o = q[b]->acc + d0;
-        for (int c = 0; c < nch; c++) vst1q_f32(o + c * W, vaddq_f32(vld1q_f32(o + c * W), acc[b][c]));
-    }
-}
-
 INLINE void pv_q(sdn_att_q *const *q, const float *w, const float *su, const sdn_att_vt *v, const int nb, int pf) {
     int d0 = 0;
-    if (v->pairs) {
-        for (; d0 + 4 * W <= v->hd; d0 += 4 * W) pv_pair_blk(q, w, v, d0, 4, nb, pf);
-        for (; d0 < v->hd; d0 += W) pv_pair_blk(q, w, v, d0, 1, nb, pf);
-        return;
-    }
     for (; d0 + 4 * W <= v->hd; d0 += 4 * W) pv_blk(q, w, su, v, d0, 4, nb, pf);
     for (; d0 < v->hd; d0 += W) pv_blk(q, w, su, v, d0, 1, nb, pf);
 }

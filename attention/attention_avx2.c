@@ -125,7 +125,12 @@ INLINE float tsum64(const vf *p) {
 /* sdn_kv_bf16 of softmax weights (finite, not negative), back as floats: rounded to nearest
  * even in the upper 16 bits, 0 below 2^-30. */
 INLINE vf vf_bf16w(vf p) {
-#if W == 16
+#if W == 16 && defined(__AVX512BF16__)
+    /* VCVTNEPS2BF16 rounds a normal float to nearest even, as sdn_kv_bf16 (a weight is 0 or at
+     * least e^-87, normal); the weights below 2^-30 then cleared */
+    const __m512i r = _mm512_slli_epi32(_mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(p)), 16);
+    return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(p, _mm512_set1_ps(0x1p-30f), _CMP_GE_OQ), _mm512_castsi512_ps(r));
+#elif W == 16
     const __m512i u = _mm512_castps_si512(p);
     const __m512i r = _mm512_and_si512(_mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)), _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1))), _mm512_set1_epi32((int)0xffff0000u));
     return _mm512_castsi512_ps(_mm512_maskz_mov_epi32(_mm512_cmpge_epu32_mask(u, _mm512_set1_epi32(0x30800000)), r));
@@ -393,7 +398,8 @@ INLINE void softmax_part(sdn_att_q *Q, const float *s, float *w, float *su, cons
 
 /* acc_b += w_b[j] * v_j over the lanes j each query sees, in increasing order; nch vectors of
  * the head dimension from d0, nb queries (both constants after inlining). q8 values: the
- * exact integer sums of u_j * v_j (floats below 2^24), then acc_b = fma(isum, su_b, acc_b). */
+ * exact integer sums of u_j * v_j (floats below 2^24), then acc_b = fma(isum, su_b, acc_b).
+ * bf16 values (v->pairs): lanes 1, 0, 3, 2, ... into a fresh sum, then acc_b += it. */
 INLINE void pv_blk(sdn_att_q *const *q, const float *w, const float *su, const sdn_att_vt *v, int d0, const int nch, const int nb, int pf) {
     vf acc[QB_PV][4];
     uint64_t uni = 0, vis[QB_PV];
@@ -402,11 +408,14 @@ INLINE void pv_blk(sdn_att_q *const *q, const float *w, const float *su, const s
         vis[b] = q[b]->vis;
         out[b] = q[b]->acc + d0;
         uni |= vis[b];
-        for (int c = 0; c < nch; c++) acc[b][c] = v->scaled ? vf_zero() : vf_load(out[b] + c * W);
+        for (int c = 0; c < nch; c++) acc[b][c] = v->scaled || v->pairs ? vf_zero() : vf_load(out[b] + c * W);
     }
     const int all = nb == 1 || ({ int same = 1; for (int b = 1; b < nb; b++) same &= vis[b] == vis[0]; same; });
+    /* bf16 values: the lanes of each pair swapped in the walk (1, 0, 3, 2, ...), the odd one first */
+    const int sw = v->pairs ? 1 : 0;
+    if (sw) uni = (uni & 0x5555555555555555ull) << 1 | (uni >> 1 & 0x5555555555555555ull);
     for (; uni; uni &= uni - 1) {
-        const int j = __builtin_ctzll(uni);
+        const int j = __builtin_ctzll(uni) ^ sw;
         const uint8_t *row = v->vrow[j];
         if (pf && d0 == 0) /* the next tile's row j */
             for (size_t o = 0; o < v->pf_row; o += 64) PFX((const char *)v->pf + (size_t)j * v->pf_row + o);
@@ -417,6 +426,9 @@ INLINE void pv_blk(sdn_att_q *const *q, const float *w, const float *su, const s
             break;
         case SDN_KV_F16:
             for (int c = 0; c < nch; c++) x[c] = vf_f16((const uint16_t *)row + d0 + c * W);
+            break;
+        case SDN_KV_BF16:
+            for (int c = 0; c < nch; c++) x[c] = vf_bf16((const uint16_t *)row + d0 + c * W);
             break;
         default:
             for (int c = 0; c < nch; c++) x[c] = vf_i8((const int8_t *)row + d0 + c * W);
@@ -433,49 +445,12 @@ INLINE void pv_blk(sdn_att_q *const *q, const float *w, const float *su, const s
             const vf s = vf_set1(su[b]);
             for (int c = 0; c < nch; c++) vf_store(out[b] + c * W, vf_fma(acc[b][c], s, vf_load(out[b] + c * W)));
         }
+    else if (v->pairs) /* the tile's own sum, added */
+        for (int b = 0; b < nb; b++)
+            for (int c = 0; c < nch; c++) vf_store(out[b] + c * W, vf_add(vf_load(out[b] + c * W), acc[b][c]));
     else
         for (int b = 0; b < nb; b++)
             for (int c = 0; c < nch; c++) vf_store(out[b] + c * W, acc[b][c]);
-}
-
-/* bf16 values (attention_kern.h): per query a fresh sum t over the pairs of lanes some query
- * of the block sees, the odd lane's product first, then acc_b += t; the rows as BF16 or
- * handed over as floats (exact); nch vectors of the head dimension from d0, nb queries. */
-INLINE void pv_pair_blk(sdn_att_q *const *q, const float *w, const sdn_att_vt *v, int d0, const int nch, const int nb, int pf) {
-    vf acc[QB_PV][4];
-    uint64_t uni = 0, vis[QB_PV];
-    for (int b = 0; b < nb; b++) {
-        vis[b] = q[b]->vis;
-        uni |= vis[b];
-        for (int c = 0; c < nch; c++) acc[b][c] = vf_zero();
-    }
-    uint32_t pairs = 0;
-    for (int i = 0; i < 32; i++)
-        if (uni >> (2 * i) & 3) pairs |= 1u << i;
-    for (; pairs; pairs &= pairs - 1) {
-        const int i = __builtin_ctz(pairs);
-        if (pf && d0 == 0) /* the next tile's rows 2i, 2i + 1 */
-            for (size_t o = 0; o < 2 * v->pf_row; o += 64) PFX((const char *)v->pf + (size_t)(2 * i) * v->pf_row + o);
-        /* the odd lane's row for the whole block, then the even one's (one row's vectors live
-         * at a time: 6 x 4 accumulators + 4 + 1 registers) */
-        for (int e = 1; e >= 0; e--) {
-            const uint8_t *row = v->vrow[2 * i + e];
-            vf x[4];
-            if (v->tv == SDN_KV_F32)
-                for (int c = 0; c < nch; c++) x[c] = vf_load((const float *)row + d0 + c * W);
-            else
-                for (int c = 0; c < nch; c++) x[c] = vf_bf16((const uint16_t *)row + d0 + c * W);
-            for (int b = 0; b < nb; b++) {
-                if (!(vis[b] >> (2 * i) & 3)) continue; /* both weights 0: adds nothing */
-                const vf we = vf_set1(w[(size_t)b * 64 + 2 * i + e]);
-                for (int c = 0; c < nch; c++) acc[b][c] = vf_fma(we, x[c], acc[b][c]);
-            }
-        }
-    }
-    for (int b = 0; b < nb; b++) {
-        float *o = q[b]->acc + d0;
-        for (int c = 0; c < nch; c++) vf_store(o + c * W, vf_add(vf_load(o + c * W), acc[b][c]));
-    }
 }
 
 #if W == 16 && defined(__AVX512BF16__)
@@ -627,11 +602,6 @@ INLINE void pv_q(sdn_att_q *const *q, const float *w, const float *su, const sdn
     }
 #endif
     int d0 = 0;
-    if (v->pairs) {
-        for (; d0 + 4 * W <= v->hd; d0 += 4 * W) pv_pair_blk(q, w, v, d0, 4, nb, pf);
-        for (; d0 < v->hd; d0 += W) pv_pair_blk(q, w, v, d0, 1, nb, pf);
-        return;
-    }
     for (; d0 + 4 * W <= v->hd; d0 += 4 * W) pv_blk(q, w, su, v, d0, 4, nb, pf);
     for (; d0 < v->hd; d0 += W) pv_blk(q, w, su, v, d0, 1, nb, pf);
 }

@@ -29,8 +29,8 @@
  *                 place of tsum64(p); then per d a fresh sum t = 0 and, for each pair of lanes
  *                 i = 0 .. 31 in order, t = fma(b_{2i+1}, v_{2i+1}[d], t) and then
  *                 t = fma(b_{2i}, v_{2i}[d], t) (VDPBF16PS's order, as for bf16 keys); last
- *                 acc[d] = acc[d] + t. Stored values are finite (sdn_kv_bf16v), so a pair of
- *                 zero weights adds exactly nothing (t is never -0) and may be skipped; every
+ *                 acc[d] = acc[d] + t. Stored values are finite (sdn_kv_bf16v), so a lane of
+ *                 zero weight adds exactly nothing (t is never -0) and may be skipped; every
  *                 b_j and v_j is 0 or a multiple of 2^-37 of at least 2^-30, so every t is 0 or
  *                 at least 2^-74 in magnitude and the instruction's DAZ and FTZ never act
  *               q8 values (v_j[d] the stored integer, vs_j the row's scale): the weights
