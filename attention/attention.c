@@ -36,8 +36,8 @@
 /* bf16 values with VDPBF16PS (att_kernels.t2): more queries than this in a task and the tile's
  * rows are transposed in pairs once for all of them (bench-attention, bf16 cache, 4,096
  * positions, 2 threads, the two settings in turn 5 times, medians of us a layer without / with:
- * 2 rows (6 queries) 93.9 / 89.2, 4 rows 137.1 / 142.5, 8 rows 244.6 / 225.2, 16 rows 450.1 /
- * 382.8). */
+ * 2 rows (6 queries) 85.5 / 89.1, 4 rows 134.1 / 150.7, 8 rows 242.1 / 237.9, 16 rows 472.0 /
+ * 403.9). */
 #define T2_QUERIES 16
 
 /* ------------------------------------------------------------ portable kernels ---- */
