@@ -181,6 +181,40 @@ static void test_bf16_conversion(void **state) {
     assert_int_equal(sdn_kv_bf16(3.4028235e38f), 0x7f80); /* above the largest BF16's midpoint */
     assert_int_equal(sdn_kv_bf16(0x1.fep-31f), 0);       /* just below 2^-30 */
     assert_int_equal(sdn_kv_bf16(-0x1p-30f), 0xb080);    /* 2^-30 itself stays */
+    /* the values' conversion: the same, but finite (infinities saturated, a NaN stored as 0) */
+    for (uint32_t b = 0; b < 0x10000; b++) {
+        const uint32_t u = b << 16;
+        float x;
+        memcpy(&x, &u, 4);
+        const uint16_t a = (uint16_t)(b & 0x7fff);
+        const uint16_t want = a > 0x7f80 ? 0 : a == 0x7f80 ? (uint16_t)((b & 0x8000) | 0x7f7f) : sdn_kv_bf16(x);
+        if (sdn_kv_bf16v(x) != want) fail_msg("BF16 value of %#x: %#x, want %#x", u, sdn_kv_bf16v(x), want);
+    }
+    assert_int_equal(sdn_kv_bf16v(3.4028235e38f), 0x7f7f); /* would round to infinity */
+    assert_int_equal(sdn_kv_bf16v(-3.4028235e38f), 0xff7f);
+    /* ... and what the cache stores of such values */
+    {
+        sdn_model_config cfg = {0};
+        cfg.n_layers = 1;
+        cfg.n_kv_heads = 1;
+        cfg.head_dim = 64;
+        float kr[64], vr[64];
+        for (int d = 0; d < 64; d++) {
+            kr[d] = 1.0f;
+            vr[d] = d % 4 == 0 ? NAN : d % 4 == 1 ? INFINITY : d % 4 == 2 ? -3.4028235e38f : 0.5f;
+        }
+        sdn_kv *kv;
+        assert_int_equal(sdn_kv_new(&cfg, SDN_KV_BF16, SDN_KV_BF16, 64, &kv, NULL), SDN_OK);
+        sdn_kv_store(kv, 0, 5, 1, kr, vr);
+        sdn_kv_head kh;
+        sdn_kv_head_get(kv, 0, 0, &kh);
+        const uint16_t *row = (const uint16_t *)(const void *)(kh.v + 5 * kh.v_row_bytes);
+        for (int d = 0; d < 64; d++) {
+            const uint16_t want = d % 4 == 0 ? 0 : d % 4 == 1 ? 0x7f7f : d % 4 == 2 ? 0xff7f : 0x3f00;
+            if (row[d] != want) fail_msg("stored bf16 value %d: %#x, want %#x", d, row[d], want);
+        }
+        sdn_kv_free(kv);
+    }
     print_message("BF16 conversion equals the exact reference on %ld values\n", n);
 }
 
@@ -249,6 +283,18 @@ static void test_bf16_scores_variants(void **state) {
     print_message("SKIPPED: the x86 bf16 score variants (attention_arm.c's are compared in test_attention_paths)\n");
     skip();
 #endif
+}
+
+/* The queries of test_bf16_update_variants before a tile: lanes vis[i], running max m0 (sum 0
+ * on the first tile, else 2.5), outputs acc[i] set to acc0[i]. */
+static void bf16_update_start(sdn_att_q *q, int nq, const uint64_t *vis, float m0, float (*acc)[128], float (*acc0)[128]) {
+    for (int i = 0; i < nq; i++) {
+        q[i].vis = vis[i];
+        q[i].m = m0;
+        q[i].l = m0 == -INFINITY ? 0.0f : 2.5f;
+        q[i].acc = acc[i];
+        memcpy(acc[i], acc0[i], sizeof acc0[i]);
+    }
 }
 
 /* The bf16 values' update kernels of every x86 variant this CPU runs, called directly: the
@@ -327,13 +373,7 @@ static void test_bf16_update_variants(void **state) {
             /* first tile, no rescale, rescale */
             const float m0 = trial % 3 == 0 ? -INFINITY : trial % 3 == 1 ? 1.0f : -3.0f;
             memset(q, 0, sizeof q);
-            for (int i = 0; i < NQ; i++) {
-                q[i].vis = vis[i];
-                q[i].m = m0;
-                q[i].l = m0 == -INFINITY ? 0.0f : 2.5f;
-                q[i].acc = accr[i];
-                memcpy(accr[i], acc0[i], sizeof acc0[i]);
-            }
+            bf16_update_start(q, NQ, vis, m0, accr, acc0);
             sdn_att_update_portable(q, NQ, sc, &vt);
             float mr[NQ], lr[NQ];
             for (int i = 0; i < NQ; i++) {
@@ -350,13 +390,7 @@ static void test_bf16_update_variants(void **state) {
                         for (int j = 0; j < 64; j++) vg.vrow[j] = (const uint8_t *)rowsf[j];
                     }
                     if (form == 2) vg.t2 = t2;
-                    for (int i = 0; i < NQ; i++) {
-                        q[i].vis = vis[i];
-                        q[i].m = m0;
-                        q[i].l = m0 == -INFINITY ? 0.0f : 2.5f;
-                        q[i].acc = accg[i];
-                        memcpy(accg[i], acc0[i], sizeof acc0[i]);
-                    }
+                    bf16_update_start(q, NQ, vis, m0, accg, acc0);
                     vars[k].fn(q, NQ, sc, &vg);
                     for (int i = 0; i < NQ; i++) {
                         if (memcmp(&q[i].m, &mr[i], 4) || memcmp(&q[i].l, &lr[i], 4))
