@@ -202,6 +202,9 @@ static att_kernels kernels_for(int hd) {
             /* the amx path too: AMX tiles for these products measured no faster (docs/kernels.md) */
             if (hd % 64 == 0) k.t4 = bf ? sdn_att_t4_avx512bf16 : sdn_att_t4_avx512;
             if (hd % 64 == 0 && bf) k.t2 = sdn_att_t2_avx512bf16; /* bf16 values by VDPBF16PS */
+            /* the amx path with AMX-BF16: bf16 keys' scores on tiles, for every batch (their
+             * own bits: attention_amx.c) */
+            if (sdn_kpath_get() == SDN_KPATH_AMX && sdn_kpath_amxbf16() && hd % 32 == 0) k.scores = sdn_att_scores_amxbf16;
             k.scratch_f16 = SCRATCH_QUERIES_AVX512;
             return k;
         }
@@ -243,7 +246,7 @@ struct sdn_att_ws {
     int8_t *q8;                         /* [max_batch][n_heads][hd4] queries quantized (q8 keys) */
     int32_t *q8bias;                    /* [max_batch][n_heads][kblocks] 128 * the sum of a block's bytes */
     float *q8s;                         /* [max_batch][n_heads][kblocks] its scale times the score scale */
-    uint16_t *qb;                       /* [max_batch][n_heads][hd2] queries rounded to BF16 (bf16 keys) */
+    uint16_t *qb;                       /* [n_kv_heads][n][grp][hd2] queries rounded to BF16 (bf16 keys) */
     int kblocks, hd2;
     int max_batch;
 };
@@ -353,7 +356,7 @@ static void setup_queries(const att_job *j, att_thread *t, int h, int r0, int r1
                 Q->q8bias = j->ws->q8bias + k * j->ws->kblocks;
                 Q->q8s = j->ws->q8s + k * j->ws->kblocks;
             } else if (sdn_kv_type_k(a->kv) == SDN_KV_BF16) { /* rounded once per call (bf16_worker) */
-                Q->qb = j->ws->qb + ((size_t)r * a->n_heads + (size_t)(h * j->grp + g)) * j->ws->hd2;
+                Q->qb = j->ws->qb + (((size_t)h * a->n + r) * j->grp + g) * j->ws->hd2;
             }
         }
 }
@@ -390,7 +393,8 @@ static void q8_worker(void *arg, int ith, int nth) {
 }
 
 /* bf16 keys: every (row, head) query rounded to BF16 (sdn_kv_bf16), the pad of an odd head
- * dimension zero. */
+ * dimension zero; stored by KV head, then row, then query head of the group, so that a task's
+ * queries follow each other (an AMX A tile, attention_amx.c). */
 static void bf16_worker(void *arg, int ith, int nth) {
     const att_job *j = arg;
     const sdn_att_args *a = j->a;
@@ -399,7 +403,8 @@ static void bf16_worker(void *arg, int ith, int nth) {
     sdn_pool_range((long)a->n * a->n_heads, ith, nth, 1, &b, &e);
     for (long k = b; k < e; k++) {
         const float *q = a->q + (size_t)(k / a->n_heads) * a->ldq + (size_t)(k % a->n_heads) * hd;
-        uint16_t *qb = j->ws->qb + (size_t)k * hd2;
+        const long r = k / a->n_heads, head = k % a->n_heads; /* stored by (KV head, row, group) */
+        uint16_t *qb = j->ws->qb + (((size_t)(head / j->grp) * a->n + r) * j->grp + head % j->grp) * hd2;
         for (int d = 0; d < hd; d++) qb[d] = sdn_kv_bf16(q[d]);
         for (int d = hd; d < hd2; d++) qb[d] = 0;
     }
@@ -456,6 +461,7 @@ static void run_task(att_job *j, att_thread *t, int h, int r0, int r1, int s0, i
         if (ws->rlo[r] < lo_min) lo_min = ws->rlo[r];
         if (ws->rmax[r] > hi_max) hi_max = ws->rmax[r];
     }
+    float *sc = t->sc;
     for (int S = s0; S < s1; S++) {
         reset_super(t, nq, hd);
         int T0 = S * TILES_PER_SUPER, T1 = T0 + TILES_PER_SUPER;
@@ -497,14 +503,14 @@ static void run_task(att_job *j, att_thread *t, int h, int r0, int r1, int s0, i
                 kt.k = kh.k + (size_t)T * kh.k_tile_bytes;
                 kt.ks = kh.k_scale ? kh.k_scale + (size_t)T * kh.kblocks * SDN_KV_TILE : NULL;
                 if (j->tree && T >= tb0 && T - tb0 < 2) {
-                    for (int i = 0; i < nq; i++) memcpy(t->sc + (size_t)i * 64, t->scb + (size_t)i * 128 + (T - tb0) * 64, 64 * sizeof(float));
+                    for (int i = 0; i < nq; i++) memcpy(sc + (size_t)i * 64, t->scb + (size_t)i * 128 + (T - tb0) * 64, 64 * sizeof(float));
                 } else {
                     if (scratch16 && kh.tk == SDN_KV_F16) {
                         j->k.cvt(kt.k, SDN_KV_F16, t->kbuf, (size_t)hd * 64);
                         kt.k = t->kbuf;
                         kt.tk = SDN_KV_F32;
                     }
-                    j->k.scores(&kt, t->q, nq, t->sc);
+                    j->k.scores(&kt, t->q, nq, sc);
                 }
             }
             vt.tv = kh.tv;
@@ -531,7 +537,7 @@ static void run_task(att_job *j, att_thread *t, int h, int r0, int r1, int s0, i
                 vt.tv = SDN_KV_F32;
             }
             if (!any_x) {
-                j->k.update(t->q, nq, t->sc, &vt);
+                j->k.update(t->q, nq, sc, &vt);
                 continue;
             }
             /* batch entries at their positions: each row's own scores and value rows */
@@ -541,7 +547,7 @@ static void run_task(att_job *j, att_thread *t, int h, int r0, int r1, int s0, i
                 const int ne = ws->n_ext[r];
                 for (int g0 = 0; g0 < grp; g0 += 8) {
                     const int ng = grp - g0 < 8 ? grp - g0 : 8;
-                    for (int g = 0; g < ng; g++) memcpy(sr + g * 64, t->sc + (size_t)((r - r0) * grp + g0 + g) * 64, 64 * sizeof(float));
+                    for (int g = 0; g < ng; g++) memcpy(sr + g * 64, sc + (size_t)((r - r0) * grp + g0 + g) * 64, 64 * sizeof(float));
                     for (int e = 0; e < ne; e++) {
                         const int p = ws->ext_pos[(size_t)r * ws->max_inv_rows + e], slot = ws->ext_slot[(size_t)r * ws->max_inv_rows + e];
                         if (p < p0 || p >= p0 + 64) continue;

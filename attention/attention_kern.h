@@ -138,6 +138,10 @@ SDN_ATT_KDECL(avx2vnni)
 SDN_ATT_KDECL(avx512)
 SDN_ATT_KDECL(avx512bf16)
 SDN_ATT_KDECL(neon)
+/* bf16 keys' scores on AMX-BF16 tiles (attention_amx.c: the instruction's own bits, the amx
+ * path's; other key types and head dimensions not a multiple of 32 go to the avx512bf16
+ * kernel). */
+void sdn_att_scores_amxbf16(const sdn_att_kt *t, const sdn_att_q *q, int nq, float *sc);
 SDN_ATT_KDECL(dotprod)
 SDN_ATT_KDECL(i8mm)
 void sdn_att_t4_avx512(const sdn_att_vt *v, int8_t *t4); /* the sdn_att_t4_fn (attention_avx2.c) */

@@ -48,7 +48,7 @@
 #include "kernels/matmul_internal.h"
 
 typedef struct cpu_caps {
-    int avx2, fma, f16c, avxvnni, avx512f, avx512bw, avx512vl, avx512vnni, avx512bf16, amx_tile, amx_int8;
+    int avx2, fma, f16c, avxvnni, avx512f, avx512bw, avx512vl, avx512vnni, avx512bf16, amx_tile, amx_int8, amx_bf16;
     int os_ymm, os_zmm, os_tile;
     int asimd, asimddp, i8mm; /* AArch64 */
 } cpu_caps;
@@ -89,6 +89,7 @@ static void detect(void) {
         k->avx512vnni = (c >> 11) & 1;
         k->amx_tile = (d >> 24) & 1;
         k->amx_int8 = (d >> 25) & 1;
+        k->amx_bf16 = (d >> 22) & 1;
         if (a >= 1 && __get_cpuid_count(7, 1, &a, &b, &c, &d)) {
             k->avxvnni = (a >> 4) & 1;
             k->avx512bf16 = (a >> 5) & 1;
@@ -239,10 +240,10 @@ const char *sdn_cpu_features(void) {
     else snprintf(buf, sizeof buf, "none of asimd/asimddp/i8mm");
     return buf;
 #endif
-    snprintf(buf, sizeof buf, "%s%s%s%s%s%s%s%s%s%s%s", k->avx2 ? "avx2 " : "", k->fma ? "fma " : "", k->f16c ? "f16c " : "",
+    snprintf(buf, sizeof buf, "%s%s%s%s%s%s%s%s%s%s%s%s", k->avx2 ? "avx2 " : "", k->fma ? "fma " : "", k->f16c ? "f16c " : "",
              k->avxvnni ? "avx-vnni " : "", k->avx512f ? "avx512f " : "", k->avx512bw ? "avx512bw " : "",
              k->avx512vl ? "avx512vl " : "", k->avx512vnni ? "avx512vnni " : "", k->avx512bf16 ? "avx512bf16 " : "", k->amx_tile ? "amx-tile " : "",
-             k->amx_int8 ? "amx-int8 " : "");
+             k->amx_int8 ? "amx-int8 " : "", k->amx_bf16 ? "amx-bf16 " : "");
     size_t l = strlen(buf);
     if (l) buf[l - 1] = 0;
     else snprintf(buf, sizeof buf, "none of avx2/avx512/amx");
@@ -252,6 +253,8 @@ const char *sdn_cpu_features(void) {
 /* AVX-VNNI is not a path of its own: the avx2 path uses it when the CPU has it. */
 int sdn_kpath_avxvnni(void) { return caps()->avxvnni; }
 int sdn_kpath_avx512bf16(void) { const cpu_caps *k = caps(); return k->avx512bf16 && k->avx512f && k->os_zmm; }
+__thread int sdn_amx_att_rows;
+int sdn_kpath_amxbf16(void) { return caps()->amx_bf16 && sdn_kpath_avx512bf16() && sdn_kpath_supported(SDN_KPATH_AMX); }
 
 void sdn_amx_tile_config(uint8_t cfg[64], int m) {
     memset(cfg, 0, 64);

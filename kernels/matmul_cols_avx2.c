@@ -377,6 +377,7 @@ static void amx_span(uint32_t wtype, const wblk *blks, int64_t nb, const char *a
         if (m != *cm) {
             sdn_amx_tile_config(cfg, m);
             __asm__ volatile("ldtilecfg %0" ::"m"(*(const uint8_t(*)[64])cfg) : "memory");
+            sdn_amx_att_rows = 0; /* attention's configuration is gone */
             *cm = m;
         }
         if (m == 16) amx_rows16(wtype, blks, nb, act, stride, in, r, Y + (size_t)r * ldy + o, ldy, nc);

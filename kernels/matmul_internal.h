@@ -147,5 +147,13 @@ int sdn_kpath_avxvnni(void);
 /* 1 if the CPU has AVX512_BF16 (and the OS saves the ZMM state; kernel_path.c): the avx512
  * path's attention then multiplies bf16 keys with VDPBF16PS (attention/attention.c). */
 int sdn_kpath_avx512bf16(void);
+/* 1 if the CPU has AMX-BF16 besides AVX512_BF16 and the amx path is supported (tile data
+ * granted): the amx path's attention then takes bf16 keys' scores on AMX tiles
+ * (attention/attention_amx.c). */
+int sdn_kpath_amxbf16(void);
+/* The rows of attention_amx.c's tile configuration when it is the one loaded in this thread,
+ * else 0: the column kernels set it to 0 when they load theirs (they release the tiles after
+ * use), so that attention loads its own again before its next tile instruction. */
+extern __thread int sdn_amx_att_rows;
 
 #endif

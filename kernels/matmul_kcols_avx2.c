@@ -350,6 +350,7 @@ static void kpk_amx_range(uint32_t wtype, const pk_tile_fn *tiles, const uint8_t
             if (m != cm) {
                 sdn_amx_tile_config(cfg, m);
                 __asm__ volatile("ldtilecfg %0" ::"m"(*(const uint8_t(*)[64])cfg) : "memory");
+            sdn_amx_att_rows = 0; /* attention's configuration is gone */
                 cm = m;
             }
             if (m == 16) kamx_rows16(kbs, nb, act, stride, in, r, Y + (size_t)r * ldy + o, ldy, nc);

@@ -10,7 +10,9 @@
  *   - the same inputs give the same bits on every kernel path (portable, avx2, avx512 on
  *     x86-64, amx too; portable, neon, dotprod, i8mm on AArch64; the paths this CPU lacks are reported
  *     skipped), with 1 and 2 threads, and for head
- *     dimensions the SIMD kernels take and ones they leave to the portable code. */
+ *     dimensions the SIMD kernels take and ones they leave to the portable code; the one
+ *     exception, named: bf16 keys on the amx path with AMX-BF16 (TDPBF16PS, its own bits),
+ *     whose scores are held to the exact dot product and to their own invariance instead. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -28,6 +30,7 @@
 #include "attention/attention.h"
 #include "attention/attention_kern.h"
 #include "kernels/kernel_path.h"
+#include "kernels/matmul_internal.h"
 #include "attention/kv_cache.h"
 #include "kernels/threadpool.h"
 
@@ -281,6 +284,86 @@ static void test_bf16_scores_variants(void **state) {
     print_message("bf16 scores: %ld lanes, every variant this CPU runs gives the portable statement's bits\n", lanes);
 #else
     print_message("SKIPPED: the x86 bf16 score variants (attention_arm.c's are compared in test_attention_paths)\n");
+    skip();
+#endif
+}
+
+/* bf16 keys' scores on AMX-BF16 tiles (attention_amx.c), called directly where the CPU has
+ * them. TDPBF16PS has its own arithmetic (not attention_kern.h's chain), so what is checked
+ * is what the amx path relies on and what a user gets: (1) invariance - a query's 64 scores
+ * are the same bits whatever the number of queries in the call (1 to 40, more than two 16-row
+ * tiles), the query's place among them, the other queries' values and whether the queries
+ * follow each other in memory (in place) or not (gathered); (2) accuracy - each score within
+ * 64 x 2^-24 = 2^-18 of sum |q_d k_d| (times the scale) of the exact dot product of the same
+ * BF16 values (in double): the bound of a chain of 64 F32 roundings; (3) how often its bits
+ * differ from the portable statement's, printed (the reason the path has bits of its own). */
+static void test_amx_bf16_scores(void **state) {
+    (void)state;
+#if defined(__x86_64__)
+    if (!sdn_kpath_amxbf16()) {
+        print_message("SKIPPED on path amx: the bf16 keys' AMX-BF16 scores: this CPU or OS lacks AMX-BF16 (features: %s)\n", sdn_cpu_features());
+        skip();
+    }
+    enum { HD = 64, NQ = 40 };
+    static uint16_t kt[HD * 64];
+    static uint16_t qb[NQ][HD], qg[2 * NQ][HD]; /* in place; every other row (gathered) */
+    static float ref[64], got[NQ * 64], one[64];
+    sdn_rng r;
+    sdn_rng_seed(&r, 41);
+    long lanes = 0, differ = 0;
+    double worst = 0.0;
+    for (int trial = 0; trial < 200; trial++) {
+        for (int i = 0; i < NQ; i++)
+            for (int d = 0; d < HD; d++) {
+                const float m = ldexpf((float)sdn_rng_below(&r, 1000001) / 1e6f + 0.5f, (int)sdn_rng_below(&r, 41) - 20);
+                qb[i][d] = sdn_kv_bf16(sdn_rng_below(&r, 2) ? m : -m);
+            }
+        for (int j = 0; j < 64; j++)
+            for (int d = 0; d < HD; d++) {
+                float x = ldexpf((float)sdn_rng_below(&r, 1000001) / 1e6f + 0.5f, (int)sdn_rng_below(&r, 41) - 20);
+                if (sdn_rng_below(&r, 2)) x = -x;
+                if (trial % 2 && j % 3 == 0 && d % 8 == 7) x = -sdn_kv_b2f(qb[0][d]); /* cancellation */
+                kt[((size_t)(d / 2) * 64 + j) * 2 + d % 2] = sdn_kv_bf16(x);
+            }
+        const sdn_att_kt t = {.tk = SDN_KV_BF16, .hd = HD, .hd4 = HD, .k = kt};
+        sdn_att_q q[NQ];
+        memset(q, 0, sizeof q);
+        const int nq = 1 + (int)sdn_rng_below(&r, NQ), gather = trial % 3 == 0;
+        for (int i = 0; i < nq; i++) {
+            if (gather) memcpy(qg[2 * i], qb[i], sizeof qb[i]);
+            q[i].qb = gather ? qg[2 * i] : qb[i];
+            q[i].qs = 0.125f;
+        }
+        memset(got, 0xff, sizeof got);
+        sdn_att_scores_amxbf16(&t, q, nq, got);
+        for (int i = 0; i < nq; i++) {
+            /* the same query alone */
+            sdn_att_q q1 = q[i];
+            memset(one, 0xff, sizeof one);
+            sdn_att_scores_amxbf16(&t, &q1, 1, one);
+            if (memcmp(one, got + (size_t)i * 64, sizeof one))
+                fail_msg("trial %d: query %d of %d (%s) has other bits than the same query alone", trial, i, nq, gather ? "gathered" : "in place");
+            sdn_att_scores_portable(&t, &q[i], 1, ref);
+            for (int j = 0; j < 64; j++) {
+                double exact = 0.0, mag = 0.0;
+                for (int d = 0; d < HD; d++) {
+                    const double p = (double)sdn_kv_b2f(qb[i][d]) * sdn_kv_b2f(kt[((size_t)(d / 2) * 64 + j) * 2 + d % 2]);
+                    exact += p;
+                    mag += fabs(p);
+                }
+                const double err = fabs((double)got[i * 64 + j] - 0.125 * exact) / (0.125 * mag);
+                if (err > worst) worst = err;
+                if (!(err <= 0x1p-18)) fail_msg("trial %d query %d lane %d: %a, the exact dot product %a: %.2e of sum |q k|", trial, i, j, (double)got[i * 64 + j], 0.125 * exact, err);
+                differ += memcmp(&got[i * 64 + j], &ref[j], 4) != 0;
+                lanes++;
+            }
+        }
+    }
+    print_message("bf16 scores on AMX-BF16: %ld lanes, each the same bits whatever the call's other queries, within %.1e of sum |q k| of the "
+                  "exact dot product; %.1f%% differ from the portable statement's bits (TDPBF16PS's own sums)\n",
+                  lanes, worst, 100.0 * (double)differ / (double)lanes);
+#else
+    print_message("SKIPPED on path amx: the bf16 keys' AMX-BF16 scores (x86-64 only)\n");
     skip();
 #endif
 }
@@ -664,7 +747,7 @@ static void test_attention_reference(void **state) {
 static void test_attention_paths(void **state) {
     (void)state;
     sdn_err e = {0};
-    int have[NPATHS], checked = 0;
+    int have[NPATHS], checked = 0, amx_named = 0;
     for (int p = 0; p < NPATHS; p++) {
         have[p] = sdn_kpath_set(paths[p], &e) == SDN_OK;
         if (!have[p]) print_message("SKIPPED path %s: %s\n", sdn_kpath_name(paths[p]), e.msg);
@@ -677,16 +760,22 @@ static void test_attention_paths(void **state) {
                 setup_t S;
                 make_setup(&S, &cases[ci], tk, tv, 200 + ci);
                 const size_t bytes = (size_t)cases[ci].n * cases[ci].n_heads * cases[ci].hd * sizeof(float);
-                float *base = NULL;
+                float *base = NULL, *own = NULL;
                 for (int p = 0; p < NPATHS; p++) {
                     if (!have[p]) continue;
                     assert_int_equal(sdn_kpath_set(paths[p], &e), SDN_OK);
+                    /* bf16 keys on the amx path with AMX-BF16: TDPBF16PS's own bits
+                     * (attention_amx.c), compared with the path itself across threads here
+                     * and held by test_amx_bf16_scores and test_forward's invariance tests */
+                    const int amx_own = paths[p] == SDN_KPATH_AMX && tk == SDN_KV_BF16 && sdn_kpath_amxbf16() && cases[ci].hd % 32 == 0;
+                    if (amx_own && !own) amx_named++;
                     for (int th = 1; th <= 2; th++) {
                         run_att(&S, th);
-                        if (!base) {
-                            base = malloc(bytes);
-                            memcpy(base, S.out, bytes);
-                        } else if (memcmp(base, S.out, bytes) != 0) {
+                        float **bp = amx_own ? &own : &base;
+                        if (!*bp) {
+                            *bp = malloc(bytes);
+                            memcpy(*bp, S.out, bytes);
+                        } else if (memcmp(*bp, S.out, bytes) != 0) {
                             fail_msg("case %zu keys %s values %s: path %s with %d threads gives other bits", ci, sdn_kv_type_name((sdn_kv_type)tk),
                                      sdn_kv_type_name((sdn_kv_type)tv), sdn_kpath_name(paths[p]), th);
                         }
@@ -694,9 +783,13 @@ static void test_attention_paths(void **state) {
                     }
                 }
                 free(base);
+                free(own);
                 free_setup(&S);
             }
     print_message("%d runs: the same bits on every path this CPU has, 1 and 2 threads\n", checked);
+    if (amx_named)
+        print_message("except bf16 keys on path amx (%d cases): AMX-BF16 tiles (TDPBF16PS) sum pairs in their own way, so that path "
+                      "has bits of its own there, the same with 1 and 2 threads (test_amx_bf16_scores)\n", amx_named);
 }
 
 int main(void) {
@@ -705,6 +798,7 @@ int main(void) {
         cmocka_unit_test(test_q8_row),
         cmocka_unit_test(test_bf16_conversion),
         cmocka_unit_test(test_bf16_scores_variants),
+        cmocka_unit_test(test_amx_bf16_scores),
         cmocka_unit_test(test_bf16_update_variants),
         cmocka_unit_test(test_store_paths),
         cmocka_unit_test(test_attention_reference),
