@@ -199,7 +199,8 @@ static att_kernels kernels_for(int hd) {
             /* with AVX512_BF16: the same kernels, bf16 keys' products by VDPBF16PS (the same bits) */
             const int bf = sdn_kpath_avx512bf16();
             att_kernels k = bf ? ATT_KERNELS(avx512bf16) : ATT_KERNELS(avx512);
-            /* the amx path too: AMX tiles for these products measured no faster (docs/kernels.md) */
+            /* the amx path too (AMX-INT8 tiles for the q8 products measured no faster,
+             * docs/kernels.md), except the bf16 keys' scores with AMX-BF16 below */
             if (hd % 64 == 0) k.t4 = bf ? sdn_att_t4_avx512bf16 : sdn_att_t4_avx512;
             if (hd % 64 == 0 && bf) k.t2 = sdn_att_t2_avx512bf16; /* bf16 values by VDPBF16PS */
             /* the amx path with AMX-BF16: bf16 keys' scores on tiles, for every batch (their

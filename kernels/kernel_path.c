@@ -222,7 +222,9 @@ const char *sdn_kpath_describe(void) {
     switch (sdn_kpath_get()) {
     case SDN_KPATH_AVX2: return caps()->avxvnni ? "avx2 (avx2+fma+f16c+avx-vnni)" : "avx2 (avx2+fma+f16c)";
     case SDN_KPATH_AVX512: return "avx512 (avx512f+bw+vl+vnni)";
-    case SDN_KPATH_AMX: return "amx (amx-int8 tiles from 32 rows, avx512 below)";
+    case SDN_KPATH_AMX:
+        return sdn_kpath_amxbf16() ? "amx (amx-int8 tiles from 32 rows, avx512 below; bf16 keys on amx-bf16 tiles)"
+                                   : "amx (amx-int8 tiles from 32 rows, avx512 below)";
     case SDN_KPATH_NEON: return "neon (asimd)";
     case SDN_KPATH_DOTPROD: return "dotprod (asimd+dotprod)";
     case SDN_KPATH_I8MM: return "i8mm (asimd+dotprod+i8mm)";

@@ -5,7 +5,9 @@
  *   avx2      AVX2 + FMA + F16C (AVX-VNNI used when present)
  *   avx512    AVX-512 F/BW/VL + VNNI
  *   amx       avx512 plus AMX-INT8 tiles for batches of SDN_AMX_MIN_ROWS rows and more
- *             (needs the Linux permission for tile data, requested on selection)
+ *             (needs the Linux permission for tile data, requested on selection); with
+ *             AMX-BF16 also the bf16 cache's key scores, for every batch (their own bits:
+ *             attention/attention_amx.c)
  *   neon      AArch64 Advanced SIMD (ARMv8.0, every AArch64 CPU)
  *   dotprod   neon plus the int8 dot products SDOT (FEAT_DotProd, ARMv8.2+)
  *   i8mm      dotprod plus the int8 matrix multiply SMMLA (FEAT_I8MM, ARMv8.6+)
@@ -43,7 +45,7 @@ typedef enum sdn_kpath {
 /* Revision of the kernels' speed: part of the key of cached measurements (the verify-cost
  * curve of runtime/verify_cost.c), so a change that makes steps faster or slower is measured
  * again instead of sizing drafts from an old curve. Bump it with such a change. */
-#define SDN_KERNEL_REV 10 /* 8: AMX from 32 rows, K-type scratch; 9: Q4_K/Q5_K on AMX, per-row steps on the pool (issue 38); 10: bf16 values in BF16 (issue 40) */
+#define SDN_KERNEL_REV 11 /* 8: AMX from 32 rows, K-type scratch; 9: Q4_K/Q5_K on AMX, per-row steps on the pool (issue 38); 10: bf16 values in BF16 (issue 40); 11: bf16 keys on AMX-BF16 (amx path) */
 
 /* "portable", "avx2", "avx512", "amx", "neon", "dotprod", "i8mm". */
 const char *sdn_kpath_name(sdn_kpath p);
