@@ -25,4 +25,4 @@ for r in 1 2; do
     done
   done
 done
-echo measured > done
+echo measured
