@@ -403,8 +403,8 @@ static void bf16_worker(void *arg, int ith, int nth) {
     long b, e;
     sdn_pool_range((long)a->n * a->n_heads, ith, nth, 1, &b, &e);
     for (long k = b; k < e; k++) {
-        const float *q = a->q + (size_t)(k / a->n_heads) * a->ldq + (size_t)(k % a->n_heads) * hd;
         const long r = k / a->n_heads, head = k % a->n_heads; /* stored by (KV head, row, group) */
+        const float *q = a->q + (size_t)r * a->ldq + (size_t)head * hd;
         uint16_t *qb = j->ws->qb + (((size_t)(head / j->grp) * a->n + r) * j->grp + head % j->grp) * hd2;
         for (int d = 0; d < hd; d++) qb[d] = sdn_kv_bf16(q[d]);
         for (int d = hd; d < hd2; d++) qb[d] = 0;
@@ -462,7 +462,6 @@ static void run_task(att_job *j, att_thread *t, int h, int r0, int r1, int s0, i
         if (ws->rlo[r] < lo_min) lo_min = ws->rlo[r];
         if (ws->rmax[r] > hi_max) hi_max = ws->rmax[r];
     }
-    float *sc = t->sc;
     for (int S = s0; S < s1; S++) {
         reset_super(t, nq, hd);
         int T0 = S * TILES_PER_SUPER, T1 = T0 + TILES_PER_SUPER;
@@ -504,14 +503,14 @@ static void run_task(att_job *j, att_thread *t, int h, int r0, int r1, int s0, i
                 kt.k = kh.k + (size_t)T * kh.k_tile_bytes;
                 kt.ks = kh.k_scale ? kh.k_scale + (size_t)T * kh.kblocks * SDN_KV_TILE : NULL;
                 if (j->tree && T >= tb0 && T - tb0 < 2) {
-                    for (int i = 0; i < nq; i++) memcpy(sc + (size_t)i * 64, t->scb + (size_t)i * 128 + (T - tb0) * 64, 64 * sizeof(float));
+                    for (int i = 0; i < nq; i++) memcpy(t->sc + (size_t)i * 64, t->scb + (size_t)i * 128 + (T - tb0) * 64, 64 * sizeof(float));
                 } else {
                     if (scratch16 && kh.tk == SDN_KV_F16) {
                         j->k.cvt(kt.k, SDN_KV_F16, t->kbuf, (size_t)hd * 64);
                         kt.k = t->kbuf;
                         kt.tk = SDN_KV_F32;
                     }
-                    j->k.scores(&kt, t->q, nq, sc);
+                    j->k.scores(&kt, t->q, nq, t->sc);
                 }
             }
             vt.tv = kh.tv;
@@ -538,7 +537,7 @@ static void run_task(att_job *j, att_thread *t, int h, int r0, int r1, int s0, i
                 vt.tv = SDN_KV_F32;
             }
             if (!any_x) {
-                j->k.update(t->q, nq, sc, &vt);
+                j->k.update(t->q, nq, t->sc, &vt);
                 continue;
             }
             /* batch entries at their positions: each row's own scores and value rows */
@@ -548,7 +547,7 @@ static void run_task(att_job *j, att_thread *t, int h, int r0, int r1, int s0, i
                 const int ne = ws->n_ext[r];
                 for (int g0 = 0; g0 < grp; g0 += 8) {
                     const int ng = grp - g0 < 8 ? grp - g0 : 8;
-                    for (int g = 0; g < ng; g++) memcpy(sr + g * 64, sc + (size_t)((r - r0) * grp + g0 + g) * 64, 64 * sizeof(float));
+                    for (int g = 0; g < ng; g++) memcpy(sr + g * 64, t->sc + (size_t)((r - r0) * grp + g0 + g) * 64, 64 * sizeof(float));
                     for (int e = 0; e < ne; e++) {
                         const int p = ws->ext_pos[(size_t)r * ws->max_inv_rows + e], slot = ws->ext_slot[(size_t)r * ws->max_inv_rows + e];
                         if (p < p0 || p >= p0 + 64) continue;

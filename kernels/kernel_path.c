@@ -256,7 +256,12 @@ const char *sdn_cpu_features(void) {
 int sdn_kpath_avxvnni(void) { return caps()->avxvnni; }
 int sdn_kpath_avx512bf16(void) { const cpu_caps *k = caps(); return k->avx512bf16 && k->avx512f && k->os_zmm; }
 __thread int sdn_amx_att_rows;
-int sdn_kpath_amxbf16(void) { return caps()->amx_bf16 && sdn_kpath_avx512bf16() && sdn_kpath_supported(SDN_KPATH_AMX); }
+/* asked once: the amx path's check takes a lock, and attention asks at every call */
+int sdn_kpath_amxbf16(void) {
+    static volatile int v = -1;
+    if (v < 0) v = caps()->amx_bf16 && sdn_kpath_avx512bf16() && sdn_kpath_supported(SDN_KPATH_AMX);
+    return v;
+}
 
 void sdn_amx_tile_config(uint8_t cfg[64], int m) {
     memset(cfg, 0, 64);
