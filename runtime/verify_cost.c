@@ -17,6 +17,7 @@
 int sdn_cost_parse(const char *name, const char *text, size_t len, sdn_cost_profile *p, sdn_err *err) {
     memset(p, 0, sizeof *p);
     p->draft_ms_per_step = -1;
+    p->check_ms = -1;
     jl_reader rd;
     jl_open_buf(&rd, name, text, len); /* line 0: messages name the file only */
     /* the profile is one JSON object, possibly pretty-printed over several lines */
@@ -64,6 +65,9 @@ int sdn_cost_parse(const char *name, const char *text, size_t len, sdn_cost_prof
     double dm = -1;
     if ((rc = jl_num(&rd, o, "draft_ms_per_step", 0, 0, 1e9, &dm, err))) goto done;
     p->draft_ms_per_step = dm;
+    double ck = -1;
+    if ((rc = jl_num(&rd, o, "check_ms", 0, 1e-9, 1e9, &ck, err))) goto done;
+    p->check_ms = ck;
 done:
     cJSON_Delete(o);
     return rc;
@@ -95,6 +99,7 @@ int sdn_cost_write(const char *path, const sdn_cost_profile *p, sdn_err *err) {
     for (int i = 0; i < p->n; i++) fprintf(f, i ? ", %.17g" : "%.17g", p->step_ms[i]);
     fprintf(f, "],\n \"plain_step_ms\": %.17g", p->plain_step_ms);
     if (p->draft_ms_per_step >= 0) fprintf(f, ", \"draft_ms_per_step\": %.17g", p->draft_ms_per_step);
+    if (p->check_ms > 0) fprintf(f, ",\n \"check_ms\": %.17g", p->check_ms);
     fputs("}\n", f);
     int bad = ferror(f);
     if (fclose(f) || bad) return sdn_fail(err, SDN_EIO, "%s: write error", path);
@@ -123,6 +128,7 @@ int sdn_cost_measure(sdn_ctx *c, const int *sizes, int n_sizes, int n_past, int 
     int vocab = sdn_model_cfg(m)->vocab;
     memset(out, 0, sizeof *out);
     out->draft_ms_per_step = -1;
+    out->check_ms = -1;
     if (n_sizes < 1 || n_sizes > SDN_COST_MAX_SIZES || reps < 1 || n_past < 1) return sdn_fail(err, SDN_EINVAL, "cost measure: bad arguments");
     int maxd = 0;
     for (int i = 0; i < n_sizes; i++) {
@@ -196,8 +202,24 @@ done:
 #define BUILD_KIND "optimized"
 #endif
 
+/* The quick check of a cached curve (sdn_verify_curve): the median of 5 plain steps after
+ * n_past positions in a fresh context (one warm-up round; each round also times a 2-row
+ * step, as the curve's rounds alternate sizes). */
+static int quick_check(sdn_model *m, int threads, int n_past, double *ms) {
+    static const int one[] = {1};
+    sdn_ctx *c = NULL;
+    sdn_cost_profile q;
+    sdn_err e = {0};
+    sdn_ctx_params cp = {.n_ctx = n_past + 8, .n_threads = threads, .max_batch = 8};
+    int rc = sdn_ctx_new(m, &cp, &c, &e);
+    if (!rc) rc = sdn_cost_measure(c, one, 1, n_past, 5, &q, &e);
+    sdn_ctx_free(c);
+    if (!rc) *ms = q.plain_step_ms;
+    return rc;
+}
+
 /* One curve after n_past positions, cached (sdn_verify_curve). */
-static int curve_at(sdn_model *m, int threads, int n_past, double *ms, FILE *log, sdn_err *err) {
+static int curve_at(sdn_model *m, int threads, int n_past, int check, int *stale, double *ms, FILE *log, sdn_err *err) {
     /* the near curve in detail; the far one, which only tilts it, at 7 sizes and 3 rounds
      * (the two cost about 1.5 s together with SmolLM2 on 2 cores, once per machine) */
     static const int near_sizes[] = {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 63}, far_sizes[] = {1, 2, 4, 8, 16, 32, 63};
@@ -220,6 +242,22 @@ static int curve_at(sdn_model *m, int threads, int n_past, double *ms, FILE *log
     sdn_err e2 = {0};
     int cached = path[0] && access(path, R_OK) == 0 && sdn_cost_load(path, &prof, &e2) == SDN_OK && !strcmp(prof.shape, key) &&
                  prof.threads == threads && prof.n == nsz;
+    double now_ms = -1;
+    if (cached && *stale) cached = 0;
+    else if (cached && check) {
+        /* a curve measured while the machine was busy (every step slower, the ratios bent)
+         * must not size drafts for good: the quick check again, against the one measured
+         * with the curve; much faster now means the cache was the busy one, so it is
+         * measured again. Slower now keeps the cache (this run is the busy one). A cached
+         * curve without a check is measured again. */
+        if (prof.check_ms <= 0) cached = 0, *stale = 1;
+        else if (quick_check(m, threads, n_past, &now_ms) == SDN_OK && prof.check_ms > SDN_VCURVE_STALE * now_ms) {
+            if (log)
+                fprintf(log, "the cached verify cost curve after %d positions was measured on a busier machine (check step %.3f ms, %.3f ms now): measured again\n",
+                        n_past, prof.check_ms, now_ms);
+            cached = 0, *stale = 1;
+        }
+    }
     if (!cached) {
         if (log)
             fprintf(log, "measuring the verify cost curve of this model on this machine after %d positions (%s%s) ...\n", n_past,
@@ -230,6 +268,8 @@ static int curve_at(sdn_model *m, int threads, int n_past, double *ms, FILE *log
         if (!rc) rc = sdn_cost_measure(c, sizes, nsz, n_past, reps, &prof, err);
         sdn_ctx_free(c);
         if (rc) return sdn_fail(err, rc, "verify cost curve");
+        /* the near curve's check, which a later load repeats, measured the same way now */
+        if (check && quick_check(m, threads, n_past, &prof.check_ms)) prof.check_ms = -1;
         snprintf(prof.model, sizeof prof.model, "%016llx", (unsigned long long)sdn_model_fingerprint(m));
         snprintf(prof.shape, sizeof prof.shape, "%s", key);
         prof.threads = threads;
@@ -245,8 +285,11 @@ static int curve_at(sdn_model *m, int threads, int n_past, double *ms, FILE *log
 int sdn_verify_curve(sdn_model *m, int threads, sdn_vcurve *out, FILE *log, sdn_err *err) {
     out->len_near = SDN_VCURVE_NEAR;
     out->len_far = SDN_VCURVE_FAR;
-    int rc = curve_at(m, threads, out->len_near, out->near, log, err);
-    if (!rc) rc = curve_at(m, threads, out->len_far, out->far, log, err);
+    /* the near curve's check stands for both (they are measured one after the other): a
+     * stale near curve has the far one measured again too */
+    int stale = 0;
+    int rc = curve_at(m, threads, out->len_near, 1, &stale, out->near, log, err);
+    if (!rc) rc = curve_at(m, threads, out->len_far, 0, &stale, out->far, log, err);
     return rc;
 }
 

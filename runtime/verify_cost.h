@@ -12,8 +12,10 @@
  *    "step_ms": [...],                   median wall time of one verification step with
  *                                        tree_sizes[i] draft tokens (ms, > 0)
  *    "plain_step_ms": x,                 one plain decoding step: the 1-row batch (ms, > 0)
- *    "draft_ms_per_step": y}             optional: drafting time per step assumed when a
+ *    "draft_ms_per_step": y,             optional: drafting time per step assumed when a
  *                                        study has no timing of its own (ms, >= 0)
+ *    "check_ms": z}                      optional: the cached curve's quick check (below),
+ *                                        measured with it (ms, > 0)
  * Unknown fields (e.g. "rows") are ignored.
  * Step cost for d draft tokens: plain_step_ms at d = 0 (or the listed size-0 value), linear
  * interpolation between the listed sizes, the last listed value beyond the largest size (a fixed-shape graph costs
@@ -43,6 +45,7 @@ typedef struct sdn_cost_profile {
     double step_ms[SDN_COST_MAX_SIZES];
     double plain_step_ms;
     double draft_ms_per_step;           /* -1 when absent */
+    double check_ms;                    /* -1 when absent */
 } sdn_cost_profile;
 
 int sdn_cost_load(const char *path, sdn_cost_profile *p, sdn_err *err);
@@ -66,10 +69,16 @@ int sdn_cost_measure(sdn_ctx *c, const int *sizes, int n_sizes, int n_past, int 
  * cache file (in the cache directory, sdn_cache_dir; none set: not kept) verify-cost-<model fingerprint>-<kernel path>-t<threads>-r<SDN_KERNEL_REV>
  * -k<key type>-v<value type>-L<positions>.json when it was measured on this machine, else is
  * measured now (sdn_cost_measure: the near curve at 12 sizes x 5 rounds, the far one at 7 x 3,
- * without a prefill; about 2 s for SmolLM2 on 2 cores) and cached. log (optional) says which. The default draft budget reads the curve at
+ * without a prefill; about 2 s for SmolLM2 on 2 cores) and cached with its quick check (the
+ * median of 5 plain steps in a fresh context). A cached near curve is checked first (about
+ * 35 ms for SmolLM2 on 2 cores): when its check is more than SDN_VCURVE_STALE times the same
+ * check now, the curve was measured on a busy machine and both curves are measured again
+ * (and rewritten); a slower check now keeps them, and a near curve without a check is
+ * measured again, with the far one. log (optional) says which. The default draft budget reads the curve at
  * the request's KV length (sdn_vcurve_at). */
 #define SDN_VCURVE_NEAR 64
 #define SDN_VCURVE_FAR 2048
+#define SDN_VCURVE_STALE 2.0
 typedef struct sdn_vcurve {
     int len_near, len_far;
     double near[SDN_INVARIANT_MAX_ROWS], far[SDN_INVARIANT_MAX_ROWS];

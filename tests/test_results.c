@@ -25,6 +25,9 @@
 #include "runtime/decode.h"
 #include "runtime/verify_cost.h"
 #include "support/test_util.h"
+#include "modelfile/model.h"
+#include "modelfile/model_registry.h"
+
 
 static const char *k_profile =
     "{\n  \"format\": \"sdnpu-verify-cost\", \"version\": 1, \"model\": \"m.gguf\", \"shape\": \"test\", \"threads\": 2,\n"
@@ -61,6 +64,114 @@ static void test_vcurve(void **state) {
     for (int d = 0; d < SDN_INVARIANT_MAX_ROWS; d++) c.far[d] = 1.0;
     sdn_vcurve_at(&c, 100000, ms);
     assert_true(ms[0] >= 0.5 - 1e-12);
+}
+
+/* The cached verify cost curve (sdn_verify_curve): measured and written once with its quick
+ * check, then read back; a cached curve whose steps and check are 10x what the machine
+ * measures now (measured while it was busy) is measured again and rewritten; one 10x faster
+ * than now (this run is the busy one) is kept as it is; one without a check is measured
+ * again. */
+static double cached_plain(const char *dir, const char *suffix, char *path, size_t cap) {
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "ls %s/verify-cost-*%s", dir, suffix);
+    FILE *ls = popen(cmd, "r");
+    assert_non_null(ls);
+    assert_non_null(fgets(path, (int)cap, ls));
+    pclose(ls);
+    path[strcspn(path, "\n")] = 0;
+    sdn_cost_profile p;
+    assert_int_equal(sdn_cost_load(path, &p, NULL), SDN_OK);
+    assert_true(p.check_ms > 0);
+    return p.check_ms;
+}
+static void scale_cached(const char *path, double f) {
+    sdn_cost_profile p;
+    assert_int_equal(sdn_cost_load(path, &p, NULL), SDN_OK);
+    p.plain_step_ms *= f;
+    p.check_ms *= f;
+    for (int i = 0; i < p.n; i++) p.step_ms[i] *= f;
+    assert_int_equal(sdn_cost_write(path, &p, NULL), SDN_OK);
+}
+static int log_has(FILE *log, const char *what) {
+    fflush(log);
+    long n = ftell(log);
+    char *b = calloc((size_t)n + 1, 1);
+    rewind(log);
+    assert_int_equal(fread(b, 1, (size_t)n, log), (size_t)n);
+    int has = strstr(b, what) != NULL;
+    free(b);
+    rewind(log);
+    assert_int_equal(ftruncate(fileno(log), 0), 0);
+    return has;
+}
+static void test_vcurve_cache(void **state) {
+    (void)state;
+    char dir[1024], near[1200];
+    snprintf(dir, sizeof dir, "%s", tu_tmp("vcurve-cache"));
+    char cmd[1100];
+    snprintf(cmd, sizeof cmd, "rm -rf %s && mkdir -p %s", dir, dir);
+    assert_int_equal(system(cmd), 0);
+    assert_int_equal(sdn_cache_dir_set(dir, NULL), SDN_OK);
+    sdn_model *m = tu_load(tu_model("tiny-llama", "Q8_0", 5), NULL);
+    FILE *log = tmpfile();
+    assert_non_null(log);
+    sdn_vcurve c1, c2;
+    assert_int_equal(sdn_verify_curve(m, 1, &c1, log, NULL), SDN_OK);
+    assert_true(log_has(log, "measuring the verify cost curve"));
+    const double t0 = cached_plain(dir, "-L64-*.json", near, sizeof near);
+    assert_true(t0 > 0);
+    /* read back: nothing measured, the same curve */
+    assert_int_equal(sdn_verify_curve(m, 1, &c2, log, NULL), SDN_OK);
+    {
+        /* (unless the first measurement was the busy one: another test sharing the cores) */
+        fflush(log);
+        long n = ftell(log);
+        char *b = calloc((size_t)n + 1, 1);
+        rewind(log);
+        assert_int_equal(fread(b, 1, (size_t)n, log), (size_t)n);
+        if (strstr(b, "measured on a busier machine")) print_message("(the first measurement was disturbed: %s)\n", b);
+        else {
+            assert_null(strstr(b, "measuring the verify cost curve"));
+            assert_memory_equal(c1.near, c2.near, sizeof c1.near);
+        }
+        free(b);
+        rewind(log);
+        assert_int_equal(ftruncate(fileno(log), 0), 0);
+    }
+    /* measured while busy: 10x slower than now: measured again, rewritten */
+    scale_cached(near, 10.0);
+    assert_int_equal(sdn_verify_curve(m, 1, &c2, log, NULL), SDN_OK);
+    fflush(log);
+    assert_true(ftell(log) > 0);
+    {
+        char b[8192] = {0};
+        rewind(log);
+        assert_true(fread(b, 1, sizeof b - 1, log) > 0);
+        assert_non_null(strstr(b, "measured on a busier machine"));
+        assert_non_null(strstr(b, "measuring the verify cost curve of this model on this machine after 2048")); /* both */
+        rewind(log);
+        assert_int_equal(ftruncate(fileno(log), 0), 0);
+    }
+    const double t1 = cached_plain(dir, "-L64-*.json", near, sizeof near);
+    print_message("check step %.4f ms measured, %.4f ms after the stale cache was replaced\n", t0, t1);
+    assert_true(t1 < 5.0 * t0);
+    /* busy now: a cached curve 10x faster than this run is kept */
+    scale_cached(near, 0.1);
+    const double t2 = cached_plain(dir, "-L64-*.json", near, sizeof near);
+    assert_int_equal(sdn_verify_curve(m, 1, &c2, log, NULL), SDN_OK);
+    assert_false(log_has(log, "measuring the verify cost curve"));
+    assert_true(cached_plain(dir, "-L64-*.json", near, sizeof near) == t2);
+    /* a curve cached before checks were recorded: measured again */
+    sdn_cost_profile p;
+    assert_int_equal(sdn_cost_load(near, &p, NULL), SDN_OK);
+    p.check_ms = -1;
+    assert_int_equal(sdn_cost_write(near, &p, NULL), SDN_OK);
+    assert_int_equal(sdn_verify_curve(m, 1, &c2, log, NULL), SDN_OK);
+    assert_true(log_has(log, "measuring the verify cost curve"));
+    assert_true(cached_plain(dir, "-L64-*.json", near, sizeof near) > 0);
+    fclose(log);
+    sdn_model_free(m);
+    assert_int_equal(sdn_cache_dir_set(NULL, NULL), SDN_OK);
 }
 
 static void test_cost_profile(void **state) {
@@ -424,7 +535,7 @@ static void test_progress(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_vcurve), cmocka_unit_test(test_cost_profile), cmocka_unit_test(test_cost_malformed), cmocka_unit_test(test_outputs), cmocka_unit_test(test_db_upgrade),
+        cmocka_unit_test(test_vcurve), cmocka_unit_test(test_vcurve_cache), cmocka_unit_test(test_cost_profile), cmocka_unit_test(test_cost_malformed), cmocka_unit_test(test_outputs), cmocka_unit_test(test_db_upgrade),
         cmocka_unit_test(test_svg),          cmocka_unit_test(test_progress), cmocka_unit_test(test_provenance_and_nulls),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
