@@ -242,9 +242,9 @@ static int curve_at(sdn_model *m, int threads, int n_past, int check, int *stale
     sdn_err e2 = {0};
     int cached = path[0] && access(path, R_OK) == 0 && sdn_cost_load(path, &prof, &e2) == SDN_OK && !strcmp(prof.shape, key) &&
                  prof.threads == threads && prof.n == nsz;
-    double now_ms = -1;
     if (cached && *stale) cached = 0;
     else if (cached && check) {
+        double now_ms = -1;
         /* a curve measured while the machine was busy (every step slower, the ratios bent)
          * must not size drafts for good: the quick check again, against the one measured
          * with the curve; much faster now means the cache was the busy one, so it is

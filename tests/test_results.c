@@ -28,7 +28,6 @@
 #include "modelfile/model.h"
 #include "modelfile/model_registry.h"
 
-
 static const char *k_profile =
     "{\n  \"format\": \"sdnpu-verify-cost\", \"version\": 1, \"model\": \"m.gguf\", \"shape\": \"test\", \"threads\": 2,\n"
     "  \"tree_sizes\": [1, 3, 7, 15],\n  \"step_ms\": [11.0, 12.0, 14.0, 20.0],\n  \"plain_step_ms\": 10.0,\n"
@@ -66,14 +65,10 @@ static void test_vcurve(void **state) {
     assert_true(ms[0] >= 0.5 - 1e-12);
 }
 
-/* The cached verify cost curve (sdn_verify_curve): measured and written once with its quick
- * check, then read back; a cached curve whose steps and check are 10x what the machine
- * measures now (measured while it was busy) is measured again and rewritten; one 10x faster
- * than now (this run is the busy one) is kept as it is; one without a check is measured
- * again. */
-static double cached_plain(const char *dir, const char *suffix, char *path, size_t cap) {
+/* The check_ms of the newest cached near curve in dir (its path into path). */
+static double cached_check(const char *dir, char *path, size_t cap) {
     char cmd[1200];
-    snprintf(cmd, sizeof cmd, "ls %s/verify-cost-*%s", dir, suffix);
+    snprintf(cmd, sizeof cmd, "ls %s/verify-cost-*-L64-*.json", dir);
     FILE *ls = popen(cmd, "r");
     assert_non_null(ls);
     assert_non_null(fgets(path, (int)cap, ls));
@@ -84,6 +79,7 @@ static double cached_plain(const char *dir, const char *suffix, char *path, size
     assert_true(p.check_ms > 0);
     return p.check_ms;
 }
+/* The cached curve at path with every time (steps, plain step, check) multiplied by f. */
 static void scale_cached(const char *path, double f) {
     sdn_cost_profile p;
     assert_int_equal(sdn_cost_load(path, &p, NULL), SDN_OK);
@@ -92,23 +88,27 @@ static void scale_cached(const char *path, double f) {
     for (int i = 0; i < p.n; i++) p.step_ms[i] *= f;
     assert_int_equal(sdn_cost_write(path, &p, NULL), SDN_OK);
 }
-static int log_has(FILE *log, const char *what) {
+/* What was written to log since the last call (the caller frees it); log is emptied. */
+static char *log_take(FILE *log) {
     fflush(log);
     long n = ftell(log);
     char *b = calloc((size_t)n + 1, 1);
+    assert_non_null(b);
     rewind(log);
     assert_int_equal(fread(b, 1, (size_t)n, log), (size_t)n);
-    int has = strstr(b, what) != NULL;
-    free(b);
     rewind(log);
     assert_int_equal(ftruncate(fileno(log), 0), 0);
-    return has;
+    return b;
 }
+/* The cached verify cost curve (sdn_verify_curve): measured and written once with its quick
+ * check, then read back; a cached curve whose steps and check are 10x what the machine
+ * measures now (measured while it was busy) is measured again and rewritten, the far curve
+ * with it; one 10x faster than now (this run is the busy one) is kept as it is; one without
+ * a check is measured again. */
 static void test_vcurve_cache(void **state) {
     (void)state;
-    char dir[1024], near[1200];
+    char dir[1024], near[1200], cmd[2200];
     snprintf(dir, sizeof dir, "%s", tu_tmp("vcurve-cache"));
-    char cmd[1100];
     snprintf(cmd, sizeof cmd, "rm -rf %s && mkdir -p %s", dir, dir);
     assert_int_equal(system(cmd), 0);
     assert_int_equal(sdn_cache_dir_set(dir, NULL), SDN_OK);
@@ -116,59 +116,50 @@ static void test_vcurve_cache(void **state) {
     FILE *log = tmpfile();
     assert_non_null(log);
     sdn_vcurve c1, c2;
+    char *b;
     assert_int_equal(sdn_verify_curve(m, 1, &c1, log, NULL), SDN_OK);
-    assert_true(log_has(log, "measuring the verify cost curve"));
-    const double t0 = cached_plain(dir, "-L64-*.json", near, sizeof near);
-    assert_true(t0 > 0);
-    /* read back: nothing measured, the same curve */
+    b = log_take(log);
+    assert_non_null(strstr(b, "measuring the verify cost curve"));
+    free(b);
+    const double t0 = cached_check(dir, near, sizeof near);
+    /* read back: nothing measured, the same curve (unless the first measurement was the
+     * busy one: another test sharing the cores) */
     assert_int_equal(sdn_verify_curve(m, 1, &c2, log, NULL), SDN_OK);
-    {
-        /* (unless the first measurement was the busy one: another test sharing the cores) */
-        fflush(log);
-        long n = ftell(log);
-        char *b = calloc((size_t)n + 1, 1);
-        rewind(log);
-        assert_int_equal(fread(b, 1, (size_t)n, log), (size_t)n);
-        if (strstr(b, "measured on a busier machine")) print_message("(the first measurement was disturbed: %s)\n", b);
-        else {
-            assert_null(strstr(b, "measuring the verify cost curve"));
-            assert_memory_equal(c1.near, c2.near, sizeof c1.near);
-        }
-        free(b);
-        rewind(log);
-        assert_int_equal(ftruncate(fileno(log), 0), 0);
+    b = log_take(log);
+    if (strstr(b, "measured on a busier machine")) print_message("(the first measurement was disturbed: %s)\n", b);
+    else {
+        assert_null(strstr(b, "measuring the verify cost curve"));
+        assert_memory_equal(c1.near, c2.near, sizeof c1.near);
     }
-    /* measured while busy: 10x slower than now: measured again, rewritten */
+    free(b);
+    /* measured while busy: 10x slower than now: both curves measured again, rewritten */
     scale_cached(near, 10.0);
     assert_int_equal(sdn_verify_curve(m, 1, &c2, log, NULL), SDN_OK);
-    fflush(log);
-    assert_true(ftell(log) > 0);
-    {
-        char b[8192] = {0};
-        rewind(log);
-        assert_true(fread(b, 1, sizeof b - 1, log) > 0);
-        assert_non_null(strstr(b, "measured on a busier machine"));
-        assert_non_null(strstr(b, "measuring the verify cost curve of this model on this machine after 2048")); /* both */
-        rewind(log);
-        assert_int_equal(ftruncate(fileno(log), 0), 0);
-    }
-    const double t1 = cached_plain(dir, "-L64-*.json", near, sizeof near);
+    b = log_take(log);
+    assert_non_null(strstr(b, "measured on a busier machine"));
+    assert_non_null(strstr(b, "measuring the verify cost curve of this model on this machine after 2048"));
+    free(b);
+    const double t1 = cached_check(dir, near, sizeof near);
     print_message("check step %.4f ms measured, %.4f ms after the stale cache was replaced\n", t0, t1);
     assert_true(t1 < 5.0 * t0);
     /* busy now: a cached curve 10x faster than this run is kept */
     scale_cached(near, 0.1);
-    const double t2 = cached_plain(dir, "-L64-*.json", near, sizeof near);
+    const double t2 = cached_check(dir, near, sizeof near);
     assert_int_equal(sdn_verify_curve(m, 1, &c2, log, NULL), SDN_OK);
-    assert_false(log_has(log, "measuring the verify cost curve"));
-    assert_true(cached_plain(dir, "-L64-*.json", near, sizeof near) == t2);
-    /* a curve cached before checks were recorded: measured again */
+    b = log_take(log);
+    assert_null(strstr(b, "measuring the verify cost curve"));
+    free(b);
+    assert_true(cached_check(dir, near, sizeof near) == t2);
+    /* a curve cached before checks were recorded: measured again, with a check */
     sdn_cost_profile p;
     assert_int_equal(sdn_cost_load(near, &p, NULL), SDN_OK);
     p.check_ms = -1;
     assert_int_equal(sdn_cost_write(near, &p, NULL), SDN_OK);
     assert_int_equal(sdn_verify_curve(m, 1, &c2, log, NULL), SDN_OK);
-    assert_true(log_has(log, "measuring the verify cost curve"));
-    assert_true(cached_plain(dir, "-L64-*.json", near, sizeof near) > 0);
+    b = log_take(log);
+    assert_non_null(strstr(b, "measuring the verify cost curve"));
+    free(b);
+    assert_true(cached_check(dir, near, sizeof near) > 0);
     fclose(log);
     sdn_model_free(m);
     assert_int_equal(sdn_cache_dir_set(NULL, NULL), SDN_OK);
@@ -246,6 +237,8 @@ static void test_cost_malformed(void **state) {
         {"{\"format\":\"sdnpu-verify-cost\",\"version\":1,\"tree_sizes\":[],\"step_ms\":[],\"plain_step_ms\":1}", "field 'tree_sizes'"},
         {"{\"format\":\"sdnpu-verify-cost\",\"version\":1,\"tree_sizes\":[1],\"step_ms\":[1],\"plain_step_ms\":1,\"draft_ms_per_step\":\"a\"}",
          "field 'draft_ms_per_step'"},
+        {"{\"format\":\"sdnpu-verify-cost\",\"version\":1,\"tree_sizes\":[1],\"step_ms\":[1],\"plain_step_ms\":1,\"check_ms\":0}",
+         "field 'check_ms'"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         sdn_cost_profile p;
