@@ -33,7 +33,7 @@ int cmd_bench_verify(int argc, char **argv) {
         CLI_O_TYPES(&o.types, "their weight types (default F16,Q8_0)"),
         CLI_O_THREADS(&nthreads),
         CLI_O_REPS(&o.reps, 31, "repetitions, median reported (default 5)"),
-        {.name = "--cost-out", .kind = CLI_STR, .dest = &o.cost_out, .arg = "FILE", .help = "write the first shape's verify-cost profile",
+        {.name = "--cost-out", .kind = CLI_STR, .dest = &o.cost_out, .arg = "FILE", .help = "write the first shape's verify-cost profile (with --model: its curve, --rows from 1 increasing)",
          .check = CLI_CHECK_OUT_FILE},
         {.name = "--stories", .kind = CLI_STR, .dest = &o.stories, .arg = "DIR",
          .help = "TinyStories model directory of the end-to-end run (default ../shared/models/stories260K when present)"},

@@ -20,5 +20,15 @@ int sdn_cost_project(const sdn_cost_profile *p, const sdn_study_counts *c, int u
     out->draft_ms_per_step = draft;
     out->ms_per_token = (verify + draft * (double)c->steps) / (double)c->out_tokens;
     out->speedup = out->ms_per_token > 0 ? p->plain_step_ms / out->ms_per_token : 0;
+    double oracle = 0;
+    long acc_counted = 0;
+    for (int a = 0; a < SDN_ACCEPT_HIST; a++) {
+        oracle += (double)c->accept_hist[a] * sdn_cost_step_ms(p, a);
+        acc_counted += c->accept_hist[a];
+    }
+    /* steps without an acceptance record cost the plain step (they accepted nothing known) */
+    if (acc_counted < c->steps) oracle += (double)(c->steps - acc_counted) * sdn_cost_step_ms(p, 0);
+    out->ceiling_ms_per_token = (oracle + draft * (double)c->steps) / (double)c->out_tokens;
+    out->ceiling_speedup = out->ceiling_ms_per_token > 0 ? p->plain_step_ms / out->ceiling_ms_per_token : 0;
     return SDN_OK;
 }

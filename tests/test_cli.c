@@ -262,6 +262,42 @@ static void test_stats_json(void **state) {
     cmd_free(&r);
 }
 
+/* bench-verify --model --cost-out: the file's measured curve as a verify-cost profile that
+ * `sdnpu study --cost` reads (runtime/verify_cost.h): sizes = rows - 1, the 1-row step the
+ * plain step; a --rows list that does not start at 1 or does not increase is refused first. */
+static void test_model_cost_profile(void **state) {
+    (void)state;
+    char prof[1024];
+    snprintf(prof, sizeof prof, "%s", tu_tmp("curve-profile.json"));
+    remove(prof);
+    cmd_result r = RUN("bench-verify", "--model", model_path(), "--rows", "1,2,4", "--context", "24", "--reps", "1", "--threads", "1",
+                       "--cost-out", prof);
+    expect_ok(&r);
+    cmd_free(&r);
+    char *text = slurp(prof);
+    cJSON *j = cJSON_Parse(text);
+    free(text);
+    assert_non_null(j);
+    assert_string_equal(field(j, "format")->valuestring, "sdnpu-verify-cost");
+    const cJSON *ts = field(j, "tree_sizes"), *ms = field(j, "step_ms");
+    assert_int_equal(cJSON_GetArraySize(ts), 3);
+    assert_int_equal(cJSON_GetArraySize(ms), 3);
+    const int want[] = {0, 1, 3};
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal((int)cJSON_GetArrayItem(ts, i)->valuedouble, want[i]);
+        assert_true(cJSON_GetArrayItem(ms, i)->valuedouble > 0);
+    }
+    assert_true(field(j, "plain_step_ms")->valuedouble == cJSON_GetArrayItem(ms, 0)->valuedouble);
+    assert_non_null(strstr(field(j, "shape")->valuestring, "24-token context"));
+    cJSON_Delete(j);
+    r = RUN("bench-verify", "--model", model_path(), "--rows", "2,4", "--cost-out", prof);
+    expect_usage(&r, "--cost-out");
+    cmd_free(&r);
+    r = RUN("bench-verify", "--model", model_path(), "--rows", "1,4,2", "--cost-out", prof);
+    expect_usage(&r, "--cost-out");
+    cmd_free(&r);
+}
+
 static void test_param(void **state) {
     (void)state;
     const char *m = model_path();
@@ -744,6 +780,7 @@ int main(void) {
         cmocka_unit_test(test_make_model_and_info), cmocka_unit_test(test_run_plain_deterministic),
         cmocka_unit_test(test_run_compare),         cmocka_unit_test(test_stats_json),
         cmocka_unit_test(test_param),               cmocka_unit_test(test_graphs),
+        cmocka_unit_test(test_model_cost_profile),
         cmocka_unit_test(test_pull),                cmocka_unit_test(test_usage_errors),
         cmocka_unit_test(test_context_encodings),   cmocka_unit_test(test_ignored_options_refused),
         cmocka_unit_test(test_option_vocabulary),   cmocka_unit_test(test_outputs_checked_first),

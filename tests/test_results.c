@@ -186,11 +186,19 @@ static void test_cost_profile(void **state) {
     sdn_study_counts c = {.requests = 1, .out_tokens = 25, .steps = 10, .drafted = 18, .t_draft = 0.002};
     c.draft_hist[0] = 4;
     c.draft_hist[3] = 6;
+    /* acceptances (hand-made counts, not a consistent run): 4 steps none, 4 steps one, 2 steps three */
+    c.accept_hist[0] = 4;
+    c.accept_hist[1] = 4;
+    c.accept_hist[3] = 2;
     sdn_projection pr;
     assert_int_equal(sdn_cost_project(&p, &c, 1, &pr, &err), SDN_OK);
     assert_true(fabs(pr.ms_per_token - 4.56) < 1e-9);
     assert_true(fabs(pr.speedup - 10.0 / 4.56) < 1e-9);
     assert_true(fabs(pr.verify_ms_per_step - 11.2) < 1e-9);
+    /* ceiling: 4 plain steps (10) + 4 one-token chains (11) + 2 three-token chains (12) =
+     * 108 ms, + 2 ms drafting, over 25 tokens */
+    assert_true(fabs(pr.ceiling_ms_per_token - 110.0 / 25) < 1e-9);
+    assert_true(fabs(pr.ceiling_speedup - 10.0 / (110.0 / 25)) < 1e-9);
     /* without the study's timing: the profile's 0.5 ms per step -> (112 + 5) / 25 */
     assert_int_equal(sdn_cost_project(&p, &c, 0, &pr, &err), SDN_OK);
     assert_true(fabs(pr.ms_per_token - 117.0 / 25) < 1e-9);

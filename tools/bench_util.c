@@ -157,8 +157,8 @@ void bench_print_projection(const sdn_cost_profile *p, const char *path, const s
     for (int i = 0; i < n; i++) budgets |= cells[i].budget[0] != 0;
     printf("\nPROJECTION (not measured) onto %s (model %s, shape %s, %d threads): plain decoding %.3f ms/token there\n", path,
            p->model[0] ? p->model : "?", p->shape[0] ? p->shape : "?", p->threads, p->plain_step_ms);
-    printf("%-10s %-10s %s%12s %12s %10s %8s\n", "task", "method", budgets ? "budget   " : "", "verify ms/st", "draft ms/st", "ms/token",
-           "speedup");
+    printf("%-10s %-10s %s%12s %12s %10s %8s %8s\n", "task", "method", budgets ? "budget   " : "", "verify ms/st", "draft ms/st", "ms/token",
+           "speedup", "ceiling");
     for (int i = 0; i < n; i++) {
         const sdn_result_cell *c = &cells[i];
         sdn_projection pr;
@@ -166,8 +166,10 @@ void bench_print_projection(const sdn_cost_profile *p, const char *path, const s
         if (!c->c.steps || sdn_cost_project(p, &c->c, 1, &pr, &e)) continue;
         printf("%-10s %-10s ", c->task, c->method);
         if (budgets) printf("%-8s ", c->budget[0] ? c->budget : "-");
-        printf("%12.3f %12.4f %10.3f %7.2fx\n", pr.verify_ms_per_step, pr.draft_ms_per_step, pr.ms_per_token, pr.speedup);
+        printf("%12.3f %12.4f %10.3f %7.2fx %7.2fx\n", pr.verify_ms_per_step, pr.draft_ms_per_step, pr.ms_per_token, pr.speedup,
+               pr.ceiling_speedup);
     }
+    printf("ceiling: the same steps had each verified only the chain it accepted (perfect draft sizing of these drafts)\n");
 }
 
 static int check_list(const char *cmd, const char *opt, const char *csv, int shapes) {

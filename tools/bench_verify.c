@@ -82,9 +82,25 @@ static int cost_curve(const char *path, int threads, int reps, double *ms, sdn_e
     return cost_curve_rows(path, threads, reps, rows_list, NROWS, 256, ms, err);
 }
 
-/* --model F [--rows LIST] [--context N] [--json OUT]: the curve of one model file (rows_n: the
- * --rows list, nrows of them, parsed by the command) after an N-token context, printed and written as {"kernel", "threads", "model", "context", "rows", "ms"}. */
-static int model_curve(const char *model, const int *rows_n, int nrows, int threads, int reps, int ctx_len, const char *json) {
+static int write_profile(const char *file, const char *model, const char *shape, int threads, const int *rows_n, int nrows,
+                         const double *ms);
+
+/* --model F [--rows LIST] [--context N] [--json OUT] [--cost-out PROFILE]: the curve of one model
+ * file (rows_n: the --rows list, nrows of them, parsed by the command) after an N-token context,
+ * printed and written as {"kernel", "threads", "model", "context", "rows", "ms"}, and as a
+ * verify-cost profile for `sdnpu study --cost` / `sdnpu bench --cost` (the list must then
+ * start at 1 row: the plain step). */
+static int model_curve(const char *model, const int *rows_n, int nrows, int threads, int reps, int ctx_len, const char *json,
+                       const char *cost_out) {
+    if (cost_out && rows_n[0] != 1) {
+        fprintf(stderr, "sdnpu: option --cost-out: the --rows list must start at 1 (the plain step), not %d\n", rows_n[0]);
+        return 2;
+    }
+    for (int k = 1; cost_out && k < nrows; k++)
+        if (rows_n[k] <= rows_n[k - 1]) {
+            fprintf(stderr, "sdnpu: option --cost-out: the --rows list must increase (%d after %d)\n", rows_n[k], rows_n[k - 1]);
+            return 2;
+        }
     double ms[64];
     sdn_err err = {0};
     if (cost_curve_rows(model, threads, reps, rows_n, nrows, ctx_len, ms, &err)) { fprintf(stderr, "sdnpu: %s\n", err.msg); return 1; }
@@ -112,10 +128,18 @@ static int model_curve(const char *model, const int *rows_n, int nrows, int thre
         fclose(f);
         free(txt);
     }
+    if (cost_out) {
+        char shape[64];
+        snprintf(shape, sizeof shape, "file, %d-token context", ctx_len);
+        if (write_profile(cost_out, model, shape, threads, rows_n, nrows, ms)) return 1;
+        printf("  (verify-cost profile written to %s)\n", cost_out);
+    }
     return 0;
 }
 
-static int write_profile(const char *file, const char *model, const char *shape, int threads, const double *ms) {
+/* The curve ms[k] of rows_n[k] rows (rows_n[0] == 1: the plain step) as a verify-cost profile (runtime/verify_cost.h). */
+static int write_profile(const char *file, const char *model, const char *shape, int threads, const int *rows_n, int nrows,
+                         const double *ms) {
     cJSON *j = cJSON_CreateObject();
     cJSON_AddStringToObject(j, "format", "sdnpu-verify-cost");
     cJSON_AddNumberToObject(j, "version", 1);
@@ -123,9 +147,9 @@ static int write_profile(const char *file, const char *model, const char *shape,
     cJSON_AddStringToObject(j, "shape", shape);
     cJSON_AddNumberToObject(j, "threads", threads);
     cJSON *ts = cJSON_CreateArray(), *rs = cJSON_CreateArray(), *ss = cJSON_CreateArray();
-    for (int k = 0; k < NROWS; k++) {
-        cJSON_AddItemToArray(ts, cJSON_CreateNumber(rows_list[k] - 1));
-        cJSON_AddItemToArray(rs, cJSON_CreateNumber(rows_list[k]));
+    for (int k = 0; k < nrows; k++) {
+        cJSON_AddItemToArray(ts, cJSON_CreateNumber(rows_n[k] - 1));
+        cJSON_AddItemToArray(rs, cJSON_CreateNumber(rows_n[k]));
         cJSON_AddItemToArray(ss, cJSON_CreateNumber(ms[k]));
     }
     cJSON_AddItemToObject(j, "tree_sizes", ts);
@@ -326,7 +350,7 @@ int sdn_tool_bench_verify(const sdn_tool_bench_verify_opts *o) {
     const long threads = o->threads, reps = o->reps, max_tokens = o->max_tokens, context = o->context;
     const int skip_curve = o->no_curve;
     if (!model && bench_check_shapes_types("bench-verify", "--shapes", shapes, "--types", types)) return 2;
-    if (model) return model_curve(model, o->rows_n, o->n_rows, (int)threads, (int)reps, (int)context, json);
+    if (model) return model_curve(model, o->rows_n, o->n_rows, (int)threads, (int)reps, (int)context, json, cost_out);
     sdn_err err = {0};
     if (!skip_curve) {
         printf("verify step cost vs. batch rows (root + draft chain) after a 256-token context, %ld threads, median of %ld,\n"
@@ -351,7 +375,7 @@ int sdn_tool_bench_verify(const sdn_tool_bench_verify_opts *o) {
                 for (int k = 0; k < NROWS; k++) printf(" %8.2fx", ms[k] / ms[0]);
                 printf("\n");
                 if (cost_out && first) {
-                    if (write_profile(cost_out, path, s, (int)threads, ms)) return 1;
+                    if (write_profile(cost_out, path, s, (int)threads, rows_list, NROWS, ms)) return 1;
                     printf("  (verify-cost profile of %s %s written to %s)\n", s, t, cost_out);
                 }
                 first = 0;
