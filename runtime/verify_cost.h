@@ -26,7 +26,9 @@
  * drafting time (or the profile's when the study has none); speedup = plain_step_ms /
  * that, since plain decoding makes one token per 1-row step. Summing per step (from the
  * study's draft-size histogram) is exact for any cost curve; evaluating the curve at the
- * mean draft size is the same when the curve is linear. */
+ * mean draft size is the same when the curve is linear. The ceiling beside it: the same,
+ * with each step's cost step_ms(accepted draft tokens of that step) (the acceptance
+ * histogram), as if every step had verified only the chain it went on to accept. */
 #ifndef SDN_VERIFY_COST_H
 #define SDN_VERIFY_COST_H
 
