@@ -29,6 +29,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "runtime/verify_cost.h"
 #include "support/run_cli.h"
 #include "support/test_util.h"
 
@@ -263,8 +264,9 @@ static void test_stats_json(void **state) {
 }
 
 /* bench-verify --model --cost-out: the file's measured curve as a verify-cost profile that
- * `sdnpu study --cost` reads (runtime/verify_cost.h): sizes = rows - 1, the 1-row step the
- * plain step; a --rows list that does not start at 1 or does not increase is refused first. */
+ * `sdnpu study --cost` reads, loaded by the reader itself (runtime/verify_cost.h: sizes =
+ * rows - 1, the 1-row step the plain step) and held against the table the command printed;
+ * a --rows list that does not start at 1 or does not increase is refused first. */
 static void test_model_cost_profile(void **state) {
     (void)state;
     char prof[1024];
@@ -273,23 +275,21 @@ static void test_model_cost_profile(void **state) {
     cmd_result r = RUN("bench-verify", "--model", model_path(), "--rows", "1,2,4", "--context", "24", "--reps", "1", "--threads", "1",
                        "--cost-out", prof);
     expect_ok(&r);
-    cmd_free(&r);
-    char *text = slurp(prof);
-    cJSON *j = cJSON_Parse(text);
-    free(text);
-    assert_non_null(j);
-    assert_string_equal(field(j, "format")->valuestring, "sdnpu-verify-cost");
-    const cJSON *ts = field(j, "tree_sizes"), *ms = field(j, "step_ms");
-    assert_int_equal(cJSON_GetArraySize(ts), 3);
-    assert_int_equal(cJSON_GetArraySize(ms), 3);
-    const int want[] = {0, 1, 3};
+    sdn_cost_profile p;
+    sdn_err err = {0};
+    if (sdn_cost_load(prof, &p, &err)) fail_msg("%s", err.msg);
+    assert_int_equal(p.n, 3);
+    const int rows[] = {1, 2, 4};
     for (int i = 0; i < 3; i++) {
-        assert_int_equal((int)cJSON_GetArrayItem(ts, i)->valuedouble, want[i]);
-        assert_true(cJSON_GetArrayItem(ms, i)->valuedouble > 0);
+        assert_int_equal(p.tree_sizes[i], rows[i] - 1);
+        /* the printed line of that row count: "  rows  ms  ratio", ms with 3 decimals */
+        char want[64];
+        snprintf(want, sizeof want, "\n  %6d %10.3f ", rows[i], p.step_ms[i]);
+        if (!strstr(r.out, want)) fail_msg("no line '%s' in the output:\n%s", want + 1, r.out);
     }
-    assert_true(field(j, "plain_step_ms")->valuedouble == cJSON_GetArrayItem(ms, 0)->valuedouble);
-    assert_non_null(strstr(field(j, "shape")->valuestring, "24-token context"));
-    cJSON_Delete(j);
+    assert_true(p.plain_step_ms == p.step_ms[0]);
+    assert_non_null(strstr(p.shape, "24-token context"));
+    cmd_free(&r);
     r = RUN("bench-verify", "--model", model_path(), "--rows", "2,4", "--cost-out", prof);
     expect_usage(&r, "--cost-out");
     cmd_free(&r);

@@ -82,8 +82,35 @@ static int cost_curve(const char *path, int threads, int reps, double *ms, sdn_e
     return cost_curve_rows(path, threads, reps, rows_list, NROWS, 256, ms, err);
 }
 
+/* The curve ms[k] of rows_n[k] rows (rows_n[0] == 1: the plain step) as a verify-cost profile (runtime/verify_cost.h). */
 static int write_profile(const char *file, const char *model, const char *shape, int threads, const int *rows_n, int nrows,
-                         const double *ms);
+                         const double *ms) {
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "format", "sdnpu-verify-cost");
+    cJSON_AddNumberToObject(j, "version", 1);
+    cJSON_AddStringToObject(j, "model", model);
+    cJSON_AddStringToObject(j, "shape", shape);
+    cJSON_AddNumberToObject(j, "threads", threads);
+    cJSON *ts = cJSON_CreateArray(), *rs = cJSON_CreateArray(), *ss = cJSON_CreateArray();
+    for (int k = 0; k < nrows; k++) {
+        cJSON_AddItemToArray(ts, cJSON_CreateNumber(rows_n[k] - 1));
+        cJSON_AddItemToArray(rs, cJSON_CreateNumber(rows_n[k]));
+        cJSON_AddItemToArray(ss, cJSON_CreateNumber(ms[k]));
+    }
+    cJSON_AddItemToObject(j, "tree_sizes", ts);
+    cJSON_AddItemToObject(j, "rows", rs);
+    cJSON_AddItemToObject(j, "step_ms", ss);
+    cJSON_AddNumberToObject(j, "plain_step_ms", ms[0]);
+    cJSON_AddNumberToObject(j, "draft_ms_per_step", 0.0);
+    char *txt = cJSON_Print(j);
+    cJSON_Delete(j);
+    FILE *f = fopen(file, "w");
+    if (!f) { free(txt); fprintf(stderr, "sdnpu: option --cost-out: cannot write %s\n", file); return -1; }
+    fprintf(f, "%s\n", txt);
+    fclose(f);
+    free(txt);
+    return 0;
+}
 
 /* --model F [--rows LIST] [--context N] [--json OUT] [--cost-out PROFILE]: the curve of one model
  * file (rows_n: the --rows list, nrows of them, parsed by the command) after an N-token context,
@@ -137,35 +164,6 @@ static int model_curve(const char *model, const int *rows_n, int nrows, int thre
     return 0;
 }
 
-/* The curve ms[k] of rows_n[k] rows (rows_n[0] == 1: the plain step) as a verify-cost profile (runtime/verify_cost.h). */
-static int write_profile(const char *file, const char *model, const char *shape, int threads, const int *rows_n, int nrows,
-                         const double *ms) {
-    cJSON *j = cJSON_CreateObject();
-    cJSON_AddStringToObject(j, "format", "sdnpu-verify-cost");
-    cJSON_AddNumberToObject(j, "version", 1);
-    cJSON_AddStringToObject(j, "model", model);
-    cJSON_AddStringToObject(j, "shape", shape);
-    cJSON_AddNumberToObject(j, "threads", threads);
-    cJSON *ts = cJSON_CreateArray(), *rs = cJSON_CreateArray(), *ss = cJSON_CreateArray();
-    for (int k = 0; k < nrows; k++) {
-        cJSON_AddItemToArray(ts, cJSON_CreateNumber(rows_n[k] - 1));
-        cJSON_AddItemToArray(rs, cJSON_CreateNumber(rows_n[k]));
-        cJSON_AddItemToArray(ss, cJSON_CreateNumber(ms[k]));
-    }
-    cJSON_AddItemToObject(j, "tree_sizes", ts);
-    cJSON_AddItemToObject(j, "rows", rs);
-    cJSON_AddItemToObject(j, "step_ms", ss);
-    cJSON_AddNumberToObject(j, "plain_step_ms", ms[0]);
-    cJSON_AddNumberToObject(j, "draft_ms_per_step", 0.0);
-    char *txt = cJSON_Print(j);
-    cJSON_Delete(j);
-    FILE *f = fopen(file, "w");
-    if (!f) { free(txt); fprintf(stderr, "sdnpu: option --cost-out: cannot write %s\n", file); return -1; }
-    fprintf(f, "%s\n", txt);
-    fclose(f);
-    free(txt);
-    return 0;
-}
 
 /* Drafting overheads of sdnpu's drafter on a 4,000-token text-like context (Zipf tokens with
  * copied spans) with top-4 prefill predictions that mostly agree with the context: the
