@@ -212,21 +212,24 @@ def _run_json(argv: list[str], extra: list[str], measure_cost: bool) -> Records:
 
 def _attach_projection(recs: Records) -> None:
     """Copy the program's first projection table (``--cost PROFILE``: "PROJECTION (not
-    measured) onto ...", computed by tools/projection.c) into the cells as
-    ``projected_ms_per_token`` and ``projected_speedup`` (the figures as printed: 3 and 2
-    decimals). The JSON does not carry them; nothing is recomputed here."""
+    measured) onto ...", printed by tools/bench_util.c) into the cells as
+    ``projected_ms_per_token``, ``projected_speedup`` and ``projected_ceiling_speedup`` (the
+    perfect-sizing ceiling; the figures as printed: 3 and 2 decimals). A row is: task,
+    method, [budget], verify ms/step, draft ms/step, ms/token, speedup, ceiling. The JSON
+    does not carry them; nothing is recomputed here."""
     lines = recs.table.splitlines()
     start = next((i for i, ln in enumerate(lines) if ln.startswith("PROJECTION (not measured)")), None)
     if start is None or start + 1 >= len(lines):
         return
     has_budget = "budget" in lines[start + 1].split()
+    base = 3 if has_budget else 2  # index of the verify ms/step column
     by_key = {(c["task"], c["method"], c.get("budget") if has_budget else None): c for c in recs}
     for ln in lines[start + 2:]:
         f = ln.split()
-        if not f or not f[-1].endswith("x"):
+        if len(f) != base + 5 or not f[base + 3].endswith("x") or not f[base + 4].endswith("x"):
             break
         try:
-            ms, sp = float(f[-2]), float(f[-1][:-1])
+            ms, sp, ceil = float(f[base + 2]), float(f[base + 3][:-1]), float(f[base + 4][:-1])
         except ValueError:
             break
         budget = (None if f[2] == "-" else f[2]) if has_budget else None
@@ -234,6 +237,7 @@ def _attach_projection(recs: Records) -> None:
         if c is not None:
             c["projected_ms_per_token"] = ms
             c["projected_speedup"] = sp
+            c["projected_ceiling_speedup"] = ceil
 
 
 def merge(parts: Sequence[Records]) -> Records:

@@ -119,6 +119,8 @@ def test_bench_records_plots_and_cli(story_data: dict[str, Path], tmp_path: Path
     assert {(c["method"], c["budget"]) for c in j["results"]} == {("pld", "2"), ("pld", "8"), ("sam", "2"), ("sam", "8")}
     # the projections are the program's (its PROJECTION table), one per cell
     assert all(c["projected_speedup"] > 0 and c["projected_ms_per_token"] > 0 for c in j["results"])
+    # the perfect-sizing ceiling costs each step at its accepted chain only: never below the projection
+    assert all(c["projected_ceiling_speedup"] >= c["projected_speedup"] for c in j["results"])
     assert "PROJECTION (not measured)" in p.stdout
     bad = subprocess.run([sys.executable, "-m", "sdnpu", "study", "--plot", str(out), "--traces", str(tmp_path / "nope.jsonl")],
                          capture_output=True, text=True)
