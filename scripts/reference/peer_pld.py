@@ -41,7 +41,7 @@ it 2.7x in decode, see README), with n_threads = n_threads_batch = --threads and
 forces it on for a draft model but sizes its score buffer from the constructor argument.
 
   /root/refvenv/bin/python scripts/reference/peer_pld.py --sdnpu build/sdnpu \\
-      --model smollm2-135m-instruct --limit 20 --json docs/results/peer_pld.json
+      --model smollm2-135m-instruct --limit 20 --json log/peer-pld/peer_pld.json
 """
 import argparse
 import json
