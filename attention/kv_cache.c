@@ -274,3 +274,36 @@ void sdn_kv_head_get(const sdn_kv *kv, int l, int h, sdn_kv_head *out) {
     out->v_row_bytes = kv->v_row_bytes;
     out->v_scale = kv->v_scale ? kv->v_scale + sc : NULL;
 }
+
+/* One tile of one layer and head in the tile format: the key tile, its q8 scales, the 64 value
+ * rows, their q8 scales, in that order. */
+size_t sdn_kv_tile_bytes(const sdn_kv *kv) {
+    size_t per = kv->k_tile_bytes + (size_t)SDN_KV_TILE * kv->v_row_bytes;
+    if (kv->k_scale) per += (size_t)kv->kblocks * SDN_KV_TILE * sizeof(uint16_t);
+    if (kv->v_scale) per += (size_t)SDN_KV_TILE * sizeof(uint16_t);
+    return per * (size_t)kv->n_layers * (size_t)kv->n_kvh;
+}
+
+/* Walk tile t of every layer and head, copying to (out = 1) or from the buffer. */
+static void tile_copy(sdn_kv *kv, int t, uint8_t *buf, int out) {
+    const size_t vbytes = (size_t)SDN_KV_TILE * kv->v_row_bytes, ksb = (size_t)kv->kblocks * SDN_KV_TILE * sizeof(uint16_t);
+    for (int l = 0; l < kv->n_layers; l++)
+        for (int h = 0; h < kv->n_kvh; h++) {
+            const size_t sc = ((size_t)l * kv->n_kvh + h) * kv->n_pos;
+            uint8_t *parts[4] = {kv->k + (size_t)l * kv->k_layer_bytes + ((size_t)h * kv->n_tiles + t) * kv->k_tile_bytes,
+                                 kv->k_scale ? (uint8_t *)(kv->k_scale + (sc / SDN_KV_TILE + t) * kv->kblocks * SDN_KV_TILE) : NULL,
+                                 kv->v + (size_t)l * kv->v_layer_bytes + ((size_t)h * kv->n_pos + (size_t)t * SDN_KV_TILE) * kv->v_row_bytes,
+                                 kv->v_scale ? (uint8_t *)(kv->v_scale + sc + (size_t)t * SDN_KV_TILE) : NULL};
+            const size_t sizes[4] = {kv->k_tile_bytes, ksb, vbytes, SDN_KV_TILE * sizeof(uint16_t)};
+            for (int i = 0; i < 4; i++) {
+                if (!parts[i]) continue;
+                if (out) memcpy(buf, parts[i], sizes[i]);
+                else memcpy(parts[i], buf, sizes[i]);
+                buf += sizes[i];
+            }
+        }
+}
+
+void sdn_kv_tile_export(const sdn_kv *kv, int t, uint8_t *buf) { tile_copy((sdn_kv *)kv, t, buf, 1); }
+void sdn_kv_tile_import(sdn_kv *kv, int t, const uint8_t *buf) { tile_copy(kv, t, (uint8_t *)buf, 0); }
+int sdn_kv_n_tiles(const sdn_kv *kv) { return kv->n_tiles; }

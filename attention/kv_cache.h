@@ -82,6 +82,16 @@ void sdn_kv_store(sdn_kv *kv, int l, int slot0, int n, const float *k, const flo
 /* Copy slot src to slot dst in every layer (src != dst). */
 void sdn_kv_move(sdn_kv *kv, int dst, int src);
 
+/* Whole tiles (SDN_KV_TILE positions of every layer and head) as a flat byte image, for the
+ * prefix cache: the bytes of one tile, its image written to buf, and an image read back into
+ * tile t (the caller guarantees the image came from a cache of the same model, types and
+ * layout: equal sdn_kv_tile_bytes is necessary, not sufficient). An imported tile holds
+ * exactly the bytes the exporting cache held, so attention over it gives the same bits. */
+size_t sdn_kv_tile_bytes(const sdn_kv *kv);
+void sdn_kv_tile_export(const sdn_kv *kv, int t, uint8_t *buf);
+void sdn_kv_tile_import(sdn_kv *kv, int t, const uint8_t *buf);
+int sdn_kv_n_tiles(const sdn_kv *kv);
+
 /* Read access for the attention kernels, layer l, KV head h. */
 typedef struct sdn_kv_head {
     sdn_kv_type tk, tv;

@@ -212,6 +212,10 @@ const sdn_model *sdn_ctx_model(const sdn_ctx *c) { return c->m; }
 int sdn_ctx_n_ctx(const sdn_ctx *c) { return c->n_ctx; }
 int sdn_ctx_max_batch(const sdn_ctx *c) { return c->max_batch; }
 int sdn_ctx_threads(const sdn_ctx *c) { return c->n_threads; }
+void sdn_ctx_kv_types(const sdn_ctx *c, sdn_kv_type *k, sdn_kv_type *v) {
+    *k = sdn_kv_type_k(c->kv);
+    *v = sdn_kv_type_v(c->kv);
+}
 int sdn_kv_len(const sdn_ctx *c) { return c->n_kv; }
 
 int sdn_kv_common_prefix(const sdn_ctx *c, const int32_t *tokens, int n) {
@@ -917,6 +921,29 @@ void sdn_kv_commit(sdn_ctx *c, int n) {
     for (int i = 0; i < n; i++) c->kv_tok[c->n_kv + i] = c->kv_pos[c->n_kv + i] = -1; /* the block API does not see the tokens */
     c->n_kv += n;
 }
+
+size_t sdn_ctx_block_bytes(const sdn_ctx *c) { return sdn_kv_tile_bytes(c->kv); }
+
+int sdn_ctx_block_export(const sdn_ctx *c, int blk, uint8_t *buf, sdn_err *err) {
+    if (blk < 0 || (long)(blk + 1) * SDN_KV_TILE > c->n_kv)
+        return sdn_fail(err, SDN_EINVAL, "prefix block %d is not committed (KV length %d)", blk, c->n_kv);
+    sdn_kv_tile_export(c->kv, blk, buf);
+    return SDN_OK;
+}
+
+int sdn_ctx_block_import(sdn_ctx *c, int blk, const uint8_t *buf, const int32_t *tokens, sdn_err *err) {
+    if (blk < 0 || (long)blk * SDN_KV_TILE != c->n_kv || c->n_kv + SDN_KV_TILE > c->n_ctx)
+        return sdn_fail(err, SDN_EINVAL, "prefix block %d cannot follow KV length %d in a context of %d", blk, c->n_kv, c->n_ctx);
+    sdn_kv_tile_import(c->kv, blk, buf);
+    for (int i = 0; i < SDN_KV_TILE; i++) {
+        c->kv_tok[c->n_kv + i] = tokens[i];
+        c->kv_pos[c->n_kv + i] = c->n_kv + i;
+    }
+    c->n_kv += SDN_KV_TILE;
+    return SDN_OK;
+}
+
+const float *sdn_ctx_hidden(const sdn_ctx *c) { return c->x; }
 
 int sdn_kv_fill_synthetic(sdn_ctx *c, int n, uint64_t seed, sdn_err *err) {
     if (n < 0 || c->n_kv + n > c->n_ctx)

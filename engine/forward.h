@@ -58,6 +58,8 @@ const sdn_model *sdn_ctx_model(const sdn_ctx *c);
 int sdn_ctx_n_ctx(const sdn_ctx *c);
 int sdn_ctx_max_batch(const sdn_ctx *c);
 int sdn_ctx_threads(const sdn_ctx *c);
+/* The KV cache's element types (resolved: never SDN_KV_AUTO). */
+void sdn_ctx_kv_types(const sdn_ctx *c, sdn_kv_type *k, sdn_kv_type *v);
 
 typedef struct sdn_batch {
     int n;
@@ -95,6 +97,20 @@ int sdn_kv_common_prefix(const sdn_ctx *c, const int32_t *tokens, int n);
 int sdn_kv_keep(sdn_ctx *c, int first, const int32_t *keep, int n_keep, sdn_err *err);
 /* Drop entries from slot n on. */
 void sdn_kv_truncate(sdn_ctx *c, int n);
+
+/* Prefix blocks: the KV entries of SDN_KV_TILE consecutive positions starting at a multiple
+ * of SDN_KV_TILE, as a flat image (attention/kv_cache.h, tiles), for the prefix cache.
+ * Export: block blk must be committed (its last slot < sdn_kv_len). Import: the KV length must
+ * be blk * SDN_KV_TILE (the block comes next) and the block must fit; its entries then count
+ * as tokens[0 .. SDN_KV_TILE) at their own positions, and the KV length grows by a block.
+ * SDN_EINVAL otherwise. */
+size_t sdn_ctx_block_bytes(const sdn_ctx *c);
+int sdn_ctx_block_export(const sdn_ctx *c, int blk, uint8_t *buf, sdn_err *err);
+int sdn_ctx_block_import(sdn_ctx *c, int blk, const uint8_t *buf, const int32_t *tokens, sdn_err *err);
+/* The last layer's output (before the final norm) of the rows of the last sdn_forward call:
+ * n x dim floats, valid until the next forward pass; sdn_fwd_head of them gives those rows'
+ * logits again, bit for bit. */
+const float *sdn_ctx_hidden(const sdn_ctx *c);
 
 /* Time spent in the forward pass by part, accumulated since creation / last reset. */
 typedef struct sdn_fwd_stats {

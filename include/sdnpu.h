@@ -190,7 +190,42 @@ typedef struct sdnpu_model sdnpu_model;
 typedef struct sdnpu_model_params {
     size_t struct_size;         /* set by sdnpu_model_params_init (see "ABI" above) */
     const char *tokenizer_path; /* tokenizer.bin of a llama2.c checkpoint (GGUF files carry their own); NULL */
+    /* The prefix cache (docs/library.md, "The prefix cache"): what prefill computed for prompt
+     * prefixes, in blocks of SDNPU_PREFIX_BLOCK tokens, shared by every context of the model,
+     * so that a document read once is not read again by any context (nor, with a directory, by
+     * a later process). Answers are byte-identical with and without it. Off when both
+     * prefix_cache_bytes and prefix_cache_dir are 0 / NULL (the default). A cached token costs
+     * the KV cache's bytes of a position (sdnpu_model_describe lists them per cache type) plus
+     * 4 * dim bytes (the last layer's output, from which its predictions are made again). */
+    uint64_t prefix_cache_bytes;      /* memory budget; least recently used blocks go first */
+    const char *prefix_cache_dir;     /* disk tier: a directory (made 0700; files 0600) shared by any
+                                         number of processes; NULL: none. One that cannot be used
+                                         (read-only, full) is a warning and the cache stays in
+                                         memory; a damaged file is a warning and computed again. */
+    uint64_t prefix_cache_disk_bytes; /* the directory's budget (0: 4 GiB) */
 } sdnpu_model_params;
+
+#define SDNPU_PREFIX_BLOCK 64 /* tokens per prefix cache block: a prompt's full blocks are cached */
+
+/* The model's prefix cache, counted since the model was loaded (blocks of SDNPU_PREFIX_BLOCK
+ * tokens). */
+typedef struct sdnpu_prefix_cache_stats {
+    size_t struct_size;                   /* set by sdnpu_prefix_cache_stats_init */
+    int enabled;                          /* 0: the model has no prefix cache (everything else 0) */
+    int disk_enabled;                     /* the disk tier is in use (0 after a warning switched it off) */
+    long hits_memory, hits_disk, misses;  /* blocks looked up by prefills */
+    long evictions, disk_evictions;       /* blocks evicted from memory; files deleted for the disk budget */
+    long disk_writes, disk_damaged;       /* files written; files found damaged, truncated or foreign (each
+                                             warned about once, deleted and computed again) */
+    long memory_blocks;
+    uint64_t memory_bytes, memory_budget; /* bytes the blocks hold in memory now, and the budget */
+    uint64_t disk_bytes, disk_budget;     /* bytes the directory's index counts now (every process's) */
+} sdnpu_prefix_cache_stats;
+SDNPU_API sdnpu_status sdnpu_prefix_cache_stats_init_sized(sdnpu_prefix_cache_stats *s, size_t size);
+#define sdnpu_prefix_cache_stats_init(s) sdnpu_prefix_cache_stats_init_sized((s), sizeof *(s))
+/* Fill *out (set up by sdnpu_prefix_cache_stats_init). Thread-safe. Errors: SDNPU_EINVAL (m or
+ * out NULL, out->struct_size too small). */
+SDNPU_API sdnpu_status sdnpu_prefix_cache_get_stats(const sdnpu_model *m, sdnpu_prefix_cache_stats *out, sdnpu_error *err);
 
 /* Fill *p with the defaults and p->struct_size = size. Errors: SDNPU_EINVAL (p NULL, or size
  * smaller than the first released layout); nothing is written then. Use the macro. */
@@ -472,6 +507,10 @@ typedef struct sdnpu_request {
      * and works without a task group too (the answer is then not stored). Only the speed
      * depends on it: greedy output is the same. Anything else is SDNPU_EINVAL. */
     const char *history_scope;
+    /* 1 (default): prefill takes the prompt's blocks from the model's prefix cache and gives it
+     * the ones it computes (when the model has one); 0: neither. The answer is the same. */
+    int prefix_cache;
+    int reserved0; /* 0 */
 } sdnpu_request;
 
 /* Fill *r with the defaults and r->struct_size = size. Errors: SDNPU_EINVAL (r NULL, or size
@@ -502,6 +541,10 @@ typedef struct sdnpu_stats {
     size_t peak_rss;                  /* bytes, process high-water mark */
     long forced_tokens;               /* constrained requests: draft tokens that were text the grammar forced */
     double constrain_s;               /* constrained requests: seconds spent applying the constraint */
+    int prefix_memory_tokens;         /* prompt tokens whose prefill came from the prefix cache in memory */
+    int prefix_disk_tokens;           /* ... from its disk tier */
+    double prefix_saved_s;            /* what computing those blocks cost when they were made, less
+                                         importing them: the prefill time the cache saved */
 } sdnpu_stats;
 
 typedef struct sdnpu_result {

@@ -40,6 +40,7 @@
 #include "grammar/grammar.h"
 #include "runtime/decode.h"
 #include "runtime/graph_setup.h"
+#include "runtime/prefix_cache.h"
 #include "runtime/verify_cost.h"
 
 _Static_assert(SDNPU_DEFAULT_N_CTX == SDN_DEFAULT_N_CTX, "the public and the engine's default context size");
@@ -60,11 +61,12 @@ _Static_assert(SDNPU_ACCEPT_HIST == SDN_ACCEPT_HIST, "histogram sizes agree");
 #define FIRST_REQUEST END_OF(sdnpu_request, json_schema)
 #define FIRST_MODEL_INFO END_OF(sdnpu_model_info, tool_format)
 #define FIRST_RESULT END_OF(sdnpu_result, stats.constrain_s)
-#define KNOWN_MODEL_PARAMS END_OF(sdnpu_model_params, tokenizer_path)
+#define FIRST_PREFIX_STATS END_OF(sdnpu_prefix_cache_stats, disk_budget)
+#define KNOWN_MODEL_PARAMS END_OF(sdnpu_model_params, prefix_cache_disk_bytes)
 #define KNOWN_CONTEXT_PARAMS END_OF(sdnpu_context_params, cache_type_v)
-#define KNOWN_REQUEST END_OF(sdnpu_request, history_scope)
+#define KNOWN_REQUEST END_OF(sdnpu_request, reserved0)
 #define KNOWN_MODEL_INFO END_OF(sdnpu_model_info, tool_format)
-#define KNOWN_RESULT END_OF(sdnpu_result, stats.constrain_s)
+#define KNOWN_RESULT END_OF(sdnpu_result, stats.prefix_saved_s)
 /* No tail padding after the known fields: the bytes a newer header adds start at sizeof. */
 _Static_assert(KNOWN_MODEL_PARAMS == sizeof(sdnpu_model_params) && KNOWN_CONTEXT_PARAMS == sizeof(sdnpu_context_params) &&
                    KNOWN_REQUEST == sizeof(sdnpu_request) && KNOWN_MODEL_INFO == sizeof(sdnpu_model_info) && KNOWN_RESULT == sizeof(sdnpu_result),
@@ -113,6 +115,7 @@ struct sdnpu_model {
     sdn_recycle *recycle; /* the model-derived candidates (draft/recycle.h), made at the first request
                              that drafts from them; shared by all contexts (it has its own lock) */
     int recycle_fresh;    /* nothing learned or loaded into it yet (guarded by mu) */
+    sdn_pcache *pcache;   /* the prefix cache shared by its contexts (runtime/prefix_cache.h), or NULL */
 };
 
 struct sdnpu_context {
@@ -211,6 +214,14 @@ sdnpu_status sdnpu_model_load(const char *path_or_name, const sdnpu_model_params
     pthread_mutex_init(&pm->mu, NULL);
     sdn_model_load_opts lo = {.tokenizer_path = p->tokenizer_path};
     int rc = sdn_model_load(path_or_name, &lo, &pm->m, E(err));
+    if (!rc && (p->prefix_cache_bytes || p->prefix_cache_dir)) {
+        if (p->prefix_cache_dir && !*p->prefix_cache_dir) rc = sdn_fail(E(err), SDN_EINVAL, "model parameter prefix_cache_dir is empty");
+        else {
+            sdn_pcache_opts po = {.mem_bytes = p->prefix_cache_bytes, .dir = p->prefix_cache_dir, .disk_bytes = p->prefix_cache_disk_bytes};
+            rc = sdn_pcache_new(&po, &pm->pcache, E(err));
+        }
+        if (rc) sdn_model_free(pm->m);
+    }
     if (rc) { pthread_mutex_destroy(&pm->mu); free(pm); return rc; }
     const sdn_model_config *cfg = sdn_model_cfg(pm->m);
     sdnpu_model_info *in = &pm->info;
@@ -237,9 +248,45 @@ void sdnpu_model_free(sdnpu_model *m) {
     if (!m) return;
     sdn_gvocab_free(m->gvocab);
     sdn_recycle_free(m->recycle);
+    sdn_pcache_free(m->pcache);
     pthread_mutex_destroy(&m->mu);
     sdn_model_free(m->m);
     free(m);
+}
+
+sdnpu_status sdnpu_prefix_cache_stats_init_sized(sdnpu_prefix_cache_stats *s, size_t size) {
+    if (!init_size_ok(s, size, FIRST_PREFIX_STATS, "sdnpu_prefix_cache_stats")) return SDNPU_EINVAL;
+    memset(s, 0, size);
+    s->struct_size = size;
+    return SDNPU_OK;
+}
+
+sdnpu_status sdnpu_prefix_cache_get_stats(const sdnpu_model *m, sdnpu_prefix_cache_stats *out, sdnpu_error *err) {
+    sdn_err_clear(E(err));
+    if (!m || !out) return sdn_fail(E(err), SDN_EINVAL, "sdnpu_prefix_cache_get_stats: model or out is NULL");
+    if (out->struct_size < FIRST_PREFIX_STATS) return bad_size("sdnpu_prefix_cache_stats", out->struct_size, FIRST_PREFIX_STATS, E(err));
+    sdnpu_prefix_cache_stats o;
+    memset(&o, 0, sizeof o);
+    if (m->pcache) {
+        sdn_pcache_stats s;
+        sdn_pcache_get_stats(m->pcache, &s);
+        o.enabled = 1;
+        o.disk_enabled = s.disk_on;
+        o.hits_memory = s.hits_mem;
+        o.hits_disk = s.hits_disk;
+        o.misses = s.misses;
+        o.evictions = s.evictions;
+        o.disk_evictions = s.disk_evictions;
+        o.disk_writes = s.disk_writes;
+        o.disk_damaged = s.disk_damaged;
+        o.memory_blocks = s.mem_blocks;
+        o.memory_bytes = s.mem_bytes;
+        o.memory_budget = s.mem_budget;
+        o.disk_bytes = s.disk_bytes;
+        o.disk_budget = s.disk_budget;
+    }
+    put_struct(out, out->struct_size, &o, sizeof o);
+    return SDNPU_OK;
 }
 
 int sdnpu_model_has_tokenizer(const sdnpu_model *m) { return m && sdn_model_tokenizer(m->m) != NULL; }
@@ -462,6 +509,7 @@ static void request_defaults(sdnpu_request *r) {
     r->prefill_topk = SDNPU_DEFAULT_PREFILL_TOPK;
     r->top_p = 1.0f;
     r->reuse_kv = 1;
+    r->prefix_cache = 1;
 }
 
 sdnpu_status sdnpu_request_init_sized(sdnpu_request *r, size_t size) {
@@ -769,6 +817,7 @@ static int gen_params(sdnpu_context *c, const sdnpu_request *r, sdn_drafter *d, 
     gp->caps.max_branch = r->draft_branch;
     gp->prefill_topk = d->ops && sdn_method_uses_prefill_preds(r->method) ? (r->prefill_topk > 0 ? r->prefill_topk : SDNPU_DEFAULT_PREFILL_TOPK) : 0;
     gp->reuse_kv = r->reuse_kv;
+    if (r->prefix_cache && !c->graphs) gp->pcache = c->model->pcache;
     if (c->last_preds.tok) gp->reuse_preds = &c->last_preds;
     int rc;
     if (c->graphs) {
@@ -818,6 +867,9 @@ static void fill_stats(const sdn_gen_stats *s, sdnpu_stats *o) {
     o->peak_rss = s->peak_rss;
     o->forced_tokens = s->forced_drafted;
     o->constrain_s = s->t_constrain;
+    o->prefix_memory_tokens = s->n_cached_mem;
+    o->prefix_disk_tokens = s->n_cached_disk;
+    o->prefix_saved_s = s->t_saved;
 }
 
 /* The request proper, on this library's own structs (sdnpu_generate checks and converts). */
@@ -831,6 +883,8 @@ static int generate(sdnpu_context *c, const sdnpu_request *r, sdnpu_result *resu
         return sdn_fail(E(err), SDN_EINVAL, "request repeat_penalty %g is not in [0, 10]", r->repeat_penalty);
     if (r->repeat_last_n < 0 || r->repeat_last_n > 1 << 20)
         return sdn_fail(E(err), SDN_EINVAL, "request repeat_last_n %d is not in [0, 1048576]", r->repeat_last_n);
+    if (r->prefix_cache != 0 && r->prefix_cache != 1) return sdn_fail(E(err), SDN_EINVAL, "request prefix_cache = %d: give 0 or 1", r->prefix_cache);
+    if (r->reserved0) return sdn_fail(E(err), SDN_EINVAL, "request reserved0 = %d must be 0", r->reserved0);
     if (r->draft_max < 0 || r->draft_max > 63 || r->draft_depth < 0 || r->draft_depth > 63 || r->draft_branch < 0 || r->draft_branch > 63)
         return sdn_fail(E(err), SDN_EINVAL, "request draft_max/draft_depth/draft_branch must be in [0, 63]");
     sdn_err *e = E(err);

@@ -24,6 +24,7 @@
 #include "draft/sizing.h"
 #include "kernels/reduce.h"
 #include "modelfile/model.h"
+#include "runtime/prefill.h"
 #include "runtime/verify_cost.h"
 #include "verify/verify.h"
 
@@ -233,15 +234,14 @@ static int prefill(decode *d, double t0, sdn_err *err) {
     } else {
         int chunk = p->prefill_chunk > 0 ? p->prefill_chunk : sdn_ctx_max_batch(d->c);
         if (chunk > sdn_ctx_max_batch(d->c)) chunk = sdn_ctx_max_batch(d->c);
-        if (p->on_progress) p->on_progress(p->progress_ud, reused, d->n_prompt - 1);
-        for (int i = reused; i < d->n_prompt - 1; i += chunk) {
-            int n = d->n_prompt - 1 - i < chunk ? d->n_prompt - 1 - i : chunk;
-            sdn_batch b = {.n = n, .tokens = d->prompt + i, .n_logits = K ? -1 : 0, .topk = K,
-                           .topk_tok = K ? d->preds.tok + (size_t)i * K : NULL, .topk_prob = K ? d->preds.prob + (size_t)i * K : NULL,
-                           .topk_vocab = d->cvocab, .n_topk_vocab = d->n_cvocab};
-            if ((rc = sdn_forward(d->c, &b, NULL, err))) return rc;
-            if (p->on_progress) p->on_progress(p->progress_ud, i + n, d->n_prompt - 1);
-        }
+        sdn_prefill_job j = {.c = d->c, .tokens = d->prompt, .n = d->n_prompt - 1, .from = reused, .chunk = chunk, .topk = K,
+                             .vocab = d->cvocab, .n_vocab = d->n_cvocab, .tok = d->preds.tok, .prob = d->preds.prob, .pc = p->pcache,
+                             .on_progress = p->on_progress, .progress_ud = p->progress_ud};
+        rc = sdn_prefill(&j, err);
+        d->s.n_cached_mem = j.n_mem;
+        d->s.n_cached_disk = j.n_disk;
+        d->s.t_saved = j.saved_s;
+        if (rc) return rc;
     }
     if (p->prefill && p->on_progress) p->on_progress(p->progress_ud, d->n_prompt - 1, d->n_prompt - 1);
     d->s.t_prefill = sdn_now() - t0;

@@ -72,6 +72,9 @@ typedef struct sdn_gen_params {
                                     prompt). With prefill_topk, only with reuse_preds (below). Entries
                                     the previous request made while decoding have the decode kernels'
                                     rounding, not the prefill's. */
+    struct sdn_pcache *pcache;   /* the model's prefix cache (runtime/prefix_cache.h; NULL: none):
+                                    whole blocks of the prompt are taken from it and given to it
+                                    (runtime/prefill.h). Not with a prefill hook. */
     const struct sdn_preds *reuse_preds; /* the previous request's prefill predictions on this context
                                     (its preds_out): with reuse_kv and prefill_topk (same k), the
                                     positions of the common prefix that it covers take these and are
@@ -170,6 +173,8 @@ void sdn_preds_free(sdn_preds *p);
 typedef struct sdn_gen_stats {
     int n_prompt, n_gen;
     int n_reused;                /* prompt tokens whose KV entries were reused (reuse_kv) */
+    int n_cached_mem, n_cached_disk; /* prompt tokens imported from the prefix cache's memory / disk tier */
+    double t_saved;              /* the prefill seconds those blocks cost when computed, less their import */
     int steps;                   /* verification (decode) steps */
     long drafted;                /* draft tokens proposed in total */
     long accepted;               /* draft tokens accepted in total */
