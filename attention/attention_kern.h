@@ -41,7 +41,7 @@
  *                 64 * 255 * 127 < 2^24, so any order, in integers or floats, gives it) and
  *                 acc[d] = fma((float)isum[d], su, acc[d]). Integer sums are what lets an
  *                 int8 dot-product kernel compute the values' products with the same bits
- *                 as the scalar code (issue 40)
+ *                 as the scalar code
  *   att_exp   x = max(x, -87); k = nearbyint(x * 1.44269504f); r = fma(-k, 0.69314718f, x);
  *             a degree-6 Taylor polynomial of e^r by Horner's rule with fma, times 2^k built
  *             from the exponent bits (the softmax exponential of engine/forward.c)

@@ -1,4 +1,4 @@
-/* grammar.h - constrained decoding (issue 30): a grammar (a documented subset of llama.cpp's
+/* grammar.h - constrained decoding: a grammar (a documented subset of llama.cpp's
  * GBNF) or a JSON schema compiled to one set of rules, a byte-level matcher over those rules,
  * and token-level checks of a model's vocabulary against the matcher.
  *

@@ -39,13 +39,13 @@ typedef enum sdn_kpath {
 
 /* Batches of at least this many rows use AMX tiles on the amx path: below it the avx512
  * tiles are faster (an Intel Xeon with AMX, 1 thread, Q4_0 / Q5_0 at 16 rows 1.3x / 1.1x the
- * AMX time, level at 32, AMX 1.2-1.5x faster from 48; docs/kernels.md, "AMX"). */
+ * AMX time, level at 32, AMX 1.2-1.5x faster from 48; docs/results.md, "AMX tiles, pipelined"). */
 #define SDN_AMX_MIN_ROWS 32
 
 /* Revision of the kernels' speed: part of the key of cached measurements (the verify-cost
  * curve of runtime/verify_cost.c), so a change that makes steps faster or slower is measured
  * again instead of sizing drafts from an old curve. Bump it with such a change. */
-#define SDN_KERNEL_REV 11 /* 8: AMX from 32 rows, K-type scratch; 9: Q4_K/Q5_K on AMX, per-row steps on the pool (issue 38); 10: bf16 values in BF16 (issue 40); 11: bf16 keys on AMX-BF16 (amx path) */
+#define SDN_KERNEL_REV 11 /* 8: AMX from 32 rows, K-type scratch; 9: Q4_K/Q5_K on AMX, per-row steps on the pool; 10: bf16 values in BF16; 11: bf16 keys on AMX-BF16 (amx path) */
 
 /* "portable", "avx2", "avx512", "amx", "neon", "dotprod", "i8mm". */
 const char *sdn_kpath_name(sdn_kpath p);

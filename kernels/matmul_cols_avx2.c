@@ -299,7 +299,7 @@ COL_TILE_SET(q5_1, tile, build, wblk, SDN_TYPE_Q5_1)
  * Two tile sets alternate by block parity (C in tmm0/tmm1, A in tmm2/tmm3, B in tmm4/tmm5;
  * sdn_amx_tile_config), so block b's tile work does not wait for block b - 1's (tile registers
  * are not renamed), and the float work of block b - AMX_LAG runs after block b's tile work
- * is issued, reading sums stored AMX_LAG blocks earlier. Measured (docs/kernels.md, "AMX
+ * is issued, reading sums stored AMX_LAG blocks earlier. Measured (docs/results.md, "AMX
  * tiles, pipelined"): the tile work of a block costs 11-13 ns however it is pipelined; what
  * made the first loop no faster than the vector tiles was its float work (amx_rows_any). Every tile instruction is inline asm (no AMX
  * intrinsics): GCC 12's _tile_loadconfig can drop the stores that fill the configuration

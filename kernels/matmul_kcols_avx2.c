@@ -279,7 +279,7 @@ KPK_SCR(kpk_q6k, q6k, SDN_TYPE_Q6_K)
  * are valid signed bytes), so C_j = dot_j of ktile_any; then per row ktile_any's integer sums
  * (isum, summ) and float sequence: the same bits. The tile work of super-block b is issued
  * before the float work of b - 1 (sums in C[b & 1]). Measured (bench-kernels, 1 thread, 64 and
- * 256 rows, 640x1024 and 640x2048; docs/kernels.md): 1.21-1.30x the vector tiles. Q6_K's 16-element sub-blocks
+ * 256 rows, 640x1024 and 640x2048; docs/results.md): 1.21-1.30x the vector tiles. Q6_K's 16-element sub-blocks
  * measured 0.85x (16 tile blocks per super-block, each costing its loads and store more than
  * its products), so Q6_K stays on the vector tiles. */
 SDN_INLINE void kamx_rows_any(const int M, const kblk *kbs, int64_t nb, const char *act, size_t stride, int64_t in,

@@ -19,7 +19,7 @@
  *   Q6_K               per 16-sub-block symmetric fit with the same search, scales to int8
  *                      against fp16 d, levels recomputed against d*sc.
  * Quantization error on N(0,1) data, RMS error / RMS value (tests/test_quant.c, listed in
- * docs/kernels.md): Q8_0 0.0053, Q4_0 0.086, Q4_1 0.078, Q5_0 0.043, Q5_1 0.038, Q4_K 0.071,
+ * docs/results.md): Q8_0 0.0053, Q4_0 0.086, Q4_1 0.078, Q5_0 0.043, Q5_1 0.038, Q4_K 0.071,
  * Q5_K 0.036, Q6_K 0.017, F16 0.0002, BF16 0.0017.
  * The SIMD dequantizers (quant_avx2.c, chosen at run time) repeat the scalar float operations
  * per lane, so they are bit-identical to sdn_dequantize_row_ref (tested). */

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# scripts/bench-tasks.sh [OUT] - issue 14's live benchmark of SmolLM2-135M-Instruct on the four
+# scripts/bench-tasks.sh [OUT] - the live benchmark of SmolLM2-135M-Instruct on the four
 # real tasks, the ablation of sdnpu's drafting parts (the paper's variants beside today's
 # rules, history on and off) and the projection to larger models, every figure with its
 # baseline measured in the same run. The "Live on the real tasks" tables of docs/results.md come from it.

@@ -1,6 +1,6 @@
 #!/bin/sh
 # record_arch_golden.sh - record tests/golden/arch_logits.txt, the logits hashes that
-# test_arch_golden compares on every kernel path of both architectures (issue 32): run on
+# test_arch_golden compares on every kernel path of both architectures: run on
 # x86-64 with the real models in the model cache (./sdnpu pull smollm2-135m-instruct,
 # ./sdnpu pull gemma-3-270m), portable kernel path. Usage: scripts/record_arch_golden.sh [BUILD_DIR]
 set -eu

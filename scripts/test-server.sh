@@ -46,7 +46,7 @@ head -1 "$work/server.log"
 "$venv/bin/python" "$root/scripts/test_server_client.py" "$base/v1" "$key" smollm2-135m-instruct \
   "${LOAD_REQUESTS:-200}" "${LOAD_CONCURRENCY:-8}"
 
-# structured output and tool calls (issue 30): answers validated with json and jsonschema
+# structured output and tool calls: answers validated with json and jsonschema
 "$venv/bin/python" "$root/scripts/test_server_structured.py" "$base/v1" "$key" smollm2-135m-instruct
 
 # curl

@@ -100,7 +100,7 @@ expect(openai.BadRequestError, "messages",
 bad = openai.OpenAI(base_url=base, api_key="wrong-" + key, max_retries=0)
 expect(openai.AuthenticationError, None, lambda: bad.chat.completions.create(model=model, messages=msgs))
 
-# 7. the same request gives the same bytes whatever the slots served before (issue 28): a
+# 7. the same request gives the same bytes whatever the slots served before: a
 # document request on fresh slots, then after other requests (which leave the chat template's
 # first tokens in the slots' KV caches for reuse), plain and speculative
 doc = ("The harbour commission met on Tuesday to review the lighthouse on Gull Rock. Built in 1871 from granite "

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""test_server_structured.py - structured output and tool calls of `sdnpu serve` (issue 30)
+"""test_server_structured.py - structured output and tool calls of `sdnpu serve`
 against the official `openai` Python client, checked by independent parsers: every JSON
 answer must parse with Python's json module and validate with the `jsonschema` package
 against the schema asked for (the DroidTask action schema of docs/server.md), plain and

@@ -712,7 +712,7 @@ static void test_chat_real_model(void **state) {
     cmd_free(&r);
 }
 
-/* --grammar / --json-schema (issue 30): the files' errors are usage errors naming the option
+/* --grammar / --json-schema: the files' errors are usage errors naming the option
  * and the file, the two exclude each other, a grammar or schema the library refuses is a
  * usage error with its message (position or keyword), and a grammar constrains the answer. */
 static void test_constraint_options(void **state) {

@@ -1,5 +1,5 @@
-/* test_constrained.c - constrained decoding through the decode loop (issue 30,
- * docs/constrained.md). The grammar module's own tests are in test_grammar.c.
+/* test_constrained.c - constrained decoding through the decode loop
+ * (docs/constrained.md). The grammar module's own tests are in test_grammar.c.
  *
  * 1. Lossless speculation under a constraint (public API, a tiny make-model model with its
  *    generated vocabulary): for a JSON schema and a GBNF grammar, every drafting method, with

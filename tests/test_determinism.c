@@ -1,9 +1,9 @@
 /* test_determinism.c - the same greedy request gives the same bytes whatever the engine did
- * before or how it ran the request (issue 28), on the real SmolLM2-135M-Instruct through the
+ * before or how it ran the request, on the real SmolLM2-135M-Instruct through the
  * public API (sdnpu.h), with the request as a user sends it (document and prompt in one user
  * message):
  *
- *   - specbench-242 (the summary request the issue found answered three ways: ~700 prompt
+ *   - specbench-242 (a summary request once answered three ways: ~700 prompt
  *     tokens): plain decoding on a fresh context is the reference; speculative decoding
  *     (sdnpu), the prefill graph in chunks of 64 rows (graphs single, g1 64) and of 128 rows
  *     (graphs sync), 1 thread instead of 2, and the request after another request on the same
@@ -12,7 +12,7 @@
  *   - a long document (longdoc federalist-68, ~2.5K tokens: five 512-position super-tiles):
  *     fresh, speculative, in 64-row chunks and after another request, with the default cache;
  *   - the real Gemma 3 270M (Q4_K_M: Q5_0, Q8_0, Q4_K and Q6_K layers, the types that
- *     prefilled on OpenBLAS SGEMM before issue 38) on issue 38's request: the first 6,000
+ *     once prefilled on OpenBLAS SGEMM) on the request that exposed it: the first 6,000
  *     characters of the first long document, a new line and "Summary:", which under
  *     OPENBLAS_CORETYPE=Haswell was answered differently on 1 and 2 threads: fresh on 2
  *     threads, on 1 thread, speculative, in 64-row chunks and after a request on the same document

@@ -85,7 +85,7 @@ static void test_replay(void **state) {
         }
         closedir(d);
     }
-    assert_true(total >= 3); /* the three committed with issue 19 at least */
+    assert_true(total >= 3); /* the three committed with the loaders' hardening at least */
 }
 
 int main(void) {

@@ -2,7 +2,7 @@
  * specification's, and bad model files: truncated, wrong magic, absurd counts and dimensions,
  * tensor data out of bounds, unsupported type, version and architecture, shape mismatches,
  * missing tensors, and random corruption. Every bad file must end in one error naming the
- * file and the problem, never a crash. Issue 19: a context_length of 2^31 and a llama2.c
+ * file and the problem, never a crash. A context_length of 2^31 and a llama2.c
  * vocab_size of INT32_MIN are clear errors. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -212,7 +212,7 @@ static void test_bad_files(void **state) {
             }
         }
     }
-    /* issue 19: context_length 2^31 became INT_MIN through (int); now a clear error */
+    /* context_length 2^31 would become INT_MIN through (int): a clear error instead */
     {
         const char *key = "llama.context_length";
         size_t at = tu_gguf_u32_at(b, n, key);
@@ -315,7 +315,7 @@ static void test_llama2c_bad(void **state) {
     h[0] = -3;
     memcpy(buf, h, 28);
     expect_model_error("l2c_dim.bin", buf, sizeof buf, "dim");
-    /* issue 19: vocab_size INT32_MIN was negated (undefined behaviour; the sanitizer build
+    /* vocab_size INT32_MIN must not be negated (undefined behaviour; the sanitizer build
      * of the fuzz regressions catches the UB itself, this checks the clear error) */
     h[0] = 64;
     h[5] = INT32_MIN;

@@ -1,4 +1,4 @@
-/* test_grammar.c - grammar/ (constrained decoding, issue 30) against independent references.
+/* test_grammar.c - grammar/ (constrained decoding) against independent references.
  *
  *  - GBNF errors: every error kind with its line and column.
  *  - The matcher against a naive recursive recognizer written here (no stacks, no shared

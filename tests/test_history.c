@@ -5,7 +5,7 @@
  * reader, concurrent reader and writer processes; a child killed with SIGKILL in the
  * middle of writing loses no answer it reported committed and leaves a sound file;
  * random bytes, a truncated file and other applications' SQLite files are refused with a
- * message naming the file, and left untouched. Issue 19: a damaged store in rollback-journal
+ * message naming the file, and left untouched. A damaged store in rollback-journal
  * mode and an empty file are refused byte-for-byte unchanged; the row checksum covers the
  * text; a damaged n_tokens (INT64_MAX) is refused before any arithmetic; a version-1 store
  * is migrated without losing rows; a writer killed at random points many times and two
@@ -545,8 +545,8 @@ static uint64_t file_hash(const char *path, size_t *n) {
     return h;
 }
 
-/* Issue 19: a damaged store whose journal mode is the rollback journal (DELETE) was
- * switched to WAL before the integrity check refused it. Now it is refused unchanged. */
+/* A damaged store whose journal mode is the rollback journal (DELETE) must be refused
+ * unchanged: switching it to WAL before the integrity check would modify it. */
 static void test_damaged_rollback_store_unchanged(void **state) {
     (void)state;
     const char *p = tu_tmp("damaged-delete.db");

@@ -1,4 +1,4 @@
-/* test_layering.c - the folders form layers (README "Layout", docs/layout.md): a file may include
+/* test_layering.c - the folders form layers (docs/layout.md): a file may include
  * headers of its own folder and of the layers below it, never of a higher layer or of another
  * folder on the same layer, so there is no include cycle between modules. The library, bottom
  * first:
@@ -16,7 +16,7 @@
  * function; tests and fuzz targets may include anything. Every folder of the tree that holds
  * C files, subfolders included, must be declared here (a subfolder takes its top folder's
  * rule), so a new folder cannot slip past the check. No library folder may hold more than a
- * quarter of the library's lines (issue 31: folders with one job each). Reads the source tree
+ * quarter of the library's lines (folders with one job each). Reads the source tree
  * ($SDN_SOURCE). */
 #include <dirent.h>
 #include <setjmp.h>

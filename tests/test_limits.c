@@ -1,4 +1,4 @@
-/* test_limits.c - resource limits on hostile input (issue 19): oversized input is refused up
+/* test_limits.c - resource limits on hostile input: oversized input is refused up
  * front, with the figures, instead of being read, parsed or allocated in full.
  *   - a trace row with 5M tokens is refused before cJSON builds it (peak RSS stays far
  *     below the ~320 MB its parse tree would take), naming the file and the line;

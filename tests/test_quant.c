@@ -363,7 +363,7 @@ typedef struct {
  * Q4_1/Q5_1: (max-min)/15/2 <= amax/15, amax/31; F16/BF16: half an ulp) plus fp16 rounding of
  * the stored scales. The K formats have no closed form (6/8-bit scales of fitted sub-block
  * scales): 1.5x the measured worst case. RMS bounds are 1.25x the errors measured with these
- * quantizers on this data (docs/kernels.md lists them), to catch regressions. */
+ * quantizers on this data (docs/results.md lists them), to catch regressions. */
 static const qbound bounds[] = {
     {SDN_TYPE_F32, 0, 0},           {SDN_TYPE_F16, 2.7e-4, 4.9e-4}, {SDN_TYPE_BF16, 2.1e-3, 3.9e-3},
     {SDN_TYPE_Q8_0, 0.0067, 0.0040}, {SDN_TYPE_Q4_0, 0.108, 0.1255}, {SDN_TYPE_Q4_1, 0.098, 0.0670},

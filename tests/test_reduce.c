@@ -5,7 +5,7 @@
  * k = 1..16; the scalar loops are written out here, the same as the ones the functions replaced
  * (engine/sampler.c, grammar/vocab.c). Deliberately wrong versions planted below must be caught,
  * which shows that the comparison can fail. One more entry per path prints a short timing of
- * both functions against the scalar loops on 49,152 floats (docs/kernels.md quotes it). */
+ * both functions against the scalar loops on 49,152 floats (docs/results.md quotes it). */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>

@@ -593,7 +593,7 @@ static void test_serialize_empty(void **st) {
     sdn_sam_free(s), sdn_sam_free(t);
 }
 
-/* Issue 19: a size limit on deserialization: an automaton of 100 tokens loads under a
+/* A size limit on deserialization: an automaton of 100 tokens loads under a
  * limit of 100 and is refused under 99, with the counts in the message. */
 static void test_deserialize_limit(void **st) {
     (void)st;

@@ -4,7 +4,7 @@
  * decoding against the library called directly, history through `user`, every bad-input case
  * with its status and field (a \u0000, data after the JSON, a key twice among them), 503 on a
  * full queue, cancellation when the client hangs up, a clean exit on SIGTERM, and constrained
- * answers (issue 30: a grammar, a forced tool call in OpenAI's shape, streamed too, and a
+ * answers (a grammar, a forced tool call in OpenAI's shape, streamed too, and a
  * schema keyword the library refuses answered 400 naming it).
  * test_server_hostile.c holds the raw-socket cases (framing, slow clients, memory, store). */
 #include <arpa/inet.h>

@@ -1,4 +1,4 @@
-/* prefill_cputime.c (scripts/bench/) - the harness behind docs/kernels.md's Gemma 3 figures of issue 38: a
+/* prefill_cputime.c (scripts/bench/) - the harness behind docs/results.md's Gemma 3 prefill CPU-time figures: a
  * model's prefill (256-row chunks) and decode steps with 1 thread, timed by the thread's CPU
  * clock, so that other processes on a shared machine do not count (bench-model's wall clock
  * was 5-10x the work during these runs). Not part of the build; compile against a build tree:

@@ -1,5 +1,5 @@
 /* insn_count.c - a QEMU TCG plugin that counts the guest instructions a program executes
- * (docs/kernels.md, "AArch64": instruction counts per token of each kernel path under
+ * (docs/results.md, "AArch64 under emulation": instruction counts per token of each path under
  * qemu-aarch64; counts, not time). Debian 12's qemu-user supports -plugin but ships neither
  * the example plugins nor qemu-plugin.h, so the few declarations of QEMU's plugin interface
  * (version 1, QEMU 7.2) it uses are written out here.

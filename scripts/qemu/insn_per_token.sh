@@ -1,6 +1,6 @@
 #!/bin/sh
 # insn_per_token.sh - guest instructions per decoded token of each AArch64 kernel path under
-# qemu-aarch64 -cpu max (docs/kernels.md, "Instruction counts"): instruction counts, not time.
+# qemu-aarch64 -cpu max (docs/results.md, "AArch64 under emulation"): instruction counts, not time.
 # Runs the cross-built program (build-arm64) with the plugin of insn_count.c, 1 thread, greedy,
 # twice per path (N1 and N2 new tokens after the same prompt); (count2 - count1) / (N2 - N1) is
 # the cost of one decode step (n = 1 row), model loading and prefill cancelled out. Then the

@@ -3,7 +3,7 @@
 logits recorded in the golden file (scripts/reference/smollm2_golden.py) against its own
 logits for the same positions evaluated in one batch (prompt + answer), same settings (F32 KV
 cache, no flash attention). The bound any other engine's teacher-forced agreement with the
-golden file is up against (README, tests/test_smollm2.c).
+golden file is up against (docs/results.md, tests/test_smollm2.c).
 
   OMP_WAIT_POLICY=passive /root/refvenv/bin/python scripts/reference/llamacpp_self_agreement.py \\
       --model "$(./sdnpu pull smollm2-135m-instruct | tail -1)" --golden tests/golden/smollm2/llamacpp.jsonl --requests 16

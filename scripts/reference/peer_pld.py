@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """peer_pld.py - sdnpu against llama.cpp's prompt-lookup speculative decoding, same requests,
-same model file, same machine, one run (issue 14, part 3).
+same model file, same machine, one run (docs/peer.md).
 
 The peer is llama.cpp as an application developer would use it for prompt lookup: the
 llama-cpp-python package, `Llama(..., draft_model=LlamaPromptLookupDecoding(...))` and
@@ -36,7 +36,7 @@ llama-cpp-python package, `Llama(..., draft_model=LlamaPromptLookupDecoding(...)
 
 llama.cpp runs with its defaults otherwise (F16 KV cache, no flash attention, n_batch 512,
 the libgomp default OMP_WAIT_POLICY: its threads spin briefly between steps; `passive` costs
-it 2.7x in decode, see README), with n_threads = n_threads_batch = --threads and n_ctx 4096
+it 2.7x in decode, see docs/results.md), with n_threads = n_threads_batch = --threads and n_ctx 4096
 (sdnpu bench's context). The prompt-lookup instance needs logits_all=True: llama-cpp-python
 forces it on for a draft model but sizes its score buffer from the constructor argument.
 

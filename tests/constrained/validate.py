@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""validate.py SCHEMA ANSWERS - the independent check of constrained answers (issue 30): every
+"""validate.py SCHEMA ANSWERS - the independent check of constrained answers: every
 line of ANSWERS must parse as JSON (Python's json) and validate against SCHEMA with the
 `jsonschema` package (Debian python3-jsonschema). Exit 0 when all do, 1 naming the first bad
 line, 77 when jsonschema is not installed (the C tests skip then, fail under CI)."""
