@@ -60,6 +60,8 @@ int cmd_chat(int argc, char **argv) {
     int max_tokens = defaults.max_tokens, threads = cli_default_threads(), n_ctx = 0, quiet = 0;
     cli_sampling smp; /* the sampling and constraint options run takes too (cli/opts.h) */
     cli_sampling_init(&smp);
+    cli_prefix_cache pcache;
+    cli_prefix_cache_init(&pcache, 0);
     static char spec_help[192], max_help[64];
     snprintf(spec_help, sizeof spec_help, "drafting method: %s (default %s; pld keeps the whole KV cache between turns, sdnpu re-prefills the last answer)", sdnpu_methods(), spec);
     snprintf(max_help, sizeof max_help, "new tokens per answer at most (default %d)", max_tokens);
@@ -72,6 +74,7 @@ int cmd_chat(int argc, char **argv) {
         CLI_O_SAMPLING(&smp),
         CLI_O_SPEC(&spec, spec_help),
         CLI_O_THREADS(&threads),
+        CLI_O_PREFIX_CACHE(&pcache, "prefix cache memory budget in MiB (default 0: off, or blocks pass through with --prefix-cache)"),
         CLI_O_CTX(&n_ctx, 2, "KV cache size: the conversation's length at most (default min(trained, 8192))"),
         CLI_O_TOKENIZER(&tokenizer),
         CLI_O_QUIET(&quiet, "no banner, prompts or statistics: answers only"),
@@ -102,6 +105,7 @@ int cmd_chat(int argc, char **argv) {
     sdnpu_model_params mp;
     sdnpu_model_params_init(&mp);
     mp.tokenizer_path = tokenizer;
+    cli_prefix_cache_apply(&pcache, &mp);
     if (sdn_tool_pull_if_known("chat", model)) goto done_opts; /* the program pulls a known model on first use; the library never downloads */
     if (sdnpu_model_load(model, &mp, &m, &err)) {
         fprintf(stderr, "sdnpu chat: %s\n", err.message);

@@ -20,6 +20,7 @@ int cmd_serve(int argc, char **argv) {
     cli_sampling smp; /* the sampling options of run and chat (cli/opts.h): defaults of the requests */
     cli_sampling_init(&smp);
     smp.seed = UINT64_MAX; /* not given: a fresh seed per request */
+    int pc_mb = (int)(o.prefix_cache_bytes >> 20), pc_disk_mb = 0;
     static char threads_help[160];
     snprintf(threads_help, sizeof threads_help,
              "compute threads per slot (default: the library's default divided by --slots, here %d); slots x threads should not exceed the cores",
@@ -62,6 +63,12 @@ int cmd_serve(int argc, char **argv) {
          .help = "on SIGTERM/SIGINT, seconds running requests may still finish (default 10)"},
         {.name = "--model-id", .kind = CLI_STR, .dest = &o.model_id, .arg = "NAME",
          .help = "the model name clients send (default: the --model file name without .gguf)"},
+        {.name = "--prefix-cache-mb", .kind = CLI_INT, .dest = &pc_mb, .lo = 0, .hi = 1 << 24, .arg = "N",
+         .help = "memory budget of the prefix cache the slots share, MiB (default 1024; 0: off)"},
+        {.name = "--prefix-cache", .kind = CLI_STR, .dest = &o.prefix_cache_dir, .arg = "DIR",
+         .help = "keep the prefix cache in DIR too, across restarts and processes (made 0700; off by default)"},
+        {.name = "--prefix-cache-disk-mb", .kind = CLI_INT, .dest = &pc_disk_mb, .lo = 1, .hi = 1 << 30, .arg = "N",
+         .help = "the --prefix-cache directory's budget in MiB (default 4096)"},
         CLI_O_SAMPLING_SEED(&smp, "sampling seed of requests that give none (default: a fresh one per request)"),
         {NULL},
     };
@@ -93,6 +100,8 @@ int cmd_serve(int argc, char **argv) {
     o.max_body = (size_t)max_body;
     o.body_budget = (size_t)body_budget;
     o.max_chars = (long)max_chars;
+    o.prefix_cache_bytes = (uint64_t)pc_mb << 20;
+    o.prefix_cache_disk_bytes = (uint64_t)pc_disk_mb << 20;
     rc = 1; /* a known model is pulled on first use; the library never downloads */
     if (!sdn_tool_pull_if_known("serve", o.model)) rc = srv_run(&o);
 done:

@@ -57,6 +57,19 @@ void cli_list_free(cli_list *l) {
 
 void cli_param_help(FILE *f) { sdn_tool_param_help(f); }
 
+void cli_prefix_cache_init(cli_prefix_cache *p, int def_mb) {
+    p->dir = NULL;
+    p->mem_mb = def_mb;
+    p->disk_mb = 0;
+}
+
+void cli_prefix_cache_apply(const cli_prefix_cache *p, sdnpu_model_params *mp) {
+    /* with a directory and no memory budget asked for, blocks pass through memory only */
+    mp->prefix_cache_bytes = (uint64_t)p->mem_mb << 20;
+    mp->prefix_cache_dir = p->dir;
+    mp->prefix_cache_disk_bytes = (uint64_t)p->disk_mb << 20;
+}
+
 void cli_sampling_init(cli_sampling *s) {
     memset(s, 0, sizeof *s);
     sdnpu_request rq; /* the defaults are the library's (SDNPU_DEFAULT_* in sdnpu.h) */

@@ -199,6 +199,20 @@ void cli_sampling_apply(const cli_sampling *s, struct sdnpu_request *r);
     {.name = "--grammar", .kind = CLI_STR, .dest = &(s)->grammar_file, .arg = "FILE", .help = "constrain the answer to a GBNF grammar (root rule \"root\")"}, \
         {.name = "--json-schema", .kind = CLI_STR, .dest = &(s)->json_schema_file, .arg = "FILE", .help = "constrain the answer to JSON valid against a JSON schema"}
 
+/* ---- the prefix cache options (run, chat, bench, serve; docs/commands.md) ----
+ * --prefix-cache DIR adds the disk tier (so that a second process skips a document's prefill),
+ * --prefix-cache-mb N the memory budget (0: off; default: def_mb, the command's),
+ * --prefix-cache-disk-mb N the directory's budget. */
+typedef struct cli_prefix_cache {
+    const char *dir;
+    int mem_mb, disk_mb;
+} cli_prefix_cache;
+void cli_prefix_cache_init(cli_prefix_cache *p, int def_mb);
+struct sdnpu_model_params;
+/* Into the model parameters (off when both the memory budget and the directory are 0). */
+void cli_prefix_cache_apply(const cli_prefix_cache *p, struct sdnpu_model_params *mp);
+#define CLI_O_PREFIX_CACHE(p, mb_help)                                                                                                           {.name = "--prefix-cache", .kind = CLI_STR, .dest = &(p)->dir, .arg = "DIR",                                                                    .help = "keep what prefill computed for prompt prefixes in DIR too, for later runs (made 0700; off by default)"},                               {.name = "--prefix-cache-mb", .kind = CLI_INT, .dest = &(p)->mem_mb, .lo = 0, .hi = 1 << 24, .arg = "N", .help = (mb_help)},               {.name = "--prefix-cache-disk-mb", .kind = CLI_INT, .dest = &(p)->disk_mb, .lo = 1, .hi = 1 << 30, .arg = "N",                                .help = "the --prefix-cache directory's budget in MiB (default 4096)"}
+
 /* Check before any work that `path` can be written as an output file: its directory exists
  * and a file can be created there (an existing file must be writable; a new one is created
  * and removed again). Prints "sdnpu: option OPT: PATH: why" and returns -1 when not. */

@@ -21,6 +21,7 @@ void sdn_run_opts_init(sdn_run_opts *o) {
     o->spec = rq.method;
     o->prefill_topk = rq.prefill_topk;
     o->draft_max = rq.draft_max;
+    cli_prefix_cache_init(&o->pcache, 0);
 }
 
 void sdn_run_opts_free(sdn_run_opts *o) {
@@ -73,6 +74,7 @@ int sdn_run_opts_table(sdn_run_opts *o, cli_opt *t, int cap) {
         CLI_O_G2(&o->g2),
         CLI_O_PROFILE_DB(&o->profile_db),
         {.name = "--graph-pin", .kind = CLI_FLAG, .dest = &o->graph_pin, .help = "compute threads on CPUs 0..threads-1, the graph loader on the others"},
+        CLI_O_PREFIX_CACHE(&o->pcache, "prefix cache memory budget in MiB (default 0: off, or blocks pass through with --prefix-cache)"),
         CLI_O_THREADS(&o->threads),
         CLI_O_CTX(&o->n_ctx, 2, "KV cache size in tokens (default min(trained length, 8192); past the trained length: a warning)"),
         CLI_O_TOKENIZER(&o->tokenizer_path),
@@ -133,6 +135,9 @@ static void print_stats(const sdn_run_opts *o, const pass *p, const pass *base) 
             p->method, s->prompt_tokens, s->prefill_s > 0 ? (s->prompt_tokens - 1 - s->reused_tokens) / s->prefill_s : 0.0,
             s->generated_tokens, s->steps, s->mean_accepted, s->decode_s > 0 ? s->generated_tokens / s->decode_s : 0.0, ms_per_token(s),
             1000.0 * s->first_token_s, (double)s->peak_rss / (1 << 20), o->threads);
+    if (s->prefix_memory_tokens || s->prefix_disk_tokens)
+        fprintf(stderr, "[%s] prefix cache: %d of %d prompt tokens from memory, %d from disk, %.0f ms of prefill saved\n", p->method,
+                s->prefix_memory_tokens, s->prompt_tokens, s->prefix_disk_tokens, 1000 * s->prefix_saved_s);
     const int global = o->history_scope && !strcmp(o->history_scope, "global");
     if ((o->task_group || global) && strcmp(p->method, "none") != 0)
         fprintf(stderr, "[%s] task group %s%s: drafted from %d earlier answers (%ld tokens)%s\n", p->method, o->task_group ? o->task_group : "-",
@@ -161,6 +166,9 @@ static cJSON *pass_json(const pass *p, const pass *base) {
     cJSON_AddStringToObject(j, "method", p->method);
     cJSON_AddNumberToObject(j, "prompt_tokens", s->prompt_tokens);
     cJSON_AddNumberToObject(j, "reused_prompt_tokens", s->reused_tokens);
+    cJSON_AddNumberToObject(j, "prefix_memory_tokens", s->prefix_memory_tokens);
+    cJSON_AddNumberToObject(j, "prefix_disk_tokens", s->prefix_disk_tokens);
+    cJSON_AddNumberToObject(j, "prefix_saved_s", s->prefix_saved_s);
     cJSON_AddNumberToObject(j, "generated_tokens", s->generated_tokens);
     cJSON_AddStringToObject(j, "finish", finish[p->res.finish]);
     cJSON_AddNumberToObject(j, "steps", s->steps);
@@ -346,6 +354,7 @@ int sdn_run_request(const sdn_run_opts *o, FILE *out) {
     sdnpu_model_params mp;
     sdnpu_model_params_init(&mp);
     mp.tokenizer_path = o->tokenizer_path;
+    cli_prefix_cache_apply(&o->pcache, &mp);
     /* notes (verify cost curve or graph profile measured) through the library's log unless --quiet */
     sdnpu_set_log_level(o->quiet ? SDNPU_LOG_WARN : SDNPU_LOG_INFO);
     if (sdn_tool_pull_if_known("run", o->model_path)) return 1; /* the program pulls a known model on first use; the library never downloads */

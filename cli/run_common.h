@@ -30,6 +30,7 @@ typedef struct sdn_run_opts {
     int prefill_topk;     /* top-k prefill predictions kept for methods that use them (default 4) */
     cli_list params;      /* --param KEY=VALUE (drafting-method parameters) */
     char *grammar, *json_schema; /* their text (owned), read by sdn_tool_read_constraint (tools/tools.h) */
+    cli_prefix_cache pcache;     /* --prefix-cache DIR, --prefix-cache-mb N, --prefix-cache-disk-mb N */
 } sdn_run_opts;
 
 void sdn_run_opts_init(sdn_run_opts *o);

@@ -291,6 +291,7 @@ int sdn_bench_run(sdn_model *m, const sdn_dataset *ds, const sdn_bench_opts *o, 
                 else gp.vcurve = &out->curve;
             }
             if (j == 0 || !reuse) { /* the request's prefill */
+                gp.pcache = o->pcache;
                 gp.prefill_topk = reuse || uses_preds ? K : 0;
                 if (reuse && K) gp.preds_out = &preds;
             } else { /* after the first run's KV entries (and predictions) */

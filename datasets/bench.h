@@ -43,6 +43,8 @@ typedef struct sdn_bench_opts {
     int n_budgets;              /* 0: one budget, caps.max_nodes (with caps.max_depth) when > 0,
                                    else the default */
     int fresh_prefill;          /* 1: every run prefills the whole prompt (no KV reuse) */
+    struct sdn_pcache *pcache;  /* a request's prefill takes its prompt's blocks from this prefix
+                                   cache and gives it the ones it computes (NULL: none) */
     int curve_only;             /* 1: the default budget from the cost curve alone, without the live
                                    correction of the steps' measured times (sdn_cost_fix): drafting
                                    that does not depend on timing (tests compare it run to run) */
@@ -136,6 +138,8 @@ typedef struct sdn_tool_bench_cmd_opts {
     const char **params;          /* the --param values for the records, n_params of them */
     int n_params;
     const char *command;          /* the command line for the records (NULL: "sdnpu bench") */
+    const char *prefix_cache_dir; /* --prefix-cache DIR (NULL: none) */
+    int prefix_cache_mb, prefix_cache_disk_mb; /* --prefix-cache-mb (0 with no DIR: no cache), --prefix-cache-disk-mb */
     sdn_bench_opts o;             /* max_tokens, caps, threads, n_ctx, chat_template, use_input, fresh_prefill,
                                      mcfg (the rest is set by sdn_tool_bench) */
 } sdn_tool_bench_cmd_opts;

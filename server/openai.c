@@ -358,11 +358,11 @@ static int parse_stop(srv_job *j, const cJSON *body, srv_error *e) {
 }
 
 /* The optional "sdnpu" object: method, draft_max, params, top_k, min_p, repeat_penalty,
- * repeat_last_n, ignore_eos, store_answer. */
+ * repeat_last_n, ignore_eos, store_answer, prefix_cache. */
 static int parse_ext(srv_job *j, const cJSON *body, srv_error *e) {
     const cJSON *x = field(body, "sdnpu");
     if (!x) return 0;
-    if (!cJSON_IsObject(x)) return BAD(e, "sdnpu", "'sdnpu' must be an object (method, draft_max, params, top_k, min_p, repeat_penalty, repeat_last_n, ignore_eos, store_answer)");
+    if (!cJSON_IsObject(x)) return BAD(e, "sdnpu", "'sdnpu' must be an object (method, draft_max, params, top_k, min_p, repeat_penalty, repeat_last_n, ignore_eos, store_answer, prefix_cache)");
     const char *method = NULL;
     double v = 0;
     int b = 0, rc;
@@ -387,6 +387,8 @@ static int parse_ext(srv_job *j, const cJSON *body, srv_error *e) {
     if (rc) j->r.ignore_eos = b;
     if ((rc = get_bool(x, "store_answer", "sdnpu.store_answer", &b, e)) < 0) return -1;
     if (rc) j->r.store_answer = b;
+    if ((rc = get_bool(x, "prefix_cache", "sdnpu.prefix_cache", &b, e)) < 0) return -1;
+    if (rc) j->r.prefix_cache = b;
     const cJSON *ps = field(x, "params");
     if (ps) {
         if (!cJSON_IsArray(ps)) return BAD(e, "sdnpu.params", "'sdnpu.params' must be an array of \"KEY=VALUE\" strings");
@@ -610,6 +612,9 @@ static void add_sdnpu(cJSON *o, const srv_job *j) {
     cJSON_AddNumberToObject(x, "history_answers", s->history_answers);
     cJSON_AddBoolToObject(x, "answer_stored", s->answer_stored);
     cJSON_AddNumberToObject(x, "reused_prompt_tokens", s->reused_tokens);
+    cJSON_AddNumberToObject(x, "prefix_cache_tokens", s->prefix_memory_tokens + s->prefix_disk_tokens);
+    cJSON_AddNumberToObject(x, "prefix_disk_tokens", s->prefix_disk_tokens);
+    cJSON_AddNumberToObject(x, "prefix_saved_ms", round(s->prefix_saved_s * 1e4) / 10);
     cJSON_AddNumberToObject(x, "seed", (double)j->r.seed);
     cJSON_AddNumberToObject(x, "prefill_ms", round(s->prefill_s * 1e4) / 10);
     cJSON_AddNumberToObject(x, "decode_ms_per_token",

@@ -229,6 +229,7 @@ int srv_pool_start(srv_pool *p, sdnpu_model *m, const sdnpu_context_params *cp, 
     pthread_cond_init(&p->event, &ca);
     pthread_condattr_destroy(&ca);
     p->n_slots = n_slots;
+    p->model = m;
     p->qcap = qcap > 0 ? qcap : 1;
     p->queue = calloc((size_t)(n_slots + p->qcap), sizeof *p->queue);
     p->running = calloc((size_t)n_slots, sizeof *p->running);
@@ -503,6 +504,29 @@ char *srv_pool_metrics(srv_pool *p) {
     fprintf(f, "# HELP sdnpu_body_budget_bytes Bytes of request bodies and parsed requests the server holds at most (--body-budget).\n"
                "# TYPE sdnpu_body_budget_bytes gauge\nsdnpu_body_budget_bytes %zu\n", budget);
     fprintf(f, "# HELP sdnpu_body_bytes Bytes of the body budget in use now.\n# TYPE sdnpu_body_bytes gauge\nsdnpu_body_bytes %zu\n", used);
+    sdnpu_prefix_cache_stats pc;
+    sdnpu_prefix_cache_stats_init(&pc);
+    if (p->model && sdnpu_prefix_cache_get_stats(p->model, &pc, NULL) == SDNPU_OK && pc.enabled) {
+        fprintf(f, "# HELP sdnpu_prefix_cache_lookups_total Prompt blocks (%d tokens) prefill looked up in the prefix cache, by outcome.\n"
+                   "# TYPE sdnpu_prefix_cache_lookups_total counter\nsdnpu_prefix_cache_lookups_total{result=\"hit_memory\"} %ld\n"
+                   "sdnpu_prefix_cache_lookups_total{result=\"hit_disk\"} %ld\nsdnpu_prefix_cache_lookups_total{result=\"miss\"} %ld\n",
+                SDNPU_PREFIX_BLOCK, pc.hits_memory, pc.hits_disk, pc.misses);
+        fprintf(f, "# HELP sdnpu_prefix_cache_evictions_total Blocks evicted, from memory and (files) from the disk tier.\n"
+                   "# TYPE sdnpu_prefix_cache_evictions_total counter\nsdnpu_prefix_cache_evictions_total{tier=\"memory\"} %ld\n"
+                   "sdnpu_prefix_cache_evictions_total{tier=\"disk\"} %ld\n", pc.evictions, pc.disk_evictions);
+        fprintf(f, "# HELP sdnpu_prefix_cache_bytes Bytes the prefix cache holds now, by tier.\n# TYPE sdnpu_prefix_cache_bytes gauge\n"
+                   "sdnpu_prefix_cache_bytes{tier=\"memory\"} %llu\nsdnpu_prefix_cache_bytes{tier=\"disk\"} %llu\n",
+                (unsigned long long)pc.memory_bytes, (unsigned long long)pc.disk_bytes);
+        fprintf(f, "# HELP sdnpu_prefix_cache_budget_bytes The prefix cache's budget, by tier.\n# TYPE sdnpu_prefix_cache_budget_bytes gauge\n"
+                   "sdnpu_prefix_cache_budget_bytes{tier=\"memory\"} %llu\nsdnpu_prefix_cache_budget_bytes{tier=\"disk\"} %llu\n",
+                (unsigned long long)pc.memory_budget, (unsigned long long)pc.disk_budget);
+        fprintf(f, "# HELP sdnpu_prefix_cache_disk_writes_total Block files written to the disk tier.\n"
+                   "# TYPE sdnpu_prefix_cache_disk_writes_total counter\nsdnpu_prefix_cache_disk_writes_total %ld\n", pc.disk_writes);
+        fprintf(f, "# HELP sdnpu_prefix_cache_disk_damaged_total Block files found damaged, truncated or foreign (not used, computed again).\n"
+                   "# TYPE sdnpu_prefix_cache_disk_damaged_total counter\nsdnpu_prefix_cache_disk_damaged_total %ld\n", pc.disk_damaged);
+        fprintf(f, "# HELP sdnpu_prefix_cache_disk_enabled 1 while the disk tier is in use.\n# TYPE sdnpu_prefix_cache_disk_enabled gauge\n"
+                   "sdnpu_prefix_cache_disk_enabled %d\n", pc.disk_enabled);
+    }
     fprintf(f, "# HELP sdnpu_body_bytes_peak The most bytes of the body budget in use at once since the start.\n"
                "# TYPE sdnpu_body_bytes_peak gauge\nsdnpu_body_bytes_peak %zu\n", peak);
     if (fclose(f)) {

@@ -79,6 +79,7 @@ typedef struct srv_pool {
     srv_job **running;     /* per slot */
     sdnpu_context **ctx;   /* per slot */
     pthread_t *threads;
+    sdnpu_model *model;    /* the slots' model (its prefix cache's counters go to /metrics) */
     srv_metrics m;
 } srv_pool;
 

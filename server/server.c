@@ -74,6 +74,7 @@ void srv_options_init(srv_options *o) {
     o->max_conns = 256;
     o->max_per_client = 32;
     o->max_messages = 2048;
+    o->prefix_cache_bytes = (uint64_t)1024 << 20;
 }
 
 /* ---- answers ---- */
@@ -635,6 +636,9 @@ int srv_run(const srv_options *o) {
     sdnpu_error err = {0};
     sdnpu_model_params mp;
     sdnpu_model_params_init(&mp);
+    mp.prefix_cache_bytes = o->prefix_cache_bytes;
+    mp.prefix_cache_dir = o->prefix_cache_dir;
+    mp.prefix_cache_disk_bytes = o->prefix_cache_disk_bytes;
     /* a known model name is loaded from the cache; `sdnpu serve` (cli/cmd_serve.c) pulled it first if needed */
     if (sdnpu_model_load(o->model, &mp, &m, &err)) {
         fprintf(stderr, "sdnpu serve: %s\n", err.message);

@@ -38,6 +38,12 @@ typedef struct srv_options {
      * library's (sdnpu_request_init). Must outlive srv_run. */
     const sdnpu_request *defaults;
     int has_seed;
+    /* The model's prefix cache, shared by the slots (docs/server.md, "The prefix cache"):
+     * memory budget (default 1 GiB; 0: off), the disk tier's directory (NULL: none) and budget
+     * (0: 4 GiB). */
+    uint64_t prefix_cache_bytes;
+    const char *prefix_cache_dir;
+    uint64_t prefix_cache_disk_bytes;
 } srv_options;
 
 /* Defaults as above. */

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "runtime/prefix_cache.h"
 #include "datasets/bench.h"
 #include "runtime/verify_cost.h"
 #include "datasets/dataset.h"
@@ -209,6 +210,7 @@ int sdn_tool_bench(const sdn_tool_bench_cmd_opts *to) {
     sdn_dataset ds = {0};
     sdn_model *m = NULL;
     sdn_history *hist = NULL;
+    sdn_pcache *pcache = NULL;
     sdn_bench_result res = {0};
     sdn_cost_profile prof, projp[8];
     int have_prof = 0, code = 1;
@@ -224,6 +226,12 @@ int sdn_tool_bench(const sdn_tool_bench_cmd_opts *to) {
     }
     sdn_model_load_opts lo = {.tokenizer_path = tokenizer};
     if (sdn_model_load(model, &lo, &m, &err)) goto fail;
+    if (to->prefix_cache_dir || to->prefix_cache_mb > 0) {
+        sdn_pcache_opts po = {.mem_bytes = (uint64_t)to->prefix_cache_mb << 20, .dir = to->prefix_cache_dir,
+                              .disk_bytes = (uint64_t)to->prefix_cache_disk_mb << 20};
+        if (sdn_pcache_new(&po, &pcache, &err)) goto fail;
+        o.pcache = pcache;
+    }
     if (gram) {
         if (!sdn_model_tokenizer(m)) { sdn_fail(&err, SDN_EINVAL, "a grammar needs the model's tokenizer"); goto fail; }
         if (sdn_gvocab_new(sdn_model_tokenizer(m), &gvocab, &err)) goto fail;
@@ -450,6 +458,7 @@ out:
     sdn_gvocab_free(gvocab);
     sdn_bench_result_free(&res);
     sdn_history_close(hist);
+    sdn_pcache_free(pcache);
     sdn_model_free(m);
     sdn_dataset_free(&ds);
     return code;

@@ -38,7 +38,33 @@ class CError(Structure):
 
 
 class CModelParams(Structure):
-    _fields_ = [("struct_size", c_size_t), ("tokenizer_path", c_char_p)]
+    _fields_ = [
+        ("struct_size", c_size_t),
+        ("tokenizer_path", c_char_p),
+        ("prefix_cache_bytes", c_uint64),
+        ("prefix_cache_dir", c_char_p),
+        ("prefix_cache_disk_bytes", c_uint64),
+    ]
+
+
+class CPrefixCacheStats(Structure):
+    _fields_ = [
+        ("struct_size", c_size_t),
+        ("enabled", c_int),
+        ("disk_enabled", c_int),
+        ("hits_memory", c_long),
+        ("hits_disk", c_long),
+        ("misses", c_long),
+        ("evictions", c_long),
+        ("disk_evictions", c_long),
+        ("disk_writes", c_long),
+        ("disk_damaged", c_long),
+        ("memory_blocks", c_long),
+        ("memory_bytes", c_uint64),
+        ("memory_budget", c_uint64),
+        ("disk_bytes", c_uint64),
+        ("disk_budget", c_uint64),
+    ]
 
 
 class CModelInfo(Structure):
@@ -125,6 +151,8 @@ class CRequest(Structure):
         ("json_schema", c_char_p),
         ("on_step", c_void_p),  # int (*)(void *, const sdnpu_step *): not used by the package (NULL)
         ("history_scope", c_char_p),
+        ("prefix_cache", c_int),
+        ("reserved0", c_int),
     ]
 
 
@@ -149,6 +177,9 @@ class CStats(Structure):
         ("peak_rss", c_size_t),
         ("forced_tokens", c_long),
         ("constrain_s", c_double),
+        ("prefix_memory_tokens", c_int),
+        ("prefix_disk_tokens", c_int),
+        ("prefix_saved_s", c_double),
     ]
 
 
@@ -178,6 +209,8 @@ _SIGNATURES: dict[str, tuple[object, list[object]]] = {
     "sdnpu_model_has_tokenizer": (c_int, [c_void_p]),
     "sdnpu_model_get_info": (c_int, [c_void_p, POINTER(CModelInfo), POINTER(CError)]),
     "sdnpu_model_describe": (c_void_p, [c_void_p, c_int]),
+    "sdnpu_prefix_cache_stats_init_sized": (c_int, [POINTER(CPrefixCacheStats), c_size_t]),
+    "sdnpu_prefix_cache_get_stats": (c_int, [c_void_p, POINTER(CPrefixCacheStats), POINTER(CError)]),
     "sdnpu_tokenize": (
         c_int,
         [c_void_p, c_char_p, c_size_t, c_int, c_int, POINTER(POINTER(c_int32)), POINTER(c_int), POINTER(CError)],

@@ -143,9 +143,23 @@ class Model:
 
     Weights are memory-mapped; a model is immutable and may be shared by contexts in any
     threads. ``close()`` (or leaving a ``with`` block) frees it and closes its contexts;
-    using it afterwards raises ``Error`` (``ESTATE``)."""
+    using it afterwards raises ``Error`` (``ESTATE``).
 
-    def __init__(self, path_or_name: PathLike, *, tokenizer: PathLike | None = None, pull: bool = False) -> None:
+    The prefix cache (off by default): ``prefix_cache_mb`` MiB in memory shared by the model's
+    contexts, and with ``prefix_cache_dir`` a directory that later processes read too
+    (``prefix_cache_disk_mb``, default 4096); a document's prefill is then done once. A
+    request's ``prefix_cache=False`` opts out. Answers are the same bytes with or without it."""
+
+    def __init__(
+        self,
+        path_or_name: PathLike,
+        *,
+        tokenizer: PathLike | None = None,
+        pull: bool = False,
+        prefix_cache_mb: int = 0,
+        prefix_cache_dir: PathLike | None = None,
+        prefix_cache_disk_mb: int = 0,
+    ) -> None:
         self._h: int | None = None
         self._contexts: weakref.WeakSet[Context] = weakref.WeakSet()
         self._lock = threading.Lock()
@@ -155,6 +169,13 @@ class Model:
         L.sdnpu_model_params_init_sized(byref(p), ctypes.sizeof(p))
         tok = _b(tokenizer, "tokenizer")
         p.tokenizer_path = tok
+        for name, v in (("prefix_cache_mb", prefix_cache_mb), ("prefix_cache_disk_mb", prefix_cache_disk_mb)):
+            if not isinstance(v, int) or isinstance(v, bool) or v < 0 or v > 1 << 24:
+                raise Error(EINVAL, f"{name}: expected an int in [0, {1 << 24}], got {v!r}")
+        p.prefix_cache_bytes = prefix_cache_mb << 20
+        pdir = _b(prefix_cache_dir, "prefix_cache_dir")
+        p.prefix_cache_dir = pdir
+        p.prefix_cache_disk_bytes = prefix_cache_disk_mb << 20
         h = c_void_p()
         err = _ffi.CError()
         rc = L.sdnpu_model_load(_b(path_or_name, "model"), byref(p), byref(h), byref(err))
@@ -170,6 +191,18 @@ class Model:
         if self._h is None:
             raise Error(ESTATE, f"model {self.name} is closed")
         return self._h
+
+    def prefix_cache_stats(self) -> dict[str, int]:
+        """The prefix cache's counters since the model was loaded (``sdnpu_prefix_cache_stats``):
+        ``enabled``, ``disk_enabled``, ``hits_memory``, ``hits_disk``, ``misses`` (blocks of 64
+        prompt tokens), ``evictions``, ``disk_evictions``, ``disk_writes``, ``disk_damaged``,
+        ``memory_blocks``, ``memory_bytes``, ``memory_budget``, ``disk_bytes``, ``disk_budget``."""
+        L = _ffi.lib()
+        st = _ffi.CPrefixCacheStats()
+        L.sdnpu_prefix_cache_stats_init_sized(byref(st), ctypes.sizeof(st))
+        err = _ffi.CError()
+        _raise(L.sdnpu_prefix_cache_get_stats(self._handle(), byref(st), byref(err)), err)
+        return {f: int(getattr(st, f)) for f, _ in _ffi.CPrefixCacheStats._fields_ if f != "struct_size"}
 
     @property
     def closed(self) -> bool:
@@ -302,6 +335,9 @@ class Result:
     peak_rss: int
     forced_tokens: int
     constrain_s: float
+    prefix_memory_tokens: int = 0
+    prefix_disk_tokens: int = 0
+    prefix_saved_s: float = 0.0
     raw_text: bytes = field(repr=False, default=b"")
 
     @property
@@ -338,6 +374,7 @@ class Result:
             accepted_hist=hist, prefill_s=s.prefill_s, decode_s=s.decode_s, draft_s=s.draft_s, verify_s=s.verify_s,
             first_token_s=s.first_token_s, history_answers=s.history_answers, history_tokens=s.history_tokens,
             answer_stored=bool(s.answer_stored), peak_rss=s.peak_rss, forced_tokens=s.forced_tokens, constrain_s=s.constrain_s,
+            prefix_memory_tokens=s.prefix_memory_tokens, prefix_disk_tokens=s.prefix_disk_tokens, prefix_saved_s=s.prefix_saved_s,
             raw_text=raw,
         )
 
@@ -357,7 +394,7 @@ class _Request:
     _INTS = ("draft_max", "draft_depth", "draft_branch", "prefill_topk", "max_tokens", "top_k", "seed", "repeat_last_n")
     _FLOATS = ("temperature", "top_p", "min_p", "repeat_penalty")
     _STRS = ("system", "chat_template", "task_group", "history_scope", "method", "grammar")
-    _BOOLS = ("store_answer", "ignore_eos", "reuse_kv")
+    _BOOLS = ("store_answer", "ignore_eos", "reuse_kv", "prefix_cache")
 
     def __init__(self, prompt: str | None = None, *, messages: Sequence[Message] | None = None,
                  documents: Sequence[str] | None = None, prompt_ids: Sequence[int] | None = None,
@@ -499,7 +536,7 @@ class Context:
         list), ``ignore_eos``, ``draft_max``/``draft_depth``/``draft_branch``, ``params``
         (a dict or "KEY=VALUE" list), ``prefill_topk``, ``chat_template``, ``task_group``,
         ``history_scope`` ("group" or "global"),
-        ``store_answer``, ``reuse_kv``, ``grammar`` (GBNF text), ``json_schema`` (a dict or
+        ``store_answer``, ``reuse_kv``, ``prefix_cache`` (the model's prefix cache, default True), ``grammar`` (GBNF text), ``json_schema`` (a dict or
         JSON text). ``on_text(piece)`` receives the text as it is committed; returning True
         cancels. ``on_progress(done, total)`` reports prefill. Errors raise ``Error``."""
         return self._run(prompt, on_text, on_progress, request, None)

@@ -65,6 +65,35 @@ def test_greedy_equals_sdnpu_run(smollm2: sdnpu.Model, exe: str, tmp_path: Path,
             assert abs(r.mean_accepted_tokens - p["mean_accepted_tokens"]) < 1e-9
 
 
+def test_prefix_cache_across_models(exe: str, tmp_path: Path) -> None:
+    """A second model (a restart) on the same prefix-cache directory prefills the document from
+    disk; the answer is the bytes of a run without the cache and of `sdnpu run --prefix-cache`."""
+    doc = " ".join([DOC] * 6)
+    cache = tmp_path / "pcache"
+    kw = dict(prompt="Summarize the document.", documents=[doc], max_tokens=32, temperature=0.0)
+    plain = sdnpu.Model("smollm2-135m-instruct").context(n_ctx=2048, threads=2).generate(**kw)
+    results = []
+    for _ in range(2):
+        with sdnpu.Model("smollm2-135m-instruct", prefix_cache_mb=64, prefix_cache_dir=cache) as m:
+            results.append(m.context(n_ctx=2048, threads=2).generate(**kw))
+            st = m.prefix_cache_stats()
+            assert st["enabled"] == 1 and st["disk_enabled"] == 1
+    first, second = results
+    assert first.raw_text == plain.raw_text == second.raw_text and first.tokens == second.tokens
+    assert first.prefix_disk_tokens == 0 and second.prefix_disk_tokens >= (plain.prompt_tokens - 1) // 64 * 64
+    assert second.prefix_saved_s > 0
+    with sdnpu.Model("smollm2-135m-instruct", prefix_cache_mb=64, prefix_cache_dir=cache) as m:
+        out = m.context(n_ctx=2048, threads=2).generate(**kw, prefix_cache=False)
+        assert out.raw_text == plain.raw_text and out.prefix_disk_tokens == 0 and m.prefix_cache_stats()["misses"] == 0
+    docf = tmp_path / "doc.txt"
+    docf.write_text(doc)
+    p = cli_pass(run_cli(exe, tmp_path, ["--prompt", "Summarize the document.", "--context", str(docf), "--max-tokens", "32",
+                                         "--spec", "sdnpu", "--prefix-cache", str(cache)]), "sdnpu")
+    assert p["text"].encode() == plain.raw_text and p["prefix_disk_tokens"] == second.prefix_disk_tokens
+    with pytest.raises(sdnpu.Error):
+        sdnpu.Model("smollm2-135m-instruct", prefix_cache_mb=-1)
+
+
 def test_json_schema_equals_sdnpu_run(smollm2: sdnpu.Model, exe: str, tmp_path: Path) -> None:
     schema = {"type": "object", "properties": {"year": {"type": "integer"}, "fuel": {"type": "string"}}, "required": ["year", "fuel"]}
     sf = tmp_path / "s.json"
@@ -245,6 +274,8 @@ STRUCTS = {
     "sdnpu_request": (_ffi.CRequest, [f[0] for f in _ffi.CRequest._fields_]),
     "sdnpu_stats": (_ffi.CStats, [f[0] for f in _ffi.CStats._fields_]),
     "sdnpu_result": (_ffi.CResult, [f[0] for f in _ffi.CResult._fields_]),
+    "sdnpu_model_params": (_ffi.CModelParams, [f[0] for f in _ffi.CModelParams._fields_]),
+    "sdnpu_prefix_cache_stats": (_ffi.CPrefixCacheStats, [f[0] for f in _ffi.CPrefixCacheStats._fields_]),
 }
 
 
