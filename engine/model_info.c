@@ -103,6 +103,15 @@ char *sdn_model_describe(const sdn_model *m, int n_ctx) {
     sdn_str_printf(&b, "memory:        layer weights %s (%s), read per decoded token %s, KV cache for %d positions %s (keys %s, values %s)\n",
         mib(wb, t1), packed ? "packed for the kernels when a context opens, mapping released" : "mapped", mib(tok, t2), n_ctx, mib(kv, t3),
         sdn_kv_type_name(tk), sdn_kv_type_name(tv));
+    {
+        /* a prefix cache block holds a position's KV entries and its last-layer output (F32) */
+        size_t per[SDN_KV_TYPE_COUNT];
+        for (int t = SDN_KV_FIRST; t < SDN_KV_TYPE_COUNT; t++)
+            per[t] = sdn_kv_cache_bytes(c, (sdn_kv_type)t, (sdn_kv_type)t, SDN_KV_TILE) / SDN_KV_TILE + 4 * (size_t)c->dim;
+        sdn_str_printf(&b, "prefix cache:  a cached prompt token takes %zu bytes with f16 keys and values, bf16 %zu, q8 %zu, f32 %zu "
+                           "(its KV entries and its last layer's output)\n",
+                       per[SDN_KV_F16], per[SDN_KV_BF16], per[SDN_KV_Q8], per[SDN_KV_F32]);
+    }
     size_t f32 = 0;
     for (int l = 0; l < c->n_layers; l++) {
         const sdn_layer *y = &m->layers[l];

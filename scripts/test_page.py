@@ -11,7 +11,9 @@ Selenium, against a running server (scripts/test-page.sh starts one with SmolLM2
   4. a document holding <script> and an <img onerror> is shown as text and runs nothing, also
      where the answer repeats it;
   5. plain decoding side by side (#compare): the same text, both times shown;
-  6. the browser console has no errors (CSP violations, failed loads, exceptions).
+  6. a document asked about again after another one: its blocks come from the server's prefix
+     cache, the answer is the same and #prefill says so;
+  7. the browser console has no errors (CSP violations, failed loads, exceptions).
 With --screenshots DIR it also saves the page after an answer at a laptop size (1366x900) and a
 phone size (390x844) as DIR/page-laptop.png and DIR/page-phone.png.
 
@@ -161,6 +163,22 @@ try:
     verdict = el("verdict").text
     check(status == "done" and plain_text == spec_text and verdict.startswith("Same text."), f"plain vs speculative: {verdict}")
     check(all(el(i).text.endswith(" s") for i in ["time", "decode", "plain-time", "plain-decode"]), "both times shown")
+
+    # 6. the prefix cache (the server's, on by default): the Gettysburg Address, another document,
+    # the Gettysburg Address again; the slot's context last held the other one, so the speech's
+    # blocks come from the cache, the answer is the same and the page says so
+    el("compare").click()  # off again
+    Select(el("example")).select_by_index(1)
+    check(ask_and_wait() == "done", "the speech is answered")
+    first = driver.execute_script("return document.getElementById('answer').textContent")
+    check("from the prefix cache" not in el("prefill").text, f"a document read for the first time: {el('prefill').text!r}")
+    Select(el("example")).select_by_index(2)
+    check(ask_and_wait() == "done", "another document in between")
+    Select(el("example")).select_by_index(1)
+    check(ask_and_wait() == "done", "the speech again")
+    again = driver.execute_script("return document.getElementById('answer').textContent")
+    check(again == first, "the answer from the prefix cache is the same text")
+    check("from the prefix cache" in el("prefill").text, f"the prefill line shows the prefix cache: {el('prefill').text!r}")
 
     if shots:
         el("settings").find_element(By.TAG_NAME, "summary").click()  # settings closed, as the page opens

@@ -208,6 +208,13 @@ async function run(method, prefix, signal) {
     setText("tokens", tokens);
     setText("per-step", fmt(tokens / Math.max(1, steps), 2));
   }
+  /* the prefill, and how much of the prompt the prefix cache gave (a document read before) */
+  if (Number.isFinite(x.prefill_ms)) {
+    const prompt = final && final.usage ? final.usage.prompt_tokens : 0;
+    let p = fmt(x.prefill_ms / 1000, 2) + " s";
+    if (x.prefix_cache_tokens > 0) p += " (" + x.prefix_cache_tokens + " of " + prompt + " prompt tokens from the prefix cache)";
+    setText(prefix + "prefill", p);
+  }
   setText(prefix + "status", "done");
   return { text: text, steps: steps, tokens: tokens, seconds: seconds, decode: decode, final: final };
 }
