@@ -97,9 +97,9 @@ variant function-removed 's/^SDNPU_API void sdnpu_free(void \*p);/void sdnpu_fre
 variant return-type-changed 's/^SDNPU_API int sdnpu_context_n_ctx(/SDNPU_API long sdnpu_context_n_ctx(/' 's/^int sdnpu_context_n_ctx(/long sdnpu_context_n_ctx(/'
 # appended after whatever field is last today: before the closing line of the struct
 variant field-appended '/^} sdnpu_request;/i\    const char *abi_selftest;' \
-  's/KNOWN_REQUEST END_OF(sdnpu_request, [A-Za-z_.]*)/KNOWN_REQUEST END_OF(sdnpu_request, abi_selftest)/'
+  's/KNOWN_REQUEST END_OF(sdnpu_request, [A-Za-z0-9_.]*)/KNOWN_REQUEST END_OF(sdnpu_request, abi_selftest)/'
 variant stats-field-appended '/^} sdnpu_stats;/i\    long abi_selftest;' \
-  's/KNOWN_RESULT END_OF(sdnpu_result, stats\.[A-Za-z_]*)/KNOWN_RESULT END_OF(sdnpu_result, stats.abi_selftest)/'
+  's/KNOWN_RESULT END_OF(sdnpu_result, stats\.[A-Za-z0-9_]*)/KNOWN_RESULT END_OF(sdnpu_result, stats.abi_selftest)/'
 variant function-added '/^SDNPU_API void sdnpu_free(void \*p);/a\SDNPU_API int sdnpu_abi_selftest(void);' '' 'int sdnpu_abi_selftest(void) { return 1; }'
 expect pass unchanged
 expect fail field-inserted
