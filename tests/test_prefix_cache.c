@@ -9,7 +9,7 @@
  * window among them), also when only part of the prefix is shared. Through the public API:
  * the disk tier across a restart, damaged, truncated and foreign block files and a damaged
  * index (one warning each, the same answers), a directory that cannot be written and a full
- * disk (a warning, memory only), writers killed with SIGKILL at random moments (no damaged
+ * disk (a warning, memory only), a history store and task group, writers killed with SIGKILL at random moments (no damaged
  * file, leftovers swept), two processes sharing a directory at once, the budgets, the
  * request's opt-out, and two contexts asking for the same document at once (computed once). */
 #include <dirent.h>
@@ -217,12 +217,13 @@ static void exact_on(const char *shape, const char *type, int kv_types_all) {
     for (int i = 100; i < 160; i++) prompt[i] = prompt[i - 70]; /* something for the drafters to find */
     memcpy(other, prompt, sizeof other);
     other[150] = (other[150] + 1) % V; /* shares the first two blocks only */
-    const char *methods[] = {"none", "pld", "sam", "sdnpu"};
+    const char *methods[] = {"none", "pld", "sam", "sdnpu", "sam+tree", "sam+cal", "sam+reuse", "sam+model"};
+    const int n_methods = kv_types_all ? 8 : 4;
     const int kvs[] = {SDN_KV_F16, SDN_KV_Q8, SDN_KV_BF16, SDN_KV_F32};
     const int chunks[] = {0, 7, 100, 64};
     int combo = 0;
     for (int t = 0; t < (kv_types_all ? 4 : 1); t++)
-        for (int k = 0; k < 4; k++)
+        for (int k = 0; k < (t == 0 ? n_methods : 4); k++)
             for (int s = 0; s < 2; s++, combo++) {
                 const float temp = s ? 0.8f : 0.0f;
                 const int threads = 1 + combo % 2, chunk = chunks[combo % 4];
@@ -689,6 +690,53 @@ static void test_disk_shared_and_budget(void **state) {
     sdnpu_model_free(m);
 }
 
+/* With a history store and a task group: the second answer drafts from the first, with and
+ * without the prefix cache, and the answers are the same bytes. */
+static void test_with_history(void **state) {
+    (void)state;
+    references();
+    sdnpu_model *plain = load_cached(NULL, 0, 0), *cached = load_cached(NULL, 64 << 20, 0);
+    sdnpu_model *models[2] = {plain, cached};
+    answer got[2][3];
+    for (int k = 0; k < 2; k++) {
+        sdnpu_context_params cp;
+        sdnpu_context_params_init(&cp);
+        cp.n_threads = 1;
+        cp.n_ctx = 512;
+        char db[64];
+        snprintf(db, sizeof db, "hist-%d.sqlite", k);
+        cp.history_path = tu_tmp(db);
+        sdnpu_context *c[2];
+        sdnpu_error e = {0};
+        for (int i = 0; i < 2; i++)
+            if (sdnpu_context_new(models[k], &cp, &c[i], &e)) fail_msg("%s", e.message);
+        for (int q = 0; q < 3; q++) { /* doc 1, doc 0 on one context, doc 1 on the other: the cache serves the third */
+            sdnpu_request r;
+            sdnpu_request_init(&r);
+            r.prompt_ids = g_docs[q == 1 ? 0 : 1];
+            r.n_prompt_ids = 400;
+            r.max_tokens = 20;
+            r.ignore_eos = 1;
+            r.task_group = "group";
+            r.temperature = q == 2 ? 0.7f : 0;
+            r.seed = 11;
+            sdnpu_result res;
+            sdnpu_result_init(&res);
+            if (sdnpu_generate(c[q == 2], &r, &res, &e)) fail_msg("%s", e.message);
+            got[k][q].n = res.n_tokens < 64 ? res.n_tokens : 64;
+            memcpy(got[k][q].tok, res.tokens, sizeof(int32_t) * (size_t)got[k][q].n);
+            snprintf(got[k][q].text, sizeof got[k][q].text, "%s", res.text);
+            got[k][q].st = res.stats;
+            sdnpu_result_free(&res);
+        }
+        for (int i = 0; i < 2; i++) sdnpu_context_free(c[i]);
+    }
+    for (int q = 0; q < 3; q++) same_answer(&got[0][q], &got[1][q], "with history");
+    assert_true(got[1][2].st.history_answers >= 2 && got[1][2].st.prefix_memory_tokens == 399 / BLK * BLK);
+    sdnpu_model_free(plain);
+    sdnpu_model_free(cached);
+}
+
 /* Two contexts, two threads, one document at the same moment: its blocks are computed once. */
 typedef struct asker {
     sdnpu_model *m;
@@ -732,6 +780,7 @@ int main(void) {
         cmocka_unit_test(test_disk_unwritable),
         cmocka_unit_test(test_disk_kill9),
         cmocka_unit_test(test_disk_shared_and_budget),
+        cmocka_unit_test(test_with_history),
         cmocka_unit_test(test_concurrent_contexts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -891,6 +891,65 @@ static void test_queue_full(void **state) {
     stop(&s, 30);
 }
 
+/* The prefix cache the slots share (on by default), with its directory: a document asked about
+ * again after another one takes its blocks from the cache (one slot: its own context held the
+ * other document), a restarted server takes them from the directory, an opted-out request
+ * neither, and every answer is the one of a server without the cache; /metrics counts it. */
+#define DOCREQ(doc, extra)                                                                                                        \
+    "{\"model\":\"tiny\",\"max_tokens\":12,\"messages\":[{\"role\":\"user\",\"content\":\"Document: " doc                              \
+    " Question: what is it about?\"}]" extra "}"
+#define DOC1 "The lighthouse on Gull Rock was built in 1871. Its lamp was repaired in 1903 and again in 1950. The council voted to repair " \
+             "the lamp once more and to open the lighthouse to visitors on Sundays, and the keeper's cottage became a museum of the coast."
+#define DOC2 "The harbour commission met on Tuesday to discuss the new breakwater, the dredging of the channel, the fees for moorings, " \
+             "the ferry timetable for the summer and the repairs to the fish market roof, which leaks whenever the wind is from the east."
+
+static void test_prefix_cache(void **state) {
+    (void)state;
+    const char *dir = tu_tmp("serve-pcache");
+    const char *bodies[4] = {DOCREQ(DOC1 DOC1, ""), DOCREQ(DOC2 DOC2, ""), DOCREQ(DOC1 DOC1, ""), DOCREQ(DOC1 DOC1, ",\"sdnpu\":{\"prefix_cache\":false}")};
+    char *want[4];
+    server off, on;
+    start(&off, "server-pc-off.log", "--slots", "1", "--prefix-cache-mb", "0", NULL);
+    for (int i = 0; i < 4; i++) {
+        cJSON *a = post_json(&off, "/v1/chat/completions", bodies[i], 200);
+        want[i] = strdup(str(a, "choices.0.message.content"));
+        assert_int_equal((int)num(a, "sdnpu.prefix_cache_tokens"), 0);
+        cJSON_Delete(a);
+    }
+    reply r = {0};
+    assert_int_equal(http(&off, "GET", "/metrics", NULL, 0, KEY, &r, 0), 200);
+    assert_null(strstr(r.body, "sdnpu_prefix_cache_lookups_total")); /* off: no such metric */
+    free(r.body);
+    stop(&off, 30);
+    start(&on, "server-pc-on.log", "--slots", "1", "--prefix-cache", dir, NULL);
+    double cached[4];
+    for (int i = 0; i < 4; i++) {
+        cJSON *a = post_json(&on, "/v1/chat/completions", bodies[i], 200);
+        assert_string_equal(str(a, "choices.0.message.content"), want[i]);
+        cached[i] = num(a, "sdnpu.prefix_cache_tokens");
+        cJSON_Delete(a);
+    }
+    print_message("prefix cache: %.0f, %.0f, %.0f, %.0f prompt tokens from it\n", cached[0], cached[1], cached[2], cached[3]);
+    assert_true(cached[0] == 0 && cached[1] == 0 && cached[2] >= 64 && cached[3] == 0);
+    assert_true(metric(&on, "sdnpu_prefix_cache_lookups_total{result=\"hit_memory\"}") >= 1);
+    assert_true(metric(&on, "sdnpu_prefix_cache_disk_writes_total") >= 2);
+    assert_true(metric(&on, "sdnpu_prefix_cache_disk_enabled") == 1);
+    stop(&on, 30);
+    /* restarted on the same directory: the blocks come from disk */
+    start(&on, "server-pc-restart.log", "--slots", "2", "--prefix-cache", dir, NULL);
+    cJSON *a = post_json(&on, "/v1/chat/completions", bodies[0], 200);
+    assert_string_equal(str(a, "choices.0.message.content"), want[0]);
+    assert_true(num(a, "sdnpu.prefix_disk_tokens") >= 64);
+    assert_true(num(a, "sdnpu.prefix_saved_ms") > 0);
+    cJSON_Delete(a);
+    assert_true(metric(&on, "sdnpu_prefix_cache_lookups_total{result=\"hit_disk\"}") >= 1);
+    a = post_json(&on, "/v1/chat/completions", DOCREQ(DOC1, ",\"sdnpu\":{\"prefix_cache\":1}"), 400);
+    assert_string_equal(str(a, "error.param"), "sdnpu.prefix_cache");
+    cJSON_Delete(a);
+    stop(&on, 30);
+    for (int i = 0; i < 4; i++) free(want[i]);
+}
+
 /* SIGTERM during a long streamed request: the server stops within the drain bound plus a
  * margin, exits 0, and the stream ends (cut short with an error event). */
 static void test_sigterm(void **state) {
@@ -976,6 +1035,7 @@ int main(void) {
     const struct CMUnitTest own[] = {
         cmocka_unit_test(test_cancel_on_disconnect),
         cmocka_unit_test(test_queue_full),
+        cmocka_unit_test(test_prefix_cache),
         cmocka_unit_test(test_sigterm),
     };
     int rc = cmocka_run_group_tests_name("server", shared, setup, teardown);
