@@ -35,6 +35,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#define XXH_STATIC_LINKING_ONLY /* XXH3_state_t's size, for a state on the stack */
 #include <xxhash.h>
 
 #include "common/sdn_log.h"
@@ -418,7 +419,7 @@ static int load_llama2c(sdn_model *m, const char *path, const sdn_model_load_opt
 /* ---------------------------------------------------------------- common ---- */
 
 static uint64_t fingerprint(const sdn_model *m) {
-    XXH3_state_t *s = XXH3_createState();
+    XXH3_state_t state, *s = &state; /* on the stack: the fingerprint cannot fail for want of memory */
     XXH3_64bits_reset(s);
     const uint8_t *img;
     size_t size, head;
@@ -437,9 +438,7 @@ static uint64_t fingerprint(const sdn_model *m) {
     if (size <= (64u << 20)) XXH3_64bits_update(s, img + head, size - head);
     else
         for (size_t o = head; o < size; o += 1u << 20) XXH3_64bits_update(s, img + o, size - o < 4096 ? size - o : 4096);
-    uint64_t h = XXH3_64bits_digest(s);
-    XXH3_freeState(s);
-    return h;
+    return XXH3_64bits_digest(s);
 }
 
 int sdn_model_load(const char *path, const sdn_model_load_opts *opts, sdn_model **out, sdn_err *err) {

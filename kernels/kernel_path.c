@@ -211,9 +211,9 @@ sdn_kpath sdn_kpath_get(void) {
     const int p = g_path;
     if (p >= 0) return (sdn_kpath)p;
     sdn_err err = {0};
-    if (sdn_kpath_init(&err)) {
-        sdn_log(SDN_LOG_ERROR, "%s", err.msg);
-        exit(2);
+    if (sdn_kpath_init(&err)) { /* the best path is one the CPU has, so this cannot fail; should it, the portable path runs anywhere */
+        sdn_log(SDN_LOG_ERROR, "%s: the portable path is used", err.msg);
+        g_path = SDN_KPATH_PORTABLE;
     }
     return (sdn_kpath)g_path;
 }
@@ -302,11 +302,7 @@ int sdn_prefill_mm_init(sdn_err *err) {
 sdn_prefill_mm sdn_prefill_mm_get(void) {
     const int m = g_prefill_mm;
     if (m >= 0) return (sdn_prefill_mm)m;
-    sdn_err err = {0};
-    if (sdn_prefill_mm_init(&err)) {
-        sdn_log(SDN_LOG_ERROR, "%s", err.msg);
-        exit(2);
-    }
+    sdn_prefill_mm_init(NULL); /* never fails: the default when nothing was set */
     return (sdn_prefill_mm)g_prefill_mm;
 }
 

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # check-imports.sh - libsdnpu depends only on its arguments: the shared library imports no
 # function that reads the environment or starts a process (docs/library.md, "What the library
-# reads"). `nm -D --undefined-only` of BUILD_DIR/libsdnpu.so must name none of: getenv,
-# secure_getenv, system, popen, fork, vfork, the exec family (execl, execle, execlp, execv,
-# execve, execvp, execvpe, fexecve) and posix_spawn / posix_spawnp. CI (.ci/run) runs it
-# with --self-test, which first proves the check works: it relinks the library from the
-# build's objects plus one planted object at a time (getenv, popen, posix_spawnp, execvp) and
+# reads"), and never ends the process. `nm -D --undefined-only` of BUILD_DIR/libsdnpu.so must
+# name none of: getenv, secure_getenv, system, popen, fork, vfork, the exec family (execl,
+# execle, execlp, execv, execve, execvp, execvpe, fexecve), posix_spawn / posix_spawnp, and
+# exit, _exit, _Exit, quick_exit, abort, __assert_fail (assert), raise, kill, pthread_exit.
+# CI (.ci/run) runs it with --self-test, which first proves the check works: it relinks the
+# library from the build's objects plus one planted object at a time (getenv, popen,
+# posix_spawnp, execvp, exit, abort) and
 # expects each to fail, and the unplanted relink to pass (a few seconds).
 #   usage: scripts/check-imports.sh [--self-test] [BUILD_DIR]   (default ./build, already built)
 set -euo pipefail
@@ -13,7 +15,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 self_test=0
 [ "${1:-}" = --self-test ] && self_test=1 && shift
 build="${1:-$root/build}"
-forbidden='^(getenv|secure_getenv|system|popen|fork|vfork|execl|execle|execlp|execv|execve|execvp|execvpe|fexecve|posix_spawn|posix_spawnp)$'
+forbidden='^(getenv|secure_getenv|system|popen|fork|vfork|execl|execle|execlp|execv|execve|execvp|execvpe|fexecve|posix_spawn|posix_spawnp|exit|_exit|_Exit|quick_exit|abort|__assert_fail|raise|kill|pthread_exit)$'
 
 # check LIB: 0 when it imports none of the forbidden functions, else 1 (listed on stderr)
 check() {
@@ -49,13 +51,13 @@ if [ "$self_test" = 1 ]; then
   fails=0
   relink clean
   check "$work/clean/libsdnpu.so" || { echo "check-imports --self-test: the unplanted relink fails the check" >&2; fails=1; }
-  for plant in 'getenv("HOME")' 'popen("true", "r")' 'posix_spawnp(0, "true", 0, 0, 0, 0)' 'execvp("true", 0)'; do
+  for plant in 'getenv("HOME")' 'popen("true", "r")' 'posix_spawnp(0, "true", 0, 0, 0, 0)' 'execvp("true", 0)' 'exit(2), 0L' 'abort(), 0L'; do
     fn="${plant%%(*}"
     relink "$fn" "#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
-long sdn_planted_$fn(void) { return (long)$plant; }"
+long sdn_planted_$fn(void) { return (long)($plant); }"
     if check "$work/$fn/libsdnpu.so" 2>/dev/null; then
       echo "check-imports --self-test: a library with $fn planted passes the check" >&2
       fails=1
@@ -64,4 +66,4 @@ long sdn_planted_$fn(void) { return (long)$plant; }"
   [ "$fails" = 0 ] || exit 1
 fi
 check "$lib"
-echo "check-imports: $lib imports no getenv, system, popen, fork, exec* or posix_spawn*"
+echo "check-imports: $lib imports no getenv, system, popen, fork, exec*, posix_spawn*, exit, abort or other process-ending call"
