@@ -1,6 +1,7 @@
 /* run_common.c - shared body of `sdnpu run` and `sdnpu demo` (see run_common.h): options
- * parsed into a request of the public API (include/sdnpu.h), which does the whole request
- * path; this file only reads files, prints text and statistics, and compares passes. */
+ * parsed into a request of the public API (include/sdnpu.h; --graphs and its options: the
+ * graph runtime of include/sdnpu_experimental.h), which does the whole request path; this
+ * file only reads files, prints text and statistics, and compares passes. */
 #include "cli/run_common.h"
 
 #include <cjson/cJSON.h>
@@ -9,6 +10,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "sdnpu_experimental.h"
 #include "tools/tools.h"
 
 void sdn_run_opts_init(sdn_run_opts *o) {
@@ -237,19 +239,21 @@ static int run_pass(const sdn_run_opts *o, sdnpu_model *m, sdnpu_request rq, con
     cp.n_ctx = o->n_ctx;
     cp.n_threads = o->threads;
     cp.history_path = o->history;
-    cp.graphs = o->graphs;
-    cp.graph_blocks = o->graph_blocks;
-    cp.g1 = o->g1;
-    cp.g2 = o->g2;
-    cp.profile_db = o->profile_db;
-    cp.graph_pin = o->graph_pin;
+    sdnpu_graph_params gp;
+    sdnpu_graph_params_init(&gp);
+    gp.graphs = o->graphs;
+    gp.graph_blocks = o->graph_blocks;
+    gp.g1 = o->g1;
+    gp.g2 = o->g2;
+    gp.profile_db = o->profile_db;
+    gp.graph_pin = o->graph_pin;
     rq.method = method;
     rq.on_text = out ? on_text : NULL;
     rq.user_data = out;
     rq.on_progress = !o->quiet && isatty(2) ? on_progress : NULL;
     /* with --compare only the speculative pass stores its answer (it is the same text) */
     rq.store_answer = !(o->compare && !strcmp(method, "none"));
-    int rc = sdnpu_context_new(m, &cp, &c, &err);
+    int rc = sdnpu_context_new_graphs(m, &cp, &gp, &c, &err);
     sdnpu_result_init(&p->res);
     if (!rc) rc = sdnpu_generate(c, &rq, &p->res, &err);
     if (!rc && out && !sdnpu_model_has_tokenizer(m))

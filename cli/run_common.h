@@ -22,7 +22,8 @@ typedef struct sdn_run_opts {
     const char *spec;     /* drafting method (none, pld, sam, ...) */
     int draft_max, draft_depth, draft_branch; /* 0: the engine's defaults */
     int compare;          /* also run plain decoding and compare */
-    const char *graphs;   /* --graphs MODE (NULL: off) --graph-blocks N --g1 S1 --g2 S2 --profile-db FILE --graph-pin */
+    const char *graphs;   /* --graphs MODE (NULL: off) --graph-blocks N --g1 S1 --g2 S2 --profile-db FILE --graph-pin:
+                             sdnpu_graph_params (include/sdnpu_experimental.h) */
     int graph_blocks, g1, g2, graph_pin;
     const char *profile_db;
     const char *history, *task_group; /* --history DB --task-group NAME */

@@ -27,8 +27,9 @@
  * a known model is `sdnpu pull`'s job); the `sdnpu` program turns its environment variables
  * into these settings (docs/commands.md).
  *
- * [EXPERIMENTAL] marks research settings (the graph runtime's, the ablation drafting methods,
- * the prefill matmul choice): they may change or go in any minor release.
+ * Research settings (the graph runtime, the prefill matmul choice, the ablation drafting
+ * methods) are not part of this API: sdnpu_experimental.h declares them, for the `sdnpu`
+ * program, benchmarks and studies; any minor release may change them.
  *
  * Conventions (SQLite's habit):
  * - Every fallible function returns an sdnpu_status: SDNPU_OK (0) or an error code, and takes
@@ -44,17 +45,17 @@
  *   function, or sdnpu_free for plain strings.
  *
  * ABI (docs/library.md, "ABI"): the library is versioned major.minor.patch; while the major
- * version is 0 the SONAME carries major.minor (libsdnpu.so.0.8), so a release that breaks the
+ * version is 0 the SONAME carries major.minor (libsdnpu.so.0.9), so a release that breaks the
  * ABI gets a new SONAME and CI compares every build against the committed baseline
- * (abi/libsdnpu-0.8.abi, scripts/check-abi.sh). Every struct the library reads from or writes
+ * (abi/libsdnpu-0.9.abi, scripts/check-abi.sh). Every struct the library reads from or writes
  * into the app's memory (sdnpu_model_params, sdnpu_context_params, sdnpu_request,
- * sdnpu_model_info, sdnpu_result with its sdnpu_stats) begins with `size_t struct_size`, set
- * by its *_init macro to the size the app was compiled with. Fields are only ever added at
- * the end. The library reads and writes no byte past struct_size; a struct smaller than the
+ * sdnpu_model_info, sdnpu_prefix_cache_stats, sdnpu_result with its sdnpu_stats) begins with
+ * `size_t struct_size`, set by its *_init macro to the size the app was compiled with. Fields
+ * are only ever added at the end. The library reads and writes no byte past struct_size; a struct smaller than the
  * library's own (an app built against an older header) has its missing trailing fields taken
  * as their defaults; one larger (a newer header) is accepted when the fields this library
  * does not know are zero (else SDNPU_EUNSUP); a struct_size smaller than the first released
- * layout (0.8.0's) is SDNPU_EINVAL naming the struct. So always call the *_init macro first.
+ * layout (0.9.0's) is SDNPU_EINVAL naming the struct. So always call the *_init macro first.
  * sdnpu_error and sdnpu_message have a fixed layout that never changes.
  *
  * Threads: an sdnpu_model is immutable once loaded (its one lazily built cache, the
@@ -67,8 +68,8 @@
  * (sdnpu_version, sdnpu_status_string, sdnpu_known_models, sdnpu_methods, the sdnpu_check_*
  * functions, sdnpu_set_log, sdnpu_set_log_level, the *_init macros) may be called from any
  * thread. Process-wide state: the log sink and level, the settings of "process-wide
- * settings" below (cache directory, kernel path, prefill matmuls, memory limit), and
- * OpenBLAS's thread count (set to 1 at the first forward pass). */
+ * settings" below (cache directory, kernel path, memory limit), and OpenBLAS's thread count
+ * (set to 1 at the first forward pass). */
 #ifndef SDNPU_H
 #define SDNPU_H
 
@@ -80,9 +81,9 @@ extern "C" {
 #endif
 
 #define SDNPU_VERSION_MAJOR 0
-#define SDNPU_VERSION_MINOR 8
+#define SDNPU_VERSION_MINOR 9
 #define SDNPU_VERSION_PATCH 0
-#define SDNPU_VERSION "0.8.0"
+#define SDNPU_VERSION "0.9.0"
 
 #if defined(_WIN32)
 #define SDNPU_API
@@ -111,7 +112,7 @@ typedef struct sdnpu_error {
     char message[1024];
 } sdnpu_error;
 
-/* "0.8.0": the library's version (may differ from SDNPU_VERSION of the header compiled in). */
+/* "0.9.0": the library's version (may differ from SDNPU_VERSION of the header compiled in). */
 SDNPU_API const char *sdnpu_version(void);
 /* Short English name of a status code ("invalid argument", ...; "error" for a value that is
  * none); never NULL. */
@@ -149,17 +150,16 @@ SDNPU_API void sdnpu_set_log_level(sdnpu_log_level level);
 
 /* ---- process-wide settings ----
  * What the `sdnpu` program takes from its environment (SDNPU_CACHE, SDN_KERNEL,
- * SDN_PREFILL_MATMUL, SDN_MEM_LIMIT_MB) an app sets here; the library reads no environment.
- * Each applies to the whole process: set them before loading models and making contexts, and
- * never while a context runs a request (the kernel path and prefill matmuls are read by the
- * forward pass). */
+ * SDN_MEM_LIMIT_MB) an app sets here; the library reads no environment. Each applies to the
+ * whole process: set them before loading models and making contexts, and never while a
+ * context runs a request (the kernel path is read by the forward pass). */
 
 /* The directory of sdnpu's cache (created when missing): known models in DIR/models/ (where
  * `sdnpu pull NAME` puts them; sdnpu_model_load resolves a known name there), the verify cost
- * curve each context measures once per machine (verify-cost-*.json), graph profiles
- * (profiles.sqlite). dir NULL or "" (the default): none: a known model name is SDNPU_EIO
- * saying so, each context measures its verify cost curve again (about 2 s with SmolLM2 on 2
- * cores) and a graph context needs profile_db. The string is copied.
+ * curve each context measures once per machine (verify-cost-*.json), the graph runtime's
+ * profiles (profiles.sqlite). dir NULL or "" (the default): none: a known model name is
+ * SDNPU_EIO saying so and each context measures its verify cost curve again (about 2 s with
+ * SmolLM2 on 2 cores). The string is copied.
  * Errors: SDNPU_EINVAL (dir of 960 bytes or more; the setting is unchanged). */
 SDNPU_API sdnpu_status sdnpu_set_cache_dir(const char *dir, sdnpu_error *err);
 
@@ -169,13 +169,6 @@ SDNPU_API sdnpu_status sdnpu_set_cache_dir(const char *dir, sdnpu_error *err);
  * Errors: SDNPU_EINVAL (an unknown name; the message lists them), SDNPU_EUNSUP (this CPU or
  * build lacks it; the message names the missing features); the path is unchanged then. */
 SDNPU_API sdnpu_status sdnpu_set_kernel_path(const char *name, sdnpu_error *err);
-
-/* [EXPERIMENTAL] How prefill batches multiply by the weights: "auto" (NULL, the default: the
- * quantized batch kernels for the weight types where they beat OpenBLAS SGEMM, SGEMM for the
- * others), "sgemm" (always, on dequantized F32 weights), "kernels" (always the batch
- * kernels). docs/kernels.md has the measurements.
- * Errors: SDNPU_EINVAL (an unknown name; the setting is unchanged). */
-SDNPU_API sdnpu_status sdnpu_set_prefill_matmul(const char *name, sdnpu_error *err);
 
 /* One more bound on the memory this process may use, in bytes (0, the default: none), besides
  * those the library finds itself (cgroup limits, physical and available memory, RLIMIT_AS):
@@ -327,15 +320,6 @@ typedef struct sdnpu_context_params {
                                  sets that number) */
     const char *history_path; /* SQLite history store of earlier answers per task group (created
                                  when missing); NULL (default): none */
-    const char *graphs;       /* [EXPERIMENTAL] fixed-shape graphs switched during prefill (docs/graphs.md):
-                                 NULL (default: off), "single", "sync", "async", "progressive", "optimal" */
-    int graph_blocks;         /* [EXPERIMENTAL] layer blocks of the graph runtime (0: 8) */
-    int g1, g2;               /* [EXPERIMENTAL] prefill and decode graph rows (0: 256, and from the profile) */
-    const char *profile_db;   /* [EXPERIMENTAL] graph profile cache (NULL: profiles.sqlite in the cache
-                                 directory, sdnpu_set_cache_dir; a graph context without either is
-                                 SDNPU_EINVAL) */
-    int graph_pin;            /* [EXPERIMENTAL] 1: pin compute threads to CPUs 0..n_threads-1 and the
-                                 graph loader to the others (needs more CPUs than n_threads) */
     const char *cache_type_k; /* KV cache key type: "f16" (2 bytes an element), "f32" (4, the exact
                                  values), "q8" (8-bit with F16 scales, ~1.06 bytes), "bf16" (2
                                  bytes; keys multiplied in BF16, VDPBF16PS where the CPU has
@@ -351,10 +335,6 @@ SDNPU_API sdnpu_status sdnpu_context_params_init_sized(sdnpu_context_params *p, 
 #define sdnpu_context_params_init(p) sdnpu_context_params_init_sized((p), sizeof *(p))
 /* Create a context on a loaded model (the model must outlive it). p may be NULL (defaults);
  * its strings are copied. Several contexts may share one model, in any threads.
- * With graphs set, the model is profiled on first use (cached in profile_db) and the graph
- * runtime is set up at the first request, for that request's kind (plain or drafted); such a
- * context switches the model's weight layouts, so only one graph context may use a model at a
- * time, and no other context while it runs.
  * Errors: SDNPU_EINVAL (m or out NULL, p->struct_size too small, a bad parameter: named),
  * SDNPU_EUNSUP (p larger than this library knows with unknown fields set), SDNPU_ENOMEM (the
  * KV cache and buffers do not fit the memory limit: sdnpu_set_mem_limit, RLIMIT_AS, cgroup),
@@ -368,11 +348,6 @@ SDNPU_API void sdnpu_context_free(sdnpu_context *c);
  * hold (n_ctx, or its default min(trained length, SDNPU_DEFAULT_N_CTX)). A server checks
  * max_tokens with it. 0 when c is NULL. */
 SDNPU_API int sdnpu_context_n_ctx(const sdnpu_context *c);
-/* [EXPERIMENTAL] The graph runtime's account of the last request (layout switches, waits, time to first
- * token) as text, malloc'd (sdnpu_free).
- * Errors: SDNPU_EINVAL (c or text NULL), SDNPU_ESTATE (the context has no graphs, or has run
- * no request yet; the context is unchanged). On error *text is NULL (when text is not). */
-SDNPU_API sdnpu_status sdnpu_graph_report(const sdnpu_context *c, char **text, sdnpu_error *err);
 
 /* ---- drafting methods ---- */
 
@@ -384,10 +359,6 @@ SDNPU_API sdnpu_status sdnpu_check_method(const char *method, sdnpu_error *err);
 /* SDNPU_OK when "KEY=VALUE" is a valid drafting parameter (keys: docs/drafting.md), else
  * SDNPU_EINVAL naming the key or value at fault (key_value NULL included). */
 SDNPU_API sdnpu_status sdnpu_check_param(const char *key_value, sdnpu_error *err);
-/* [EXPERIMENTAL] SDNPU_OK when graphs names a graph mode of sdnpu_context_params.graphs
- * ("single", "sync", "async", "progressive", "optimal"; docs/graphs.md), else SDNPU_EINVAL
- * listing them (graphs NULL included). */
-SDNPU_API sdnpu_status sdnpu_check_graphs(const char *graphs, sdnpu_error *err);
 
 /* ---- requests ---- */
 
@@ -452,11 +423,10 @@ typedef struct sdnpu_request {
      * before drafting and this answer is stored back after (store_answer). NULL: none. */
     const char *task_group;
     int store_answer;          /* 1 (default): store the answer when it ended normally */
-    /* Drafting: "none" (plain decoding), "pld", "sam", "sdnpu" (SDNPU_DEFAULT_METHOD); the
-     * [EXPERIMENTAL] ablation methods "sam+tree", "sam+cal", "sam+reuse" (sdnpu with parts
-     * left out, for studies; docs/drafting.md). draft_max 0 (SDNPU_DEFAULT_DRAFT_MAX): each step's draft
-     * size from this machine's verify cost curve (measured once, cached) and the acceptance
-     * seen so far. */
+    /* Drafting: "none" (plain decoding), "pld", "sam", "sam+model", "sdnpu"
+     * (SDNPU_DEFAULT_METHOD); docs/drafting.md. draft_max 0 (SDNPU_DEFAULT_DRAFT_MAX): each
+     * step's draft size from this machine's verify cost curve (measured once, cached) and the
+     * acceptance seen so far. */
     const char *method;
     int draft_max, draft_depth, draft_branch; /* 0: defaults */
     const char *const *params; /* drafting parameters "KEY=VALUE" (docs/drafting.md) */
@@ -480,7 +450,7 @@ typedef struct sdnpu_request {
     /* Prefill progress (NULL: none), for long prompts: called with user_data before the first
      * prefill chunk and after each one, done = prompt tokens in the KV cache so far (reused
      * ones included), total = the prompt tokens prefill fills (the prompt but its last token);
-     * done reaches total before the first answer token. With graphs: once, at the end. */
+     * done reaches total before the first answer token. */
     void (*on_progress)(void *user_data, int done, int total);
     /* More sampling controls (greedy decoding honours the repetition penalty too; speculative
      * output stays identical to plain decoding, sampled output keeps its distribution). */

@@ -1,4 +1,5 @@
-/* api.c - the public API of include/sdnpu.h: models, contexts and the request path.
+/* api.c - the API of include/sdnpu.h and include/sdnpu_experimental.h: models, contexts
+ * (graph contexts included) and the request path.
  *
  * One request (sdnpu_generate) is these steps, each a function below, in order:
  *   request_tokens()   render with the chat template and tokenize   (tokenizer/request.c)
@@ -13,6 +14,7 @@
  *   history_store()    the answer stored back into the task group
  *   candidates_store() the model's candidate table into the history store */
 #include "sdnpu.h"
+#include "sdnpu_experimental.h"
 
 #include <limits.h>
 #include <stddef.h>
@@ -53,23 +55,26 @@ _Static_assert(SDNPU_ACCEPT_HIST == SDN_ACCEPT_HIST, "histogram sizes agree");
 
 /* ---- struct sizes (sdnpu.h, "ABI") ----
  * END_OF(T, f): the bytes of T up to and including field f. FIRST_*: the layout of the first
- * release of this SONAME (0.8.0): never change these within it. KNOWN_*: this library's last field:
+ * release of this SONAME (0.9.0): never change these within it. KNOWN_*: this library's last field:
  * move it when a field is appended. */
 #define END_OF(T, f) (offsetof(T, f) + sizeof(((T *)0)->f))
-#define FIRST_MODEL_PARAMS END_OF(sdnpu_model_params, tokenizer_path)
+#define FIRST_MODEL_PARAMS END_OF(sdnpu_model_params, prefix_cache_disk_bytes)
 #define FIRST_CONTEXT_PARAMS END_OF(sdnpu_context_params, cache_type_v)
-#define FIRST_REQUEST END_OF(sdnpu_request, json_schema)
+#define FIRST_GRAPH_PARAMS END_OF(sdnpu_graph_params, graph_pin)
+#define FIRST_REQUEST END_OF(sdnpu_request, reserved0)
 #define FIRST_MODEL_INFO END_OF(sdnpu_model_info, tool_format)
-#define FIRST_RESULT END_OF(sdnpu_result, stats.constrain_s)
+#define FIRST_RESULT END_OF(sdnpu_result, stats.prefix_saved_s)
 #define FIRST_PREFIX_STATS END_OF(sdnpu_prefix_cache_stats, disk_budget)
 #define KNOWN_MODEL_PARAMS END_OF(sdnpu_model_params, prefix_cache_disk_bytes)
 #define KNOWN_CONTEXT_PARAMS END_OF(sdnpu_context_params, cache_type_v)
+#define KNOWN_GRAPH_PARAMS END_OF(sdnpu_graph_params, graph_pin)
 #define KNOWN_REQUEST END_OF(sdnpu_request, reserved0)
 #define KNOWN_MODEL_INFO END_OF(sdnpu_model_info, tool_format)
 #define KNOWN_RESULT END_OF(sdnpu_result, stats.prefix_saved_s)
 /* No tail padding after the known fields: the bytes a newer header adds start at sizeof. */
 _Static_assert(KNOWN_MODEL_PARAMS == sizeof(sdnpu_model_params) && KNOWN_CONTEXT_PARAMS == sizeof(sdnpu_context_params) &&
-                   KNOWN_REQUEST == sizeof(sdnpu_request) && KNOWN_MODEL_INFO == sizeof(sdnpu_model_info) && KNOWN_RESULT == sizeof(sdnpu_result),
+                   KNOWN_GRAPH_PARAMS == sizeof(sdnpu_graph_params) && KNOWN_REQUEST == sizeof(sdnpu_request) &&
+                   KNOWN_MODEL_INFO == sizeof(sdnpu_model_info) && KNOWN_RESULT == sizeof(sdnpu_result),
                "a struct_size struct ends with padding: reorder its fields (padding is not reliably zero in the app's copy)");
 
 static int bad_size(const char *name, size_t size, size_t first, sdn_err *err) {
@@ -121,7 +126,8 @@ struct sdnpu_model {
 struct sdnpu_context {
     sdnpu_model *model;
     sdnpu_context_params p;
-    char *history_path, *graphs, *profile_db; /* owned copies of p's strings */
+    sdnpu_graph_params g; /* its graph settings (sdnpu_context_new_graphs; the strings are the copies below) */
+    char *history_path, *graphs, *profile_db; /* owned copies of p's and g's strings (graphs NULL: no graphs) */
     sdn_ctx *ctx;       /* created at the first request when graphs are on (their shape needs it) */
     sdn_kv_type type_k, type_v; /* p's cache types, parsed (SDN_KV_AUTO: the process default) */
     sdn_history *hist;
@@ -412,13 +418,13 @@ static char *dup_or_null(const char *s) { return s ? strdup(s) : NULL; }
 static int make_ctx(sdnpu_context *c, const sdn_gen_params *gp_probe, sdn_err *err) {
     sdn_ctx_params cp = {.n_ctx = c->p.n_ctx, .n_threads = c->p.n_threads, .type_k = c->type_k, .type_v = c->type_v};
     if (c->graphs) {
-        sdn_gs_options go = {.graphs = c->graphs, .n_blocks = c->p.graph_blocks, .s1 = c->p.g1, .s2 = c->p.g2,
+        sdn_gs_options go = {.graphs = c->graphs, .n_blocks = c->g.graph_blocks, .s1 = c->g.g1, .s2 = c->g.g2,
                              .profile_db = c->profile_db, .draft_max = gp_probe->caps.max_nodes,
-                             .pin = c->p.graph_pin};
+                             .pin = c->g.graph_pin};
         char db[1200];
         const char *cache = sdn_cache_dir();
         if (!go.profile_db && !cache)
-            return sdn_fail(err, SDN_EINVAL, "context parameter graphs: a graph context needs profile_db or a cache directory (sdnpu_set_cache_dir)");
+            return sdn_fail(err, SDN_EINVAL, "graph parameter graphs: a graph context needs profile_db or a cache directory (sdnpu_set_cache_dir)");
         if (!go.profile_db) snprintf(db, sizeof db, "%s/profiles.sqlite", cache), go.profile_db = db;
         c->graph_gp = *gp_probe;
         sdn_log_stream notes;
@@ -431,32 +437,50 @@ static int make_ctx(sdnpu_context *c, const sdn_gen_params *gp_probe, sdn_err *e
     return sdn_ctx_new(c->model->m, &cp, &c->ctx, err);
 }
 
-sdnpu_status sdnpu_context_new(sdnpu_model *m, const sdnpu_context_params *pp, sdnpu_context **out, sdnpu_error *err) {
+static void graph_params_defaults(sdnpu_graph_params *g) { memset(g, 0, sizeof *g); }
+
+sdnpu_status sdnpu_graph_params_init_sized(sdnpu_graph_params *p, size_t size) {
+    if (!init_size_ok(p, size, FIRST_GRAPH_PARAMS, "sdnpu_graph_params")) return SDNPU_EINVAL;
+    sdnpu_graph_params d;
+    graph_params_defaults(&d);
+    put_struct(p, size, &d, KNOWN_GRAPH_PARAMS);
+    return SDNPU_OK;
+}
+
+/* sdnpu_context_new and sdnpu_context_new_graphs (fn: which, for the message): the app's
+ * structs (NULL: defaults) over the defaults, checked, then the context. */
+static sdnpu_status context_new(const char *fn, sdnpu_model *m, const sdnpu_context_params *pp, const sdnpu_graph_params *gg,
+                                sdnpu_context **out, sdnpu_error *err) {
     sdn_err_clear(E(err)); /* a reused error struct starts empty */
     if (out) *out = NULL;
     sdnpu_context_params def, *p = &def;
     context_params_defaults(&def);
+    sdnpu_graph_params gdef, *g = &gdef;
+    graph_params_defaults(&gdef);
     int rc0;
     if (pp && (rc0 = take_struct(&def, pp, FIRST_CONTEXT_PARAMS, KNOWN_CONTEXT_PARAMS, "sdnpu_context_params", E(err)))) return rc0;
-    if (!m || !out) return sdn_fail(E(err), SDN_EINVAL, "sdnpu_context_new: model or out is NULL");
+    if (gg && (rc0 = take_struct(&gdef, gg, FIRST_GRAPH_PARAMS, KNOWN_GRAPH_PARAMS, "sdnpu_graph_params", E(err)))) return rc0;
+    if (!m || !out) return sdn_fail(E(err), SDN_EINVAL, "%s: model or out is NULL", fn);
     if (p->n_ctx < 0 || p->n_ctx == 1) return sdn_fail(E(err), SDN_EINVAL, "context parameter n_ctx = %d: give 0 (default) or at least 2", p->n_ctx);
     if (p->n_threads < 0 || p->n_threads > 256) return sdn_fail(E(err), SDN_EINVAL, "context parameter n_threads = %d is not in [0, 256]", p->n_threads);
     sdnpu_context *c = calloc(1, sizeof *c);
     if (!c) return sdn_fail(E(err), SDN_ENOMEM, "out of memory");
     c->model = m;
     c->p = *p;
+    c->g = *g;
     if (c->p.n_threads == 0) c->p.n_threads = default_threads();
     c->history_path = dup_or_null(p->history_path);
-    c->graphs = dup_or_null(p->graphs);
-    c->profile_db = dup_or_null(p->profile_db);
+    c->graphs = dup_or_null(g->graphs);
+    c->profile_db = dup_or_null(g->profile_db);
     c->p.cache_type_k = c->p.cache_type_v = NULL; /* the caller's strings: parsed here, not kept */
+    c->g.graphs = c->g.profile_db = NULL;          /* ... or kept as the copies above */
     int rc = SDN_OK;
     if ((p->cache_type_k && (rc = sdn_kv_type_parse(p->cache_type_k, "context parameter cache_type_k", &c->type_k, E(err)))) ||
         (p->cache_type_v && (rc = sdn_kv_type_parse(p->cache_type_v, "context parameter cache_type_v", &c->type_v, E(err)))))
         goto fail;
     if (c->graphs) {
         sdn_gs_mode mode;
-        if ((rc = sdn_gs_mode_parse(c->graphs, &mode, E(err)))) { sdn_fail(E(err), rc, "context parameter graphs"); goto fail; }
+        if ((rc = sdn_gs_mode_parse(c->graphs, &mode, E(err)))) { sdn_fail(E(err), rc, "graph parameter graphs"); goto fail; }
     } else if ((rc = make_ctx(c, NULL, E(err)))) goto fail;
     if (c->history_path && (rc = sdn_history_open(c->history_path, &c->hist, E(err)))) goto fail;
     *out = c;
@@ -464,6 +488,15 @@ sdnpu_status sdnpu_context_new(sdnpu_model *m, const sdnpu_context_params *pp, s
 fail:
     sdnpu_context_free(c);
     return rc;
+}
+
+sdnpu_status sdnpu_context_new(sdnpu_model *m, const sdnpu_context_params *p, sdnpu_context **out, sdnpu_error *err) {
+    return context_new("sdnpu_context_new", m, p, NULL, out, err);
+}
+
+sdnpu_status sdnpu_context_new_graphs(sdnpu_model *m, const sdnpu_context_params *p, const sdnpu_graph_params *g, sdnpu_context **out,
+                                      sdnpu_error *err) {
+    return context_new("sdnpu_context_new_graphs", m, p, g, out, err);
 }
 
 void sdnpu_context_free(sdnpu_context *c) {

@@ -9,13 +9,20 @@
 # layout, a parameter or return type, an enumerator value), or cannot run (bits 1, 2).
 # A release that breaks the ABI on purpose bumps the version (new SONAME) and writes a new
 # baseline with scripts/update-abi-baseline.sh.
+# First it checks that the public header is an app's only (abi_check_headers, abi-lib.sh):
+# include/sdnpu.h has no EXPERIMENTAL item and declares nothing of include/sdnpu_experimental.h
+# (the research settings), and examples/ and server/ do not include the experimental header.
 #   usage: scripts/check-abi.sh [BUILD_DIR]              (default ./build, already built)
-#          scripts/check-abi.sh --self-test [BUILD_DIR]  prove that the check catches breaks:
+#          scripts/check-abi.sh --self-test [BUILD_DIR]  prove that the checks catch breaks:
 #            rebuild runtime/api.c with a patched copy of sdnpu.h, relink the shared library
 #            from BUILD_DIR's other objects (a CMake Makefile build), and expect the check to
 #            fail for a field inserted into sdnpu_request, a function no longer exported and a
 #            changed return type, and to pass for no change, a field appended to
-#            sdnpu_request or to sdnpu_stats (inside sdnpu_result) and a new function (~10 s).
+#            sdnpu_request or to sdnpu_stats (inside sdnpu_result) and a new function (~10 s);
+#            and expect the header check to fail for an EXPERIMENTAL marker, an ablation
+#            method, a moved function or field declared in sdnpu.h and an example or server
+#            file including sdnpu_experimental.h, and to pass for no change and a moved name
+#            mentioned in a comment.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/abi-lib.sh"
 self_test=0
@@ -39,6 +46,9 @@ compare() {
   fi
   return 0
 }
+
+abi_check_headers "$root" || { echo "check-abi: include/sdnpu.h is not the public API alone (above)" >&2; exit 1; }
+echo "check-abi: include/sdnpu.h declares nothing experimental; examples/ and server/ include only it"
 
 if [ ! -e "$baseline" ]; then
   echo "check-abi: no baseline ${baseline#$root/} for version $ver: a release with a new SONAME writes one" >&2
@@ -69,6 +79,7 @@ defs="$(sed -n 's/^C_DEFINES = //p' "$fm")"; incs="$(sed -n 's/^C_INCLUDES = //p
 variant() {
   local d="$work/$1"
   mkdir -p "$d/include" "$d/runtime"
+  cp "$root"/include/*.h "$d/include/"
   sed -e "$2" "$root/include/sdnpu.h" > "$d/include/sdnpu.h"
   sed -e "${3:-}" "$root/runtime/api.c" > "$d/runtime/api.c"
   [ -z "${4:-}" ] || echo "$4" >> "$d/runtime/api.c"
@@ -108,4 +119,39 @@ expect fail return-type-changed
 expect pass field-appended
 expect pass stats-field-appended
 expect pass function-added
+
+# the header check: a copy of include/, examples/ and server/ with FILE edited by SED
+# hvariant NAME FILE SED: $work/h-NAME
+hvariant() {
+  local d="$work/h-$1"
+  mkdir -p "$d/include" "$d/examples" "$d/server"
+  cp "$root"/include/*.h "$d/include/"
+  cp "$root"/examples/*.c "$d/examples/"
+  cp "$root"/server/*.c "$root"/server/*.h "$d/server/"
+  [ -z "$2" ] || { sed -e "$3" "$root/$2" > "$d/$2"; cmp -s "$root/$2" "$d/$2" &&
+    { echo "check-abi --self-test: h-$1: its edit matches nothing in $2; update the variant" >&2; exit 1; }; }
+  return 0
+}
+hexpect() { # hexpect pass|fail NAME
+  local got=pass
+  abi_check_headers "$work/h-$2" 2> "$work/h-$2.log" || got=fail
+  if [ "$got" = "$1" ]; then echo "check-abi --self-test: header check, $2: says $got, as it should"
+  else echo "check-abi --self-test: header check, $2: gave $got, expected $1" >&2; cat "$work/h-$2.log" >&2; fails=1; fi
+}
+hvariant unchanged '' ''
+hvariant marker include/sdnpu.h '/^#define SDNPU_H/a\/* [EXPERIMENTAL] a research knob */'
+hvariant ablation-method include/sdnpu.h '/^#define SDNPU_H/a\/* methods: "sam+cal" too */'
+hvariant moved-function include/sdnpu.h '/^SDNPU_API void sdnpu_free(void \*p);/a\SDNPU_API sdnpu_status sdnpu_set_prefill_matmul(const char *name, sdnpu_error *err);'
+hvariant moved-field include/sdnpu.h '/^} sdnpu_context_params;/i\    int graph_pin;'
+hvariant example-includes examples/summarize.c '0,/^#include/s//#include "sdnpu_experimental.h"\n#include/'
+hvariant server-includes server/server.c '0,/^#include/s//#include <sdnpu_experimental.h>\n#include/'
+hvariant name-in-comment include/sdnpu.h '/^#define SDNPU_H/a\/* graph_pin and sdnpu_graph_report: see sdnpu_experimental.h */'
+hexpect pass unchanged
+hexpect fail marker
+hexpect fail ablation-method
+hexpect fail moved-function
+hexpect fail moved-field
+hexpect fail example-includes
+hexpect fail server-includes
+hexpect pass name-in-comment
 [ "$fails" = 0 ] && echo "check-abi --self-test: passed" || { echo "check-abi --self-test: FAILED" >&2; exit 1; }

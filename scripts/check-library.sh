@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # check-library.sh - the proof that include/sdnpu.h is enough (CI runs it after the tests):
 # install the built library into a temporary prefix, check that libsdnpu.so exports only the
-# public API, build examples/summarize.c against the installed copy through pkg-config and
+# public API (the functions of include/sdnpu.h and include/sdnpu_experimental.h, both installed),
+# build examples/summarize.c against the installed copy through pkg-config and
 # through the CMake package, and run it twice on SmolLM2-135M-Instruct with a fresh history
 # store: both runs must print identical plain and speculative output, and the second must
 # draft from the first run's stored summary.
@@ -34,12 +35,21 @@ if [ "$soname" != "$want_so" ] || [ ! -e "$lib/libsdnpu.so.$ver" ] || \
   exit 1
 fi
 echo "check-library: version $ver, SONAME $soname"
-declared="$(grep -o '^SDNPU_API [^(]*(' "$root/include/sdnpu.h" | sed 's/($//' | awk '{print $NF}' | tr -d '*' | sort)"
+declared="$(cat "$root/include/sdnpu.h" "$root/include/sdnpu_experimental.h" | grep -o '^SDNPU_API [^(]*(' | sed 's/($//' | awk '{print $NF}' | tr -d '*' | sort)"
 if [ "$declared" != "$(echo "$exported" | sort)" ]; then
-  echo "check-library: exported functions differ from those declared in include/sdnpu.h:" >&2
+  echo "check-library: exported functions differ from those declared in include/sdnpu.h and include/sdnpu_experimental.h:" >&2
   diff <(echo "$declared") <(echo "$exported" | sort) >&2 || true
   exit 1
 fi
+# both headers installed, as they are, and the experimental one usable through pkg-config alone
+inc="$(PKG_CONFIG_PATH="$lib/pkgconfig" pkg-config --variable=includedir sdnpu)"
+for h in sdnpu.h sdnpu_experimental.h; do
+  cmp -s "$root/include/$h" "$inc/$h" || { echo "check-library: $inc/$h is missing or differs from include/$h" >&2; exit 1; }
+done
+printf '#include <sdnpu_experimental.h>\nint main(void) { sdnpu_graph_params g; return sdnpu_graph_params_init(&g) || sdnpu_check_graphs("sync", 0); }\n' > "$work/exp.c"
+"${CC:-cc}" -Wall -Wextra -Werror "$work/exp.c" $(PKG_CONFIG_PATH="$lib/pkgconfig" pkg-config --cflags --libs sdnpu) -o "$work/exp"
+LD_LIBRARY_PATH="$lib" "$work/exp" || { echo "check-library: a program over the installed sdnpu_experimental.h failed" >&2; exit 1; }
+echo "check-library: both headers installed ($(echo "$declared" | wc -l) functions declared, all exported)"
 
 # 1. pkg-config, with nothing but the installed prefix
 PKG_CONFIG_PATH="$lib/pkgconfig" make -s -C "$root/examples" -f Makefile summarize CC="${CC:-cc}" \

@@ -1,5 +1,6 @@
-/* test_api.c - the public API of include/sdnpu.h, used as an app would (only sdnpu.h; the
- * test helpers just write a seeded model file): plain vs speculative output, streaming text
+/* test_api.c - the public API of include/sdnpu.h, used as an app would (only sdnpu.h, and
+ * sdnpu_experimental.h for the graph runtime and the prefill matmuls; the test helpers just
+ * write a seeded model file): plain vs speculative output, streaming text
  * against the result and an independent detokenization, the task-group history store (lookup
  * before drafting, store after), KV reuse across requests, cancellation, conversations,
  * bad requests with their error codes and messages, and one model shared by two threads;
@@ -19,6 +20,7 @@
 #include <sqlite3.h>
 
 #include "sdnpu.h"
+#include "sdnpu_experimental.h"
 #include "support/test_util.h"
 #include "tools/tools.h" /* sdn_tool_global_options: back to the program's settings after a test changed them */
 
@@ -789,9 +791,13 @@ static void test_bad_requests(void **state) {
     assert_int_equal(sdnpu_context_new(m, &cp, &c, &e), SDNPU_EINVAL);
     assert_non_null(strstr(e.message, "n_threads"));
     cp.n_threads = 1;
-    cp.graphs = "sideways";
-    assert_int_equal(sdnpu_context_new(m, &cp, &c, &e), SDNPU_EINVAL);
+    sdnpu_graph_params gp;
+    sdnpu_graph_params_init(&gp);
+    gp.graphs = "sideways";
+    assert_int_equal(sdnpu_context_new_graphs(m, &cp, &gp, &c, &e), SDNPU_EINVAL);
+    assert_null(c);
     assert_non_null(strstr(e.message, "graphs"));
+    assert_non_null(strstr(e.message, "sideways"));
     assert_int_equal(sdnpu_context_new(m, NULL, &c, &e), SDNPU_OK);
     sdnpu_request r;
     sdnpu_result res;
@@ -832,7 +838,6 @@ static void test_bad_requests(void **state) {
     sdnpu_result_free(&res);
     /* a document longer than the context */
     sdnpu_context *small = NULL;
-    cp.graphs = NULL;
     cp.n_ctx = 32;
     assert_int_equal(sdnpu_context_new(m, &cp, &small, &e), SDNPU_OK);
     summary_request(&r, "none");
@@ -1043,10 +1048,16 @@ static void test_struct_sizes(void **state) {
     assert_int_equal(sdnpu_model_info_init_sized(NULL, sizeof mi), SDNPU_EINVAL);
     assert_int_equal(sdnpu_result_init_sized(&res, 4), SDNPU_EINVAL);
     assert_int_equal(sdnpu_result_init_sized(NULL, sizeof res), SDNPU_EINVAL);
+    sdnpu_graph_params gp;
+    assert_int_equal(sdnpu_graph_params_init_sized(&gp, 4), SDNPU_EINVAL);
+    assert_int_equal(sdnpu_graph_params_init_sized(NULL, sizeof gp), SDNPU_EINVAL);
     assert_int_equal(sdnpu_model_params_init(&mp), SDNPU_OK);
     assert_null(mp.tokenizer_path);
     assert_int_equal(sdnpu_context_params_init(&cp), SDNPU_OK);
     assert_int_equal(cp.struct_size, sizeof cp);
+    assert_int_equal(sdnpu_graph_params_init(&gp), SDNPU_OK);
+    assert_int_equal(gp.struct_size, sizeof gp);
+    assert_null(gp.graphs);
 
     /* sdnpu_model_get_info into a struct larger than the library's: zeros after, nothing past */
     sdnpu_model *m = load_tiny();
@@ -1123,6 +1134,18 @@ static void test_struct_sizes(void **state) {
     cp.struct_size = 3;
     assert_int_equal(sdnpu_context_new(m, &cp, &c2, &e), SDNPU_EINVAL);
     assert_non_null(strstr(e.message, "sdnpu_context_params.struct_size"));
+    /* the same for the graph parameters */
+    unsigned char gb[sizeof(sdnpu_graph_params) + 16];
+    assert_int_equal(sdnpu_graph_params_init_sized((sdnpu_graph_params *)gb, sizeof gb), SDNPU_OK);
+    for (size_t i = sizeof(sdnpu_graph_params); i < sizeof gb; i++) assert_int_equal(gb[i], 0);
+    gb[sizeof gb - 1] = 1;
+    c2 = (sdnpu_context *)1;
+    assert_int_equal(sdnpu_context_new_graphs(m, NULL, (sdnpu_graph_params *)gb, &c2, &e), SDNPU_EUNSUP);
+    assert_null(c2);
+    assert_non_null(strstr(e.message, "sdnpu_graph_params"));
+    gp.struct_size = 3;
+    assert_int_equal(sdnpu_context_new_graphs(m, NULL, &gp, &c2, &e), SDNPU_EINVAL);
+    assert_non_null(strstr(e.message, "sdnpu_graph_params.struct_size"));
     unsigned char mb[sizeof(sdnpu_model_params) + 16];
     assert_int_equal(sdnpu_model_params_init_sized((sdnpu_model_params *)mb, sizeof mb), SDNPU_OK);
     mb[sizeof mb - 2] = 1;
@@ -1338,7 +1361,8 @@ static void test_token_errors(void **state) {
     sdnpu_model_free(m);
 }
 
-/* sdnpu_context_new: EINVAL, ENOMEM (memory limit), EDB (not a database); sdnpu_graph_report:
+/* sdnpu_context_new: EINVAL, ENOMEM (memory limit), EDB (not a database);
+ * sdnpu_context_new_graphs: EINVAL, and without graphs an ordinary context; sdnpu_graph_report:
  * EINVAL, ESTATE; the sdnpu_check_* functions: EINVAL. */
 static void test_context_errors(void **state) {
     (void)state;
@@ -1384,9 +1408,28 @@ static void test_context_errors(void **state) {
     assert_int_equal(sdnpu_graph_report(c, &text, &e), SDNPU_ESTATE); /* no graphs */
     assert_null(text);
     sdnpu_context_free(c);
+    /* sdnpu_context_new_graphs: NULL model or out; no graph parameters, or no mode: an ordinary context */
+    sdnpu_graph_params gp;
+    sdnpu_graph_params_init(&gp);
+    gp.graphs = "sync";
+    c = (sdnpu_context *)1;
+    assert_int_equal(sdnpu_context_new_graphs(NULL, NULL, &gp, &c, &e), SDNPU_EINVAL);
+    assert_null(c);
+    assert_non_null(strstr(e.message, "sdnpu_context_new_graphs"));
+    assert_int_equal(sdnpu_context_new_graphs(m, NULL, &gp, NULL, &e), SDNPU_EINVAL);
     sdnpu_context_params_init(&cp);
-    cp.graphs = "sync";
-    assert_int_equal(sdnpu_context_new(m, &cp, &c, &e), SDNPU_OK);
+    cp.n_ctx = 1;
+    assert_int_equal(sdnpu_context_new_graphs(m, &cp, &gp, &c, &e), SDNPU_EINVAL); /* the context parameters are checked too */
+    assert_non_null(strstr(e.message, "n_ctx"));
+    for (int k = 0; k < 2; k++) {
+        sdnpu_graph_params none;
+        sdnpu_graph_params_init(&none);
+        assert_int_equal(sdnpu_context_new_graphs(m, NULL, k ? &none : NULL, &c, &e), SDNPU_OK);
+        assert_int_equal(sdnpu_graph_report(c, &text, &e), SDNPU_ESTATE); /* no graphs */
+        sdnpu_context_free(c);
+    }
+    sdnpu_context_params_init(&cp);
+    assert_int_equal(sdnpu_context_new_graphs(m, &cp, &gp, &c, &e), SDNPU_OK);
     assert_int_equal(sdnpu_graph_report(c, &text, &e), SDNPU_ESTATE); /* no request yet */
     assert_non_null(strstr(e.message, "no graph run"));
     sdnpu_context_free(c);

@@ -28,6 +28,7 @@
 #include <cmocka.h>
 
 #include "sdnpu.h"
+#include "sdnpu_experimental.h" /* the graph runs */
 #include "datasets/dataset.h"
 #include "support/test_util.h"
 
@@ -46,13 +47,15 @@ static char *answer(sdnpu_model *m, const run_cfg *rc, const char *cache, const 
     sdnpu_context_params_init(&cp);
     cp.n_ctx = 4096;
     cp.n_threads = rc->threads;
-    cp.graphs = rc->graphs;
-    cp.g1 = rc->g1;
-    cp.g2 = 16;
     cp.cache_type_k = cp.cache_type_v = cache;
+    sdnpu_graph_params gp;
+    sdnpu_graph_params_init(&gp);
+    gp.graphs = rc->graphs;
+    gp.g1 = rc->g1;
+    gp.g2 = 16;
     sdnpu_context *c;
     sdnpu_error e;
-    if (sdnpu_context_new(m, &cp, &c, &e)) fail_msg("%s: %s", rc->what, e.message);
+    if (sdnpu_context_new_graphs(m, &cp, &gp, &c, &e)) fail_msg("%s: %s", rc->what, e.message);
     for (int k = rc->after_other ? 0 : 1; k < 2; k++) {
         const sdn_task_row *q = k == 0 ? other : row;
         const char *docs[1] = {q->context};

@@ -39,7 +39,7 @@ from .core import (
 )
 from .studies import Records, bench, study, trace
 
-__version__ = "0.8.0"
+__version__ = "0.9.0"
 
 __all__ = [
     "OK", "EINVAL", "EFORMAT", "EIO", "ENOMEM", "EUNSUP", "EDB", "ESTATE",

@@ -1,4 +1,5 @@
-"""ctypes declarations of include/sdnpu.h (libsdnpu's public API) and the loading of the library.
+"""ctypes declarations of include/sdnpu.h (libsdnpu's public API), of what the package uses of
+include/sdnpu_experimental.h (graph contexts), and the loading of the library.
 
 Only this module knows the C layout. Every struct the library reads or writes carries its
 size (``struct_size``), set here with the library's ``*_init_sized`` functions and
@@ -92,14 +93,20 @@ class CContextParams(Structure):
         ("n_ctx", c_int),
         ("n_threads", c_int),
         ("history_path", c_char_p),
+        ("cache_type_k", c_char_p),
+        ("cache_type_v", c_char_p),
+    ]
+
+
+class CGraphParams(Structure):  # sdnpu_experimental.h
+    _fields_ = [
+        ("struct_size", c_size_t),
         ("graphs", c_char_p),
+        ("profile_db", c_char_p),
         ("graph_blocks", c_int),
         ("g1", c_int),
         ("g2", c_int),
-        ("profile_db", c_char_p),
         ("graph_pin", c_int),
-        ("cache_type_k", c_char_p),
-        ("cache_type_v", c_char_p),
     ]
 
 
@@ -218,6 +225,11 @@ _SIGNATURES: dict[str, tuple[object, list[object]]] = {
     "sdnpu_detokenize": (c_int, [c_void_p, POINTER(c_int32), c_int, POINTER(c_void_p), POINTER(CError)]),
     "sdnpu_context_params_init_sized": (c_int, [POINTER(CContextParams), c_size_t]),
     "sdnpu_context_new": (c_int, [c_void_p, POINTER(CContextParams), POINTER(c_void_p), POINTER(CError)]),
+    "sdnpu_graph_params_init_sized": (c_int, [POINTER(CGraphParams), c_size_t]),
+    "sdnpu_context_new_graphs": (
+        c_int,
+        [c_void_p, POINTER(CContextParams), POINTER(CGraphParams), POINTER(c_void_p), POINTER(CError)],
+    ),
     "sdnpu_context_free": (None, [c_void_p]),
     "sdnpu_context_n_ctx": (c_int, [c_void_p]),
     "sdnpu_methods": (c_char_p, []),

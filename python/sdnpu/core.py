@@ -68,7 +68,7 @@ def _b(s: str | PathLike | None, what: str) -> bytes | None:
 
 
 def version() -> str:
-    """The library's version ("0.8.0")."""
+    """The library's version ("0.9.0")."""
     return _ffi.lib().sdnpu_version().decode()
 
 
@@ -466,8 +466,9 @@ class Context:
     ``n_ctx``: KV cache size in tokens (0: min(trained length, 8192)); ``threads``: compute
     threads (0: the library's default); ``history``: an SQLite history store of earlier
     answers per task group; ``cache_type_k``/``cache_type_v``: "f16", "f32", "q8" or "bf16";
-    ``graphs``: a graph mode ("single", "sync", "async", "progressive"). A context keeps the
-    KV entries of its previous request for a common prefix."""
+    ``graphs``: a graph mode ("single", "sync", "async", "progressive", "optimal"; experimental:
+    sdnpu_context_new_graphs of sdnpu_experimental.h, the other graph settings at their defaults).
+    A context keeps the KV entries of its previous request for a common prefix."""
 
     def __init__(self, model: Model, *, n_ctx: int = 0, threads: int = 0, history: PathLike | None = None,
                  cache_type_k: str | None = None, cache_type_v: str | None = None, graphs: str | None = None) -> None:
@@ -481,12 +482,21 @@ class Context:
             p.n_ctx = int(n_ctx)
         if threads:
             p.n_threads = int(threads)
-        keep = [_b(history, "history"), _b(cache_type_k, "cache_type_k"), _b(cache_type_v, "cache_type_v"), _b(graphs, "graphs")]
-        p.history_path, p.cache_type_k, p.cache_type_v, p.graphs = keep
+        keep = [_b(history, "history"), _b(cache_type_k, "cache_type_k"), _b(cache_type_v, "cache_type_v")]
+        p.history_path, p.cache_type_k, p.cache_type_v = keep
+        g = None
+        if graphs is not None:
+            g = _ffi.CGraphParams()
+            L.sdnpu_graph_params_init_sized(byref(g), ctypes.sizeof(g))
+            g.graphs = _b(graphs, "graphs")
         h = c_void_p()
         err = _ffi.CError()
         with model._lock:
-            _raise(L.sdnpu_context_new(model._handle(), byref(p), byref(h), byref(err)), err)
+            if g is None:
+                rc = L.sdnpu_context_new(model._handle(), byref(p), byref(h), byref(err))
+            else:
+                rc = L.sdnpu_context_new_graphs(model._handle(), byref(p), byref(g), byref(h), byref(err))
+            _raise(rc, err)
             self._h = h.value
             model._contexts.add(self)
 

@@ -252,7 +252,7 @@ def test_gil_released(smollm2: sdnpu.Model) -> None:
 
 
 def test_info_tokenize_and_lists(smollm2: sdnpu.Model) -> None:
-    assert sdnpu.version() == "0.8.0"
+    assert sdnpu.version() == "0.9.0"
     assert "smollm2-135m-instruct" in sdnpu.known_models()
     assert {"none", "pld", "sdnpu"} <= set(sdnpu.methods())
     info = smollm2.info
@@ -276,15 +276,17 @@ STRUCTS = {
     "sdnpu_result": (_ffi.CResult, [f[0] for f in _ffi.CResult._fields_]),
     "sdnpu_model_params": (_ffi.CModelParams, [f[0] for f in _ffi.CModelParams._fields_]),
     "sdnpu_prefix_cache_stats": (_ffi.CPrefixCacheStats, [f[0] for f in _ffi.CPrefixCacheStats._fields_]),
+    "sdnpu_graph_params": (_ffi.CGraphParams, [f[0] for f in _ffi.CGraphParams._fields_]),
 }
 
 
 def test_struct_layout_matches_header(tmp_path: Path) -> None:
-    """Every ctypes struct has the size and field offsets the C compiler gives the header."""
-    header = ROOT / "include" / "sdnpu.h"
+    """Every ctypes struct has the size and field offsets the C compiler gives the headers
+    (sdnpu.h, and sdnpu_experimental.h for the graph parameters)."""
+    header = ROOT / "include" / "sdnpu_experimental.h"
     cc = shutil.which("cc") or shutil.which("gcc")
-    need(header.exists() and cc is not None, "no C compiler or include/sdnpu.h (a source checkout)")
-    lines = ['#include <stdio.h>', '#include <stddef.h>', '#include "sdnpu.h"', "int main(void) {"]
+    need(header.exists() and cc is not None, "no C compiler or include/sdnpu_experimental.h (a source checkout)")
+    lines = ['#include <stdio.h>', '#include <stddef.h>', '#include "sdnpu.h"', '#include "sdnpu_experimental.h"', "int main(void) {"]
     for name, (_, fields) in STRUCTS.items():
         lines.append(f'printf("{name} %zu\\n", sizeof({name}));')
         for f in fields:
