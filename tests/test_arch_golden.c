@@ -1,5 +1,4 @@
-/* test_arch_golden.c - the same logits bits on every kernel path of both architectures (issue
- * 32): hashes of the logits of real models on fixed tokens, recorded once on x86-64 (portable
+/* test_arch_golden.c - the same logits bits on every kernel path of both architectures: hashes of the logits of real models on fixed tokens, recorded once on x86-64 (portable
  * path) in tests/golden/arch_logits.txt, compared on every path of the machine running the test
  * (on AArch64 under qemu-aarch64 -cpu max in CI: portable, neon, dotprod, i8mm).
  *
@@ -58,7 +57,9 @@ static int run_model(int k, char *out, size_t cap) {
     sg_golden *g = sg_load(tu_source_path(models[k].golden));
     const int V = sdn_model_cfg(m)->vocab;
     /* the N_REQ shortest requests, in file order among equals */
-    const int N_REQ = models[k].n_req, N_POS = models[k].n_pos;
+    /* SDN_TEST_QUICK (.ci/aarch64 under emulation): one request per model; the recorded lines
+     * are matched by request, so the others are simply not compared */
+    const int N_REQ = getenv("SDN_TEST_QUICK") ? 1 : models[k].n_req, N_POS = models[k].n_pos;
     int pick[MAX_REQ], np = 0;
     for (int t = 0; t < N_REQ; t++) {
         int best = -1;

@@ -576,8 +576,11 @@ static void test_bad_batches(void **state) {
 }
 
 int main(void) {
-    /* SDN_TEST_FILTER=pattern runs only the matching tests (cmocka's wildcards; .ci/aarch64: '*]') */
+    /* SDN_TEST_FILTER=pattern runs only the matching tests (cmocka's wildcards); SDN_TEST_PATH_CASES
+     * only the per-path cases (named "[PATH]": .ci/aarch64, where the rest repeats the x86 suite
+     * at emulation cost) */
     if (getenv("SDN_TEST_FILTER")) cmocka_set_test_filter(getenv("SDN_TEST_FILTER"));
+    else if (getenv("SDN_TEST_PATH_CASES")) cmocka_set_test_filter("*]");
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bad_batches),
         cmocka_unit_test(test_topk),

@@ -211,10 +211,10 @@ static void exact_on(const char *shape, const char *type, int kv_types_all) {
     const int V = sdn_model_cfg(m)->vocab;
     sdn_rng r;
     sdn_rng_seed(&r, 99);
-    enum { N = 300 };
+    enum { N = 200 };
     int32_t prompt[N], other[N];
     for (int i = 0; i < N; i++) prompt[i] = (int32_t)sdn_rng_below(&r, (uint64_t)V);
-    for (int i = 100; i < 160; i++) prompt[i] = prompt[i - 70]; /* something for the drafters to find */
+    for (int i = 100; i < 140; i++) prompt[i] = prompt[i - 70]; /* something for the drafters to find */
     memcpy(other, prompt, sizeof other);
     other[150] = (other[150] + 1) % V; /* shares the first two blocks only */
     const char *methods[] = {"none", "pld", "sam", "sdnpu", "sam+tree", "sam+cal", "sam+reuse", "sam+model"};
@@ -222,9 +222,14 @@ static void exact_on(const char *shape, const char *type, int kv_types_all) {
     const int kvs[] = {SDN_KV_F16, SDN_KV_Q8, SDN_KV_BF16, SDN_KV_F32};
     const int chunks[] = {0, 7, 100, 64};
     int combo = 0;
-    for (int t = 0; t < (kv_types_all ? 4 : 1); t++)
-        for (int k = 0; k < (t == 0 ? n_methods : 4); k++)
+    /* every method greedy and four sampled on the f16 cache; on the other types plain decoding
+     * and sdnpu, greedy and sampled. SDN_TEST_QUICK (.ci/sanitize): f16 and q8, four methods */
+    const int quick = getenv("SDN_TEST_QUICK") != NULL;
+    for (int t = 0; t < (kv_types_all ? (quick ? 2 : 4) : 1); t++)
+        for (int k = 0; k < (t == 0 && !quick ? n_methods : 4); k++)
             for (int s = 0; s < 2; s++, combo++) {
+                if (t > 0 && k != 0 && k != 3) continue;
+                if (s && k >= 4) continue;
                 const float temp = s ? 0.8f : 0.0f;
                 const int threads = 1 + combo % 2, chunk = chunks[combo % 4];
                 sdn_pcache_opts o = {.mem_bytes = 64 << 20};
@@ -340,6 +345,7 @@ static answer ask(sdnpu_model *m, int doc, int n_tokens, const char *method, flo
     r.temperature = temp;
     r.seed = 5;
     r.prefix_cache = use_cache;
+    r.draft_max = 8; /* a fixed budget: no verify cost curve to measure (children running as another user cannot read its cache) */
     sdnpu_result res;
     sdnpu_result_init(&res);
     if (sdnpu_generate(c, &r, &res, &e)) fail_msg("%s", e.message);

@@ -317,7 +317,7 @@ void sg_exact_compare(sdn_model *m, ref_model *ref, const sg_request *q, int npo
     memcpy(seq + np, q->answer_ids, sizeof(int32_t) * (size_t)q->n_answer);
     ref_model_reset(ref);
     for (int i = 0; i < np - 1 + npos; i++) {
-        ref_model_step(ref, seq[i], lg);
+        ref_model_step(ref, seq[i], i >= np - 1 ? lg : NULL);
         if (i >= np - 1) memcpy(ex + (size_t)(i - np + 1) * V, lg, sizeof(float) * (size_t)V);
     }
     sdn_ctx *c = tu_ctx(m, 1024, 2, 256);

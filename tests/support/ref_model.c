@@ -217,7 +217,7 @@ void ref_model_step(ref_model *r, int32_t tok, float *logits) {
         for (int i = 0; i < D; i++) x[i] += o[i];
     }
     rms(xb, x, r->onorm, D, r->eps);
-    for (int t = 0; t < r->V; t++) {
+    for (int t = 0; logits && t < r->V; t++) {
         double s = 0;
         for (int i = 0; i < D; i++) s += (double)r->out[(size_t)t * D + i] * xb[i];
         logits[t] = (float)(r->softcap > 0 ? r->softcap * tanh(s / r->softcap) : s);

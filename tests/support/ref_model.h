@@ -15,7 +15,8 @@ void ref_model_free(ref_model *r);
 int ref_model_vocab(const ref_model *r);
 /* Reset the sequence. */
 void ref_model_reset(ref_model *r);
-/* Feed one token at the next position; writes the logits (vocab floats). */
+/* Feed one token at the next position; writes the logits (vocab floats; NULL: not computed, for
+ * positions whose prediction is not compared: the LM head is a fifth of a step). */
 void ref_model_step(ref_model *r, int32_t token, float *logits);
 
 #endif
