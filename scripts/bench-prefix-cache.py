@@ -16,9 +16,11 @@ Scenarios, each on a fresh server process (2 slots x --threads threads, greedy, 
          question 1, document 2 question 1, ...), one request at a time: TTFT p50 and p95.
 Configurations: sdnpu with its prefix cache (memory, and the disk tier in a temporary
 directory), sdnpu with --prefix-cache-mb 0 (off), and with --llama-server llama.cpp's
-llama-server with 2 slots (-np 2; its slot choice by prompt similarity and --cache-reuse 256;
-its prompt cache does not survive a restart without slot save/restore, which this does not
-call). Every answer is compared with the first configuration's answer to the same request.
+llama-server with 2 slots (-np 2) and the reuse it offers: its slot choice by prompt
+similarity, its host-memory prompt cache (--cache-ram, on by default), --cache-reuse 256, and
+for the restart slot save and restore (--slot-save-path: both slots saved before the restart,
+restored after it; the restore's time is reported and counted in that question's TTFT).
+Every answer is compared with the first configuration's answer to the same request.
 
 Requests: one user message "Document:\\n<context>\\n\\n<question>" rendered by the model's chat
 template, temperature 0, "stream": true. TTFT: request sent -> first chunk with content.
@@ -82,7 +84,7 @@ class Server:
 
 
 def ask(port: int, doc: str, question: str, max_tokens: int) -> dict:
-    body = {"model": "m", "stream": True, "temperature": 0, "max_tokens": max_tokens,
+    body = {"stream": True, "temperature": 0, "max_tokens": max_tokens,
             "stream_options": {"include_usage": True},
             "messages": [{"role": "user", "content": f"Document:\n{doc}\n\n{question}"}]}
     c = http.client.HTTPConnection("127.0.0.1", port, timeout=1800)
@@ -111,6 +113,15 @@ def ask(port: int, doc: str, question: str, max_tokens: int) -> dict:
             "disk": x.get("prefix_disk_tokens", 0), "prefill_ms": x.get("prefill_ms", tm.get("prompt_ms"))}
 
 
+def slot_action(port: int, slot: int, action: str, filename: str) -> None:
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
+    c.request("POST", f"/slots/{slot}?action={action}", json.dumps({"filename": filename}), {"Content-Type": "application/json"})
+    r = c.getresponse()
+    body = r.read()
+    if r.status != 200:
+        raise SystemExit(f"slot {slot} {action}: HTTP {r.status}: {body[:200]!r}")
+
+
 def longest_docs(path: Path, n: int, max_chars: int) -> list[str]:
     rows = [json.loads(l) for l in path.open() if l.strip()]
     docs = sorted({r["context"] for r in rows if len(r["context"]) <= max_chars}, key=len, reverse=True)
@@ -133,13 +144,16 @@ def main() -> None:
     ap.add_argument("--llama-server", help="llama.cpp's llama-server, for the side-by-side configuration")
     ap.add_argument("--llama-model", help="the GGUF llama-server loads (the same file as --model)")
     ap.add_argument("--out", default=str(ROOT / "build" / "bench-prefix-cache"))
+    ap.add_argument("--only", help="only these configurations (comma-separated names)")
     a = ap.parse_args()
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     scen = a.scenarios.split(",")
     configs = [("sdnpu/cache", "sdnpu", ["--prefix-cache-mb", "1024"], True), ("sdnpu/off", "sdnpu", ["--prefix-cache-mb", "0"], False)]
     if a.llama_server:
-        configs.append(("llama-server", "llama", [], False))
+        configs.append(("llama-server", "llama", [], True))
+    if a.only:
+        configs = [c for c in configs if c[0] in a.only.split(",")]
     ref: dict[str, str] = {}
     results: dict = {"command": " ".join(sys.argv), "configs": {}}
 
@@ -150,7 +164,7 @@ def main() -> None:
                     "--ctx", str(a.ctx), *extra] + (["--prefix-cache", cache_dir] if cache_dir else [])
         else:
             argv = [a.llama_server, "-m", a.llama_model, "--port", str(port), "-np", "2", "-t", str(a.threads), "-c", str(2 * a.ctx),
-                    "--cache-reuse", "256", "--no-webui"]
+                    "--cache-reuse", "256", "--no-webui"] + (["--slot-save-path", cache_dir + "/"] if cache_dir else [])
         return Server(argv, port, out / f"{tag}.log")
 
     def check(key: str, r: dict, name: str) -> None:
@@ -175,9 +189,20 @@ def main() -> None:
                 t.join()
             for i, r in enumerate(pair):
                 check(f"slots-q{2 + i}", r, name)
+            if kind == "llama":
+                for i in range(2):
+                    slot_action(s.port, i, "save", f"slot{i}.bin")
             s.stop()
             s = start(kind, extra, d, name.replace("/", "-") + "-slots-restart")
+            restore = 0.0
+            if kind == "llama":
+                t0 = time.perf_counter()
+                for i in range(2):
+                    slot_action(s.port, i, "restore", f"slot{i}.bin")
+                restore = time.perf_counter() - t0
             q4 = ask(s.port, doc, QUESTIONS[3], a.max_tokens)
+            q4["restore_s"] = restore
+            q4["ttft"] += restore
             check("slots-q4", q4, name)
             s.stop()
             if d:
@@ -185,7 +210,7 @@ def main() -> None:
             res["slots"] = {"doc_chars": len(doc), "q1": q1, "q2": pair[0], "q3": pair[1], "restart": q4}
             print(f"{name} slots: q1 {q1['ttft']:.2f} s | q2 {pair[0]['ttft']:.2f} s (reused {pair[0]['reused']}, cached {pair[0]['cached']})"
                   f" | q3 {pair[1]['ttft']:.2f} s (reused {pair[1]['reused']}, cached {pair[1]['cached']}) | after a restart "
-                  f"{q4['ttft']:.2f} s (disk {q4['disk']}) = {100 * q4['ttft'] / q1['ttft']:.1f}% of q1", flush=True)
+                  f"{q4['ttft']:.2f} s (disk {q4['disk']}, restore {q4['restore_s']:.2f} s) = {100 * q4['ttft'] / q1['ttft']:.1f}% of q1", flush=True)
         if "rag" in scen:
             docs = longest_docs(Path(a.data), a.docs, a.rag_chars)
             d = tempfile.mkdtemp(prefix="pcache-") if disk else None
